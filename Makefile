@@ -1,0 +1,39 @@
+# Two commands: `make demo` and `make test`. Both set everything up on a fresh machine.
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+PIP    := $(PY) -m pip
+STAMP  := $(VENV)/.installed
+export LITELLM_LOCAL_MODEL_COST_MAP := True
+export HF_HUB_OFFLINE := 1
+export TRANSFORMERS_OFFLINE := 1
+export TOKENIZERS_PARALLELISM := false
+
+.PHONY: setup demo test bench lint notebooks clean-db
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml constraints.txt
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install --quiet --upgrade pip
+	# CPU torch first, pinned: never let pip pull the CUDA wheels.
+	$(PIP) install --quiet -c constraints.txt torch==2.13.0
+	$(PIP) install --quiet -c constraints.txt -e '.[local,embedded,pdf,dev]'
+	touch $(STAMP)
+
+demo: setup
+	$(PY) -m agentrag demo
+
+test: setup
+	$(PY) -m pytest -q
+
+bench: setup
+	$(PY) -m benchmarks
+
+lint: setup
+	$(VENV)/bin/ruff check agentrag tests benchmarks
+	$(VENV)/bin/ruff format --check agentrag tests benchmarks
+	$(VENV)/bin/mypy
+
+notebooks: setup
+	$(PY) -m pytest -q --nbmake notebooks

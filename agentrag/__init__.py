@@ -1,0 +1,1 @@
+"""agentrag: agentic RAG over PostgreSQL + pgvector."""

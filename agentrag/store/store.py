@@ -1,0 +1,416 @@
+"""The :class:`Store`: one handle on the PostgreSQL database and what it holds."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from agentrag.errors import (
+    CollectionExistsError,
+    CollectionNotFoundError,
+    DatabaseUnavailableError,
+    DocumentNotFoundError,
+    InvalidInputError,
+)
+from agentrag.store.collections import DISTANCES, Collection, check_embedder, validate_name
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Connection, Engine
+
+    from agentrag.embedders import Embedder
+    from agentrag.store.ingest import IngestProgress, IngestReport
+    from agentrag.store.migrate import Migration, SchemaStatus
+
+__all__ = ["Store", "Document", "connect"]
+
+_log = logging.getLogger("agentrag.store")
+
+_COLLECTION_SQL = """
+SELECT c.id, c.name, c.description, c.embed_model, c.embed_version, c.dimensions, c.distance,
+       c.scoped, c.version, c.created_at,
+       (SELECT count(*) FROM agentrag.documents d WHERE d.collection_id = c.id) AS document_count,
+       (SELECT count(*) FROM agentrag.chunks k WHERE k.collection_id = c.id) AS chunk_count
+FROM agentrag.collections c
+"""
+
+
+class Document:
+    """A stored document (its text loads with :meth:`Store.document`)."""
+
+    __slots__ = (
+        "chunk_count",
+        "classification",
+        "collection",
+        "created_at",
+        "date",
+        "id",
+        "metadata",
+        "original_filename",
+        "sessions",
+        "sha256",
+        "source",
+        "tenant",
+        "text",
+        "updated_at",
+        "workspace",
+    )
+
+    def __init__(self, **fields: Any) -> None:
+        for name in self.__slots__:
+            setattr(self, name, fields.get(name))
+
+    def __repr__(self) -> str:
+        scope = "".join(f" {k}={getattr(self, k)!r}" for k in ("tenant", "workspace") if getattr(self, k))
+        return f"Document({self.id} {self.collection}:{self.source!r} {self.chunk_count} chunks{scope})"
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {name: getattr(self, name) for name in self.__slots__ if name != "text"}
+        for key in ("created_at", "updated_at", "date"):
+            if out[key] is not None:
+                out[key] = out[key].isoformat()
+        return out
+
+
+def _register_vector(dbapi_connection: Any, _record: Any) -> None:
+    from pgvector.psycopg.vector import register_vector_info
+    from psycopg.types import TypeInfo
+
+    info = TypeInfo.fetch(dbapi_connection, "vector")
+    if info is not None:
+        register_vector_info(dbapi_connection, info)
+    dbapi_connection.commit()
+
+
+class Store:
+    """PostgreSQL + pgvector behind a bounded connection pool.
+
+    ``Store()`` uses ``AGENTRAG_DATABASE_URL`` or else the embedded server; ``Store(url)``
+    or ``Store(engine=...)`` point at any PostgreSQL 15+ with pgvector. The schema is
+    upgraded on first use unless ``migrate=False``. ``embedder`` (default: local
+    all-MiniLM-L6-v2, loaded on first use) embeds chunks and queries.
+    """
+
+    def __init__(
+        self,
+        url: str | None = None,
+        *,
+        engine: Engine | None = None,
+        embedder: Embedder | None = None,
+        pool_size: int = 5,
+        max_overflow: int = 5,
+        migrate: bool = True,
+    ) -> None:
+        from sqlalchemy import create_engine, event
+
+        from agentrag.store.server import database_url
+
+        if engine is None:
+            self._url = database_url(url)
+            engine = create_engine(
+                self._url,
+                pool_size=pool_size,
+                max_overflow=max_overflow,
+                pool_pre_ping=True,
+                pool_timeout=30,
+            )
+            self._owns_engine = True
+        else:
+            self._url = engine.url.render_as_string(hide_password=True)
+            self._owns_engine = False
+        self.engine = engine
+        self._embedder = embedder
+        self._bm25: dict[Any, Any] = {}
+        try:
+            with engine.connect():
+                pass
+        except Exception as exc:
+            raise DatabaseUnavailableError(f"cannot connect to {self.url}: {exc}") from exc
+        if migrate:
+            self.upgrade()
+        event.listen(engine, "connect", _register_vector)
+        engine.dispose()  # pooled connections made before the listener lack the vector type
+
+    # ---- plumbing -------------------------------------------------------------------------
+    @property
+    def url(self) -> str:
+        from sqlalchemy.engine import make_url
+
+        return make_url(self._url).render_as_string(hide_password=True)
+
+    @property
+    def embedder(self) -> Embedder:
+        if self._embedder is None:
+            from agentrag.embedders import LocalEmbedder
+
+            self._embedder = LocalEmbedder()
+        return self._embedder
+
+    def __repr__(self) -> str:
+        return f"Store({self.url!r})"
+
+    def close(self) -> None:
+        if self._owns_engine:
+            self.engine.dispose()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def upgrade(self) -> list[Migration]:
+        from agentrag.store.migrate import upgrade
+
+        return upgrade(self.engine)
+
+    def status(self) -> SchemaStatus:
+        from agentrag.store.migrate import status
+
+        return status(self.engine)
+
+    # ---- collections ----------------------------------------------------------------------
+    def create_collection(
+        self,
+        name: str,
+        *,
+        description: str = "",
+        embedder: Embedder | None = None,
+        distance: str = "cosine",
+        scoped: bool = False,
+        exist_ok: bool = False,
+    ) -> Collection:
+        """Create a collection recording the embedder's model, version and dimensions."""
+        from sqlalchemy import text
+        from sqlalchemy.exc import IntegrityError
+
+        validate_name(name)
+        if distance not in DISTANCES:
+            raise InvalidInputError(f"unknown distance {distance!r}; use one of {sorted(DISTANCES)}")
+        embedder = embedder or self.embedder
+        if exist_ok:
+            try:
+                existing = self.collection(name)
+            except CollectionNotFoundError:
+                pass
+            else:
+                check_embedder(existing, embedder)
+                return existing
+        try:
+            with self.engine.begin() as conn:
+                conn.execute(
+                    text(
+                        "INSERT INTO agentrag.collections"
+                        " (name, description, embed_model, embed_version, dimensions, distance, scoped)"
+                        " VALUES (:name, :description, :model, :version, :dims, :distance, :scoped)"
+                    ),
+                    {
+                        "name": name,
+                        "description": description,
+                        "model": embedder.model_id,
+                        "version": embedder.version,
+                        "dims": int(embedder.dimensions),
+                        "distance": distance,
+                        "scoped": scoped,
+                    },
+                )
+        except IntegrityError as exc:
+            if exist_ok:
+                return self.collection(name)
+            raise CollectionExistsError(f"collection {name!r} already exists") from exc
+        return self.collection(name)
+
+    def collection(self, name: str) -> Collection:
+        from sqlalchemy import text
+
+        with self.engine.connect() as conn:
+            row = conn.execute(text(_COLLECTION_SQL + " WHERE c.name = :name"), {"name": name}).mappings().first()
+        if row is None:
+            raise CollectionNotFoundError(f"no collection named {name!r}")
+        return Collection(**row)
+
+    def collections(self) -> list[Collection]:
+        from sqlalchemy import text
+
+        with self.engine.connect() as conn:
+            rows = conn.execute(text(_COLLECTION_SQL + " ORDER BY c.name")).mappings().all()
+        return [Collection(**row) for row in rows]
+
+    def delete_collection(self, name: str) -> None:
+        from sqlalchemy import text
+
+        collection = self.collection(name)
+        with self.engine.begin() as conn:
+            conn.execute(text(f"DROP INDEX IF EXISTS agentrag.{collection.hnsw_index}"))
+            conn.execute(text("DELETE FROM agentrag.collections WHERE id = :id"), {"id": collection.id})
+        self._bm25.pop(collection.id, None)
+
+    def ensure_vector_index(self, collection: Collection, conn: Connection | None = None) -> None:
+        """Build the collection's HNSW index if it is missing (a partial expression index)."""
+        from sqlalchemy import text
+
+        opclass = DISTANCES[collection.distance][0]
+        dims = int(collection.dimensions)
+        sql = (
+            f"CREATE INDEX IF NOT EXISTS {collection.hnsw_index} ON agentrag.chunks "
+            f"USING hnsw ((embedding::vector({dims})) {opclass}) WHERE collection_id = {int(collection.id)}"
+        )
+        if conn is not None:
+            conn.execute(text(sql))
+            return
+        with self.engine.begin() as own:
+            own.execute(text(sql))
+
+    # ---- documents ------------------------------------------------------------------------
+    def ingest(
+        self,
+        sources: str | Path | Iterable[str | Path],
+        *,
+        collection: str,
+        metadata: dict[str, Any] | None = None,
+        tenant: str | None = None,
+        workspace: str | None = None,
+        session: str | None = None,
+        chunk_size: int | None = None,
+        chunk_overlap: int | None = None,
+        on_progress: Callable[[IngestProgress], None] | None = None,
+    ) -> IngestReport:
+        """Ingest files and directories (``.txt``, ``.md``, ``.pdf``) into ``collection``."""
+        from agentrag.store.ingest import ingest_paths
+
+        return ingest_paths(
+            self,
+            sources,
+            collection=collection,
+            metadata=metadata,
+            tenant=tenant,
+            workspace=workspace,
+            session=session,
+            chunk_size=chunk_size,
+            chunk_overlap=chunk_overlap,
+            on_progress=on_progress,
+        )
+
+    def ingest_text(
+        self,
+        text: str,
+        *,
+        collection: str,
+        source: str,
+        metadata: dict[str, Any] | None = None,
+        tenant: str | None = None,
+        workspace: str | None = None,
+        session: str | None = None,
+        chunk_size: int | None = None,
+        chunk_overlap: int | None = None,
+    ) -> IngestReport:
+        """Ingest one string under the key ``source`` (re-ingesting the same text is a no-op)."""
+        from agentrag.store.ingest import ingest_texts
+
+        return ingest_texts(
+            self,
+            [(source, text, metadata or {})],
+            collection=collection,
+            tenant=tenant,
+            workspace=workspace,
+            session=session,
+            chunk_size=chunk_size,
+            chunk_overlap=chunk_overlap,
+        )
+
+    def documents(
+        self,
+        collection: str | None = None,
+        *,
+        tenant: str | None = None,
+        workspace: str | None = None,
+        limit: int = 1000,
+    ) -> list[Document]:
+        from sqlalchemy import text
+
+        clauses, params = [], {"limit": int(limit)}
+        if collection is not None:
+            params["cid"] = self.collection(collection).id
+            clauses.append("d.collection_id = :cid")
+        if tenant is not None:
+            clauses.append("d.tenant_id = :tenant")
+            params["tenant"] = tenant
+        if workspace is not None:
+            clauses.append("d.workspace_id = :workspace")
+            params["workspace"] = workspace
+        where = ("WHERE " + " AND ".join(clauses)) if clauses else ""
+        with self.engine.connect() as conn:
+            rows = conn.execute(text(_DOCUMENT_SQL.format(text="NULL", where=where) + " LIMIT :limit"), params)
+            return [_document(row) for row in rows.mappings()]
+
+    def document(self, document_id: str) -> Document:
+        from sqlalchemy import text
+
+        with self.engine.connect() as conn:
+            row = (
+                conn.execute(text(_DOCUMENT_SQL.format(text="d.text", where="WHERE d.id = :id")), {"id": document_id})
+                .mappings()
+                .first()
+            )
+        if row is None:
+            raise DocumentNotFoundError(f"no document with id {document_id!r}")
+        return _document(row)
+
+    def delete_document(self, document_id: str) -> None:
+        from sqlalchemy import text
+
+        with self.engine.begin() as conn:
+            cid = conn.execute(
+                text("DELETE FROM agentrag.documents WHERE id = :id RETURNING collection_id"), {"id": document_id}
+            ).scalar()
+            if cid is None:
+                raise DocumentNotFoundError(f"no document with id {document_id!r}")
+            conn.execute(text("UPDATE agentrag.collections SET version = version + 1 WHERE id = :id"), {"id": cid})
+
+    def link_session(self, document_id: str, session: str) -> None:
+        """Make a document visible to a session scope."""
+        from sqlalchemy import text
+        from sqlalchemy.exc import IntegrityError
+
+        try:
+            with self.engine.begin() as conn:
+                conn.execute(
+                    text(
+                        "INSERT INTO agentrag.document_sessions (session_id, document_id) VALUES (:s, :d)"
+                        " ON CONFLICT DO NOTHING"
+                    ),
+                    {"s": session, "d": document_id},
+                )
+        except IntegrityError as exc:
+            raise DocumentNotFoundError(f"no document with id {document_id!r}") from exc
+
+
+_DOCUMENT_SQL = """
+SELECT d.id, c.name AS collection, d.source, d.original_filename, d.sha256, d.metadata, d.classification,
+       d.doc_date AS date, d.tenant_id AS tenant, d.workspace_id AS workspace, d.chunk_count,
+       d.created_at, d.updated_at, {text} AS text,
+       coalesce((SELECT array_agg(s.session_id ORDER BY s.session_id) FROM agentrag.document_sessions s
+                 WHERE s.document_id = d.id), '{{}}') AS sessions
+FROM agentrag.documents d JOIN agentrag.collections c ON c.id = d.collection_id
+{where}
+ORDER BY c.name, d.source
+"""
+
+
+def _document(row: Any) -> Document:
+    fields = dict(row)
+    fields["sessions"] = list(fields["sessions"] or [])
+    return Document(**fields)
+
+
+def connect(url: str | None = None, **options: Any) -> Store:
+    """Open a :class:`Store` (see its docstring for the options)."""
+    return Store(url, **options)
+
+
+def _now() -> datetime:
+    from datetime import UTC
+
+    return datetime.now(UTC)
