@@ -1,0 +1,5 @@
+import sys
+
+from agentrag.cli import main
+
+sys.exit(main())

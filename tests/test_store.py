@@ -1,0 +1,301 @@
+"""The store against the real PostgreSQL: migrations, collections, ingestion guarantees."""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+from sqlalchemy import create_engine, text
+from sqlalchemy.engine import make_url
+
+from agentrag.errors import (
+    CollectionExistsError,
+    CollectionNotFoundError,
+    EmbeddingError,
+    EmbeddingMismatchError,
+    InvalidInputError,
+    StoreError,
+)
+from agentrag.store.store import Store
+from agentrag.testing import FakeEmbedder
+
+PARAGRAPH = "Lumen keeps notes in workspaces. Each workspace has members and permissions. " * 8
+
+
+@pytest.fixture
+def fresh_database_url(database_url: str) -> Iterator[str]:
+    base = make_url(database_url)
+    name = f"agentrag_fresh_{uuid.uuid4().hex[:8]}"
+    admin = create_engine(base, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f'CREATE DATABASE "{name}"'))
+    yield base.set(database=name).render_as_string(hide_password=False)
+    with admin.connect() as conn:
+        conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    admin.dispose()
+
+
+def _count(store: Store, sql: str, **params: object) -> int:
+    with store.engine.connect() as conn:
+        return int(conn.execute(text(sql), params).scalar() or 0)
+
+
+def test_migrations_from_empty_database_run_twice(fresh_database_url: str, fake_embedder: FakeEmbedder) -> None:
+    store = Store(fresh_database_url, embedder=fake_embedder, migrate=False)
+    assert store.status().applied == ()
+    applied = store.upgrade()
+    assert [m.version for m in applied] == [1]
+    assert store.upgrade() == []
+    status = store.status()
+    assert status.current == 1 and not status.pending
+    assert status.vector_version is not None and status.vector_version.startswith("0.8")
+    assert _count(store, "SELECT count(*) FROM agentrag.migrations") == 1
+    store.close()
+
+
+def test_migrations_from_two_processes_at_once(fresh_database_url: str, fake_embedder: FakeEmbedder) -> None:
+    results: list[object] = []
+    barrier = threading.Barrier(3)
+
+    def run() -> None:
+        barrier.wait()
+        try:
+            s = Store(fresh_database_url, embedder=fake_embedder)
+            results.append(s.status().current)
+            s.close()
+        except Exception as exc:  # pragma: no cover - the assertion below reports it
+            results.append(exc)
+
+    threads = [threading.Thread(target=run) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert results == [1, 1, 1]
+
+
+def test_collections_crud(store: Store, collection_name: str) -> None:
+    c = store.create_collection(collection_name, description="product docs")
+    assert c.embed_model == store.embedder.model_id and c.dimensions == store.embedder.dimensions
+    assert c.distance == "cosine" and c.document_count == 0
+    assert collection_name in [x.name for x in store.collections()]
+    with pytest.raises(CollectionExistsError):
+        store.create_collection(collection_name)
+    assert store.create_collection(collection_name, exist_ok=True).id == c.id
+    store.delete_collection(collection_name)
+    with pytest.raises(CollectionNotFoundError):
+        store.collection(collection_name)
+
+
+@pytest.mark.parametrize("name", ["", "has space", "x" * 64, "semi;colon", "../up", "-dash-first"])
+def test_bad_collection_names_rejected(store: Store, name: str) -> None:
+    with pytest.raises(InvalidInputError):
+        store.create_collection(name)
+
+
+def test_unknown_distance_rejected(store: Store, collection_name: str) -> None:
+    with pytest.raises(InvalidInputError, match="distance"):
+        store.create_collection(collection_name, distance="manhattan")
+
+
+def test_reingest_unchanged_is_noop_and_changed_replaces_atomically(store: Store, collection_name: str) -> None:
+    store.create_collection(collection_name)
+    first = store.ingest_text(PARAGRAPH * 3, collection=collection_name, source="a.md")
+    assert len(first.added) == 1 and first.chunks_written > 1
+    version = store.collection(collection_name).version
+    again = store.ingest_text(PARAGRAPH * 3, collection=collection_name, source="a.md")
+    assert again.unchanged == ("a.md",) and again.chunks_written == 0
+    assert store.collection(collection_name).version == version  # nothing written, BM25 cache stays valid
+
+    old_id = first.document_ids["a.md"]
+    changed = store.ingest_text(PARAGRAPH + "A new closing sentence.", collection=collection_name, source="a.md")
+    assert changed.replaced == ("a.md",)
+    new_id = changed.document_ids["a.md"]
+    assert new_id != old_id
+    assert _count(store, "SELECT count(*) FROM agentrag.chunks WHERE document_id = :d", d=old_id) == 0
+    assert _count(store, "SELECT count(*) FROM agentrag.documents WHERE source = 'a.md' AND collection_id = :c",
+                  c=store.collection(collection_name).id) == 1
+    doc = store.document(new_id)
+    assert doc.text.endswith("A new closing sentence.")
+    assert doc.chunk_count == _count(store, "SELECT count(*) FROM agentrag.chunks WHERE document_id = :d", d=new_id)
+
+
+def test_metadata_change_replaces_document(store: Store, collection_name: str) -> None:
+    store.create_collection(collection_name)
+    store.ingest_text(PARAGRAPH, collection=collection_name, source="m.md", metadata={"classification": "public"})
+    report = store.ingest_text(
+        PARAGRAPH, collection=collection_name, source="m.md", metadata={"classification": "internal"}
+    )
+    assert report.replaced == ("m.md",)
+    (doc,) = store.documents(collection_name)
+    assert doc.classification == "internal"
+
+
+def test_failed_replace_keeps_the_old_version(store: Store, collection_name: str, database_url: str) -> None:
+    store.create_collection(collection_name)
+    store.ingest_text(PARAGRAPH, collection=collection_name, source="keep.md")
+    before = store.documents(collection_name)
+    broken = Store(database_url, embedder=FakeEmbedder(dimensions=64, fail=True))
+    with pytest.raises(EmbeddingError):
+        broken.ingest_text(PARAGRAPH + " changed", collection=collection_name, source="keep.md")
+    broken.close()
+    after = store.documents(collection_name)
+    assert [(d.id, d.sha256, d.chunk_count) for d in after] == [(d.id, d.sha256, d.chunk_count) for d in before]
+
+
+def test_model_or_dimension_mismatch_rejected_before_writing(
+    store: Store, collection_name: str, database_url: str
+) -> None:
+    store.create_collection(collection_name)
+    for embedder in (FakeEmbedder(dimensions=32), FakeEmbedder(dimensions=64, model_id="other-model")):
+        other = Store(database_url, embedder=embedder)
+        with pytest.raises(EmbeddingMismatchError):
+            other.ingest_text(PARAGRAPH, collection=collection_name, source="x.md")
+        other.close()
+    assert store.collection(collection_name).document_count == 0
+    assert _count(store, "SELECT count(*) FROM agentrag.chunks WHERE collection_id = :c",
+                  c=store.collection(collection_name).id) == 0
+
+
+class _WrongShape(FakeEmbedder):
+    def embed(self, texts):  # type: ignore[no-untyped-def]
+        return np.zeros((len(texts), self.dimensions - 1), dtype=np.float32)
+
+
+def test_embedder_returning_wrong_dimension_writes_nothing(store: Store, database_url: str, collection_name: str) -> None:
+    store.create_collection(collection_name)
+    liar = Store(database_url, embedder=_WrongShape(dimensions=64))
+    with pytest.raises(EmbeddingError, match="shape"):
+        liar.ingest_text(PARAGRAPH, collection=collection_name, source="x.md")
+    liar.close()
+    assert store.collection(collection_name).document_count == 0
+
+
+def test_stored_chunks_round_trip_to_document_text(store: Store, collection_name: str) -> None:
+    store.create_collection(collection_name)
+    report = store.ingest(Path(__file__).parent.parent / "samples" / "api", collection=collection_name)
+    assert report.ok and len(report.added) >= 5
+    with store.engine.connect() as conn:
+        rows = conn.execute(
+            text(
+                "SELECT d.text AS doc, c.text, c.start_char, c.end_char, c.sha256, c.section"
+                " FROM agentrag.chunks c JOIN agentrag.documents d ON d.id = c.document_id"
+                " WHERE c.collection_id = :c"
+            ),
+            {"c": store.collection(collection_name).id},
+        ).all()
+    assert rows
+    for row in rows:
+        assert row.doc[row.start_char : row.end_char] == row.text
+        assert hashlib.sha256(row.text.encode()).hexdigest() == row.sha256
+    assert any(row.section for row in rows)
+
+
+def test_front_matter_becomes_metadata(store: Store, collection_name: str, tmp_path: Path) -> None:
+    store.create_collection(collection_name)
+    (tmp_path / "n.md").write_text("---\ntitle: Note\nclassification: internal\ndate: 2026-01-02\n---\n# Note\nBody.\n")
+    report = store.ingest(tmp_path, collection=collection_name, metadata={"team": "docs"})
+    (doc,) = store.documents(collection_name)
+    assert report.ok
+    assert doc.classification == "internal" and str(doc.date) == "2026-01-02"
+    assert doc.metadata == {"title": "Note", "classification": "internal", "date": "2026-01-02", "team": "docs"}
+    assert store.document(doc.id).text == "# Note\nBody.\n"
+
+
+def test_unreadable_files_are_named_and_others_still_go_in(store: Store, collection_name: str, tmp_path: Path) -> None:
+    store.create_collection(collection_name)
+    (tmp_path / "good.md").write_text("# Good\nfine text")
+    (tmp_path / "bad.txt").write_bytes(b"\xff\xfe\x00binary")
+    (tmp_path / "empty.md").write_text("   \n")
+    (tmp_path / "baddate.md").write_text("---\ndate: yesterday\n---\ntext")
+    report = store.ingest(tmp_path, collection=collection_name)
+    assert not report.ok
+    assert [Path(s).name for s in report.added] == ["good.md"]
+    failed = {Path(s).name: why for s, why in report.failed}
+    assert set(failed) == {"bad.txt", "empty.md", "baddate.md"}
+    assert "UTF-8" in failed["bad.txt"] and "ISO date" in failed["baddate.md"]
+
+
+def test_connection_killed_mid_ingest_leaves_no_partial_document(
+    database_url: str, fake_embedder: FakeEmbedder, collection_name: str, tmp_path: Path
+) -> None:
+    store = Store(database_url, embedder=fake_embedder)
+    store.create_collection(collection_name)
+    for i in range(6):
+        (tmp_path / f"doc{i}.md").write_text(f"# Doc {i}\n\n" + PARAGRAPH * 4)
+    killer = create_engine(make_url(database_url), isolation_level="AUTOCOMMIT")
+
+    def kill_inside_fourth_document(event) -> None:  # type: ignore[no-untyped-def]
+        if event.status == "writing" and event.done == 3:
+            with killer.connect() as conn:
+                killed = conn.execute(
+                    text(
+                        "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+                        " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+                        " AND state = 'idle in transaction'"
+                    )
+                ).scalar()
+                assert killed == 1
+
+    with pytest.raises(StoreError, match="rolled back"):
+        store.ingest(tmp_path, collection=collection_name, on_progress=kill_inside_fourth_document)
+    killer.dispose()
+
+    docs = store.documents(collection_name)
+    assert len(docs) == 3
+    cid = store.collection(collection_name).id
+    for doc in docs:
+        assert doc.chunk_count == _count(store, "SELECT count(*) FROM agentrag.chunks WHERE document_id = :d", d=doc.id)
+    assert _count(
+        store,
+        "SELECT count(*) FROM agentrag.chunks c WHERE c.collection_id = :c"
+        " AND NOT EXISTS (SELECT 1 FROM agentrag.documents d WHERE d.id = c.document_id)",
+        c=cid,
+    ) == 0
+
+    rerun = store.ingest(tmp_path, collection=collection_name)
+    assert sorted(Path(s).name for s in rerun.added) == ["doc3.md", "doc4.md", "doc5.md"]
+    assert len(rerun.unchanged) == 3
+    store.close()
+
+
+def test_session_links_and_scoped_documents(store: Store, collection_name: str) -> None:
+    store.create_collection(collection_name, scoped=True)
+    a = store.ingest_text(PARAGRAPH, collection=collection_name, source="s.md", tenant="t1", session="sess-1")
+    b = store.ingest_text(PARAGRAPH, collection=collection_name, source="s.md", tenant="t2")
+    assert a.added and b.added  # the same source in two tenants is two documents
+    docs = store.documents(collection_name, tenant="t1")
+    assert len(docs) == 1 and docs[0].sessions == ["sess-1"]
+    store.link_session(b.document_ids["s.md"], "sess-2")
+    assert store.documents(collection_name, tenant="t2")[0].sessions == ["sess-2"]
+    with pytest.raises(InvalidInputError):
+        store.ingest_text(PARAGRAPH, collection=collection_name, source="y.md", tenant="  ")
+
+
+def test_vector_index_is_built_per_collection(store: Store, collection_name: str) -> None:
+    c = store.create_collection(collection_name)
+    store.ingest_text(PARAGRAPH, collection=collection_name, source="i.md")
+    with store.engine.connect() as conn:
+        indexdef = conn.execute(
+            text("SELECT indexdef FROM pg_indexes WHERE schemaname = 'agentrag' AND indexname = :n"),
+            {"n": c.hnsw_index},
+        ).scalar()
+    assert indexdef is not None
+    assert "hnsw" in indexdef and "vector_cosine_ops" in indexdef and f"collection_id = {c.id}" in indexdef
+
+
+def test_delete_document_and_collection(store: Store, collection_name: str) -> None:
+    store.create_collection(collection_name)
+    r = store.ingest_text(PARAGRAPH, collection=collection_name, source="d.md")
+    doc_id = r.document_ids["d.md"]
+    store.delete_document(doc_id)
+    assert store.documents(collection_name) == []
+    with pytest.raises(StoreError):
+        store.delete_document(doc_id)
+    store.delete_collection(collection_name)
+    assert _count(store, "SELECT count(*) FROM agentrag.chunks c WHERE c.document_id = :d", d=doc_id) == 0
