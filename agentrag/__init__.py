@@ -1,1 +1,221 @@
-"""agentrag: agentic RAG over PostgreSQL + pgvector."""
+"""agentrag: agentic RAG over PostgreSQL + pgvector.
+
+A question becomes an immutable :class:`Context` that flows through small steps::
+
+    import agentrag as ar
+
+    store = ar.Store()                                   # embedded PostgreSQL + pgvector
+    ctx = ar.new("How do I paginate the notes API?", store=store)
+    ctx = ctx | ar.route(collections=["api", "support"]) | ar.search(self_correct=True) | ar.answer()
+    print(ctx.answer_text, ctx.citations)
+
+Everything public is listed in ``__all__`` and loaded on first use, so ``import agentrag``
+stays fast (torch, sentence-transformers and litellm load only when a model is used).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from agentrag.errors import (
+    AgentragError,
+    CollectionExistsError,
+    CollectionNotFoundError,
+    DatabaseUnavailableError,
+    DocumentNotFoundError,
+    EmbeddingError,
+    EmbeddingMismatchError,
+    EmptyQueryError,
+    ExtensionMissingError,
+    FilterError,
+    IngestError,
+    InvalidInputError,
+    LLMError,
+    LLMOutputError,
+    LLMRateLimitError,
+    LLMRequestError,
+    LLMTimeoutError,
+    MigrationError,
+    RetrievalError,
+    ScopeError,
+    StoreError,
+)
+
+__version__ = "0.1.0"
+
+_LAZY: dict[str, str] = {
+    # pipeline
+    "new": "agentrag.steps",
+    "gate": "agentrag.steps",
+    "rewrite": "agentrag.steps",
+    "route": "agentrag.steps",
+    "decompose": "agentrag.steps",
+    "search": "agentrag.steps",
+    "rerank": "agentrag.steps",
+    "enrich": "agentrag.steps",
+    "answer": "agentrag.steps",
+    "answer_stream": "agentrag.steps",
+    "agate": "agentrag.steps",
+    "arewrite": "agentrag.steps",
+    "aroute": "agentrag.steps",
+    "adecompose": "agentrag.steps",
+    "asearch": "agentrag.steps",
+    "arerank": "agentrag.steps",
+    "aenrich": "agentrag.steps",
+    "aanswer": "agentrag.steps",
+    "aanswer_stream": "agentrag.steps",
+    "arun": "agentrag.step",
+    "Context": "agentrag.context",
+    "Budget": "agentrag.context",
+    "StopReason": "agentrag.context",
+    "SearchRecord": "agentrag.context",
+    "SearchIteration": "agentrag.context",
+    "StepRecord": "agentrag.context",
+    "Degradation": "agentrag.context",
+    # store and retrieval
+    "Store": "agentrag.store.store",
+    "connect": "agentrag.store.store",
+    "Document": "agentrag.store.store",
+    "Collection": "agentrag.store.collections",
+    "IngestReport": "agentrag.store.ingest",
+    "Hit": "agentrag.hits",
+    "Scope": "agentrag.scope",
+    "Filters": "agentrag.retrieval.filters",
+    "SearchResult": "agentrag.retrieval.result",
+    # models, prompts, telemetry
+    "Embedder": "agentrag.embedders",
+    "LocalEmbedder": "agentrag.embedders",
+    "LiteLLMEmbedder": "agentrag.embedders",
+    "LLM": "agentrag.llm",
+    "LiteLLM": "agentrag.llm",
+    "LLMCall": "agentrag.llm",
+    "Prompts": "agentrag.prompts",
+    "Telemetry": "agentrag.telemetry",
+}
+
+__all__ = [
+    "AgentragError",
+    "Budget",
+    "Collection",
+    "CollectionExistsError",
+    "CollectionNotFoundError",
+    "Context",
+    "DatabaseUnavailableError",
+    "Degradation",
+    "Document",
+    "DocumentNotFoundError",
+    "Embedder",
+    "EmbeddingError",
+    "EmbeddingMismatchError",
+    "EmptyQueryError",
+    "ExtensionMissingError",
+    "FilterError",
+    "Filters",
+    "Hit",
+    "IngestError",
+    "IngestReport",
+    "InvalidInputError",
+    "LLM",
+    "LLMCall",
+    "LLMError",
+    "LLMOutputError",
+    "LLMRateLimitError",
+    "LLMRequestError",
+    "LLMTimeoutError",
+    "LiteLLM",
+    "LiteLLMEmbedder",
+    "LocalEmbedder",
+    "MigrationError",
+    "Prompts",
+    "RetrievalError",
+    "Scope",
+    "ScopeError",
+    "SearchIteration",
+    "SearchRecord",
+    "SearchResult",
+    "StepRecord",
+    "StopReason",
+    "Store",
+    "StoreError",
+    "Telemetry",
+    "aanswer",
+    "aanswer_stream",
+    "adecompose",
+    "aenrich",
+    "agate",
+    "answer",
+    "answer_stream",
+    "arerank",
+    "arewrite",
+    "aroute",
+    "arun",
+    "asearch",
+    "connect",
+    "decompose",
+    "enrich",
+    "gate",
+    "new",
+    "rerank",
+    "rewrite",
+    "route",
+    "search",
+]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'agentrag' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
+
+
+if TYPE_CHECKING:
+    from agentrag.context import (
+        Budget,
+        Context,
+        Degradation,
+        SearchIteration,
+        SearchRecord,
+        StepRecord,
+        StopReason,
+    )
+    from agentrag.embedders import Embedder, LiteLLMEmbedder, LocalEmbedder
+    from agentrag.hits import Hit
+    from agentrag.llm import LLM, LiteLLM, LLMCall
+    from agentrag.prompts import Prompts
+    from agentrag.retrieval.filters import Filters
+    from agentrag.retrieval.result import SearchResult
+    from agentrag.scope import Scope
+    from agentrag.step import arun
+    from agentrag.steps import (
+        aanswer,
+        aanswer_stream,
+        adecompose,
+        aenrich,
+        agate,
+        answer,
+        answer_stream,
+        arerank,
+        arewrite,
+        aroute,
+        asearch,
+        decompose,
+        enrich,
+        gate,
+        new,
+        rerank,
+        rewrite,
+        route,
+        search,
+    )
+    from agentrag.store.collections import Collection
+    from agentrag.store.ingest import IngestReport
+    from agentrag.store.store import Document, Store, connect
+    from agentrag.telemetry import Telemetry

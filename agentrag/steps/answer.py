@@ -1,26 +1,74 @@
 """``answer()``: answer from the retrieved chunks, citing only what was retrieved.
 
-* No chunks: no LLM call; ``grounded=False`` and the answer says what to try instead.
+* No chunks (and no graph facts): no LLM call; ``grounded=False`` and the answer says what
+  to try instead (widen the scope, add documents).
 * With an LLM: ``prompts/answer.j2`` over the packed, delimited context; every citation
-  is then checked (``suppress_ungrounded=True`` strips unsupported sentences).
+  is then checked against the retrieved set (``suppress_ungrounded=True`` strips the
+  unsupported sentences and invalid markers, otherwise they are flagged in
+  ``ungrounded_claims`` / ``invalid_citations``).
 * Without an LLM: extractive: the best-matching sentences, each with its chunk citation.
-* LLM down: mode ``raw-results``: the sources come back without generated text.
+
+The mode (``ctx.mode``), also on the span (``agentrag.answer.mode``):
+
+* ``full``: everything worked.
+* ``lexical-only``: the embedder or the vector leg failed; the answer rests on BM25 hits.
+* ``graph-only``: every search failed but ``enrich()`` found knowledge-graph facts; the
+  answer comes from them alone (cite ``[rel_<id>]``).
+* ``raw-results``: the LLM failed; ``answer_text`` is empty and ``context_used`` holds the
+  sources. The span status is ERROR (the generation failed) but the context has no error.
+* Every search failed and there is no graph context: ``ctx.error`` is a RetrievalError.
+
+Streaming: :func:`answer_stream` / :func:`aanswer_stream` yield the reply's text pieces as
+they arrive and, last, the final Context: the same Context :func:`answer` returns for the
+same replies (pieces are the raw reply; the Context has it checked, and suppressed when
+asked). Every variant shares :func:`prepare` and :func:`finish`.
+
+When answer finishes it emits the ``GENERATION_EXECUTED`` audit event, queues the query-log
+row (``query_log=True``) and records the ``pipeline.query.*`` metrics.
 """
 
 from __future__ import annotations
 
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import AsyncGenerator, Generator, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from agentrag.context import Context, Degradation
-from agentrag.errors import InvalidInputError, LLMError
-from agentrag.grounding import PackedContext, check_citations, pack_context, split_sentences
+from agentrag.errors import AgentragError, InvalidInputError, LLMError, RetrievalError
+from agentrag.grounding import PackedContext, check_citations, graph_labels, pack_context, split_sentences
 from agentrag.hits import Hit
-from agentrag.step import Outcome, Step, _calls_of
+from agentrag.step import Outcome, Step, _calls_of, _telemetry
 from agentrag.steps._common import coverage, prompts_of, use_llm
 
+if TYPE_CHECKING:
+    from agentrag.llm import LLMCall, Message
+
+__all__ = [
+    "AnswerPlan",
+    "aanswer_stream",
+    "answer",
+    "answer_mode",
+    "answer_stream",
+    "extractive_answer",
+    "finish",
+    "llm_failed",
+    "no_results_message",
+    "prepare",
+    "retrieval_failed",
+]
+
 _SKIP_LINE = re.compile(r"^\s*(#|\||```|>|-{3,})")
+_GRAPH_FACT = re.compile(r"^\[(rel_\d+)\]\s+(.*?)(?:\s+\(source: [^)]*\))?$")
+
+NOTHING_GROUNDED = (
+    "The generated answer contained no statement supported by the retrieved sources, so it was withheld. "
+    "Try rephrasing the question, widening the scope or adding documents that cover it."
+)
+NO_RETRIEVAL_NO_LLM = (
+    "This message did not need a document search, and no language model is configured to reply to it."
+)
 
 
 def no_results_message(ctx: Context) -> str:
@@ -44,7 +92,7 @@ def extractive_answer(question: str, hits: Sequence[Hit], *, max_sentences: int 
             scored.append((score, rank, sentence, hit.chunk_id))
     if not scored:
         top = hits[0]
-        return f"{top.text.strip()[:300]} [{top.chunk_id}]"
+        return f"{' '.join(top.text.split())[:300]} [{top.chunk_id}]"
     scored.sort(key=lambda s: (-s[0], s[1], s[2]))
     picked: list[str] = []
     seen: set[str] = set()
@@ -60,17 +108,208 @@ def extractive_answer(question: str, hits: Sequence[Hit], *, max_sentences: int 
     return " ".join(picked)
 
 
+def graph_answer(graph_context: str, *, max_facts: int = 5) -> str:
+    """Without an LLM, in graph-only mode: the knowledge-graph facts themselves, each cited."""
+    facts = []
+    for line in graph_context.splitlines():
+        match = _GRAPH_FACT.match(line.strip())
+        if match:
+            facts.append(f"- {match.group(2)} [{match.group(1)}].")
+        if len(facts) == max_facts:
+            break
+    return "From the knowledge graph (no documents could be searched):\n" + "\n".join(facts)
+
+
+def retrieval_failed(ctx: Context) -> bool:
+    """Every search of the context failed (the store could not search at all)."""
+    return bool(ctx.results) and all(r.error for r in ctx.results)
+
+
 def answer_mode(ctx: Context) -> str:
-    degraded = any(d.kind == "lexical-only" for d in ctx.degradations)
-    return "lexical-only" if degraded else "full"
+    """``graph-only``, ``lexical-only`` or ``full``, from what search recorded (not ``raw-results``)."""
+    if retrieval_failed(ctx):
+        return "graph-only"
+    if any(d.kind == "lexical-only" for d in ctx.degradations):
+        return "lexical-only"
+    return "full"
 
 
-def prepare(ctx: Context, *, max_context_tokens: int) -> PackedContext:
+@dataclass(frozen=True, slots=True)
+class AnswerPlan:
+    """What :func:`prepare` decided: either a finished ``outcome`` or the ``messages`` to send."""
+
+    packed: PackedContext
+    mode: str
+    base: dict[str, Any]
+    attributes: dict[str, Any]
+    stages: tuple[tuple[str, float], ...]
+    valid: frozenset[str] = frozenset()
+    aliases: dict[str, str] = field(default_factory=dict)
+    suppress_ungrounded: bool = False
+    check: bool = True  # False when no retrieval was wanted: there is nothing to cite
+    messages: list[Message] | None = None
+    outcome: Outcome | None = None
+
+
+def _grounding_changes(text: str, plan: AnswerPlan) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The Context changes and span attributes of a checked answer ``text``."""
+    if not plan.check:
+        return {"answer_text": text, "grounded": None, "citations": ()}, {}
+    check = check_citations(text, plan.valid, aliases=plan.aliases)
+    final = text
+    if plan.suppress_ungrounded:
+        final = check.suppressed_text or NOTHING_GROUNDED
+    changes = {
+        "answer_text": final,
+        "citations": check.cited,
+        "grounded": check.grounded,
+        "invalid_citations": check.invalid,
+        "ungrounded_claims": check.ungrounded,
+    }
+    attrs = {
+        "grounded": check.grounded,
+        "citation_count": len(check.cited),
+        "invalid_citation_count": len(check.invalid),
+        "ungrounded_claim_count": len(check.ungrounded),
+    }
+    return changes, attrs
+
+
+def prepare(
+    ctx: Context,
+    *,
+    strategy: str = "auto",
+    max_context_tokens: int = 3000,
+    suppress_ungrounded: bool = False,
+    max_sentences: int = 3,
+) -> AnswerPlan:
+    """Decide the mode, pack the context (recording the ``context.*`` metrics) and either
+    finish without the LLM or render the prompt. Raises RetrievalError when every search
+    failed and there is no graph context."""
     from agentrag.prompts import new_delimiter
 
-    if not isinstance(max_context_tokens, int) or max_context_tokens < 100:
+    llm = use_llm(ctx, strategy, "answer")
+    if (
+        isinstance(max_context_tokens, bool)
+        or not isinstance(max_context_tokens, int)
+        or max_context_tokens < 100
+    ):
         raise InvalidInputError(f"max_context_tokens must be an integer >= 100, got {max_context_tokens!r}")
-    return pack_context(ctx.hits, delimiter=new_delimiter(), budget_tokens=max_context_tokens, prompts=ctx.deps.prompts)
+    if isinstance(max_sentences, bool) or not isinstance(max_sentences, int) or max_sentences < 1:
+        raise InvalidInputError(f"max_sentences must be a positive integer, got {max_sentences!r}")
+    if retrieval_failed(ctx) and not ctx.graph_context:
+        reasons = "; ".join(dict.fromkeys(r.error or "" for r in ctx.results))
+        raise RetrievalError(f"every retrieval source failed and there is no graph context: {reasons}")
+    mode = answer_mode(ctx)
+
+    started = time.perf_counter()
+    hits = () if mode == "graph-only" else ctx.hits
+    packed = pack_context(
+        hits, delimiter=new_delimiter(), budget_tokens=max_context_tokens, prompts=ctx.deps.prompts
+    )
+    context_ms = (time.perf_counter() - started) * 1000.0
+    instruments = _telemetry(ctx).instruments
+    instruments.context_build_duration.record(context_ms)
+    instruments.context_tokens_used.record(packed.tokens)
+    instruments.context_chunks_included.record(len(packed.hits))
+    if packed.dropped:
+        instruments.context_chunks_truncated.add(len(packed.dropped))
+
+    plan = AnswerPlan(
+        packed=packed,
+        mode=mode,
+        base={"context_used": packed.hits, "mode": mode},
+        attributes={
+            "mode": mode,
+            "context_chunk_count": len(packed.hits),
+            "context_dropped_count": len(packed.dropped),
+            "context_tokens": packed.tokens,
+        },
+        stages=(("context", context_ms),),
+        valid=packed.valid_ids | graph_labels(ctx.graph_context),
+        aliases=dict(packed.aliases),
+        suppress_ungrounded=bool(suppress_ungrounded),
+        check=ctx.retrieve is not False,
+    )
+
+    def done(changes: dict[str, Any], strategy_name: str, attrs: dict[str, Any] | None = None) -> AnswerPlan:
+        outcome = Outcome(
+            {**plan.base, **changes},
+            strategy=strategy_name,
+            attributes={**plan.attributes, **(attrs or {})},
+            stages=plan.stages,
+        )
+        return _replace_plan(plan, outcome=outcome)
+
+    if ctx.retrieve is not False and not packed.hits and not ctx.graph_context:
+        return done(
+            {"answer_text": no_results_message(ctx), "grounded": False, "citations": ()}, "no-results"
+        )
+    if not llm:
+        if packed.hits and max(coverage(ctx.question, h.text) for h in packed.hits) == 0.0:
+            # extractive answers need shared words: none of the hits mentions anything asked
+            changes = {"answer_text": no_results_message(ctx), "grounded": False, "citations": ()}
+            return done(changes, "no-results")
+        if ctx.retrieve is False and not packed.hits:
+            return done(
+                {"answer_text": NO_RETRIEVAL_NO_LLM, "grounded": None, "citations": ()}, "local:no-retrieval"
+            )
+        if packed.hits:
+            text = extractive_answer(ctx.question, packed.hits, max_sentences=max_sentences)
+        else:
+            text = graph_answer(ctx.graph_context or "", max_facts=max(max_sentences, 5))
+        changes, attrs = _grounding_changes(text, plan)
+        return done(changes, "local:extractive", attrs)
+    messages = prompts_of(ctx).render(
+        "answer",
+        question=ctx.question,
+        context=packed.text,
+        delimiter=packed.delimiter,
+        labels=list(packed.labels),
+        graph_context=ctx.graph_context or "",
+    )
+    return _replace_plan(plan, messages=messages)
+
+
+def _replace_plan(plan: AnswerPlan, **changes: Any) -> AnswerPlan:
+    from dataclasses import replace
+
+    return replace(plan, **changes)
+
+
+def finish(plan: AnswerPlan, call: LLMCall, generation_ms: float) -> Outcome:
+    """The outcome of a successful model call: the reply, its citations checked."""
+    changes, attrs = _grounding_changes(call.reply or "", plan)
+    return Outcome(
+        {**plan.base, **changes},
+        strategy="llm",
+        attributes={**plan.attributes, **attrs},
+        llm_calls=(call,),
+        stages=(*plan.stages, ("generation", generation_ms)),
+    )
+
+
+def llm_failed(plan: AnswerPlan, exc: LLMError, generation_ms: float) -> Outcome:
+    """The outcome when the model failed: ``raw-results``, the sources without generated text."""
+    reason = f"the LLM failed ({type(exc).__name__}): returning the retrieved sources without an answer"
+    return Outcome(
+        {
+            **plan.base,
+            "answer_text": "",
+            "mode": "raw-results",
+            "grounded": False,
+            "citations": (),
+            "invalid_citations": (),
+            "ungrounded_claims": (),
+        },
+        strategy="llm",
+        attributes={**plan.attributes, "mode": "raw-results"},
+        warnings=(reason,),
+        degradations=(Degradation("answer", "raw-results", reason),),
+        llm_calls=_calls_of(exc),
+        stages=(*plan.stages, ("generation", generation_ms)),
+        error_status=f"{type(exc).__name__}: generation failed, raw results returned",
+    )
 
 
 def _answer(
@@ -82,64 +321,169 @@ def _answer(
     max_sentences: int = 3,
 ) -> Outcome:
     from agentrag.llm import call_llm
-    from agentrag.telemetry import DEFAULT_TELEMETRY
 
-    llm = use_llm(ctx, strategy, "answer")
-    t0 = time.perf_counter()
-    packed = prepare(ctx, max_context_tokens=max_context_tokens)
-    context_ms = (time.perf_counter() - t0) * 1000.0
-    base = {"context_used": packed.hits, "mode": answer_mode(ctx)}
-    attrs = {"context_chunk_count": len(packed.hits), "context_tokens": packed.tokens}
-    if ctx.retrieve is not False and not packed.hits:
-        return Outcome(
-            {**base, "answer_text": no_results_message(ctx), "grounded": False, "citations": ()},
-            strategy="no-results",
-            attributes=attrs,
-            stages=(("context", context_ms),),
-        )
-    if not llm:
-        text = extractive_answer(ctx.question, packed.hits, max_sentences=max_sentences)
-        check = check_citations(text, packed.valid_ids, aliases=dict(packed.aliases))
-        return Outcome(
-            {**base, "answer_text": text, "citations": check.cited, "grounded": check.grounded,
-             "invalid_citations": check.invalid, "ungrounded_claims": check.ungrounded},
-            strategy="local:extractive",
-            attributes=attrs,
-            stages=(("context", context_ms),),
-        )
-    messages = prompts_of(ctx).render(
-        "answer",
-        question=ctx.question,
-        context=packed.text,
-        delimiter=packed.delimiter,
-        labels=list(packed.labels),
-        graph_context=ctx.graph_context or "",
+    plan = prepare(
+        ctx,
+        strategy=strategy,
+        max_context_tokens=max_context_tokens,
+        suppress_ungrounded=suppress_ungrounded,
+        max_sentences=max_sentences,
     )
-    t1 = time.perf_counter()
+    if plan.outcome is not None:
+        return plan.outcome
+    assert ctx.deps.llm is not None and plan.messages is not None
+    started = time.perf_counter()
     try:
-        call = call_llm(ctx.deps.llm, messages, purpose="answer",  # type: ignore[arg-type]
-                        telemetry=ctx.deps.telemetry or DEFAULT_TELEMETRY)
+        call = call_llm(ctx.deps.llm, plan.messages, purpose="answer", telemetry=_telemetry(ctx))
     except LLMError as exc:
-        return Outcome(
-            {**base, "answer_text": "", "mode": "raw-results", "grounded": False, "citations": ()},
-            strategy="llm",
-            attributes=attrs,
-            degradations=(Degradation("answer", "raw-results", f"the LLM failed: {type(exc).__name__}"),),
-            llm_calls=_calls_of(exc),
-            stages=(("context", context_ms), ("generation", (time.perf_counter() - t1) * 1000.0)),
-        )
-    generation_ms = (time.perf_counter() - t1) * 1000.0
-    check = check_citations(call.reply or "", packed.valid_ids, aliases=dict(packed.aliases))
-    text = check.suppressed_text if suppress_ungrounded else (call.reply or "")
-    return Outcome(
-        {**base, "answer_text": text, "citations": check.cited, "grounded": check.grounded,
-         "invalid_citations": check.invalid, "ungrounded_claims": check.ungrounded},
-        strategy="llm",
-        attributes={**attrs, "grounded": check.grounded, "invalid_citation_count": len(check.invalid),
-                    "ungrounded_claim_count": len(check.ungrounded)},
-        llm_calls=(call,),
-        stages=(("context", context_ms), ("generation", generation_ms)),
+        return llm_failed(plan, exc, (time.perf_counter() - started) * 1000.0)
+    return finish(plan, call, (time.perf_counter() - started) * 1000.0)
+
+
+async def _aanswer(
+    ctx: Context,
+    *,
+    strategy: str = "auto",
+    max_context_tokens: int = 3000,
+    suppress_ungrounded: bool = False,
+    max_sentences: int = 3,
+) -> Outcome:
+    import asyncio
+
+    from agentrag.llm import acall_llm
+
+    plan = await asyncio.to_thread(
+        prepare,
+        ctx,
+        strategy=strategy,
+        max_context_tokens=max_context_tokens,
+        suppress_ungrounded=suppress_ungrounded,
+        max_sentences=max_sentences,
     )
+    if plan.outcome is not None:
+        return plan.outcome
+    assert ctx.deps.llm is not None and plan.messages is not None
+    started = time.perf_counter()
+    try:
+        call = await acall_llm(ctx.deps.llm, plan.messages, purpose="answer", telemetry=_telemetry(ctx))
+    except LLMError as exc:
+        return llm_failed(plan, exc, (time.perf_counter() - started) * 1000.0)
+    return finish(plan, call, (time.perf_counter() - started) * 1000.0)
 
 
-answer = Step("answer", _answer)
+def _after_answer(ctx: Context) -> None:
+    """GENERATION_EXECUTED, the query-log row and the pipeline.query.* metrics."""
+    from agentrag import audit, querylog
+
+    instruments = _telemetry(ctx).instruments
+    instruments.pipeline_query_calls.add(1)
+    instruments.pipeline_query_duration.record(ctx.latencies_ms["total"])
+    ran = bool(ctx.steps) and ctx.steps[-1].name == "answer"
+    if ctx.error is not None:
+        stage = next((s.name for s in reversed(ctx.steps) if s.error), "unknown")
+        instruments.pipeline_query_errors.add(1, {"stage": stage, "error_type": type(ctx.error).__name__})
+    elif ran:
+        audit.generation_event(ctx)
+    if ran:
+        querylog.submit(ctx)
+
+
+answer = Step("answer", _answer, _aanswer, after=_after_answer)
+
+
+# ---- streaming ----------------------------------------------------------------------------------
+def answer_stream(ctx: Context, **options: Any) -> Generator[str | Context, None, None]:
+    """Yield the answer's text pieces (``str``) as the model produces them, then the final
+    :class:`Context` as the last item: the one ``answer(ctx, **options)`` would return.
+
+    Takes ``answer()``'s options. Without a model call (no results, no LLM) the whole answer
+    is one piece. If the model fails mid-stream, the final Context is ``raw-results`` and the
+    pieces already yielded belong to no answer::
+
+        for item in answer_stream(ctx):
+            if isinstance(item, str):
+                print(item, end="", flush=True)
+            else:
+                ctx = item
+    """
+    from agentrag.llm import stream_llm
+
+    run = answer.begin(ctx, **options)
+    try:
+        if ctx.error is not None:
+            yield run.skip(ctx)
+            return
+        try:
+            with run.current():
+                plan = prepare(ctx, **options)
+        except InvalidInputError:
+            raise
+        except AgentragError as exc:
+            yield run.fail(ctx, exc)
+            return
+        if plan.outcome is not None:
+            text = plan.outcome.changes.get("answer_text")
+            if text:
+                yield text
+            yield run.finish(ctx, plan.outcome)
+            return
+        assert ctx.deps.llm is not None and plan.messages is not None
+        stream = stream_llm(ctx.deps.llm, plan.messages, purpose="answer", telemetry=_telemetry(ctx))
+        started = time.perf_counter()
+        with run.current():
+            pieces = iter(stream)  # starts the model-call span under the answer span
+        try:
+            yield from pieces
+        except LLMError as exc:
+            outcome = llm_failed(plan, exc, (time.perf_counter() - started) * 1000.0)
+        else:
+            assert stream.call is not None
+            outcome = finish(plan, stream.call, (time.perf_counter() - started) * 1000.0)
+        yield run.finish(ctx, outcome)
+    except BaseException as exc:  # the consumer stopped early (GeneratorExit) or a bug
+        run.abort(exc)
+        raise
+
+
+async def aanswer_stream(ctx: Context, **options: Any) -> AsyncGenerator[str | Context, None]:
+    """The async twin of :func:`answer_stream`: ``async for item in aanswer_stream(ctx)``."""
+    import asyncio
+
+    from agentrag.llm import astream_llm
+
+    run = answer.begin(ctx, **options)
+    try:
+        if ctx.error is not None:
+            yield run.skip(ctx)
+            return
+        try:
+            with run.current():
+                plan = await asyncio.to_thread(prepare, ctx, **options)
+        except InvalidInputError:
+            raise
+        except AgentragError as exc:
+            yield run.fail(ctx, exc)
+            return
+        if plan.outcome is not None:
+            text = plan.outcome.changes.get("answer_text")
+            if text:
+                yield text
+            yield run.finish(ctx, plan.outcome)
+            return
+        assert ctx.deps.llm is not None and plan.messages is not None
+        stream = astream_llm(ctx.deps.llm, plan.messages, purpose="answer", telemetry=_telemetry(ctx))
+        started = time.perf_counter()
+        with run.current():
+            pieces = aiter(stream)
+        try:
+            async for piece in pieces:
+                yield piece
+        except LLMError as exc:
+            outcome = llm_failed(plan, exc, (time.perf_counter() - started) * 1000.0)
+        else:
+            assert stream.call is not None
+            outcome = finish(plan, stream.call, (time.perf_counter() - started) * 1000.0)
+        yield run.finish(ctx, outcome)
+    except BaseException as exc:
+        run.abort(exc)
+        raise

@@ -55,7 +55,12 @@ def new(
     budget: Budget | None = None,
 ) -> Context:
     """Start a pipeline. ``llm`` takes a model string (litellm), an LLM object or any
-    ``str -> str`` callable; without one every step uses its local strategy."""
+    ``str -> str`` callable; without one every step uses its local strategy.
+
+    ``query_log=True`` opts in to the query log: when ``answer()`` finishes, the question
+    text, retrieved chunk ids, answer, mode, latencies, model and tokens are written to
+    ``agentrag.query_logs`` (see :mod:`agentrag.querylog`). Nothing else stores the question.
+    ``audit`` is the audit-event sink (default: the ``agentrag.audit`` logger)."""
     from agentrag.llm import as_llm
 
     text, warnings = preprocess_question(question)

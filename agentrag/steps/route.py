@@ -70,7 +70,8 @@ def _route(ctx: Context, *, collections: Sequence[str], strategy: str = "auto", 
             degradations=(Degradation("route", "all-collections", f"embedder failed: {type(exc).__name__}"),),
         )
     best = float(sims.max())
-    chosen = tuple(n for n, s in zip(names, sims, strict=True) if s >= best - margin)
+    ranked = sorted(zip(names, sims, strict=True), key=lambda ns: (-float(ns[1]), ns[0]))
+    chosen = tuple(n for n, s in ranked if s >= best - margin)
     scores = ", ".join(f"{n}={s:.2f}" for n, s in zip(names, sims, strict=True))
     return Outcome(
         {"collections": chosen, "routing_reasoning": f"description similarity: {scores}; kept within {margin}"},

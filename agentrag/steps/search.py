@@ -9,6 +9,15 @@ Judge and rewrite use the LLM when one is configured (``strategy="auto"``), othe
 their local strategies: a score threshold and pseudo-relevance feedback. If the LLM
 fails (down, timeout) inside the loop, the unit falls back to the local strategy and
 the fallback is recorded as a degradation. The async twin runs the units concurrently.
+
+When the store cannot search (the embedder fails in ``vector`` mode, the database fails:
+StoreError, EmbeddingError, RetrievalError, SQLAlchemyError) the unit keeps the hits it
+has (none) and its record carries ``error``: a ``retrieval-failed`` degradation, not
+``ctx.error``. When every unit failed the span status is ERROR; ``answer()`` then answers
+from the graph context (``graph-only``) or sets ``ctx.error`` to a RetrievalError. A
+hybrid search whose vector leg failed is recorded as a ``lexical-only`` degradation.
+Each ``store.search`` call records the ``retriever.*`` metrics; the step ends with the
+``RETRIEVAL_EXECUTED`` audit event.
 """
 
 from __future__ import annotations
@@ -17,17 +26,30 @@ import asyncio
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel
 
 from agentrag.context import Context, Degradation, SearchIteration, SearchRecord, StopReason
-from agentrag.errors import InvalidInputError, LLMError, LLMOutputError
+from agentrag.errors import (
+    CollectionNotFoundError,
+    EmbeddingError,
+    InvalidInputError,
+    LLMError,
+    LLMOutputError,
+    RetrievalError,
+    StoreError,
+)
 from agentrag.hits import Hit
 from agentrag.llm import LLMCall
-from agentrag.step import Outcome, Step, _calls_of
+from agentrag.retrieval.result import SearchResult
+from agentrag.step import Outcome, Step, _calls_of, _telemetry
 from agentrag.steps._common import BudgetTracker, ask_json, chunk_views, coverage, require_store, use_llm
 from agentrag.steps.new import MODES
 from agentrag.steps.rewrite import llm_rewrites, prf_rewrite
+
+if TYPE_CHECKING:
+    from agentrag.store.store import Store
 
 
 class SufficiencyReply(BaseModel):
@@ -51,6 +73,45 @@ class _UnitResult:
     calls: list[LLMCall] = field(default_factory=list)
     degradations: list[Degradation] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    model_version_match: bool | None = None
+
+
+def _retrieval_failures() -> tuple[type[BaseException], ...]:
+    from sqlalchemy.exc import SQLAlchemyError
+
+    return (StoreError, EmbeddingError, RetrievalError, SQLAlchemyError)
+
+
+def _failure(exc: BaseException) -> str:
+    detail = " ".join(str(getattr(exc, "orig", None) or exc).split())[:200]
+    return f"{type(exc).__name__}: {detail}" if detail else type(exc).__name__
+
+
+def _search_once(ctx: Context, query: str, collection: str, plan: _Plan) -> SearchResult:
+    """One ``store.search`` with the retriever.* metrics around it."""
+    store = require_store(ctx, "search")
+    instruments = _telemetry(ctx).instruments
+    attrs = {"retriever_type": plan.mode}
+    instruments.retriever_search_calls.add(1, attrs)
+    started = time.perf_counter()
+    try:
+        result = store.search(
+            query,
+            collections=[collection],
+            mode=plan.mode,
+            top_k=plan.limit,
+            filters=ctx.options.filters,
+            scope=ctx.options.scope,
+        )
+    except Exception as exc:
+        instruments.retriever_search_errors.add(1, {**attrs, "error_type": type(exc).__name__})
+        raise
+    finally:
+        instruments.retriever_search_duration.record((time.perf_counter() - started) * 1000.0, attrs)
+    instruments.retriever_results_returned.record(len(result.hits), attrs)
+    if not result.hits:
+        instruments.retriever_empty_results.add(1, attrs)
+    return result
 
 
 def _plan(
@@ -72,11 +133,18 @@ def _plan(
     limit = limit or ctx.options.limit
     if isinstance(collections, str):
         collections = [collections]
-    names = list(collections or ctx.collections or ctx.options.collections or [c.name for c in store.collections()])
+    names = list(collections or ctx.collections or ctx.options.collections or _all_collections(store))
     if not names:
         raise InvalidInputError("search(): there are no collections to search")
     units = tuple((q, c) for q in ctx.questions for c in names)
     return _Plan(units, mode, limit, bool(self_correct), max_iterations, use_llm(ctx, strategy, "search"))
+
+
+def _all_collections(store: Store) -> list[str]:
+    try:
+        return [c.name for c in store.collections()]
+    except _retrieval_failures() as exc:  # the database is down: nothing can be searched
+        raise RetrievalError(f"cannot list the collections to search: {_failure(exc)}") from exc
 
 
 def _local_sufficient(question: str, hits: Sequence[Hit], threshold: float) -> tuple[bool, str]:
@@ -93,8 +161,9 @@ def _local_sufficient(question: str, hits: Sequence[Hit], threshold: float) -> t
 def _run_unit(ctx: Context, question: str, collection: str, plan: _Plan, tracker: BudgetTracker) -> _UnitResult:
     from agentrag.prompts import new_delimiter
 
-    store = require_store(ctx, "search")
     out = _UnitResult(record=None)  # type: ignore[arg-type]
+    failures = _retrieval_failures()
+    error: str | None = None
     best: dict[str, Hit] = {}
     tried: list[str] = []
     iterations: list[SearchIteration] = []
@@ -113,15 +182,17 @@ def _run_unit(ctx: Context, question: str, collection: str, plan: _Plan, tracker
     for iteration in range(1, plan.max_iterations + 1):
         found: list[Hit] = []
         for query in pending:
-            result = store.search(
-                query,
-                collections=[collection],
-                mode=plan.mode,
-                top_k=plan.limit,
-                filters=ctx.options.filters,
-                scope=ctx.options.scope,
-            )
+            try:
+                result = _search_once(ctx, query, collection, plan)
+            except CollectionNotFoundError:
+                raise
+            except failures as exc:
+                error = _failure(exc)
+                break
             used_mode, degraded = result.used_mode, degraded or result.degraded
+            if result.used_mode in ("vector", "hybrid"):  # the query embedder met the index
+                known = out.model_version_match
+                out.model_version_match = result.model_version_match and known is not False
             out.warnings.extend(result.warnings)
             found.extend(result.hits)
             tried.append(query)
@@ -135,6 +206,11 @@ def _run_unit(ctx: Context, question: str, collection: str, plan: _Plan, tracker
         def record(sufficient: bool | None = None, reasoning: str | None = None) -> None:
             iterations.append(SearchIteration(tuple(pending), step_ids, len(new_ids), sufficient, reasoning))  # noqa: B023
 
+        if error is not None:
+            record(None, f"retrieval failed: {error}")
+            stop = StopReason.RETRIEVAL_FAILED
+            out.warnings.append(f"search in {collection!r} failed: {error}")
+            break
         if not plan.self_correct:
             record()
             stop = StopReason.SINGLE_PASS
@@ -200,7 +276,11 @@ def _run_unit(ctx: Context, question: str, collection: str, plan: _Plan, tracker
             break
 
     hits = tuple(sorted(best.values(), key=lambda h: (-h.score, h.chunk_id))[: plan.limit])
-    out.record = SearchRecord(question, collection, hits, tuple(iterations), stop, used_mode, degraded)
+    failed = error is not None and not hits  # a failure after earlier hits keeps them (with the warning)
+    out.record = SearchRecord(
+        question, collection, hits, tuple(iterations), stop, "none" if failed else used_mode, degraded,
+        error if failed else None,
+    )
     return out
 
 
@@ -210,20 +290,31 @@ def _combine(plan: _Plan, results: Sequence[_UnitResult], started: float) -> Out
     reasons = sorted({r.degraded for r in records if r.degraded})
     if reasons:
         degradations.insert(0, Degradation("search", "lexical-only", "; ".join(reasons)))
+    failed = [r for r in records if r.error]
+    error_status = None
+    if failed:
+        why = "; ".join(sorted({r.error or "" for r in failed}))
+        why = f"{len(failed)} of {len(records)} searches failed: {why}"
+        degradations.append(Degradation("search", "retrieval-failed", why))
+        if len(failed) == len(records):
+            error_status = why[:300]
+    matches = [r.model_version_match for r in results if r.model_version_match is not None]
     unique = {h.chunk_id for r in records for h in r.hits}
     return Outcome(
-        {"results": records, "ranked": None},
+        {"results": records, "ranked": None, "model_version_match": all(matches) if matches else None},
         strategy=("llm" if plan.llm else "local") + (":self-correct" if plan.self_correct else ":single-pass"),
         attributes={
             "result_count": len(unique),
             "iterations": max((len(r.iterations) for r in records), default=0),
             "stop_reasons": sorted({r.stop_reason.value for r in records}),
             "mode": plan.mode,
+            "failed_searches": len(failed),
         },
         warnings=tuple(dict.fromkeys(w for r in results for w in r.warnings)),
         degradations=tuple(degradations),
         llm_calls=tuple(c for r in results for c in r.calls),
         stages=(("retrieval", (time.perf_counter() - started) * 1000.0),),
+        error_status=error_status,
     )
 
 
@@ -274,4 +365,12 @@ async def _asearch(
     return _combine(plan, results, started)
 
 
-search = Step("search", _search, _asearch)
+def _after_search(ctx: Context) -> None:
+    """RETRIEVAL_EXECUTED once search has run (ids and counts only)."""
+    if ctx.error is None and ctx.steps and ctx.steps[-1].name == "search" and not ctx.steps[-1].skipped:
+        from agentrag.audit import retrieval_event
+
+        retrieval_event(ctx)
+
+
+search = Step("search", _search, _asearch, after=_after_search)

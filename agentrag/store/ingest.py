@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import date
@@ -316,7 +315,9 @@ def _write_document(
     from sqlalchemy.exc import DBAPIError
 
     classification, doc_date = _doc_columns(item)
-    doc_id = "doc_" + uuid.uuid4().hex[:16]
+    # Content-addressed ids: the same content under the same key always gets the same ids,
+    # so citations stay stable across rebuilds. A changed text gets new ids.
+    doc_id = "doc_" + _digest(coll.name, item.source, tenant or "", workspace or "", item.sha256)
     try:
         with store.engine.begin() as conn:
             # Lock the key so two writers of the same document serialise.
@@ -369,6 +370,10 @@ def _write_document(
     return doc_id, old_id is not None
 
 
+def _digest(*parts: str) -> str:
+    return hashlib.sha256("\x1f".join(parts).encode("utf-8")).hexdigest()[:16]
+
+
 def _copy_chunks(conn: Connection, collection_id: int, doc_id: str, chunks: list[Chunk], vectors: np.ndarray) -> None:
     raw = conn.connection.driver_connection
     assert raw is not None
@@ -377,7 +382,7 @@ def _copy_chunks(conn: Connection, collection_id: int, doc_id: str, chunks: list
         for chunk, vector in zip(chunks, vectors, strict=True):
             copy.write_row(
                 (
-                    "chk_" + uuid.uuid4().hex[:16],
+                    "chk_" + _digest(doc_id, str(chunk.index)),
                     doc_id,
                     collection_id,
                     chunk.index,
