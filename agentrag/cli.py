@@ -158,6 +158,248 @@ def cmd_documents_delete(args: argparse.Namespace) -> int:
     return 0
 
 
+# ---- search ------------------------------------------------------------------------------------
+def _search_filters(pairs: Sequence[str] | None) -> dict[str, Any] | None:
+    """``--filter`` pairs -> a filters dict: classification=, doc_id=, date_from=, date_to=, meta.KEY=."""
+    from agentrag.errors import FilterError
+
+    filters: dict[str, Any] = {}
+    classification: list[str] = []
+    doc_ids: list[str] = []
+    dates: dict[str, str] = {}
+    meta: dict[str, list[str]] = {}
+    for pair in pairs or ():
+        key, sep, value = pair.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise FilterError(f"--filter takes key=value, got {pair!r}")
+        if key == "classification":
+            classification.append(value)
+        elif key == "doc_id":
+            doc_ids.append(value)
+        elif key in ("date_from", "date_to"):
+            dates["start" if key == "date_from" else "end"] = value
+        elif key.startswith("meta.") and len(key) > 5:
+            meta.setdefault(key[5:], []).append(value)
+        else:
+            raise FilterError(
+                f"unknown --filter key {key!r}: use classification=, doc_id=, date_from=, date_to= "
+                "or meta.KEY="
+            )
+    if classification:
+        filters["classification"] = classification
+    if doc_ids:
+        filters["doc_ids"] = doc_ids
+    if dates:
+        filters["date_range"] = dates
+    if meta:
+        filters["metadata"] = {k: v[0] if len(v) == 1 else {"in": v} for k, v in meta.items()}
+    return filters or None
+
+
+def cmd_search(args: argparse.Namespace) -> int:
+    from agentrag.scope import Scope
+
+    scope = None
+    if args.all_scopes or args.tenant or args.workspace or args.session:
+        scope = Scope(
+            tenant=args.tenant, workspace=args.workspace, session=args.session, all_scopes=args.all_scopes
+        )
+    result = _store(args).search(
+        args.query,
+        collections=args.collection,
+        mode=args.mode,
+        top_k=args.top_k,
+        depth=args.depth,
+        min_score=args.min_score,
+        filters=_search_filters(args.filter),
+        scope=scope,
+    )
+    if args.json:
+        _print_json(result.to_dict())
+        return 0
+    print(result)
+    return 0
+
+
+# ---- ask (the pipeline), relations, log ---------------------------------------------------------
+def _scope_of(args: argparse.Namespace) -> Any:
+    from agentrag.scope import Scope
+
+    if args.tenant or args.workspace or args.session:
+        return Scope(tenant=args.tenant, workspace=args.workspace, session=args.session)
+    return None
+
+
+def _source_line(hit: Any) -> str:
+    where = hit.source or hit.document_id
+    if hit.section:
+        where += f", section: {hit.section}"
+    if hit.page is not None:
+        where += f", page {hit.page}"
+    return f"[{hit.chunk_id}] {where}"
+
+
+_SOURCE_KEYS = ("chunk_id", "document_id", "collection", "source", "section", "page", "score")
+
+
+def _ask_dict(ctx: Any, proof: bool) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "query_id": ctx.query_id,
+        "question": ctx.question,
+        "answer": ctx.answer_text,
+        "mode": ctx.mode,
+        "grounded": ctx.grounded,
+        "citations": list(ctx.citations),
+        "invalid_citations": list(ctx.invalid_citations),
+        "ungrounded_claims": list(ctx.ungrounded_claims),
+        "sources": [{k: getattr(h, k) for k in _SOURCE_KEYS} for h in ctx.context_used],
+        "graph_context": ctx.graph_context,
+        "warnings": list(ctx.warnings),
+        "latency_ms": ctx.latencies_ms,
+        "tokens": ctx.tokens,
+    }
+    if proof:
+        out["proof"] = ctx.proof().to_dict()
+    return out
+
+
+def _print_answer(ctx: Any, *, streamed: bool) -> None:
+    if ctx.mode == "raw-results":
+        print("The language model failed, so there is no generated answer. The retrieved sources:")
+    elif not streamed:
+        print(ctx.answer_text or "")
+    cited = set(ctx.citations)
+    if ctx.context_used:
+        print("\nSources:")
+        for number, hit in enumerate(ctx.context_used, start=1):
+            mark = "  (cited)" if hit.chunk_id in cited else ""
+            print(f"  {number}. {_source_line(hit)}{mark}")
+            if ctx.mode == "raw-results":
+                snippet = " ".join(hit.text.split())
+                print(f"     {snippet[:300]}{'...' if len(snippet) > 300 else ''}")
+    graph_cited = [c for c in ctx.citations if c.startswith("rel_")]
+    if ctx.graph_context and (graph_cited or ctx.mode == "graph-only"):
+        print("\nKnowledge graph:")
+        for line in ctx.graph_context.splitlines():
+            print(f"  {line}")
+    if ctx.invalid_citations:
+        print(f"\nInvalid citations (not among the retrieved sources): {', '.join(ctx.invalid_citations)}")
+    if ctx.ungrounded_claims:
+        print("\nUngrounded claims (no valid citation):")
+        for claim in ctx.ungrounded_claims:
+            print(f"  - {claim}")
+    grounded = {True: "yes", False: "no", None: "n/a"}[ctx.grounded]
+    total = ctx.latencies_ms.get("total", 0.0)
+    print(f"\nmode: {ctx.mode}  grounded: {grounded}  sources: {len(ctx.context_used)}  {total:.0f} ms")
+    for warning in dict.fromkeys(ctx.warnings):
+        print(f"warning: {warning}", file=sys.stderr)
+
+
+def cmd_ask(args: argparse.Namespace) -> int:
+    import os
+
+    from agentrag.context import Context
+    from agentrag.steps import answer_stream, new
+
+    model = args.llm or os.environ.get("AGENTRAG_LLM") or None
+    ctx = new(
+        args.question,
+        store=_store(args),
+        llm=model,
+        collections=args.collection or None,
+        mode=args.mode,
+        limit=args.top_k,
+        scope=_scope_of(args),
+    )
+    if args.route:
+        ctx = ctx.route()
+    if args.decompose:
+        ctx = ctx.decompose()
+    if args.entity:
+        ctx = ctx.enrich(entity=args.entity, depth=args.depth)
+    ctx = ctx.search(self_correct=args.self_correct).rerank()
+    streamed = args.stream and not args.json
+    if streamed:
+        for item in answer_stream(ctx, suppress_ungrounded=args.suppress_ungrounded):
+            if isinstance(item, Context):
+                ctx = item
+            elif not ctx.error:
+                print(item, end="", flush=True)
+        print()
+    else:
+        ctx = ctx.answer(suppress_ungrounded=args.suppress_ungrounded)
+    ctx.raise_for_error()
+    if args.json:
+        _print_json(_ask_dict(ctx, args.proof))
+        return 0
+    _print_answer(ctx, streamed=streamed)
+    if args.proof:
+        print("\nRetrieval proof:")
+        print(ctx.proof().to_json())
+    return 0
+
+
+def cmd_relations_add(args: argparse.Namespace) -> int:
+    added = _store(args).add_relations(
+        args.collection, [(args.subject, args.relation, args.object)], source=args.source
+    )
+    triple = f"{args.subject} --{args.relation}--> {args.object}"
+    if args.json:
+        _print_json({"added": added})
+    else:
+        print(f"added {triple}" if added else f"already present: {triple}")
+    return 0
+
+
+def cmd_relations_import(args: argparse.Namespace) -> int:
+    from agentrag.store.relations import read_triples
+
+    triples = read_triples(args.file)
+    added = _store(args).add_relations(args.collection, triples, source=args.source)
+    if args.json:
+        _print_json({"read": len(triples), "added": added})
+    else:
+        present = len(triples) - added
+        print(f"{args.collection}: {added} new relations ({len(triples)} read, {present} already present)")
+    return 0
+
+
+def cmd_relations_list(args: argparse.Namespace) -> int:
+    store = _store(args)
+    if args.entity and args.depth > 1:
+        found = store.neighbourhood(args.collection, args.entity, args.depth, limit=args.limit)
+    else:
+        found = store.relations(args.collection, entity=args.entity, limit=args.limit)
+    if args.json:
+        _print_json([r.to_dict() for r in found])
+        return 0
+    if not found:
+        print("no relations" + (f" for {args.entity!r}" if args.entity else ""))
+    for r in found:
+        source = f"  ({r.source})" if r.source else ""
+        print(f"{r.label:<10} {r}{source}")
+    return 0
+
+
+def cmd_log(args: argparse.Namespace) -> int:
+    entries = _store(args).query_logs(limit=args.limit)
+    if args.json:
+        _print_json([e.to_dict() for e in entries])
+        return 0
+    if not entries:
+        print("the query log is empty: it is written only for new(..., query_log=True)")
+    for e in entries:
+        when = e.created_at.strftime("%Y-%m-%d %H:%M:%S") if e.created_at else "?"
+        total = e.latency_ms.get("total", 0.0)
+        grounded = {True: "grounded", False: "ungrounded", None: "-"}[e.grounded]
+        print(f"{when}  {e.id}  {e.mode or '-'}  {grounded}  {total:.0f} ms  {e.model or '-'}")
+        print(f"  Q: {' '.join((e.question or '').split())[:200]}")
+        if e.answer:
+            print(f"  A: {' '.join(e.answer.split())[:200]}")
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from agentrag.demo import run_demo
 
@@ -212,6 +454,66 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--workspace")
     p = add(docs, "delete", cmd_documents_delete, "delete documents by id", json_flag=False)
     p.add_argument("ids", nargs="+")
+
+    p = add(sub, "search", cmd_search, "search collections (hybrid: pgvector + BM25 fused with RRF)")
+    p.add_argument("query")
+    p.add_argument("--collection", "-c", action="append", required=True, help="repeatable")
+    p.add_argument("--mode", default="hybrid", choices=["hybrid", "vector", "lexical", "lexical_sql"])
+    p.add_argument("--top-k", "-k", type=int, default=5, help="hits to return (1-50)")
+    p.add_argument("--depth", type=int, default=100, help="candidates per retrieval leg")
+    p.add_argument("--min-score", type=float, help="drop hits scoring below this (score of the mode)")
+    p.add_argument(
+        "--filter",
+        "-f",
+        action="append",
+        metavar="KEY=VALUE",
+        help="classification=, doc_id=, date_from=, date_to= (YYYY-MM-DD) or meta.KEY=VALUE; repeatable "
+        "(repeated keys match any of the values)",
+    )
+    p.add_argument("--tenant")
+    p.add_argument("--workspace")
+    p.add_argument("--session")
+    p.add_argument("--all-scopes", action="store_true", help="search every scope of a scoped collection")
+
+    p = add(sub, "ask", cmd_ask, "answer a question from the collections, with citations and sources")
+    p.add_argument("question")
+    p.add_argument("--collection", "-c", action="append", help="collection to search (repeatable)")
+    p.add_argument("--llm", help="model name for litellm (default: $AGENTRAG_LLM; none: extractive answer)")
+    p.add_argument("--self-correct", action="store_true", help="judge the results and rewrite the query")
+    p.add_argument("--route", action="store_true", help="pick the collections worth searching first")
+    p.add_argument("--decompose", action="store_true", help="split a multi-part question into sub-questions")
+    p.add_argument("--mode", default="hybrid", choices=["hybrid", "vector", "lexical", "lexical_sql"])
+    p.add_argument("--top-k", type=int, default=5, help="chunks per search (default 5)")
+    p.add_argument("--entity", help="add this entity's knowledge-graph neighbourhood to the context")
+    p.add_argument("--depth", type=int, default=1, help="hops of the --entity neighbourhood (default 1)")
+    p.add_argument("--suppress-ungrounded", action="store_true", help="strip uncited sentences")
+    p.add_argument("--stream", action="store_true", help="print the answer as it is generated")
+    p.add_argument("--proof", action="store_true", help="print the retrieval proof (JSON)")
+    p.add_argument("--tenant")
+    p.add_argument("--workspace")
+    p.add_argument("--session")
+
+    rel = sub.add_parser("relations", help="knowledge-graph triples: add, import, list").add_subparsers(
+        dest="rel_command", required=True
+    )
+    p = add(rel, "add", cmd_relations_add, "add one (subject, relation, object) triple")
+    p.add_argument("subject")
+    p.add_argument("relation")
+    p.add_argument("object")
+    p.add_argument("--collection", "-c", required=True)
+    p.add_argument("--source", help="where the triple comes from (e.g. a document)")
+    p = add(rel, "import", cmd_relations_import, "import triples from a .csv or .jsonl file")
+    p.add_argument("file")
+    p.add_argument("--collection", "-c", required=True)
+    p.add_argument("--source", help="default source for triples without one")
+    p = add(rel, "list", cmd_relations_list, "list triples, or an entity's neighbourhood")
+    p.add_argument("--collection", "-c", required=True)
+    p.add_argument("--entity", help="only triples with this subject or object (case-insensitive)")
+    p.add_argument("--depth", type=int, default=1, help="with --entity: hops to follow (default 1)")
+    p.add_argument("--limit", type=int, default=1000)
+
+    p = add(sub, "log", cmd_log, "show the query log (written for new(..., query_log=True))")
+    p.add_argument("--limit", "-n", type=int, default=20)
 
     p = add(sub, "demo", cmd_demo, "ingest the sample corpus and run the pipeline on two questions", json_flag=False)
     p.add_argument("--samples", help="folder with collections.json and one folder per collection")

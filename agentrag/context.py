@@ -19,10 +19,12 @@ from agentrag.hits import Hit
 from agentrag.scope import Scope
 
 if TYPE_CHECKING:
+    from collections.abc import AsyncGenerator, Generator
+
     from agentrag.audit import AuditSink
-    from agentrag.grounding import Proof
     from agentrag.llm import LLM, LLMCall
     from agentrag.prompts import Prompts
+    from agentrag.proof import Proof
     from agentrag.retrieval.filters import Filters
     from agentrag.store.store import Store
     from agentrag.telemetry import Telemetry
@@ -51,6 +53,7 @@ class StopReason(StrEnum):
     NO_NEW_EVIDENCE = "no_new_evidence"  # a rewrite found no chunk not seen before, or no new query
     BUDGET_EXHAUSTED = "budget_exhausted"  # LLM calls, tokens or time
     JUDGE_UNPARSEABLE = "judge_unparseable"  # the sufficiency reply failed validation after a repair
+    RETRIEVAL_FAILED = "retrieval_failed"  # the store could not search (embedder, database): see ``error``
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,11 +133,13 @@ class SearchRecord:
     stop_reason: StopReason
     used_mode: str
     degraded: str | None = None
+    error: str | None = None  # why the search failed (no hits came back): "<ErrorType>: message"
 
     def __repr__(self) -> str:
+        failed = f", failed: {self.error[:60]}" if self.error else ""
         return (
             f"SearchRecord({self.collection}: {len(self.hits)} hits, {len(self.iterations)} iterations, "
-            f"{self.stop_reason.value}, q={self.question[:40]!r})"
+            f"{self.stop_reason.value}, q={self.question[:40]!r}{failed})"
         )
 
 
@@ -157,6 +162,7 @@ class Context:
     results: tuple[SearchRecord, ...] = ()
     ranked: tuple[Hit, ...] | None = None
     graph_context: str | None = None
+    model_version_match: bool | None = None  # query embedder vs the index (None: no vector search ran)
     # answer (the field is answer_text: ``answer`` is the chain method)
     answer_text: str | None = None
     context_used: tuple[Hit, ...] = ()
@@ -197,7 +203,9 @@ class Context:
     @property
     def latencies_ms(self) -> dict[str, float]:
         """Stage latencies (retrieval, context, generation, ...) and the total of all steps."""
-        out = dict(self.stage_ms)
+        out: dict[str, float] = {}
+        for stage, ms in self.stage_ms:  # a stage that ran more than once (two searches) adds up
+            out[stage] = out.get(stage, 0.0) + ms
         out["total"] = sum(s.duration_ms for s in self.steps)
         return out
 
@@ -223,7 +231,7 @@ class Context:
 
     def proof(self) -> Proof:
         """The retrieval proof: what was retrieved, from where, and what the answer cited."""
-        from agentrag.grounding import build_proof
+        from agentrag.proof import build_proof
 
         return build_proof(self)
 
@@ -294,6 +302,18 @@ class Context:
         from agentrag.steps import answer
 
         return answer(self, **options)
+
+    def answer_stream(self, **options: Any) -> Generator[str | Context, None, None]:
+        """Yield the answer's text pieces as they arrive, then the final Context (see ``answer_stream``)."""
+        from agentrag.steps import answer_stream
+
+        return answer_stream(self, **options)
+
+    def aanswer_stream(self, **options: Any) -> AsyncGenerator[str | Context, None]:
+        """The async twin of :meth:`answer_stream`."""
+        from agentrag.steps import aanswer_stream
+
+        return aanswer_stream(self, **options)
 
 
 def as_tuple(values: str | Sequence[str] | None) -> tuple[str, ...] | None:

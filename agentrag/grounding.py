@@ -3,51 +3,96 @@
 * :func:`pack_context` formats chunks with their chunk-id labels inside per-request random
   delimiters, merges adjacent chunks of the same document and drops the lowest-ranked
   chunks until the context fits the token budget (tiktoken when installed, else len/4).
-* :func:`check_citations` parses ``[chk_...]`` markers in an answer, checks each against
-  the retrieved set, and lists the sentences that carry no valid citation.
+  A single chunk larger than the whole budget is cut to fit rather than dropped.
+* :func:`check_citations` parses ``[chk_...]`` (and knowledge-graph ``[rel_...]``) markers in
+  an answer, checks each against the retrieved set, and lists the sentences that carry no
+  valid citation; :attr:`CitationCheck.suppressed_text` is the answer without them.
 """
 
 from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from agentrag.hits import Hit
 
 if TYPE_CHECKING:
-    from agentrag.context import Context
     from agentrag.prompts import Prompts
 
 __all__ = [
-    "PackedContext",
     "CitationCheck",
-    "pack_context",
+    "PackedContext",
     "check_citations",
     "estimate_tokens",
+    "graph_labels",
+    "pack_context",
     "split_sentences",
-    "Proof",
-    "build_proof",
 ]
 
 _CITATION = re.compile(r"\[([^\[\]\n]{1,400})\]")
-_LABEL = re.compile(r"^chk_[A-Za-z0-9]+$")
+_LABEL = re.compile(r"^(?:chk|rel)_[A-Za-z0-9]+$")
+# What a citation attempt looks like even when it names nothing we retrieved: "[chk_x]",
+# "[Source 2]", "[doc 3]", "[1]". Markdown link text ("[see here](...)") is not one.
+_ATTEMPT = re.compile(r"^(?:(?:chk|rel|source|doc)\b|(?:chk|rel)_|\d+$)", re.IGNORECASE)
 _SENTENCE_END = re.compile(r"(?<=[.!?])(?:\s*\[[^\[\]\n]+\])*\s+(?=[A-Z0-9\"'(*_-])|\n+")
+_GRAPH_LABEL = re.compile(r"\[(rel_\d+)\]")
+_TRUNCATED = " …"
+_BULLET = re.compile(r"[ \t]*(?:[-*+>]|\d+[.)])?[ \t]*")
+
+
+# tiktoken caches encodings under sha1(url); litellm ships cl100k_base's file in its package.
+_CL100K_URL = "https://openaipublic.blob.core.windows.net/encodings/cl100k_base.tiktoken"
+
+
+def _local_encoding_dir() -> str | None:
+    """A directory holding cl100k_base's file, so tiktoken never goes to the network."""
+    import hashlib
+    import importlib.util
+    import os
+    import tempfile
+
+    key = hashlib.sha1(_CL100K_URL.encode()).hexdigest()
+    candidates = [os.environ.get("TIKTOKEN_CACHE_DIR"), os.environ.get("DATA_GYM_CACHE_DIR"),
+                  os.path.join(tempfile.gettempdir(), "data-gym-cache")]
+    spec = importlib.util.find_spec("litellm")
+    if spec is not None and spec.origin:
+        candidates.append(os.path.join(os.path.dirname(spec.origin), "litellm_core_utils", "tokenizers"))
+    for directory in candidates:
+        if directory and os.path.isfile(os.path.join(directory, key)):
+            return directory
+    return None
 
 
 @functools.cache
 def _encoding() -> Any:
+    """cl100k_base from a local file, or None (then len/4): never a download."""
+    import os
+
+    directory = _local_encoding_dir()
+    if directory is None:
+        return None
     try:
         import tiktoken
-
-        return tiktoken.get_encoding("cl100k_base")
-    except Exception:  # not installed, or its data file cannot be loaded offline
+    except ImportError:
         return None
+    previous = os.environ.get("TIKTOKEN_CACHE_DIR")
+    os.environ["TIKTOKEN_CACHE_DIR"] = directory
+    try:
+        return tiktoken.get_encoding("cl100k_base")
+    except Exception:  # a corrupt cache file: fall back rather than fetch
+        return None
+    finally:
+        if previous is None:
+            os.environ.pop("TIKTOKEN_CACHE_DIR", None)
+        else:
+            os.environ["TIKTOKEN_CACHE_DIR"] = previous
 
 
 def estimate_tokens(text: str) -> int:
+    """Tokens in ``text``: tiktoken's cl100k_base when available, otherwise ``len(text) // 4``."""
     encoding = _encoding()
     if encoding is not None:
         return len(encoding.encode(text, disallowed_special=()))
@@ -56,12 +101,15 @@ def estimate_tokens(text: str) -> int:
 
 @dataclass(frozen=True, slots=True)
 class PackedContext:
+    """The answer prompt's ``context``: what went in, what the budget left out."""
+
     text: str
     hits: tuple[Hit, ...]  # what went in, merged, in rank order
     dropped: tuple[Hit, ...]  # what the budget left out
     tokens: int
     delimiter: str
     aliases: tuple[tuple[str, str], ...] = ()  # merged chunk id -> the label it appears under
+    truncated: bool = False  # the only chunk left was cut to fit the budget
 
     @property
     def labels(self) -> tuple[str, ...]:
@@ -73,7 +121,11 @@ class PackedContext:
 
 
 def _merge_adjacent(hits: Sequence[Hit]) -> tuple[list[Hit], list[tuple[str, str]]]:
-    """Merge chunks of one document whose spans overlap or touch, keeping the better rank."""
+    """Merge chunks of one document whose spans overlap or touch, keeping the better rank.
+
+    The merged chunk keeps the better-ranked chunk's id (its citation label); the other
+    id becomes an alias of it, so a citation of either counts.
+    """
     out: list[Hit] = []
     aliases: list[tuple[str, str]] = []
     for hit in hits:
@@ -82,11 +134,18 @@ def _merge_adjacent(hits: Sequence[Hit]) -> tuple[list[Hit], list[tuple[str, str
                 continue
             if hit.start_char <= kept.end_char + 1 and kept.start_char <= hit.end_char + 1:
                 first, second = (kept, hit) if kept.start_char <= hit.start_char else (hit, kept)
-                overlap = first.end_char - second.start_char
-                joined = first.text + (second.text[overlap:] if overlap >= 0 else " " + second.text)
-                end = max(first.end_char, second.end_char)
-                out[i] = replace(kept, text=joined if second.end_char > first.end_char else first.text,
-                                 start_char=first.start_char, end_char=end)
+                if second.end_char <= first.end_char:
+                    joined = first.text  # contained
+                else:
+                    overlap = first.end_char - second.start_char
+                    joined = first.text + (second.text[overlap:] if overlap >= 0 else " " + second.text)
+                out[i] = replace(
+                    kept,
+                    text=joined,
+                    start_char=first.start_char,
+                    end_char=max(first.end_char, second.end_char),
+                    chunk_sha256=None,  # no longer one stored chunk
+                )
                 aliases.append((hit.chunk_id, kept.chunk_id))
                 break
         else:
@@ -94,41 +153,88 @@ def _merge_adjacent(hits: Sequence[Hit]) -> tuple[list[Hit], list[tuple[str, str
     return out, aliases
 
 
+def _truncate_to_budget(hit: Hit, delimiter: str, budget_tokens: int, prompts: Prompts | None) -> Hit:
+    """``hit`` with its text cut (binary search on characters) so its block fits the budget."""
+    from agentrag.prompts import format_chunks
+    from agentrag.steps._common import chunk_views
+
+    low, high = 0, len(hit.text)
+    while low < high:
+        mid = (low + high + 1) // 2
+        candidate = replace(hit, text=hit.text[:mid] + _TRUNCATED)
+        if (
+            estimate_tokens(format_chunks(chunk_views([candidate]), delimiter, prompts=prompts))
+            <= budget_tokens
+        ):
+            low = mid
+        else:
+            high = mid - 1
+    return replace(hit, text=hit.text[:low] + _TRUNCATED)
+
+
 def pack_context(
     hits: Sequence[Hit], *, delimiter: str, budget_tokens: int = 3000, prompts: Prompts | None = None
 ) -> PackedContext:
+    """Format ``hits`` (best first) for the answer prompt within ``budget_tokens``."""
     from agentrag.prompts import format_chunks
-
     from agentrag.steps._common import chunk_views
 
     merged, aliases = _merge_adjacent(hits)
     kept = list(merged)
     dropped: list[Hit] = []
+    truncated = False
     while True:
         text = format_chunks(chunk_views(kept), delimiter, prompts=prompts)
         tokens = estimate_tokens(text)
         if tokens <= budget_tokens or not kept:
             break
+        if len(kept) == 1:  # the best chunk alone is over budget: cut it rather than answer from nothing
+            kept = [_truncate_to_budget(kept[0], delimiter, budget_tokens, prompts)]
+            truncated = True
+            text = format_chunks(chunk_views(kept), delimiter, prompts=prompts)
+            tokens = estimate_tokens(text)
+            break
         dropped.insert(0, kept.pop())  # the lowest-ranked goes first
     kept_ids = {h.chunk_id for h in kept}
     return PackedContext(
-        text, tuple(kept), tuple(dropped), tokens, delimiter, tuple(a for a in aliases if a[1] in kept_ids)
+        text,
+        tuple(kept),
+        tuple(dropped),
+        tokens,
+        delimiter,
+        tuple(a for a in aliases if a[1] in kept_ids),
+        truncated,
     )
 
 
-def split_sentences(text: str) -> list[str]:
-    """Sentences, each keeping the citation markers that follow its full stop."""
-    parts, start = [], 0
+def graph_labels(graph_context: str | None) -> frozenset[str]:
+    """The ``rel_<id>`` labels of a graph context (see :func:`agentrag.store.relations.format_triples`)."""
+    return frozenset(_GRAPH_LABEL.findall(graph_context or ""))
+
+
+# ---- sentences and citations ------------------------------------------------------------------
+def _sentence_spans(text: str) -> list[tuple[int, int]]:
+    """(start, end) of each sentence; a sentence keeps the citation markers after its full stop."""
+    spans: list[tuple[int, int]] = []
+    start = 0
+
+    def add(begin: int, end: int) -> None:
+        piece = text[begin:end]
+        if piece.strip():
+            lead = len(piece) - len(piece.lstrip())
+            spans.append((begin + lead, begin + len(piece.rstrip())))
+
     for match in _SENTENCE_END.finditer(text):
         end = match.start() if match.group(0).startswith("\n") else match.end()
-        piece = text[start:end].strip()
-        if piece:
-            parts.append(piece)
+        add(start, end)
         start = match.end()
-    tail = text[start:].strip()
-    if tail:
-        parts.append(tail)
-    return parts
+    add(start, len(text))
+    return spans
+
+
+def split_sentences(text: str) -> list[str]:
+    """Sentences (and list items / lines), each keeping the citation markers that follow it."""
+    return [text[a:b] for a, b in _sentence_spans(text)]
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,50 +246,84 @@ class CitationCheck:
     suppressed_text: str  # the answer with ungrounded sentences and invalid markers removed
 
 
-def _markers(sentence: str) -> list[str]:
-    labels = []
+def _markers(sentence: str) -> list[tuple[str, str]]:
+    """(label, the bracket text it came from) for every citation attempt in ``sentence``."""
+    found: list[tuple[str, str]] = []
     for match in _CITATION.finditer(sentence):
-        for part in re.split(r"[,;\s]+", match.group(1)):
+        for part in re.split(r"[,;]", match.group(1)):
             part = part.strip()
-            if part and (_LABEL.match(part) or part.lower().startswith(("chk", "source", "doc"))):
-                labels.append(part)
-    return labels
+            tokens = part.split()
+            if tokens and all(_LABEL.match(t) for t in tokens):
+                found.extend((t, match.group(0)) for t in tokens)
+            elif part and _ATTEMPT.match(part):
+                found.append((part, match.group(0)))
+    return found
 
 
 def _is_claim(sentence: str) -> bool:
-    bare = _CITATION.sub("", sentence).strip(" -*#>:")
+    """A sentence that states something: three words or more, not a heading or a lead-in to a list."""
+    bare = _CITATION.sub("", sentence).strip(" \t-*#>:|")
+    if not bare or sentence.rstrip().endswith(":"):
+        return False
     return len(bare.split()) >= 3
 
 
-def check_citations(answer: str, valid: Collection[str], *, aliases: dict[str, str] | None = None) -> CitationCheck:
-    aliases = aliases or {}
+def _remove_invalid(sentence: str, invalid: set[str]) -> str:
+    def fix(match: re.Match[str]) -> str:
+        parts = [p.strip() for p in re.split(r"[,;]", match.group(1))]
+        labels = [t for p in parts for t in (p.split() if all(_LABEL.match(x) for x in p.split()) else [p])]
+        if not any(label in invalid for label in labels):
+            return match.group(0)
+        keep = [label for label in labels if label not in invalid]
+        return f"[{', '.join(keep)}]" if keep else ""
+
+    cleaned = _CITATION.sub(fix, sentence)
+    return re.sub(r"[ \t]+([.,;:!?])", r"\1", re.sub(r"[ \t]{2,}", " ", cleaned)).strip()
+
+
+def _whole_line(text: str, start: int, end: int) -> tuple[int, int]:
+    """Widen a removed sentence to its whole line (bullet and newline) when it is the line's only content."""
+    line_start = text.rfind("\n", 0, start) + 1
+    line_end = text.find("\n", end)
+    line_end = len(text) if line_end < 0 else line_end
+    if _BULLET.fullmatch(text[line_start:start]) and not text[end:line_end].strip():
+        return line_start, min(line_end + 1, len(text))
+    return start, end
+
+
+def check_citations(
+    answer: str, valid: Collection[str], *, aliases: Mapping[str, str] | None = None
+) -> CitationCheck:
+    """Check every citation of ``answer`` against ``valid`` (the retrieved chunk ids).
+
+    A sentence is grounded when it carries at least one valid citation; sentences that
+    state nothing (headings, lead-ins ending in ``:``, under three words) need none.
+    ``aliases`` maps a merged chunk's id to the label it was shown under.
+    """
+    aliases = dict(aliases or {})
     cited: dict[str, None] = {}
     invalid: dict[str, None] = {}
     ungrounded: list[str] = []
-    kept: list[str] = []
-    for sentence in split_sentences(answer):
-        labels = _markers(sentence)
+    edits: list[tuple[int, int, str]] = []
+    for start, end in _sentence_spans(answer):
+        sentence = answer[start:end]
+        labels = [label for label, _ in _markers(sentence)]
         good = [aliases.get(label, label) for label in labels if label in valid or label in aliases]
-        for label in labels:
-            if label not in valid and label not in aliases:
-                invalid[label] = None
+        bad = [label for label in labels if label not in valid and label not in aliases]
+        for label in bad:
+            invalid[label] = None
         for label in good:
             cited[label] = None
         if good or not _is_claim(sentence):
-            clean = sentence
-            for label in labels:
-                if label not in valid and label not in aliases:
-                    clean = re.sub(r"\s*\[" + re.escape(label) + r"\]", "", clean)
-            kept.append(clean)
+            if bad:
+                edits.append((start, end, _remove_invalid(sentence, set(bad))))
         else:
             ungrounded.append(sentence)
+            edits.append((*_whole_line(answer, start, end), ""))
+    suppressed = answer
+    for start, end, replacement in reversed(edits):
+        suppressed = suppressed[:start] + replacement + suppressed[end:]
+    suppressed = re.sub(r"[ \t]{2,}", " ", suppressed)
+    suppressed = re.sub(r"\n{3,}", "\n\n", re.sub(r"[ \t]+\n", "\n", suppressed))
     grounded = bool(cited) and not ungrounded and not invalid
-    return CitationCheck(tuple(cited), tuple(invalid), tuple(ungrounded), grounded, " ".join(kept))
-
-
-def build_proof(ctx: Context) -> Proof:  # pragma: no cover - replaced by the proof module
-    raise NotImplementedError
-
-
-class Proof:  # pragma: no cover - placeholder type until the proof lands
-    pass
+    return CitationCheck(tuple(cited), tuple(invalid), tuple(ungrounded), grounded, suppressed.strip())

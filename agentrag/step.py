@@ -9,7 +9,12 @@ it so that it
 * turns a runtime failure (any :class:`AgentragError` but bad input) into ``ctx.error``,
 * builds the new Context in one place, appending the step record, LLM calls, warnings
   and degradations the body reported,
-* works three ways: ``step(ctx, **o)``, ``ctx | step(**o)`` and ``await step.arun(ctx, **o)``.
+* works three ways: ``step(ctx, **o)``, ``ctx | step(**o)`` and ``await step.arun(ctx, **o)``,
+* runs its optional ``after`` hook on the context it returns (audit events, query log,
+  pipeline metrics); a failing hook only logs a warning.
+
+A body that must hand out results while it works (``answer_stream``) drives the same
+machinery through :meth:`Step.begin`, which returns a :class:`StepRun`.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import inspect
+import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
@@ -32,9 +38,10 @@ if TYPE_CHECKING:
     from agentrag.llm import LLMCall
     from agentrag.telemetry import Telemetry
 
-__all__ = ["Outcome", "Step", "BoundStep", "step", "arun"]
+__all__ = ["BoundStep", "Outcome", "Step", "StepRun", "arun", "step"]
 
 _UNSET: Any = object()
+_log = logging.getLogger("agentrag")
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,10 +57,14 @@ class Outcome:
     llm_calls: tuple[LLMCall, ...] = ()
     stages: tuple[tuple[str, float], ...] = ()
     skipped: str | None = None
+    # The step's main work failed and a fallback replaced it (e.g. the LLM failed, so raw
+    # results): the span status becomes ERROR with this description; the context has no error.
+    error_status: str | None = None
 
 
 Body = Callable[..., Outcome]
 AsyncBody = Callable[..., Awaitable[Outcome]]
+After = Callable[[Context], None]
 
 
 def _telemetry(ctx: Context) -> Telemetry:
@@ -71,10 +82,13 @@ def _calls_of(exc: BaseException) -> tuple[LLMCall, ...]:
 class Step:
     """A named pipeline step (see the module docstring)."""
 
-    def __init__(self, name: str, body: Body, abody: AsyncBody | None = None) -> None:
+    def __init__(
+        self, name: str, body: Body, abody: AsyncBody | None = None, *, after: After | None = None
+    ) -> None:
         self.name = name
         self._body = body
         self._abody = abody
+        self._after_hook = after
         self._signature = inspect.signature(body)
         functools.update_wrapper(self, body)
 
@@ -107,15 +121,15 @@ class Step:
         with telemetry.step_span(self.name) as span:
             if ctx.error is not None:
                 mark_skipped(span, "the context already has an error")
-                return ctx
+                return self._after(ctx)
             start = time.perf_counter()
             try:
                 outcome = self._body(ctx, **options)
             except InvalidInputError:
                 raise
             except AgentragError as exc:
-                return self._failed(ctx, exc, start, span, telemetry)
-            return self._finish(ctx, outcome, start, span, telemetry)
+                return self._after(self._failed(ctx, exc, start, span, telemetry))
+            return self._after(self._finish(ctx, outcome, start, span, telemetry))
 
     async def arun(self, ctx: Context, **options: Any) -> Context:
         """The async twin: the same body, run concurrently-safe for asyncio backends."""
@@ -126,7 +140,7 @@ class Step:
         with telemetry.step_span(self.name) as span:
             if ctx.error is not None:
                 mark_skipped(span, "the context already has an error")
-                return ctx
+                return self._after(ctx)
             start = time.perf_counter()
             try:
                 if self._abody is not None:
@@ -136,8 +150,23 @@ class Step:
             except InvalidInputError:
                 raise
             except AgentragError as exc:
-                return self._failed(ctx, exc, start, span, telemetry)
-            return self._finish(ctx, outcome, start, span, telemetry)
+                return self._after(self._failed(ctx, exc, start, span, telemetry))
+            return self._after(self._finish(ctx, outcome, start, span, telemetry))
+
+    def begin(self, ctx: Context, **options: Any) -> StepRun:
+        """Start a run whose body the caller drives (a stream): see :class:`StepRun`."""
+        self.check(options)
+        if not isinstance(ctx, Context):
+            raise TypeError(f"{self.name}() takes a Context, got {type(ctx).__name__}")
+        return StepRun(self, ctx)
+
+    def _after(self, ctx: Context) -> Context:
+        if self._after_hook is not None:
+            try:
+                self._after_hook(ctx)
+            except Exception as exc:  # bookkeeping must never fail the step
+                _log.warning("%s: the after-step hook failed: %s", self.name, type(exc).__name__)
+        return ctx
 
     def _finish(self, ctx: Context, outcome: Outcome, start: float, span: Span, telemetry: Telemetry) -> Context:
         duration = (time.perf_counter() - start) * 1000.0
@@ -152,6 +181,10 @@ class Step:
             mark_skipped(span, outcome.skipped)
         for degradation in outcome.degradations:
             mark_degraded(span, degradation.kind, degradation.reason)
+        if outcome.error_status:
+            from opentelemetry.trace import Status, StatusCode
+
+            span.set_status(Status(StatusCode.ERROR, outcome.error_status))
         record = StepRecord(self.name, outcome.strategy, duration, outcome.skipped)
         return replace(
             ctx,
@@ -173,6 +206,75 @@ class Step:
         telemetry.instruments.step_errors.add(1, {"step": self.name, "error_type": type(exc).__name__})
         record = StepRecord(self.name, None, duration, None, f"{type(exc).__name__}: {exc}")
         return replace(ctx, error=exc, steps=(*ctx.steps, record), llm_calls=(*ctx.llm_calls, *_calls_of(exc)))
+
+
+class StepRun:
+    """One run of a step whose body is driven from outside, e.g. while a reply streams.
+
+    The span ``agentrag.<name>`` starts now but is not made current across the caller's
+    yields (use ``with run.current():`` around work that should nest under it); it ends
+    with :meth:`finish`, :meth:`fail`, :meth:`skip` or :meth:`abort`. The resulting
+    Context is built exactly as :meth:`Step.run` builds it, and the ``after`` hook runs.
+    """
+
+    def __init__(self, step: Step, ctx: Context) -> None:
+        self.step = step
+        self.telemetry = _telemetry(ctx)
+        self.span = self.telemetry.tracer.start_span(
+            f"agentrag.{step.name}", record_exception=False, set_status_on_exception=False
+        )
+        self.start = time.perf_counter()
+        self._ended = False
+
+    def __repr__(self) -> str:
+        return f"StepRun({self.step.name}{' ended' if self._ended else ''})"
+
+    def current(self) -> Any:
+        """A context manager making the step's span current (so model-call spans nest under it)."""
+        from opentelemetry import trace
+
+        return trace.use_span(
+            self.span, end_on_exit=False, record_exception=False, set_status_on_exception=False
+        )
+
+    def skip(self, ctx: Context) -> Context:
+        """The context already has an error: mark the span skipped, return ``ctx`` as it is."""
+        mark_skipped(self.span, "the context already has an error")
+        self._end()
+        return self.step._after(ctx)
+
+    def finish(self, ctx: Context, outcome: Outcome) -> Context:
+        result = self.step._finish(ctx, outcome, self.start, self.span, self.telemetry)
+        self._end()
+        return self.step._after(result)
+
+    def fail(self, ctx: Context, exc: AgentragError) -> Context:
+        result = self.step._failed(ctx, exc, self.start, self.span, self.telemetry)
+        self._end()
+        return self.step._after(result)
+
+    def abort(self, exc: BaseException) -> None:
+        """The run stopped without a Context (the consumer closed the stream, or a bug raised)."""
+        if self._ended:
+            return
+        if isinstance(exc, Exception):
+            from opentelemetry.trace import Status, StatusCode
+
+            self.span.record_exception(exc)
+            self.span.set_attribute("error.type", type(exc).__name__)
+            self.span.set_status(Status(StatusCode.ERROR, type(exc).__name__))
+            attributes = {"step": self.step.name, "error_type": type(exc).__name__}
+            self.telemetry.instruments.step_errors.add(1, attributes)
+        else:
+            self.span.set_attribute("agentrag.cancelled", True)
+        self._end()
+
+    def _end(self) -> None:
+        if not self._ended:
+            self._ended = True
+            elapsed_ms = (time.perf_counter() - self.start) * 1000.0
+            self.telemetry.instruments.step_duration.record(elapsed_ms, {"step": self.step.name})
+            self.span.end()
 
 
 class BoundStep:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 import threading
 import time
@@ -80,10 +81,12 @@ def clean_list(values: Iterable[str], *, exclude: Iterable[str] = (), limit: int
 
 
 # ---- local text heuristics ------------------------------------------------------------------
-def terms(text: str) -> list[str]:
+@functools.lru_cache(maxsize=8192)
+def terms(text: str) -> tuple[str, ...]:
+    """Stemmed, stop-word-free terms (cached: chunks are re-read across iterations)."""
     from agentrag.retrieval.tokenize import tokenize
 
-    return tokenize(text)
+    return tuple(tokenize(text))
 
 
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9-]{2,}")

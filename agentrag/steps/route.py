@@ -32,7 +32,7 @@ def _route(ctx: Context, *, collections: Sequence[str], strategy: str = "auto", 
         raise InvalidInputError("route(collections=[...]) takes a non-empty list of collection names")
     names = list(dict.fromkeys(collections))
     store = require_store(ctx, "route")
-    known = [store.collection(name) for name in names]  # CollectionNotFoundError for a typo
+    known = store.describe(names)  # CollectionNotFoundError for a typo
     if len(known) == 1:
         return Outcome(
             {"collections": (names[0],), "routing_reasoning": "only one collection given"},

@@ -36,12 +36,13 @@ class Collection:
     scoped: bool
     version: int
     created_at: datetime
-    document_count: int = 0
-    chunk_count: int = 0
+    document_count: int | None = None  # None when not counted (see Store.describe)
+    chunk_count: int | None = None
 
     def __repr__(self) -> str:
+        counts = "" if self.document_count is None else f"{self.document_count} documents, {self.chunk_count} chunks, "
         return (
-            f"Collection({self.name!r}, {self.document_count} documents, {self.chunk_count} chunks, "
+            f"Collection({self.name!r}, {counts}"
             f"{self.embed_model} [{self.dimensions}d {self.distance}]{', scoped' if self.scoped else ''})"
         )
 

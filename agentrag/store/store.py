@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
+import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -21,8 +22,13 @@ if TYPE_CHECKING:
     from sqlalchemy.engine import Connection, Engine
 
     from agentrag.embedders import Embedder
+    from agentrag.querylog import QueryLogEntry
+    from agentrag.retrieval.filters import Filters
+    from agentrag.retrieval.result import SearchResult
+    from agentrag.scope import Scope
     from agentrag.store.ingest import IngestProgress, IngestReport
     from agentrag.store.migrate import Migration, SchemaStatus
+    from agentrag.store.relations import Relation, Triple
 
 __all__ = ["Store", "Document", "connect"]
 
@@ -122,7 +128,11 @@ class Store:
             self._owns_engine = False
         self.engine = engine
         self._embedder = embedder
+        # BM25 cache of the lexical leg (agentrag.retrieval.lexical.bm25_index): collection id ->
+        # index tagged with the collection version it was built at; one build lock per collection.
         self._bm25: dict[Any, Any] = {}
+        self._bm25_lock = threading.Lock()
+        self._bm25_build_locks: dict[int, threading.Lock] = {}
         try:
             with engine.connect():
                 pass
@@ -230,6 +240,24 @@ class Store:
         if row is None:
             raise CollectionNotFoundError(f"no collection named {name!r}")
         return Collection(**row)
+
+    def describe(self, names: Sequence[str]) -> list[Collection]:
+        """Collections by name in one query, without counting their documents (cheap)."""
+        from sqlalchemy import text
+
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                text(
+                    "SELECT id, name, description, embed_model, embed_version, dimensions, distance, scoped,"
+                    " version, created_at FROM agentrag.collections WHERE name = ANY(CAST(:names AS text[]))"
+                ),
+                {"names": list(names)},
+            ).mappings()
+            found = {row["name"]: Collection(**row) for row in rows}
+        missing = [n for n in names if n not in found]
+        if missing:
+            raise CollectionNotFoundError(f"no collection named {', '.join(repr(n) for n in missing)}")
+        return [found[n] for n in names]
 
     def collections(self) -> list[Collection]:
         from sqlalchemy import text
@@ -386,6 +414,101 @@ class Store:
         except IntegrityError as exc:
             raise DocumentNotFoundError(f"no document with id {document_id!r}") from exc
 
+    # ---- relations (knowledge graph) and the query log: see their modules -----------------
+    def add_relations(self, collection: str, triples: Iterable[Triple], *, source: str | None = None) -> int:
+        """Add (subject, relation, object) triples; returns how many were new (idempotent)."""
+        from agentrag.store.relations import add_relations
+
+        return add_relations(self, collection, triples, source=source)
+
+    def relations(
+        self, collection: str, *, entity: str | None = None, relation: str | None = None, limit: int = 1000
+    ) -> list[Relation]:
+        """Triples of ``collection`` (optionally touching ``entity`` / of one ``relation`` type)."""
+        from agentrag.store.relations import relations
+
+        return relations(self, collection, entity=entity, relation=relation, limit=limit)
+
+    def neighbourhood(
+        self, collection: str, entity: str, depth: int = 1, *, limit: int = 200
+    ) -> list[Relation]:
+        """Triples within ``depth`` hops of ``entity`` (case-insensitive), nearest first."""
+        from agentrag.store.relations import neighbourhood
+
+        return neighbourhood(self, collection, entity, depth, limit=limit)
+
+    def query_logs(self, *, limit: int = 20) -> list[QueryLogEntry]:
+        """The newest rows of the opt-in query log (``new(..., query_log=True)``), newest first."""
+        from agentrag.querylog import query_logs
+
+        return query_logs(self, limit=limit)
+
+    # ---- retrieval ------------------------------------------------------------------------
+    def search(
+        self,
+        query: str,
+        *,
+        collections: str | Sequence[str],
+        mode: str = "hybrid",
+        top_k: int = 5,
+        max_top_k: int = 50,
+        depth: int = 100,
+        rrf_k: float = 60,
+        min_score: float | None = None,
+        filters: Filters | Mapping[str, Any] | None = None,
+        scope: Scope | None = None,
+        ef_search: int | None = None,
+    ) -> SearchResult:
+        """Hybrid (or vector / lexical / lexical_sql) search; see :func:`agentrag.retrieval.search.search`."""
+        from agentrag.retrieval.search import search
+
+        return search(
+            self,
+            query,
+            collections=collections,
+            mode=mode,
+            top_k=top_k,
+            max_top_k=max_top_k,
+            depth=depth,
+            rrf_k=rrf_k,
+            min_score=min_score,
+            filters=filters,
+            scope=scope,
+            ef_search=ef_search,
+        )
+
+    async def asearch(
+        self,
+        query: str,
+        *,
+        collections: str | Sequence[str],
+        mode: str = "hybrid",
+        top_k: int = 5,
+        max_top_k: int = 50,
+        depth: int = 100,
+        rrf_k: float = 60,
+        min_score: float | None = None,
+        filters: Filters | Mapping[str, Any] | None = None,
+        scope: Scope | None = None,
+        ef_search: int | None = None,
+    ) -> SearchResult:
+        """:meth:`search` in a worker thread; see :func:`agentrag.retrieval.search.asearch`."""
+        from agentrag.retrieval.search import asearch
+
+        return await asearch(
+            self,
+            query,
+            collections=collections,
+            mode=mode,
+            top_k=top_k,
+            max_top_k=max_top_k,
+            depth=depth,
+            rrf_k=rrf_k,
+            min_score=min_score,
+            filters=filters,
+            scope=scope,
+            ef_search=ef_search,
+        )
 
 _DOCUMENT_SQL = """
 SELECT d.id, c.name AS collection, d.source, d.original_filename, d.sha256, d.metadata, d.classification,

@@ -1,0 +1,1 @@
+"""Retrieval: the vector leg, the lexical (BM25) leg, fusion and filters."""

@@ -1,0 +1,127 @@
+"""The result of a search: the hits plus how they were found (mode, degradation, warnings, timings)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any, overload
+
+from agentrag.hits import Hit
+
+__all__ = ["SearchResult"]
+
+_SNIPPET = 70
+
+
+def _snippet(text: str, width: int = _SNIPPET) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= width else flat[: width - 3] + "..."
+
+
+@dataclass(frozen=True, repr=False)
+class SearchResult:
+    """Hits of one search, best first; behaves as a sequence of :class:`~agentrag.hits.Hit`.
+
+    ``mode`` is the mode asked for, ``used_mode`` the one that ran: ``"lexical"`` when a hybrid
+    search lost its vector leg, and then ``degraded`` says why (and ``warnings`` repeats it).
+    ``model_version_match`` is False when a collection's embedding model version differs from the
+    store embedder's (same model and dimensions). ``timings_ms`` has ``embed``, ``vector``,
+    ``lexical``, ``fuse``, ``fetch`` and ``total``.
+    """
+
+    query: str
+    collections: tuple[str, ...]
+    mode: str
+    used_mode: str
+    hits: tuple[Hit, ...]
+    degraded: str | None = None
+    warnings: tuple[str, ...] = ()
+    model_version_match: bool = True
+    timings_ms: dict[str, float] = field(default_factory=dict, compare=False)
+
+    def __len__(self) -> int:
+        return len(self.hits)
+
+    def __iter__(self) -> Iterator[Hit]:
+        return iter(self.hits)
+
+    @overload
+    def __getitem__(self, index: int) -> Hit: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> tuple[Hit, ...]: ...
+
+    def __getitem__(self, index: int | slice) -> Hit | tuple[Hit, ...]:
+        return self.hits[index]
+
+    @property
+    def chunk_ids(self) -> list[str]:
+        return [hit.chunk_id for hit in self.hits]
+
+    def _header(self) -> str:
+        mode = self.mode if self.used_mode == self.mode else f"{self.mode} -> {self.used_mode}"
+        total = self.timings_ms.get("total")
+        took = f", {total:.1f} ms" if total is not None else ""
+        query = _snippet(self.query, 60)
+        return (
+            f"SearchResult({query!r} in {', '.join(self.collections)}: {len(self.hits)} hits, "
+            f"mode={mode}{took})"
+        )
+
+    def __str__(self) -> str:
+        lines = [self._header()]
+        if self.degraded:
+            lines.append(f"  degraded: {self.degraded}")
+        lines.extend(f"  warning: {warning}" for warning in self.warnings if warning != self.degraded)
+        if self.hits:
+            rows = [["rank", "score", "vec", "lex", "source", "section", "text"]]
+            for hit in self.hits:
+                source = hit.source or hit.document_id
+                if len(self.collections) > 1:
+                    source = f"{hit.collection}:{source}"
+                if hit.page is not None:
+                    source += f" p.{hit.page}"
+                rows.append(
+                    [
+                        str(hit.rank),
+                        f"{hit.score:.4f}",
+                        "-" if hit.vector_rank is None else str(hit.vector_rank),
+                        "-" if hit.lexical_rank is None else str(hit.lexical_rank),
+                        _snippet(source, 40),
+                        _snippet(hit.section or "", 24),
+                        _snippet(hit.text),
+                    ]
+                )
+            widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+            for row in rows:
+                cells = [
+                    cell.rjust(w) if i < 4 else cell.ljust(w)
+                    for i, (cell, w) in enumerate(zip(row, widths, strict=True))
+                ]
+                lines.append("  " + "  ".join(cells).rstrip())
+        return "\n".join(lines)
+
+    __repr__ = __str__
+
+    def _repr_html_(self) -> str:
+        from agentrag.display import search_result_html
+
+        return search_result_html(self)
+
+    def _repr_markdown_(self) -> str:
+        from agentrag.display import search_result_markdown
+
+        return search_result_markdown(self)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "query": self.query,
+            "collections": list(self.collections),
+            "mode": self.mode,
+            "used_mode": self.used_mode,
+            "degraded": self.degraded,
+            "warnings": list(self.warnings),
+            "model_version_match": self.model_version_match,
+            "timings_ms": dict(self.timings_ms),
+            "hits": [hit.to_dict() for hit in self.hits],
+        }

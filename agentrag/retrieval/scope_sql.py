@@ -1,0 +1,73 @@
+"""Scopes in SQL: the WHERE fragment that keeps a search inside a tenant / workspace / session.
+
+Every retrieval leg puts this fragment (over the documents alias ``d``) into its own query, so
+a chunk of another scope can never be ranked, let alone returned. Values are bound parameters
+(``:s_*``); the fragment holds only this module's text.
+
+* ``tenant``: ``d.tenant_id = :s_tenant``
+* ``workspace``: ``d.workspace_id = :s_workspace``
+* ``session``: the document is linked to the session in ``agentrag.document_sessions``
+  (``EXISTS``), whatever its tenant or workspace.
+
+The parts combine with AND. A scope applies to unscoped collections too: documents ingested
+without a tenant simply do not match a tenant scope. ``None``, an empty ``Scope()`` and
+``Scope.every()`` compile to ``TRUE``; refusing an unscoped query on a ``scoped=True``
+collection is the caller's job (:func:`check_scope`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from agentrag.errors import ScopeError
+from agentrag.scope import Scope
+
+__all__ = ["check_scope", "compile_scope"]
+
+
+def _value(value: str, name: str) -> str:
+    if "\x00" in value:
+        raise ScopeError(f"scope {name} must not contain NUL bytes")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ScopeError(f"scope {name} is not valid Unicode (lone surrogate)") from None
+    return value
+
+
+def compile_scope(scope: Scope | None) -> tuple[str, dict[str, Any]]:
+    """``(sql, params)``: a boolean SQL expression over the documents alias ``d``."""
+    if scope is None:
+        return "TRUE", {}
+    if not isinstance(scope, Scope):
+        raise TypeError(f"scope must be an agentrag.Scope or None, got {type(scope).__name__}")
+    clauses: list[str] = []
+    params: dict[str, Any] = {}
+    if scope.tenant is not None:
+        clauses.append("d.tenant_id = :s_tenant")
+        params["s_tenant"] = _value(scope.tenant, "tenant")
+    if scope.workspace is not None:
+        clauses.append("d.workspace_id = :s_workspace")
+        params["s_workspace"] = _value(scope.workspace, "workspace")
+    if scope.session is not None:
+        clauses.append(
+            "EXISTS (SELECT 1 FROM agentrag.document_sessions s"
+            " WHERE s.document_id = d.id AND s.session_id = :s_session)"
+        )
+        params["s_session"] = _value(scope.session, "session")
+    if not clauses:
+        return "TRUE", {}
+    return " AND ".join(f"({clause})" for clause in clauses), params
+
+
+def check_scope(scope: Scope | None, scoped_collections: Iterable[str]) -> None:
+    """Refuse a query without a scope on ``scoped=True`` collections (``Scope.every()`` passes)."""
+    if scope is not None and (scope.all_scopes or not scope.is_empty):
+        return
+    names = sorted(scoped_collections)
+    if names:
+        raise ScopeError(
+            f"collection(s) {', '.join(repr(n) for n in names)} are scoped: pass scope=Scope(tenant=..., "
+            "workspace=..., session=...) or scope=Scope.every() to search across every scope"
+        )

@@ -1,0 +1,441 @@
+"""``search``: hybrid retrieval over one or more collections (pgvector + BM25 fused with RRF).
+
+Modes
+    ``"hybrid"`` (default): the vector leg and the BM25 leg each find ``depth`` candidates,
+    fused with Reciprocal Rank Fusion (``rrf_k``, default 60); ``Hit.score`` is the RRF score.
+    ``"vector"``: pgvector HNSW only; ``Hit.score`` is the similarity (cosine: ``1 - distance``).
+    ``"lexical"``: in-memory BM25 only; ``Hit.score`` is the BM25 score.
+    ``"lexical_sql"``: PostgreSQL full text (``tsvector``, OR query, ``ts_rank_cd``), for
+    collections too large for an in-memory index; ``Hit.score`` is the ``ts_rank_cd`` score.
+
+Scopes and filters are compiled to bound parameters and enforced inside the SQL of every leg
+(:mod:`agentrag.retrieval.scope_sql`, :mod:`agentrag.retrieval.filters`): a ranked result is
+never filtered in Python, so ``top_k`` results come back whenever that many match.
+
+Several collections
+    Each collection is searched by each leg on its own (its own HNSW partial index, its own BM25
+    index), then, per leg, the per-collection lists are merged by score: vector similarities are
+    comparable because every collection must use the store embedder's model (and, in one search,
+    the same distance metric); BM25 scores are merged as they are, as multi-index BM25 engines
+    do (each collection's own term statistics), and ts_rank_cd scores need no statistics at all.
+    In hybrid mode the two merged legs are then fused with RRF. Ties anywhere go to the smaller
+    chunk id, so results are deterministic.
+
+Degradation
+    When the embedder fails (:class:`~agentrag.errors.EmbeddingError`: the model cannot load,
+    the provider is down), a hybrid search runs its lexical leg alone, returns
+    ``used_mode="lexical"`` with ``degraded`` set and a warning, and logs a warning (without the
+    query text). A vector search raises the error. An embedder whose model or dimensions differ
+    from a collection's raises :class:`~agentrag.errors.EmbeddingMismatchError` (vector, hybrid);
+    a different model *version* only sets ``model_version_match=False`` with a warning.
+
+``min_score`` applies to the final score of the mode that ran (``used_mode``), before the cut
+at ``top_k``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from agentrag.errors import (
+    CollectionNotFoundError,
+    EmbeddingError,
+    EmbeddingMismatchError,
+    EmptyQueryError,
+    InvalidInputError,
+)
+from agentrag.hits import Hit
+from agentrag.retrieval.filters import Filters, compile_filters
+from agentrag.retrieval.fusion import DEFAULT_RRF_K, check_rrf_k, merge_by_score, rrf
+from agentrag.retrieval.lexical import lexical_leg, lexical_sql_leg
+from agentrag.retrieval.result import SearchResult
+from agentrag.retrieval.scope_sql import check_scope, compile_scope
+from agentrag.retrieval.vector import DEFAULT_EF_SEARCH, MAX_EF_SEARCH, configure_hnsw, vector_leg
+from agentrag.scope import Scope
+from agentrag.store.collections import validate_name
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from agentrag.store.store import Store
+
+__all__ = ["MAX_DEPTH", "MAX_QUERY_CHARS", "MODES", "asearch", "preprocess_query", "search"]
+
+MODES: tuple[str, ...] = ("hybrid", "vector", "lexical", "lexical_sql")
+MAX_QUERY_CHARS = 10_000
+MAX_DEPTH = 10_000
+
+_log = logging.getLogger("agentrag.retrieval")
+
+
+@dataclass(frozen=True, slots=True)
+class _Collection:
+    id: int
+    name: str
+    embed_model: str
+    embed_version: str
+    dimensions: int
+    distance: str
+    scoped: bool
+    version: int
+
+
+def preprocess_query(query: str) -> tuple[str, tuple[str, ...]]:
+    """Strip, collapse whitespace, drop NUL bytes and lone surrogates, truncate to 10,000 characters.
+
+    Returns the query and the warnings it caused. Raises EmptyQueryError when nothing is left.
+    """
+    if not isinstance(query, str):
+        raise TypeError(f"query must be a str, got {type(query).__name__}")
+    text = query.replace("\x00", " ")
+    if not text.isascii():
+        text = text.encode("utf-8", "ignore").decode("utf-8")  # lone surrogates cannot be sent anywhere
+    text = " ".join(text.split())
+    if not text:
+        raise EmptyQueryError("the query is empty")
+    warnings: tuple[str, ...] = ()
+    if len(text) > MAX_QUERY_CHARS:
+        original = len(text)
+        text = text[:MAX_QUERY_CHARS].rstrip()
+        warnings = (f"query truncated from {original} to {len(text)} characters (limit {MAX_QUERY_CHARS})",)
+        _log.warning("search query truncated from %d to %d characters", original, len(text))
+    return text, warnings
+
+
+def _int(name: str, value: Any, low: int, high: int | None = None) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+    if value < low or (high is not None and value > high):
+        bounds = f"between {low} and {high}" if high is not None else f">= {low}"
+        raise InvalidInputError(f"{name} must be {bounds}, got {value}")
+    return value
+
+
+def _names(collections: str | Sequence[str]) -> tuple[str, ...]:
+    if isinstance(collections, str):
+        collections = [collections]
+    if not isinstance(collections, Sequence):
+        raise TypeError(f"collections must be a str or a sequence of str, got {type(collections).__name__}")
+    names: dict[str, None] = {}
+    for name in collections:
+        if not isinstance(name, str):
+            raise TypeError(f"collection names must be str, got {type(name).__name__}")
+        names[validate_name(name)] = None
+    if not names:
+        raise InvalidInputError("collections is empty: name at least one collection")
+    return tuple(names)
+
+
+def _load_collections(store: Store, names: tuple[str, ...]) -> list[_Collection]:
+    from sqlalchemy import text
+
+    with store.engine.connect() as conn:
+        rows = conn.execute(
+            text(
+                "SELECT id, name, embed_model, embed_version, dimensions, distance, scoped, version"
+                " FROM agentrag.collections WHERE name = ANY(CAST(:names AS text[]))"
+            ),
+            {"names": list(names)},
+        ).all()
+    found = {row.name: _Collection(*row) for row in rows}
+    missing = [name for name in names if name not in found]
+    if missing:
+        raise CollectionNotFoundError(f"no collection named {', '.join(repr(n) for n in missing)}")
+    return [found[name] for name in names]
+
+
+def _embed_query(store: Store, collections: list[_Collection], query: str) -> tuple[np.ndarray, list[str]]:
+    """The query vector, after checking the embedder against every collection.
+
+    Raises EmbeddingMismatchError (model / dimensions / distances differ) or EmbeddingError.
+    Returns the warnings about model versions.
+    """
+    import numpy as np
+
+    embedder = store.embedder
+    model_id, dimensions, version = embedder.model_id, int(embedder.dimensions), embedder.version
+    warnings: list[str] = []
+    for c in collections:
+        if model_id != c.embed_model or dimensions != c.dimensions:
+            raise EmbeddingMismatchError(
+                f"collection {c.name!r} was embedded with {c.embed_model!r} ({c.dimensions}d); the store "
+                f"embedder is {model_id!r} ({dimensions}d): search it with a Store using that model"
+            )
+        if version != c.embed_version:
+            warnings.append(
+                f"collection {c.name!r} was embedded with {c.embed_model} version {c.embed_version!r}; the "
+                f"query embedder is version {version!r}: vector scores may be slightly off"
+            )
+    distances = {c.distance for c in collections}
+    if len(distances) > 1:
+        raise InvalidInputError(
+            f"collections use different distance metrics ({', '.join(sorted(distances))}); their vector "
+            "scores do not compare: search them separately"
+        )
+    vectors = np.asarray(embedder.embed([query]), dtype=np.float32)
+    if vectors.shape != (1, dimensions) or not np.isfinite(vectors).all():
+        raise EmbeddingError(
+            f"embedder {model_id!r} returned an unusable query vector (shape {vectors.shape}, expected "
+            f"(1, {dimensions}), finite values)"
+        )
+    return vectors[0], warnings
+
+
+_FETCH_SQL = """
+SELECT c.id, c.document_id, c.text, c.start_char, c.end_char, c.chunk_index, c.page, c.section,
+       c.sha256 AS chunk_sha256, d.source, d.sha256 AS source_sha256, d.classification, d.metadata,
+       k.name AS collection, k.embed_model, k.embed_version
+FROM agentrag.chunks c
+JOIN agentrag.documents d ON d.id = c.document_id
+JOIN agentrag.collections k ON k.id = c.collection_id
+WHERE c.id = ANY(CAST(:ids AS text[]))
+"""
+
+
+def search(
+    store: Store,
+    query: str,
+    *,
+    collections: str | Sequence[str],
+    mode: str = "hybrid",
+    top_k: int = 5,
+    max_top_k: int = 50,
+    depth: int = 100,
+    rrf_k: float = DEFAULT_RRF_K,
+    min_score: float | None = None,
+    filters: Filters | Mapping[str, Any] | None = None,
+    scope: Scope | None = None,
+    ef_search: int | None = None,
+) -> SearchResult:
+    """Search ``collections`` for ``query``; see the module docstring.
+
+    ``top_k`` (1..``max_top_k``) hits are returned; each leg fetches ``max(depth, top_k)``
+    candidates per collection. ``ef_search`` sets pgvector's ``hnsw.ef_search`` (1..1000; default
+    ``max(100, depth)`` capped at 1000). ``filters`` is a :class:`Filters` or a dict of the same
+    shape; ``scope`` a :class:`~agentrag.scope.Scope` (required on ``scoped=True`` collections:
+    ``Scope.every()`` searches across every scope).
+
+    Raises InvalidInputError (bad mode, top_k, depth ...), EmptyQueryError, FilterError,
+    ScopeError, CollectionNotFoundError, EmbeddingMismatchError, EmbeddingError (vector mode).
+    """
+    started = time.perf_counter()
+    timings = {"embed": 0.0, "vector": 0.0, "lexical": 0.0, "fuse": 0.0, "fetch": 0.0}
+
+    # ---- validation: everything a caller can get wrong fails here, before any SQL ----
+    if mode not in MODES:
+        raise InvalidInputError(f"unknown search mode {mode!r}; valid modes are {', '.join(MODES)}")
+    max_top_k = _int("max_top_k", max_top_k, 1)
+    top_k = _int("top_k", top_k, 1, max_top_k)
+    depth = _int("depth", depth, 1, MAX_DEPTH)
+    leg_depth = max(depth, top_k)
+    rrf_k = check_rrf_k(rrf_k)
+    if ef_search is not None:
+        ef_search = _int("ef_search", ef_search, 1, MAX_EF_SEARCH)
+    if min_score is not None:
+        if isinstance(min_score, bool) or not isinstance(min_score, int | float):
+            raise TypeError(f"min_score must be a number or None, got {type(min_score).__name__}")
+        if not math.isfinite(min_score):
+            raise InvalidInputError(f"min_score must be finite, got {min_score!r}")
+    names = _names(collections)
+    filter_sql, filter_params = compile_filters(filters)
+    scope_sql, scope_params = compile_scope(scope)
+    query_text, query_warnings = preprocess_query(query)
+    restricted = [part for part in (filter_sql, scope_sql) if part != "TRUE"]
+    where = " AND ".join(f"({part})" for part in restricted) if restricted else "TRUE"
+    params = {**filter_params, **scope_params}
+
+    colls = _load_collections(store, names)
+    check_scope(scope, [c.name for c in colls if c.scoped])
+
+    warnings: list[str] = list(query_warnings)
+    degraded: str | None = None
+    used_mode = mode
+    version_match = True
+    query_vector = None
+    if mode in ("vector", "hybrid"):
+        t = time.perf_counter()
+        try:
+            query_vector, version_warnings = _embed_query(store, colls, query_text)
+        except EmbeddingMismatchError:
+            raise
+        except EmbeddingError as exc:
+            if mode == "vector":
+                raise
+            used_mode = "lexical"
+            reason = " ".join(str(exc).split())[:200]
+            degraded = f"vector leg unavailable, results are lexical (BM25) only: embedder failed ({reason})"
+            warnings.append(degraded)
+            _log.warning(
+                "hybrid search degraded to lexical only: the embedder failed (%s)", type(exc).__name__
+            )
+        else:
+            warnings.extend(version_warnings)
+            version_match = not version_warnings
+        timings["embed"] = (time.perf_counter() - t) * 1000
+
+    # ---- the legs: one transaction, so the HNSW settings stay local to it ----
+    vector_ranked: list[tuple[str, float]] = []
+    lexical_ranked: list[tuple[str, float]] = []
+    with store.engine.connect() as conn, conn.begin():
+        if query_vector is not None:
+            t = time.perf_counter()
+            ef = ef_search if ef_search is not None else min(MAX_EF_SEARCH, max(DEFAULT_EF_SEARCH, leg_depth))
+            configure_hnsw(conn, ef_search=ef, iterative=bool(restricted) or ef < leg_depth)
+            per_collection = [
+                vector_leg(
+                    conn,
+                    collection_id=c.id,
+                    dimensions=c.dimensions,
+                    distance=c.distance,
+                    query_vector=query_vector,
+                    where=where,
+                    params=params,
+                    depth=leg_depth,
+                    need=top_k,
+                )
+                for c in colls
+            ]
+            vector_ranked = merge_by_score(per_collection, leg_depth)
+            timings["vector"] = (time.perf_counter() - t) * 1000
+        if used_mode in ("lexical", "hybrid", "lexical_sql"):
+            t = time.perf_counter()
+            if used_mode == "lexical_sql":
+                per_collection = [
+                    lexical_sql_leg(
+                        conn,
+                        collection_id=c.id,
+                        query=query_text,
+                        where=where,
+                        params=params,
+                        depth=leg_depth,
+                    )
+                    for c in colls
+                ]
+            else:
+                per_collection = [
+                    lexical_leg(
+                        conn,
+                        store,
+                        collection_id=c.id,
+                        version=c.version,
+                        query=query_text,
+                        where=where,
+                        params=params,
+                        depth=leg_depth,
+                    )
+                    for c in colls
+                ]
+            lexical_ranked = merge_by_score(per_collection, leg_depth)
+            timings["lexical"] = (time.perf_counter() - t) * 1000
+
+        # ---- fusion ----
+        t = time.perf_counter()
+        final: list[tuple[str, float]]
+        if used_mode == "hybrid":
+            final = rrf([[i for i, _ in vector_ranked], [i for i, _ in lexical_ranked]], k=rrf_k)
+        elif used_mode == "vector":
+            final = vector_ranked
+        else:
+            final = lexical_ranked
+        if min_score is not None:
+            final = [(i, s) for i, s in final if s >= min_score]
+        final = final[:top_k]
+        timings["fuse"] = (time.perf_counter() - t) * 1000
+
+        # ---- the hits' text and provenance ----
+        t = time.perf_counter()
+        rows = {}
+        if final:
+            from sqlalchemy import text
+
+            rows = {
+                row.id: row for row in conn.execute(text(_FETCH_SQL), {"ids": [i for i, _ in final]}).all()
+            }
+        timings["fetch"] = (time.perf_counter() - t) * 1000
+
+    vector_at = {chunk_id: (rank, score) for rank, (chunk_id, score) in enumerate(vector_ranked, start=1)}
+    lexical_at = {chunk_id: (rank, score) for rank, (chunk_id, score) in enumerate(lexical_ranked, start=1)}
+    hits: list[Hit] = []
+    for chunk_id, score in final:
+        row = rows.get(chunk_id)
+        if row is None:  # deleted between ranking and fetching
+            continue
+        v_rank, v_score = vector_at.get(chunk_id, (None, None))
+        l_rank, l_score = lexical_at.get(chunk_id, (None, None))
+        hits.append(
+            Hit(
+                chunk_id=row.id,
+                document_id=row.document_id,
+                collection=row.collection,
+                text=row.text,
+                score=float(score),
+                rank=len(hits) + 1,
+                start_char=row.start_char,
+                end_char=row.end_char,
+                chunk_index=row.chunk_index,
+                page=row.page,
+                section=row.section,
+                source=row.source,
+                source_sha256=row.source_sha256,
+                chunk_sha256=row.chunk_sha256,
+                classification=row.classification,
+                embed_model=row.embed_model,
+                embed_version=row.embed_version,
+                vector_rank=v_rank,
+                vector_score=v_score,
+                lexical_rank=l_rank,
+                lexical_score=l_score,
+                metadata=dict(row.metadata or {}),
+            )
+        )
+    timings["total"] = (time.perf_counter() - started) * 1000
+    return SearchResult(
+        query=query_text,
+        collections=names,
+        mode=mode,
+        used_mode=used_mode,
+        hits=tuple(hits),
+        degraded=degraded,
+        warnings=tuple(warnings),
+        model_version_match=version_match,
+        timings_ms={key: round(value, 3) for key, value in timings.items()},
+    )
+
+
+async def asearch(
+    store: Store,
+    query: str,
+    *,
+    collections: str | Sequence[str],
+    mode: str = "hybrid",
+    top_k: int = 5,
+    max_top_k: int = 50,
+    depth: int = 100,
+    rrf_k: float = DEFAULT_RRF_K,
+    min_score: float | None = None,
+    filters: Filters | Mapping[str, Any] | None = None,
+    scope: Scope | None = None,
+    ef_search: int | None = None,
+) -> SearchResult:
+    """:func:`search` in a worker thread (``asyncio.to_thread``), for async applications."""
+    return await asyncio.to_thread(
+        search,
+        store,
+        query,
+        collections=collections,
+        mode=mode,
+        top_k=top_k,
+        max_top_k=max_top_k,
+        depth=depth,
+        rrf_k=rrf_k,
+        min_score=min_score,
+        filters=filters,
+        scope=scope,
+        ef_search=ef_search,
+    )

@@ -1,0 +1,111 @@
+"""The vector leg: pgvector HNSW nearest neighbours of the query embedding, scopes and filters in SQL.
+
+Each collection has its own HNSW index, a *partial expression* index made by
+:meth:`agentrag.store.store.Store.ensure_vector_index`::
+
+    CREATE INDEX chunks_hnsw_<ID> ON agentrag.chunks
+        USING hnsw ((embedding::vector(<DIMS>)) <opclass>) WHERE collection_id = <ID>
+
+The planner only uses it when the query repeats the indexed expression
+(``c.embedding::vector(DIMS)``), orders by the collection's distance operator and states the
+partial-index predicate with the same literal (``c.collection_id = ID``). ``ID`` and ``DIMS`` are
+integers read from ``agentrag.collections`` and formatted with ``int()``, the operator comes from
+:data:`agentrag.store.collections.DISTANCES`: no caller string is ever formatted into SQL.
+
+Search settings are transaction-local (``set_config(..., true)``):
+
+* ``hnsw.ef_search``: the candidate list size (default ``max(100, depth)``, at most 1000).
+* ``hnsw.iterative_scan = relaxed_order`` when a scope or filter narrows the rows (or
+  ``ef_search < depth``), so the index keeps scanning until ``depth`` rows pass the WHERE
+  clause. Relaxed order may return rows slightly out of order, so the rows are re-sorted by
+  distance outside a ``MATERIALIZED`` CTE, as the pgvector documentation recommends.
+
+An iterative scan still stops after ``hnsw.max_scan_tuples`` (pgvector default 20,000) visited
+tuples; when a filtered scan comes back with fewer rows than the search needs, the leg re-runs
+the query exactly (ordered by ``distance + 0``, which the index cannot serve), so a filtered
+query returns ``k`` results whenever ``k`` exist.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from agentrag.store.collections import DISTANCES
+
+if TYPE_CHECKING:
+    import numpy as np
+    from sqlalchemy.engine import Connection
+
+__all__ = ["DEFAULT_EF_SEARCH", "MAX_EF_SEARCH", "configure_hnsw", "vector_leg", "vector_sql"]
+
+DEFAULT_EF_SEARCH = 100
+MAX_EF_SEARCH = 1000  # pgvector's upper bound for hnsw.ef_search
+
+
+def vector_sql(
+    collection_id: int, dimensions: int, distance: str, where: str = "TRUE", *, exact: bool = False
+) -> str:
+    """The vector leg's SQL for one collection (parameters ``:qvec`` and ``:depth`` plus ``where``'s).
+
+    ``where`` is a boolean expression over the documents alias ``d`` made by
+    :func:`~agentrag.retrieval.filters.compile_filters` / :func:`~agentrag.retrieval.scope_sql.compile_scope`
+    (our own text only). Returns rows ``(id, distance, score)`` nearest first, ``score`` being the
+    similarity (see ``DISTANCES``). With ``exact``, the ORDER BY cannot use the index (exact scan).
+    """
+    _opclass, op, similarity = DISTANCES[distance]
+    cid, dims = int(collection_id), int(dimensions)
+    expr = f"c.embedding::vector({dims}) {op} CAST(:qvec AS vector({dims}))"
+    order = f"({expr}) + 0" if exact else expr
+    join = "" if where.strip() == "TRUE" else "\n    JOIN agentrag.documents d ON d.id = c.document_id"
+    return (
+        "WITH hits AS MATERIALIZED (\n"
+        f"    SELECT c.id, {expr} AS distance\n"
+        f"    FROM agentrag.chunks c{join}\n"
+        f"    WHERE c.collection_id = {cid} AND ({where})\n"
+        f"    ORDER BY {order}\n"
+        "    LIMIT :depth\n"
+        ")\n"
+        f"SELECT id, distance, {similarity.format(d='distance')} AS score\n"
+        'FROM hits ORDER BY distance, id COLLATE "C"'
+    )
+
+
+def configure_hnsw(conn: Connection, *, ef_search: int, iterative: bool) -> None:
+    """Set ``hnsw.ef_search`` (and the relaxed iterative scan) for the current transaction only."""
+    from sqlalchemy import text
+
+    conn.execute(
+        text(
+            "SELECT set_config('hnsw.ef_search', :ef, true), set_config('hnsw.iterative_scan', :scan, true)"
+        ),
+        {"ef": str(int(ef_search)), "scan": "relaxed_order" if iterative else "off"},
+    )
+
+
+def vector_leg(
+    conn: Connection,
+    *,
+    collection_id: int,
+    dimensions: int,
+    distance: str,
+    query_vector: np.ndarray,
+    where: str,
+    params: dict[str, Any],
+    depth: int,
+    need: int,
+) -> list[tuple[str, float]]:
+    """``[(chunk_id, similarity), ...]`` nearest first, at most ``depth``, for one collection.
+
+    ``need`` is how many rows the caller must have when that many exist: a filtered HNSW scan
+    returning fewer is re-run exactly.
+    """
+    from sqlalchemy import text
+
+    bound = {**params, "qvec": query_vector, "depth": int(depth)}
+    sql = vector_sql(collection_id, dimensions, distance, where)
+    rows = conn.execute(text(sql), bound).all()
+    if len(rows) < min(need, depth) and where.strip() != "TRUE":
+        rows = conn.execute(
+            text(vector_sql(collection_id, dimensions, distance, where, exact=True)), bound
+        ).all()
+    return [(row.id, float(row.score)) for row in rows]

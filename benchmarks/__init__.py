@@ -1,0 +1,1 @@
+"""Quality and speed benchmarks (run each as ``python -m benchmarks.<name>``)."""

@@ -1,0 +1,350 @@
+"""Retrieval on BEIR SciFact: agentrag's search modes against raw pgvector SQL and raw bm25s.
+
+    .venv/bin/python -m benchmarks.scifact [--data /work/shared/data/beir/scifact]
+        [--modes vector,lexical,lexical_sql,hybrid] [--results benchmarks/RESULTS.md]
+
+* Corpus: the 5,183 SciFact abstracts, one chunk per document (``chunk_size=20000``; MiniLM
+  reads the first 256 word pieces, as in the published BEIR figure), indexed as
+  ``title + "\\n" + text`` into the collection ``scifact`` with the real all-MiniLM-L6-v2
+  (``LocalEmbedder``, bundled weights). Ingestion is skipped when the collection already holds
+  the 5,183 documents.
+* Queries: the 300 test queries (``qrels/test.tsv``), one at a time, in order, after a warm-up
+  (model load, BM25 index build). Each mode runs twice: ``top_k=10`` for latency (what an
+  application asks for) and ``top_k=100, max_top_k=100`` for the metrics. nDCG@10 and
+  recall@100 are computed by :mod:`agentrag.eval` (trec_eval definitions) on the chunk hits
+  mapped to their document ``source``, the BEIR doc id.
+* Settings: the library defaults: ``depth=100`` candidates per leg, ``rrf_k=60``, and
+  ``hnsw.ef_search = max(100, depth)`` (pgvector's default index build: m=16,
+  ef_construction=64). No tuning on the test queries.
+* Floors, in the same run: ``raw pgvector SQL`` is the same ``ORDER BY embedding <=> q LIMIT k``
+  query sent with psycopg (no pool, no scope/filter machinery, no hit fetch), query embedding
+  included; ``raw bm25s`` is ``bm25s.tokenize(stopwords="en", stemmer=english)`` +
+  ``BM25(method="lucene", k1=1.5, b=0.75).retrieve`` in memory. Their difference to the
+  vector / lexical rows is the library's overhead.
+
+Latencies are wall-clock per query on this machine (``os.getloadavg()`` is printed: other
+processes skew them).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import re
+import statistics
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+DEFAULT_DATA = Path("/work/shared/data/beir/scifact")
+DEFAULT_RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
+SECTION = "## Retrieval (SciFact)"
+ALL_MODES = ("vector", "lexical", "lexical_sql", "hybrid")
+CHUNK_SIZE = 20_000
+COMMAND = ".venv/bin/python -m benchmarks.scifact --results benchmarks/RESULTS.md"
+
+
+def _log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def ensure_collection(store: Any, data: Any, name: str) -> Any:
+    """Create and fill the collection unless it already holds the whole corpus (one chunk per doc)."""
+    from agentrag.errors import CollectionNotFoundError
+    from agentrag.store.ingest import ingest_texts
+
+    n_docs = len(data.corpus)
+    try:
+        coll = store.collection(name)
+    except CollectionNotFoundError:
+        coll = store.create_collection(name, description="BEIR SciFact abstracts (benchmarks/scifact.py)")
+    if coll.embed_model != store.embedder.model_id:
+        raise SystemExit(
+            f"collection {name!r} was embedded with {coll.embed_model}; use --collection NEW_NAME"
+        )
+    if coll.document_count == n_docs and coll.chunk_count == n_docs:
+        _log(f"collection {name!r} holds the {n_docs} documents: ingestion skipped")
+        return coll
+    _log(
+        f"ingesting {n_docs} documents into {name!r} with {store.embedder!r} (a minute or two on 2 cores)..."
+    )
+    t0 = time.perf_counter()
+    items: list[tuple[str, str, dict[str, Any]]] = [
+        (d.doc_id, d.index_text, {}) for d in data.corpus.values()
+    ]
+    done = [0]
+
+    def progress(event: Any) -> None:
+        if event.status != "writing":
+            done[0] += 1
+            if done[0] % 500 == 0:
+                _log(f"  {done[0]}/{n_docs} ({time.perf_counter() - t0:.0f} s)")
+
+    report = ingest_texts(
+        store, items, collection=name, chunk_size=CHUNK_SIZE, chunk_overlap=0, on_progress=progress
+    )
+    _log(f"  {report} in {time.perf_counter() - t0:.0f} s")
+    coll = store.collection(name)
+    if coll.chunk_count != n_docs:
+        raise SystemExit(f"collection {name!r} holds {coll.chunk_count} chunks, expected one per document")
+    return coll
+
+
+def _timed(
+    run: Callable[[str], list[str]], queries: dict[str, str]
+) -> tuple[dict[str, list[str]], dict[str, float]]:
+    rankings, latencies = {}, {}
+    for qid, query in queries.items():
+        t0 = time.perf_counter()
+        rankings[qid] = run(query)
+        latencies[qid] = (time.perf_counter() - t0) * 1000
+    return rankings, latencies
+
+
+def _report(
+    name: str, config: dict[str, Any], data: Any, run10: Any, run100: Any
+) -> tuple[Any, dict[str, Any]]:
+    """Latency from the top-10 run, metrics from the top-100 run (whose first 10 are the same)."""
+    from agentrag.eval import evaluate_rankings
+
+    top10, latencies = _timed(run10, data.queries)
+    top100, _ = _timed(run100, data.queries)
+    differ = sum(1 for qid in data.queries if top10[qid] != top100[qid][: len(top10[qid])])
+    report = evaluate_rankings(
+        name, config, top100, data.qrels, data.queries, k_values=(10, 100), latencies_ms=latencies
+    )
+    return report, {"top10_differs": differ}
+
+
+def bench_mode(store: Any, data: Any, collection: str, mode: str) -> tuple[Any, dict[str, Any]]:
+    breakdown: list[dict[str, float]] = []
+
+    def run(k: int) -> Callable[[str], list[str]]:
+        def search(query: str) -> list[str]:
+            result = store.search(query, collections=collection, mode=mode, top_k=k, max_top_k=100)
+            if k == 10:
+                breakdown.append(result.timings_ms)
+            return [hit.source for hit in result]
+
+        return search
+
+    for query in list(data.queries.values())[:5]:  # warm-up: model load, BM25 build, plan caches
+        run(100)(query)
+    report, extra = _report(f"agentrag {mode}", {"mode": mode}, data, run(10), run(100))
+    extra["breakdown"] = {
+        key: statistics.median(t[key] for t in breakdown)
+        for key in ("embed", "vector", "lexical", "fuse", "fetch")
+    }
+    return report, extra
+
+
+def explain_vector_leg(store: Any, coll: Any) -> bool:
+    """Whether the planner picks the collection's HNSW index for our unfiltered vector-leg SQL."""
+    from sqlalchemy import text
+
+    from agentrag.retrieval.vector import configure_hnsw, vector_sql
+
+    probe = store.embedder.embed(["warm-up"])[0]
+    with store.engine.connect() as conn, conn.begin():
+        configure_hnsw(conn, ef_search=100, iterative=False)
+        sql = "EXPLAIN " + vector_sql(coll.id, coll.dimensions, coll.distance)
+        plan = "\n".join(row[0] for row in conn.execute(text(sql), {"qvec": probe, "depth": 100}))
+    return coll.hnsw_index in plan
+
+
+def bench_raw_pgvector(store: Any, data: Any, coll: Any, ef_search: int = 100) -> tuple[Any, dict[str, Any]]:
+    import psycopg
+    from pgvector.psycopg import register_vector
+    from sqlalchemy.engine import make_url
+
+    url = make_url(store.engine.url.render_as_string(hide_password=False))
+    conninfo = url.set(drivername="postgresql").render_as_string(hide_password=False)
+    conn = psycopg.connect(conninfo, autocommit=True)
+    register_vector(conn)
+    conn.execute(f"SET hnsw.ef_search = {int(ef_search)}")
+    dims, cid = int(coll.dimensions), int(coll.id)
+    sql = (
+        "SELECT d.source FROM agentrag.chunks c JOIN agentrag.documents d ON d.id = c.document_id"
+        f" WHERE c.collection_id = {cid} ORDER BY c.embedding::vector({dims}) <=> %s::vector({dims}) LIMIT %s"
+    )
+    embedder = store.embedder
+    probe = embedder.embed(["warm-up"])[0]
+    plan = "\n".join(row[0] for row in conn.execute("EXPLAIN " + sql, (probe, 10)).fetchall())
+    uses_index = coll.hnsw_index in plan
+
+    def run(k: int) -> Callable[[str], list[str]]:
+        def search(query: str) -> list[str]:
+            vector = embedder.embed([query])[0]
+            return [row[0] for row in conn.execute(sql, (vector, k)).fetchall()]
+
+        return search
+
+    embed_ms = []
+    for query in list(data.queries.values())[:50]:
+        t0 = time.perf_counter()
+        embedder.embed([query])
+        embed_ms.append((time.perf_counter() - t0) * 1000)
+    report, extra = _report("raw pgvector SQL (floor)", {"ef_search": ef_search}, data, run(10), run(100))
+    conn.close()
+    extra.update(uses_index=uses_index, embed_p50_ms=statistics.median(embed_ms))
+    return report, extra
+
+
+def bench_raw_bm25s(data: Any) -> tuple[Any, dict[str, Any]]:
+    import bm25s
+    import Stemmer
+
+    doc_ids = list(data.corpus)
+    texts = [data.corpus[d].index_text for d in doc_ids]
+    stemmer = Stemmer.Stemmer("english")
+    t0 = time.perf_counter()
+    retriever = bm25s.BM25(k1=1.5, b=0.75, method="lucene")
+    retriever.index(
+        bm25s.tokenize(texts, stopwords="en", stemmer=stemmer, show_progress=False), show_progress=False
+    )
+    build_s = time.perf_counter() - t0
+
+    def run(k: int) -> Callable[[str], list[str]]:
+        def search(query: str) -> list[str]:
+            tokens = bm25s.tokenize(
+                [query], stopwords="en", stemmer=stemmer, return_ids=False, show_progress=False
+            )
+            if not tokens[0]:
+                return []
+            docs, scores = retriever.retrieve(tokens, k=k, show_progress=False, n_threads=0)
+            return [doc_ids[int(i)] for i, s in zip(docs[0], scores[0], strict=True) if s > 0]
+
+        return search
+
+    report, extra = _report("raw bm25s (floor)", {"method": "lucene"}, data, run(10), run(100))
+    extra["build_s"] = build_s
+    return report, extra
+
+
+def _row(report: Any) -> dict[str, float]:
+    s = report.summary()
+    return {key: s[key] for key in ("ndcg@10", "recall@100", "qps", "p50_ms", "p99_ms")}
+
+
+def render(rows: Sequence[tuple[Any, dict[str, Any]]], header: str) -> str:
+    lines = [
+        "| system | nDCG@10 | recall@100 | queries/s | p50 ms | p99 ms "
+        "| median breakdown ms (embed / vector / lexical / fuse / fetch) |",
+        "|---|---:|---:|---:|---:|---:|---|",
+    ]
+    for report, extra in rows:
+        r = _row(report)
+        b = extra.get("breakdown")
+        parts = (
+            " / ".join(f"{b[k]:.2f}" for k in ("embed", "vector", "lexical", "fuse", "fetch")) if b else ""
+        )
+        if "embed_p50_ms" in extra:
+            parts = f"embed {extra['embed_p50_ms']:.2f} + SQL; HNSW index used: {extra['uses_index']}"
+        if "build_s" in extra:
+            parts = f"in-memory, index build {extra['build_s']:.1f} s"
+        lines.append(
+            f"| {report.name} | {r['ndcg@10']:.4f} | {r['recall@100']:.4f} | {r['qps']:.1f} | "
+            f"{r['p50_ms']:.2f} | {r['p99_ms']:.2f} | {parts} |"
+        )
+    return header + "\n\n" + "\n".join(lines)
+
+
+def _pg_version(store: Any) -> str:
+    from sqlalchemy import text
+
+    with store.engine.connect() as conn:
+        server = conn.execute(text("SHOW server_version")).scalar()
+        vector = conn.execute(text("SELECT extversion FROM pg_extension WHERE extname = 'vector'")).scalar()
+    return f"{str(server).split()[0]} + pgvector {vector}"
+
+
+def write_section(path: Path, body: str) -> None:
+    """Replace (or append) this benchmark's section of RESULTS.md, leaving the others alone."""
+    old = path.read_text(encoding="utf-8") if path.exists() else "# Benchmark results\n"
+    section = f"{SECTION}\n\n{body.strip()}\n"
+    pattern = re.compile(rf"^{re.escape(SECTION)}\n.*?(?=^## |\Z)", re.DOTALL | re.MULTILINE)
+    if pattern.search(old):
+        new = pattern.sub(lambda _m: section + "\n", old, count=1).rstrip() + "\n"
+    else:
+        new = old.rstrip() + "\n\n" + section
+    path.write_text(new, encoding="utf-8")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="BEIR SciFact folder")
+    parser.add_argument(
+        "--modes", default=",".join(ALL_MODES), help="comma-separated: " + ",".join(ALL_MODES)
+    )
+    parser.add_argument("--collection", default="scifact")
+    parser.add_argument("--no-floors", action="store_true", help="skip the raw pgvector / raw bm25s rows")
+    parser.add_argument("--results", type=Path, help=f"write the table into this file's '{SECTION}' section")
+    args = parser.parse_args(argv)
+    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    unknown = [m for m in modes if m not in ALL_MODES]
+    if unknown:
+        parser.error(f"unknown mode(s) {unknown}; choose from {ALL_MODES}")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    import logging
+
+    logging.getLogger("bm25s").setLevel(logging.WARNING)
+
+    from agentrag.embedders import LocalEmbedder
+    from agentrag.eval import load_beir
+    from agentrag.store.store import Store
+
+    data = load_beir(args.data, "test")
+    _log(f"{data!r}")
+    embedder: Any = LocalEmbedder()  # (LocalEmbedder's read-only dimensions trips mypy's Protocol check)
+    store = Store(embedder=embedder)
+    _log(f"database: {store.url}")
+    coll = ensure_collection(store, data, args.collection)
+
+    rows: list[tuple[Any, dict[str, Any]]] = []
+    ours_uses_index = explain_vector_leg(store, coll)
+    _log(f"EXPLAIN: the vector leg uses {coll.hnsw_index}: {ours_uses_index}")
+    for mode in modes:
+        _log(f"running {mode}...")
+        rows.append(bench_mode(store, data, args.collection, mode))
+        _log(f"  {rows[-1][0]!r}")
+    if not args.no_floors:
+        _log("running raw pgvector SQL...")
+        rows.append(bench_raw_pgvector(store, data, coll))
+        _log("running raw bm25s...")
+        rows.append(bench_raw_bm25s(data))
+
+    import numpy
+    import torch
+
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    server = "AGENTRAG_DATABASE_URL" if os.environ.get("AGENTRAG_DATABASE_URL") else "the embedded server"
+    header = (
+        f"BEIR SciFact test split: {len(data.corpus)} documents (one chunk each), {len(data.queries)} "
+        f"queries; all-MiniLM-L6-v2 ({coll.embed_version}); depth=100, rrf_k=60, hnsw.ef_search=100 "
+        f"(HNSW m=16, ef_construction=64); PostgreSQL {_pg_version(store)} via {server}. "
+        f"EXPLAIN of the vector leg's SQL shows the HNSW index: {'yes' if ours_uses_index else 'NO'}.\n"
+        f"Python {platform.python_version()}, torch {torch.__version__}, numpy {numpy.__version__}, "
+        f"{os.cpu_count()} CPUs, load average {load} at the end of the run. Latency: one query at a time, "
+        "top_k=10, wall clock (embedding included); metrics from the top_k=100 run.\n\n"
+        f"Command: `{COMMAND}`"
+    )
+    store.close()
+    table = render(rows, header)
+    print(table)
+    differ = {report.name: extra["top10_differs"] for report, extra in rows if extra["top10_differs"]}
+    if differ:
+        print(f"\nnote: top-10 and top-100 runs disagree on the first 10 for {differ} queries")
+    if args.results:
+        write_section(args.results, table)
+        _log(f"wrote {args.results}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

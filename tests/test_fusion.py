@@ -1,0 +1,106 @@
+"""Reciprocal Rank Fusion and score merges: pure functions, unit and property tests."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from agentrag.errors import InvalidInputError
+from agentrag.retrieval.fusion import merge_by_score, rrf
+
+IDS = st.sampled_from([f"c{i:02d}" for i in range(30)])
+RANKING = st.lists(IDS, max_size=20, unique=True)
+
+
+def test_single_ranking_keeps_its_order() -> None:
+    assert [i for i, _ in rrf([["b", "a", "c"]])] == ["b", "a", "c"]
+    assert rrf([["b", "a"]], k=60) == [("b", 1 / 61), ("a", 1 / 62)]
+
+
+def test_agreement_beats_a_single_first_place() -> None:
+    fused = rrf([["a", "x"], ["b", "x"]])
+    assert fused[0][0] == "x" and fused[0][1] == pytest.approx(2 / 62)
+
+
+def test_ties_are_broken_by_id() -> None:
+    assert [i for i, _ in rrf([["b"], ["a"]])] == ["a", "b"]
+    assert [i for i, _ in rrf([["z", "m"], ["m", "z"]])] == ["m", "z"]
+
+
+def test_rrf_k_changes_the_winner() -> None:
+    # "solo" is first in one ranking only; "both" is third in both.
+    rankings = [["solo", "p", "both"], ["q", "r", "both"]]
+
+    def order(k: float) -> list[str]:
+        return [i for i, _ in rrf(rankings, k=k) if i in ("solo", "both")]
+
+    assert order(0) == ["solo", "both"]  # 1/1 > 2/3: with a small k the first place dominates
+    assert order(60) == ["both", "solo"]  # 2/63 > 1/61: with a large k agreement dominates
+
+
+def test_repeated_ids_count_once_and_empty_rankings_are_fine() -> None:
+    assert rrf([["a", "a", "b"]]) == [("a", 1 / 61), ("b", 1 / 63)]
+    assert rrf([[], []]) == [] and rrf([]) == []
+
+
+@pytest.mark.parametrize("k", [-1, float("nan"), float("inf")])
+def test_bad_k(k: float) -> None:
+    with pytest.raises(InvalidInputError):
+        rrf([["a"]], k=k)
+
+
+def test_k_must_be_a_number() -> None:
+    with pytest.raises(TypeError):
+        rrf([["a"]], k="60")  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        rrf([["a"]], k=True)
+
+
+@settings(max_examples=200)
+@given(rankings=st.lists(RANKING, max_size=4), k=st.integers(min_value=0, max_value=200))
+def test_rrf_properties(rankings: list[list[str]], k: int) -> None:
+    fused = rrf(rankings, k=k)
+    ids = [i for i, _ in fused]
+    assert sorted(ids) == sorted({i for r in rankings for i in r})  # every id once
+    for item, score in fused:
+        expected = sum(1 / (k + r.index(item) + 1) for r in rankings if item in r)
+        assert math.isclose(score, expected, rel_tol=1e-12)
+    keys = [(-s, i) for i, s in fused]
+    assert keys == sorted(keys)  # score descending, ties by id ascending
+    assert rrf(rankings, k=k) == fused  # deterministic
+
+
+@settings(max_examples=100)
+@given(a=RANKING, b=RANKING, k=st.integers(min_value=0, max_value=200))
+def test_rrf_of_two_legs_ignores_their_order(a: list[str], b: list[str], k: int) -> None:
+    assert rrf([a, b], k=k) == rrf([b, a], k=k)
+
+
+@settings(max_examples=100)
+@given(ranking=RANKING, other=RANKING, k=st.integers(min_value=0, max_value=200))
+def test_rising_in_a_ranking_never_hurts(ranking: list[str], other: list[str], k: int) -> None:
+    if len(ranking) < 2:
+        return
+    promoted = [ranking[-1], *ranking[:-1]]  # the last one moves to the top
+    item = ranking[-1]
+    before = dict(rrf([ranking, other], k=k))[item]
+    after = dict(rrf([promoted, other], k=k))[item]
+    assert after >= before
+
+
+@settings(max_examples=100)
+@given(
+    lists=st.lists(st.lists(st.tuples(IDS, st.floats(-10, 10, allow_nan=False)), max_size=10), max_size=3),
+    limit=st.none() | st.integers(min_value=0, max_value=20),
+)
+def test_merge_by_score(lists: list[list[tuple[str, float]]], limit: int | None) -> None:
+    merged = merge_by_score(lists, limit)
+    best: dict[str, float] = {}
+    for pairs in lists:
+        for item, score in pairs:
+            best[item] = max(score, best.get(item, -math.inf))
+    expected = sorted(best.items(), key=lambda p: (-p[1], p[0]))
+    assert merged == (expected if limit is None else expected[:limit])
