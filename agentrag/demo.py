@@ -65,7 +65,7 @@ def describe(ctx: Context) -> str:
     out.append("  citations:")
     for cid in ctx.citations:
         hit = by_id.get(cid)
-        where = f"{hit.collection}/{hit.source} § {hit.section}" if hit else "?"
+        where = f"{hit.collection}/{Path(hit.source or '?').name} § {hit.section}" if hit else "?"
         out.append(f"    [{cid}] {where}")
     return "\n".join(out)
 

@@ -79,32 +79,48 @@ def no_results_message(ctx: Context) -> str:
     )
 
 
-def extractive_answer(question: str, hits: Sequence[Hit], *, max_sentences: int = 3) -> str:
-    """The sentences that cover the most question terms, each cited with its chunk id."""
-    scored: list[tuple[float, int, str, str]] = []
+def _candidate_sentences(hits: Sequence[Hit]) -> list[tuple[int, int, str, str]]:
+    """(rank, order, sentence, chunk id) for every prose sentence of the hits."""
+    out = []
     for rank, hit in enumerate(hits):
         lines = [ln for ln in hit.text.splitlines() if not _SKIP_LINE.match(ln)]
         for order, sentence in enumerate(split_sentences("\n".join(lines))):
             sentence = sentence.strip(" -*")
-            if len(sentence.split()) < 4:
-                continue
-            score = coverage(question, sentence) + 0.05 / (rank + 1) - 0.001 * order
-            scored.append((score, rank, sentence, hit.chunk_id))
-    if not scored:
+            if len(sentence.split()) >= 4:
+                out.append((rank, order, sentence, hit.chunk_id))
+    return out
+
+
+def extractive_answer(question: str | Sequence[str], hits: Sequence[Hit], *, max_sentences: int = 3) -> str:
+    """The sentences that cover the most question terms, each cited with its chunk id.
+
+    With several (sub-)questions, each gets its own best sentences, so every part of a
+    decomposed question is answered.
+    """
+    questions = [question] if isinstance(question, str) else list(question)
+    candidates = _candidate_sentences(hits)
+    if not candidates:
         top = hits[0]
         return f"{' '.join(top.text.split())[:300]} [{top.chunk_id}]"
-    scored.sort(key=lambda s: (-s[0], s[1], s[2]))
+    per_question = max(1, max_sentences // len(questions))
     picked: list[str] = []
     seen: set[str] = set()
-    for _score, _rank, sentence, label in scored:
-        key = sentence.lower()
-        if key in seen:
-            continue
-        seen.add(key)
-        end = "" if sentence.endswith((".", "!", "?")) else "."
-        picked.append(f"{sentence}{end} [{label}]")
-        if len(picked) == max_sentences:
-            break
+    for q in questions:
+        scored = sorted(
+            ((coverage(q, sent) + 0.05 / (rank + 1) - 0.001 * order, rank, sent, label)
+             for rank, order, sent, label in candidates),
+            key=lambda s: (-s[0], s[1], s[2]),
+        )
+        taken = 0
+        for _score, _rank, sentence, label in scored:
+            if sentence.lower() in seen:
+                continue
+            seen.add(sentence.lower())
+            end = "" if sentence.endswith((".", "!", "?")) else "."
+            picked.append(f"{sentence}{end} [{label}]")
+            taken += 1
+            if taken == per_question:
+                break
     return " ".join(picked)
 
 
@@ -255,7 +271,7 @@ def prepare(
                 {"answer_text": NO_RETRIEVAL_NO_LLM, "grounded": None, "citations": ()}, "local:no-retrieval"
             )
         if packed.hits:
-            text = extractive_answer(ctx.question, packed.hits, max_sentences=max_sentences)
+            text = extractive_answer(ctx.questions, packed.hits, max_sentences=max_sentences)
         else:
             text = graph_answer(ctx.graph_context or "", max_facts=max(max_sentences, 5))
         changes, attrs = _grounding_changes(text, plan)

@@ -1,0 +1,83 @@
+"""The CLI's store verbs: db, collections, ingest (exit codes, --json), documents."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agentrag import cli
+from agentrag.store.store import Store
+
+
+@pytest.fixture
+def run(store: Store, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> Any:
+    monkeypatch.setattr(cli, "_store", lambda args: store)  # the real test database, with FakeEmbedder
+
+    def invoke(*argv: str) -> tuple[int, str, str]:
+        code = cli.main(list(argv))
+        out = capsys.readouterr()
+        return code, out.out, out.err
+
+    return invoke
+
+
+def test_db_status_in_a_subprocess(database_url: str, store: Store) -> None:  # store: migrated
+    out = subprocess.run(
+        [sys.executable, "-m", "agentrag", "--database-url", database_url, "db", "status", "--json"],
+        capture_output=True, text=True, check=True,
+    ).stdout
+    data = json.loads(out)
+    assert data["applied"] == [1] and data["pending"] == [] and data["pgvector"].startswith("0.8")
+    assert "***" in data["database"] or "@" not in data["database"].split("//")[1].split("/")[0][:-1]
+
+
+def test_collections_create_list_delete(run: Any, collection_name: str) -> None:
+    code, out, _ = run("collections", "create", collection_name, "--description", "API reference", "--json")
+    assert code == 0 and json.loads(out)["description"] == "API reference"
+    code, out, _ = run("collections", "list", "--json")
+    assert collection_name in [c["name"] for c in json.loads(out)]
+    code, out, _ = run("collections", "list")
+    assert collection_name in out and "API reference" in out
+    code, _, err = run("collections", "create", collection_name)
+    assert code == 2 and "already exists" in err
+    assert run("collections", "delete", collection_name)[0] == 0
+    code, _, err = run("collections", "delete", collection_name)
+    assert code == 2 and "no collection" in err
+
+
+def test_ingest_reports_and_exit_code_says_some_failed(run: Any, collection_name: str, tmp_path: Path) -> None:
+    (tmp_path / "a.md").write_text("# A\nAlpha text about pagination cursors.")
+    (tmp_path / "b.txt").write_bytes(b"\xff\xfe bad bytes")
+    code, out, _ = run("ingest", str(tmp_path), "--collection", collection_name, "--create", "--json",
+                       "--metadata", "team=docs")
+    report = json.loads(out)
+    assert code == 1
+    assert [Path(s).name for s in report["added"]] == ["a.md"]
+    assert [Path(f["source"]).name for f in report["failed"]] == ["b.txt"]
+    (tmp_path / "b.txt").unlink()
+    code, out, _ = run("ingest", str(tmp_path), "--collection", collection_name, "-m", "team=docs")
+    assert code == 0 and "0 added" in out and "1 unchanged" in out
+    code, out, _ = run("ingest", str(tmp_path), "--collection", collection_name, "-m", "team=api")
+    assert code == 0 and "1 replaced" in out  # changed metadata replaces the document
+    code, out, _ = run("documents", "list", "--collection", collection_name, "--json")
+    (doc,) = json.loads(out)
+    assert doc["metadata"] == {"team": "api"} and doc["chunk_count"] == 1
+    assert run("documents", "delete", doc["id"])[0] == 0
+    code, out, _ = run("documents", "list", "--collection", collection_name, "--json")
+    assert json.loads(out) == []
+
+
+def test_ingest_into_a_missing_collection_is_a_clear_error(run: Any, tmp_path: Path) -> None:
+    (tmp_path / "a.md").write_text("text")
+    code, _, err = run("ingest", str(tmp_path), "--collection", "does_not_exist")
+    assert code == 2 and "no collection named 'does_not_exist'" in err
+
+
+def test_bad_metadata_flag_is_a_usage_error(run: Any, collection_name: str, tmp_path: Path) -> None:
+    with pytest.raises(SystemExit, match="key=value"):
+        run("ingest", str(tmp_path), "--collection", collection_name, "--create", "--metadata", "novalue")
