@@ -194,27 +194,27 @@ if TYPE_CHECKING:
     from agentrag.retrieval.result import SearchResult
     from agentrag.scope import Scope
     from agentrag.step import arun
-    from agentrag.steps import (
-        aanswer,
-        aanswer_stream,
-        adecompose,
-        aenrich,
-        agate,
-        answer,
-        answer_stream,
-        arerank,
-        arewrite,
-        aroute,
-        asearch,
-        decompose,
-        enrich,
-        gate,
-        new,
-        rerank,
-        rewrite,
-        route,
-        search,
-    )
+    from agentrag.steps.answer import aanswer_stream, answer, answer_stream
+    from agentrag.steps.decompose import decompose
+    from agentrag.steps.enrich import enrich
+    from agentrag.steps.gate import gate
+    from agentrag.steps.new import new
+    from agentrag.steps.rerank import rerank
+    from agentrag.steps.rewrite import rewrite
+    from agentrag.steps.route import route
+    from agentrag.steps.search import search
+
+    from collections.abc import Awaitable, Callable
+
+    AsyncStep = Callable[..., Awaitable[Context]]
+    aanswer: AsyncStep
+    adecompose: AsyncStep
+    aenrich: AsyncStep
+    agate: AsyncStep
+    arerank: AsyncStep
+    arewrite: AsyncStep
+    aroute: AsyncStep
+    asearch: AsyncStep
     from agentrag.store.collections import Collection
     from agentrag.store.ingest import IngestReport
     from agentrag.store.store import Document, Store, connect

@@ -400,6 +400,116 @@ def cmd_log(args: argparse.Namespace) -> int:
     return 0
 
 
+# ---- eval --------------------------------------------------------------------------------------
+_EVAL_MODES = ("hybrid", "vector", "lexical", "lexical_sql")
+
+
+def _eval_modes(value: str) -> list[str]:
+    """``--compare vector,lexical,hybrid`` -> the modes, checked."""
+    modes = list(dict.fromkeys(m.strip() for m in value.split(",") if m.strip()))
+    unknown = [m for m in modes if m not in _EVAL_MODES]
+    if not modes or unknown:
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated modes from {', '.join(_EVAL_MODES)}, got {value!r}"
+        )
+    return modes
+
+
+def _progress_bar(total: int, desc: str, enabled: bool) -> Any:
+    if not enabled:
+        return None
+    from tqdm import tqdm
+
+    unit = "doc" if desc == "ingest" else "query"
+    return tqdm(total=total, desc=desc, unit=unit, file=sys.stderr, leave=False)
+
+
+def cmd_eval_beir(args: argparse.Namespace) -> int:
+    """Index a BEIR dataset (idempotent), evaluate one mode or compare several, print the table."""
+    import re
+
+    from agentrag.eval import compare, evaluate, ingest_beir, load_beir
+
+    dataset = load_beir(args.path, args.split)
+    collection = args.collection or re.sub(r"[^A-Za-z0-9_.-]", "_", dataset.name).lstrip(".-")[:63]
+    store = _store(args)
+    bars = not args.json and sys.stderr.isatty()
+    queries = min(args.sample, len(dataset.queries)) if args.sample else len(dataset.queries)
+    print(
+        f"BEIR {dataset.name} ({dataset.split}): {queries} queries, {len(dataset.corpus)} documents; "
+        f"collection {collection!r} in {store.url}",
+        file=sys.stderr,
+    )
+    bar = _progress_bar(len(dataset.corpus), "ingest", bars)
+
+    def ingested(event: Any) -> None:
+        if bar is not None and event.status != "writing":
+            bar.update(1)
+
+    try:
+        ingest = ingest_beir(store, dataset, collection, on_progress=ingested)
+    finally:
+        if bar is not None:
+            bar.close()
+    print(
+        f"  {len(ingest.added)} added, {len(ingest.replaced)} replaced, {len(ingest.unchanged)} unchanged, "
+        f"{len(ingest.failed)} failed",
+        file=sys.stderr,
+    )
+    for source, why in ingest.failed:
+        print(f"  failed: {source}: {why}", file=sys.stderr)
+
+    reports = []
+    for mode in args.compare or [args.mode]:
+        bar = _progress_bar(queries, mode, bars)
+
+        def evaluated(_event: Any, bar: Any = bar) -> None:
+            if bar is not None:
+                bar.update(1)
+
+        try:
+            reports.append(
+                evaluate(
+                    store,
+                    dataset,
+                    collection,
+                    mode=mode,
+                    top_k=args.top_k,
+                    depth=args.depth,
+                    sample=args.sample,
+                    seed=args.seed,
+                    on_progress=evaluated,
+                )
+            )
+        finally:
+            if bar is not None:
+                bar.close()
+    at = min(10, args.top_k)
+    columns = (f"ndcg@{at}", f"recall@{args.top_k}", f"mrr@{at}", "qps", "p50_ms", "p99_ms")
+    comparison = compare(reports, columns=tuple(dict.fromkeys(columns)))
+    if args.json:
+        _print_json(
+            {
+                "dataset": dataset.name,
+                "split": dataset.split,
+                "collection": collection,
+                "ingest": {
+                    "added": len(ingest.added),
+                    "replaced": len(ingest.replaced),
+                    "unchanged": len(ingest.unchanged),
+                    "failed": [{"source": s, "error": e} for s, e in ingest.failed],
+                },
+                "comparison": comparison.to_dict(),
+                "reports": [report.to_dict() for report in reports],
+            }
+        )
+    elif len(reports) == 1:
+        print(reports[0])
+    else:
+        print(comparison)
+    return 0 if ingest.ok else 1
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from agentrag.demo import run_demo
 
@@ -514,6 +624,28 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = add(sub, "log", cmd_log, "show the query log (written for new(..., query_log=True))")
     p.add_argument("--limit", "-n", type=int, default=20)
+
+    ev = sub.add_parser("eval", help="evaluate retrieval on a BEIR dataset").add_subparsers(
+        dest="eval_command", required=True
+    )
+    p = add(
+        ev,
+        "beir",
+        cmd_eval_beir,
+        "index a BEIR-format dataset (one chunk per document; idempotent) and evaluate search on its "
+        "queries: nDCG, recall, precision, MRR, hit rate and latency",
+    )
+    p.add_argument("path", help="folder with corpus.jsonl, queries.jsonl and qrels/SPLIT.tsv")
+    p.add_argument("--split", default="test", help="qrels split (default: test)")
+    p.add_argument("--mode", default="hybrid", choices=list(_EVAL_MODES))
+    p.add_argument("--top-k", "-k", type=int, default=10, help="hits per query, the deepest cut-off")
+    p.add_argument("--depth", type=int, default=100, help="candidates per retrieval leg (default 100)")
+    p.add_argument("--sample", type=int, help="evaluate N queries chosen at random (with --seed)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--compare", type=_eval_modes, metavar="MODES", help="modes side by side, e.g. vector,lexical,hybrid"
+    )
+    p.add_argument("--collection", "-c", help="collection to index and search (default: the folder's name)")
 
     p = add(sub, "demo", cmd_demo, "ingest the sample corpus and run the pipeline on two questions", json_flag=False)
     p.add_argument("--samples", help="folder with collections.json and one folder per collection")

@@ -39,6 +39,34 @@ __all__ = [
 _LABEL = re.compile(r"(?<![A-Za-z0-9_])(?:chk|rel)_[A-Za-z0-9]+")
 _MD_SPECIAL = re.compile(r"([\\`*_\[\]|#~])")
 _SNIPPET = 160
+_NOT_RETRIEVED = "not among the retrieved sources"
+_SOURCE_HEADER = (
+    "#",
+    "chunk",
+    "collection",
+    "source",
+    "section",
+    "page",
+    "score",
+    "vector rank",
+    "lexical rank",
+    "used",
+    "text",
+)
+_HIT_HEADER = (
+    "rank",
+    "score",
+    "vector rank",
+    "lexical rank",
+    "chunk",
+    "collection",
+    "source",
+    "section",
+    "page",
+    "text",
+)
+_ITERATION_HEADER = ("iteration", "queries", "hits", "new", "sufficient", "reasoning")
+_CALL_HEADER = ("#", "purpose", "model", "tokens in", "tokens out", "ms", "status", "messages")
 
 _CSS = (
     "<style>"
@@ -73,7 +101,7 @@ def _e(value: Any) -> str:
 def _md(value: Any) -> str:
     """Escape for Markdown inline text and table cells: HTML-escaped, punctuation backslashed, one line."""
     text = html.escape("" if value is None else str(value), quote=False)
-    text = " ".join(text.split())
+    text = re.sub(r"\s+", " ", text)
     return _MD_SPECIAL.sub(r"\\\1", text)
 
 
@@ -100,6 +128,20 @@ def _basename(source: str | None) -> str:
     return re.split(r"[\\/]", source.rstrip("/\\"))[-1] or source
 
 
+def _marks(chunk_id: str, cited: set[str], used: set[str]) -> str:
+    return ", ".join(m for m, on in (("cited", chunk_id in cited), ("in context", chunk_id in used)) if on)
+
+
+def _source_cell(hit: Hit) -> str:
+    """The source's file name, with the whole source (path or id) as the tooltip."""
+    full = hit.source or hit.document_id
+    return f'<span title="{_e(full)}">{_e(_basename(hit.source) or hit.document_id)}</span>'
+
+
+def _message_html(role: str, content: str) -> str:
+    return f'<div><span class="muted">{_e(role)}</span><pre>{_e(content)}</pre></div>'
+
+
 def anchor(query_id: str, chunk_id: str) -> str:
     """The HTML id of a source row: ``<query_id>-<chunk_id>`` (link to it with ``#`` + this)."""
     return f"{query_id}-{chunk_id}"
@@ -111,7 +153,8 @@ def _html_table(header: Sequence[str], rows: Iterable[Sequence[str]], numeric: S
     body = []
     for row in rows:
         cells = "".join(
-            f'<td class="num">{cell}</td>' if i in numeric else f"<td>{cell}</td>" for i, cell in enumerate(row)
+            f'<td class="num">{cell}</td>' if i in numeric else f"<td>{cell}</td>"
+            for i, cell in enumerate(row)
         )
         body.append(f"<tr>{cells}</tr>")
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
@@ -135,9 +178,7 @@ def _sources(ctx: Context) -> list[Hit]:
     return out
 
 
-def _link_text(
-    text: str, ctx: Context, source_ids: set[str], *, link: Any, invalid: Any, escape: Any
-) -> str:
+def _link_text(text: str, ctx: Context, source_ids: set[str], *, link: Any, invalid: Any, escape: Any) -> str:
     """Escape ``text``, turning each chunk / relation label into a link (or an invalid marker)."""
     graph = bool(ctx.graph_context)
     parts: list[str] = []
@@ -174,7 +215,8 @@ def _problems(ctx: Context) -> list[tuple[str, str]]:
     for warning in dict.fromkeys(ctx.warnings):
         out.append(("warning", warning))
     if ctx.invalid_citations:
-        out.append(("invalid citations", ", ".join(ctx.invalid_citations) + " (not among the retrieved sources)"))
+        invalid = ", ".join(ctx.invalid_citations)
+        out.append(("invalid citations", f"{invalid} (not among the retrieved sources)"))
     for claim in ctx.ungrounded_claims:
         out.append(("ungrounded claim", claim))
     if ctx.model_version_match is False:
@@ -193,7 +235,10 @@ def _headline(ctx: Context) -> list[tuple[str, str]]:
     items.append(("total", f"{ctx.latencies_ms.get('total', 0.0):.1f} ms"))
     if ctx.llm_calls:
         items.append(("LLM calls", str(len(ctx.llm_calls))))
-        items.append(("tokens", f"{tokens['input']} in / {tokens['output']} out"))
+        if any(c.input_tokens is not None or c.output_tokens is not None for c in ctx.llm_calls):
+            items.append(("tokens", f"{tokens['input']} in / {tokens['output']} out"))
+        else:
+            items.append(("tokens", "not reported"))
     items.append(("status", "error" if ctx.error is not None else "ok"))
     return items
 
@@ -245,7 +290,7 @@ def context_html(ctx: Context) -> str:
     used = {hit.chunk_id for hit in ctx.context_used}
     out = [_CSS, f'<div class="agentrag agentrag-context" id="{_e("agentrag-" + qid)}">']
 
-    out.append(f'<p><strong>Question</strong> {_e(ctx.question)}</p>')
+    out.append(f"<p><strong>Question</strong> {_e(ctx.question)}</p>")
     meta = " · ".join(f'<span class="muted">{_e(k)}</span> {_e(v)}' for k, v in _headline(ctx))
     out.append(f"<p>{meta}</p>")
 
@@ -264,13 +309,14 @@ def context_html(ctx: Context) -> str:
             ctx,
             source_ids,
             link=lambda label, target: f'<a href="#{_e(target)}">{_e(label)}</a>',
-            invalid=lambda label: f'<span class="invalid" title="not among the retrieved sources">{_e(label)}</span>',
+            invalid=lambda label: f'<span class="invalid" title="{_NOT_RETRIEVED}">{_e(label)}</span>',
             escape=_e,
         )
         out.append(f'<div class="answer">{body}</div>')
         if ctx.citations:
             links = ", ".join(
-                f'<a href="#{_e(anchor(qid, c))}">{_e(c)}</a>' if c in source_ids else _e(c) for c in ctx.citations
+                f'<a href="#{_e(anchor(qid, c))}">{_e(c)}</a>' if c in source_ids else _e(c)
+                for c in ctx.citations
             )
             out.append(f'<p><span class="muted">cited</span> {links}</p>')
 
@@ -297,7 +343,11 @@ def context_html(ctx: Context) -> str:
             why = f' <span class="muted">({_e(reasoning)})</span>' if reasoning else ""
             out.append(f"<li><strong>{_e(label)}</strong>: {_e(value)}{why}</li>")
         if ctx.sub_questions is not None:
-            why = f' <span class="muted">({_e(ctx.decompose_reasoning)})</span>' if ctx.decompose_reasoning else ""
+            why = (
+                f' <span class="muted">({_e(ctx.decompose_reasoning)})</span>'
+                if ctx.decompose_reasoning
+                else ""
+            )
             items = "".join(f"<li>{_e(q)}</li>" for q in ctx.sub_questions)
             out.append(f"<li><strong>sub-questions</strong>{why}<ol>{items}</ol></li>")
         out.append("</ul>")
@@ -307,25 +357,29 @@ def context_html(ctx: Context) -> str:
         for record in ctx.results:
             question, collection, facts = _record_title(record)
             css = ' class="err"' if record.error else ""
-            out.append(
-                f"<p><strong>{_e(question)}</strong> in <code>{_e(collection)}</code>: <span{css}>{_e(facts)}</span></p>"
-            )
+            title = f"<strong>{_e(question)}</strong> in <code>{_e(collection)}</code>"
+            out.append(f"<p>{title}: <span{css}>{_e(facts)}</span></p>")
             rows = []
             for number, it in enumerate(record.iterations, start=1):
                 queries = "<br>".join(_e(q) for q in it.queries)
                 rows.append(
-                    [str(number), queries, str(len(it.hit_ids)), str(it.new_hits), _sufficient(it.sufficient),
-                     _e(it.reasoning or "")]
+                    [
+                        str(number),
+                        queries,
+                        str(len(it.hit_ids)),
+                        str(it.new_hits),
+                        _sufficient(it.sufficient),
+                        _e(it.reasoning or ""),
+                    ]
                 )
             if rows:
-                header = ["iteration", "queries", "hits", "new", "sufficient", "reasoning"]
-                out.append(_html_table(header, rows, numeric=(0, 2, 3)))
+                out.append(_html_table(_ITERATION_HEADER, rows, numeric=(0, 2, 3)))
 
     if sources:
         out.append("<h4>Sources</h4>")
         rows = []
         for number, hit in enumerate(sources, start=1):
-            marks = [m for m, on in (("cited", hit.chunk_id in cited), ("in context", hit.chunk_id in used)) if on]
+            marks = _marks(hit.chunk_id, cited, used)
             text = _e(_snippet(hit.text))
             if len(" ".join(hit.text.split())) > _SNIPPET:
                 text = f"<details><summary>{text}</summary><pre>{_e(hit.text)}</pre></details>"
@@ -334,19 +388,17 @@ def context_html(ctx: Context) -> str:
                     str(number),
                     f'<code id="{_e(anchor(qid, hit.chunk_id))}">{_e(hit.chunk_id)}</code>',
                     _e(hit.collection),
-                    f'<span title="{_e(hit.source or hit.document_id)}">{_e(_basename(hit.source) or hit.document_id)}</span>',
+                    _source_cell(hit),
                     _e(hit.section or ""),
                     _e(_opt(hit.page)),
                     _num(hit.score),
                     _e(_opt(hit.vector_rank)),
                     _e(_opt(hit.lexical_rank)),
-                    _e(", ".join(marks)),
+                    _e(marks),
                     text,
                 ]
             )
-        header = ["#", "chunk", "collection", "source", "section", "page", "score", "vector rank",
-                  "lexical rank", "used", "text"]
-        out.append(_html_table(header, rows, numeric=(0, 5, 6, 7, 8)))
+        out.append(_html_table(_SOURCE_HEADER, rows, numeric=(0, 5, 6, 7, 8)))
 
     if ctx.graph_context:
         out.append("<h4>Knowledge graph</h4>")
@@ -361,22 +413,26 @@ def context_html(ctx: Context) -> str:
             status = f'<span class="err">{_e(call.error)}</span>' if call.error else "ok"
             if call.retries:
                 status += f" ({call.retries} retries)"
-            messages = "".join(
-                f'<div><span class="muted">{_e(m.get("role", "?"))}</span><pre>{_e(m.get("content", ""))}</pre></div>'
-                for m in call.messages
-            )
+            messages = "".join(_message_html(m.get("role", "?"), m.get("content", "")) for m in call.messages)
             reply = (
-                f'<div><span class="muted">reply</span><pre>{_e(call.reply)}</pre></div>'
+                _message_html("reply", call.reply)
                 if call.reply is not None
-                else '<div class="muted">no reply</div>'
+                else '<p class="muted">no reply</p>'
             )
             details = f"<details><summary>prompt and reply</summary>{messages}{reply}</details>"
             rows.append(
-                [str(number), _e(purpose), _e(call.model), tokens_in, tokens_out, _ms(call.latency_ms), status,
-                 details]
+                [
+                    str(number),
+                    _e(purpose),
+                    _e(call.model),
+                    tokens_in,
+                    tokens_out,
+                    _ms(call.latency_ms),
+                    status,
+                    details,
+                ]
             )
-        header = ["#", "purpose", "model", "tokens in", "tokens out", "ms", "status", "messages"]
-        out.append(_html_table(header, rows, numeric=(0, 3, 4, 5)))
+        out.append(_html_table(_CALL_HEADER, rows, numeric=(0, 3, 4, 5)))
 
     out.append("</div>")
     return "".join(out)
@@ -420,7 +476,9 @@ def context_markdown(ctx: Context) -> str:
         for number, step in enumerate(ctx.steps, start=1):
             note = f"skipped: {step.skipped}" if step.skipped else ""
             note = f"error: {step.error}" if step.error else note
-            rows.append([str(number), _md(step.name), _md(step.strategy or "-"), _ms(step.duration_ms), _md(note)])
+            rows.append(
+                [str(number), _md(step.name), _md(step.strategy or "-"), _ms(step.duration_ms), _md(note)]
+            )
         parts.append("#### Steps\n\n" + _md_table(["#", "step", "strategy", "ms", "note"], rows))
 
     plan = _plan_items(ctx)
@@ -441,19 +499,25 @@ def context_markdown(ctx: Context) -> str:
             question, collection, facts = _record_title(record)
             block = f"**{_md(question)}** in {_md(collection)}: {_md(facts)}"
             rows = [
-                [str(n), "<br>".join(_md(q) for q in it.queries), str(len(it.hit_ids)), str(it.new_hits),
-                 _sufficient(it.sufficient), _md(it.reasoning or "")]
+                [
+                    str(n),
+                    "<br>".join(_md(q) for q in it.queries),
+                    str(len(it.hit_ids)),
+                    str(it.new_hits),
+                    _sufficient(it.sufficient),
+                    _md(it.reasoning or ""),
+                ]
                 for n, it in enumerate(record.iterations, start=1)
             ]
             if rows:
-                block += "\n\n" + _md_table(["iteration", "queries", "hits", "new", "sufficient", "reasoning"], rows)
+                block += "\n\n" + _md_table(_ITERATION_HEADER, rows)
             blocks.append(block)
         parts.append("#### Search\n\n" + "\n\n".join(blocks))
 
     if sources:
         rows = []
         for number, hit in enumerate(sources, start=1):
-            marks = [m for m, on in (("cited", hit.chunk_id in cited), ("in context", hit.chunk_id in used)) if on]
+            marks = _marks(hit.chunk_id, cited, used)
             rows.append(
                 [
                     str(number),
@@ -465,13 +529,11 @@ def context_markdown(ctx: Context) -> str:
                     _num(hit.score),
                     _opt(hit.vector_rank),
                     _opt(hit.lexical_rank),
-                    _md(", ".join(marks)),
+                    _md(marks),
                     _md(_snippet(hit.text, 100)),
                 ]
             )
-        header = ["#", "chunk", "collection", "source", "section", "page", "score", "vector rank",
-                  "lexical rank", "used", "text"]
-        parts.append("#### Sources\n\n" + _md_table(header, rows))
+        parts.append("#### Sources\n\n" + _md_table(_SOURCE_HEADER, rows))
 
     if ctx.graph_context:
         lines = [f"- {_md(fact)}" for fact in ctx.graph_context.splitlines() if fact.strip()]
@@ -484,11 +546,18 @@ def context_markdown(ctx: Context) -> str:
             purpose = call.purpose + (" (repair)" if call.repair else "")
             status = f"error: {call.error}" if call.error else "ok"
             rows.append(
-                [str(number), _md(purpose), _md(call.model), tokens_in, tokens_out, _ms(call.latency_ms), _md(status),
-                 str(len(call.messages))]
+                [
+                    str(number),
+                    _md(purpose),
+                    _md(call.model),
+                    tokens_in,
+                    tokens_out,
+                    _ms(call.latency_ms),
+                    _md(status),
+                    str(len(call.messages)),
+                ]
             )
-        header = ["#", "purpose", "model", "tokens in", "tokens out", "ms", "status", "messages"]
-        parts.append("#### LLM calls\n\n" + _md_table(header, rows))
+        parts.append("#### LLM calls\n\n" + _md_table(_CALL_HEADER, rows))
 
     return "\n\n".join(parts) + "\n"
 
@@ -500,7 +569,8 @@ def _result_facts(result: SearchResult) -> list[tuple[str, str]]:
     mode = result.mode if result.used_mode == result.mode else f"{result.mode} → {result.used_mode}"
     items = [("collections", ", ".join(result.collections)), ("mode", mode), ("hits", str(len(result.hits)))]
     timings = " / ".join(
-        f"{key} {result.timings_ms[key]:.1f}" for key in ("embed", "vector", "lexical", "fuse", "fetch")
+        f"{key} {result.timings_ms[key]:.1f}"
+        for key in ("embed", "vector", "lexical", "fuse", "fetch")
         if key in result.timings_ms
     )
     if "total" in result.timings_ms:
@@ -542,15 +612,13 @@ def search_result_html(result: SearchResult) -> str:
                     f"{_e(_opt(hit.lexical_rank))}",
                     f"<code>{_e(hit.chunk_id)}</code>",
                     _e(hit.collection),
-                    f'<span title="{_e(hit.source or hit.document_id)}">{_e(_basename(hit.source) or hit.document_id)}</span>',
+                    _source_cell(hit),
                     _e(hit.section or ""),
                     _e(_opt(hit.page)),
                     text,
                 ]
             )
-        header = ["rank", "score", "vector rank", "lexical rank", "chunk", "collection", "source", "section",
-                  "page", "text"]
-        out.append(_html_table(header, rows, numeric=(0, 1, 2, 3, 8)))
+        out.append(_html_table(_HIT_HEADER, rows, numeric=(0, 1, 2, 3, 8)))
     else:
         out.append('<p class="muted">no hits</p>')
     out.append("</div>")
@@ -559,20 +627,30 @@ def search_result_html(result: SearchResult) -> str:
 
 def search_result_markdown(result: SearchResult) -> str:
     """A search result as Markdown (escaped)."""
-    parts = [f"**Search** {_md(result.query)}", " · ".join(f"{_md(k)}: {_md(v)}" for k, v in _result_facts(result))]
+    parts = [
+        f"**Search** {_md(result.query)}",
+        " · ".join(f"{_md(k)}: {_md(v)}" for k, v in _result_facts(result)),
+    ]
     warnings = _result_warnings(result)
     if warnings:
         parts.append("\n".join(f"- **{_md(k)}**: {_md(v)}" for k, v in warnings))
     if result.hits:
         rows = [
-            [str(hit.rank), _num(hit.score), _opt(hit.vector_rank), _opt(hit.lexical_rank), _md(hit.chunk_id),
-             _md(hit.collection), _md(_basename(hit.source) or hit.document_id), _md(hit.section or ""),
-             _opt(hit.page), _md(_snippet(hit.text, 100))]
+            [
+                str(hit.rank),
+                _num(hit.score),
+                _opt(hit.vector_rank),
+                _opt(hit.lexical_rank),
+                _md(hit.chunk_id),
+                _md(hit.collection),
+                _md(_basename(hit.source) or hit.document_id),
+                _md(hit.section or ""),
+                _opt(hit.page),
+                _md(_snippet(hit.text, 100)),
+            ]
             for hit in result.hits
         ]
-        header = ["rank", "score", "vector rank", "lexical rank", "chunk", "collection", "source", "section",
-                  "page", "text"]
-        parts.append(_md_table(header, rows))
+        parts.append(_md_table(_HIT_HEADER, rows))
     else:
         parts.append("no hits")
     return "\n\n".join(parts) + "\n"

@@ -32,9 +32,14 @@ DEFAULT_LOCAL_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 class Embedder(Protocol):
     """What the store needs from an embedding model."""
 
-    model_id: str
-    version: str
-    dimensions: int
+    @property
+    def model_id(self) -> str: ...
+
+    @property
+    def version(self) -> str: ...
+
+    @property
+    def dimensions(self) -> int: ...
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Return a float32 array of shape (len(texts), dimensions)."""

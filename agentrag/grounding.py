@@ -175,26 +175,28 @@ def _truncate_to_budget(hit: Hit, delimiter: str, budget_tokens: int, prompts: P
 def pack_context(
     hits: Sequence[Hit], *, delimiter: str, budget_tokens: int = 3000, prompts: Prompts | None = None
 ) -> PackedContext:
-    """Format ``hits`` (best first) for the answer prompt within ``budget_tokens``."""
-    from agentrag.prompts import format_chunks
+    """Format ``hits`` (best first) for the answer prompt within ``budget_tokens``.
+
+    Costs are counted once per block with a fixed stand-in of the delimiter's shape, so
+    which chunks fit does not depend on the random delimiter of this request.
+    """
+    from agentrag.prompts import format_chunk, format_chunks
     from agentrag.steps._common import chunk_views
 
     merged, aliases = _merge_adjacent(hits)
+    stand_in = "SOURCE-" + "0" * max(0, len(delimiter) - len("SOURCE-"))
+    costs = [estimate_tokens(format_chunk(view, stand_in, prompts=prompts)) + 1 for view in chunk_views(merged)]
     kept = list(merged)
     dropped: list[Hit] = []
-    truncated = False
-    while True:
-        text = format_chunks(chunk_views(kept), delimiter, prompts=prompts)
-        tokens = estimate_tokens(text)
-        if tokens <= budget_tokens or not kept:
-            break
-        if len(kept) == 1:  # the best chunk alone is over budget: cut it rather than answer from nothing
-            kept = [_truncate_to_budget(kept[0], delimiter, budget_tokens, prompts)]
-            truncated = True
-            text = format_chunks(chunk_views(kept), delimiter, prompts=prompts)
-            tokens = estimate_tokens(text)
-            break
+    while len(kept) > 1 and sum(costs[: len(kept)]) > budget_tokens:
         dropped.insert(0, kept.pop())  # the lowest-ranked goes first
+    truncated = False
+    if kept and costs[0] > budget_tokens and len(kept) == 1:
+        # the best chunk alone is over budget: cut it rather than answer from nothing
+        kept = [_truncate_to_budget(kept[0], stand_in, budget_tokens, prompts)]
+        truncated = True
+    text = format_chunks(chunk_views(kept), delimiter, prompts=prompts)
+    tokens = estimate_tokens(text)
     kept_ids = {h.chunk_id for h in kept}
     return PackedContext(
         text,

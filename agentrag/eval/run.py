@@ -141,9 +141,8 @@ def ingest_beir(
         )
     if prune:
         keep = set(dataset.corpus)
-        stale = [
-            doc.id for doc in store.documents(collection, limit=10_000_000) if doc.source not in keep
-        ]
+        documents = [doc.to_dict() for doc in store.documents(collection, limit=10_000_000)]
+        stale = [str(doc["id"]) for doc in documents if doc["source"] not in keep]
         for doc_id in stale:
             store.delete_document(doc_id)
     items: list[tuple[str, str, dict[str, Any]]] = [

@@ -76,12 +76,9 @@ def new(
         raise InvalidInputError(f"budget must be an agentrag.Budget, got {type(budget).__name__}")
     if query_log and store is None:
         raise InvalidInputError("query_log=True needs a store")
-    parsed_filters = None
-    if filters is not None:
-        from agentrag.retrieval.filters import Filters as FilterModel
-        from agentrag.retrieval.filters import parse_filters
+    from agentrag.retrieval.filters import validate_filters
 
-        parsed_filters = filters if isinstance(filters, FilterModel) else parse_filters(filters)
+    parsed_filters = validate_filters(filters)  # FilterError now, before any step runs
     options = Options(
         limit=limit,
         threshold=float(threshold),

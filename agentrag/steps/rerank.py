@@ -22,6 +22,7 @@ from pydantic import BaseModel
 from agentrag.context import Context
 from agentrag.errors import InvalidInputError
 from agentrag.hits import Hit
+from agentrag.llm import LLMCall
 from agentrag.step import Outcome, Step
 from agentrag.steps._common import ask_json, chunk_views, coverage
 
@@ -77,7 +78,7 @@ def _rerank(ctx: Context, *, strategy: str = "heuristic", top_k: int | None = No
         return Outcome(skipped="gate decided no retrieval is needed")
     hits = list(ctx.hits)
     order = heuristic_order(ctx.question, hits)
-    calls: tuple = ()  # type: ignore[type-arg]
+    calls: tuple[LLMCall, ...] = ()
     used = "heuristic"
     if strategy == "llm" and hits:
         if ctx.deps.llm is None:

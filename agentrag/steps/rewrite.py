@@ -14,6 +14,7 @@ from pydantic import BaseModel, Field
 from agentrag.context import Context
 from agentrag.errors import InvalidInputError
 from agentrag.hits import Hit
+from agentrag.llm import LLMCall
 from agentrag.step import Outcome, Step
 from agentrag.steps._common import ask_json, chunk_views, clean_list, expansion_terms, use_llm
 
@@ -25,7 +26,7 @@ class RewriteReply(BaseModel):
 
 def llm_rewrites(
     ctx: Context, question: str, *, max_rewrites: int, previous: Sequence[str], hits: Sequence[Hit], delimiter: str
-) -> tuple[list[str], str, list]:  # type: ignore[type-arg]
+) -> tuple[list[str], str, list[LLMCall]]:
     reply, calls = ask_json(
         ctx,
         "rewrite",

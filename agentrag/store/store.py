@@ -5,7 +5,8 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from datetime import datetime
+from dataclasses import dataclass, field, fields
+from datetime import date, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -43,37 +44,32 @@ FROM agentrag.collections c
 """
 
 
+@dataclass(frozen=True, slots=True)
 class Document:
-    """A stored document (its text loads with :meth:`Store.document`)."""
+    """A stored document. ``text`` is loaded by :meth:`Store.document` (None in listings)."""
 
-    __slots__ = (
-        "chunk_count",
-        "classification",
-        "collection",
-        "created_at",
-        "date",
-        "id",
-        "metadata",
-        "original_filename",
-        "sessions",
-        "sha256",
-        "source",
-        "tenant",
-        "text",
-        "updated_at",
-        "workspace",
-    )
-
-    def __init__(self, **fields: Any) -> None:
-        for name in self.__slots__:
-            setattr(self, name, fields.get(name))
+    id: str
+    collection: str
+    source: str
+    original_filename: str | None
+    sha256: str
+    metadata: dict[str, Any]
+    classification: str | None
+    date: date | None
+    tenant: str | None
+    workspace: str | None
+    chunk_count: int
+    created_at: datetime
+    updated_at: datetime
+    sessions: list[str] = field(default_factory=list)
+    text: str | None = field(default=None, repr=False)
 
     def __repr__(self) -> str:
         scope = "".join(f" {k}={getattr(self, k)!r}" for k in ("tenant", "workspace") if getattr(self, k))
         return f"Document({self.id} {self.collection}:{self.source!r} {self.chunk_count} chunks{scope})"
 
     def to_dict(self) -> dict[str, Any]:
-        out = {name: getattr(self, name) for name in self.__slots__ if name != "text"}
+        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "text"}
         for key in ("created_at", "updated_at", "date"):
             if out[key] is not None:
                 out[key] = out[key].isoformat()
@@ -152,10 +148,12 @@ class Store:
 
     @property
     def embedder(self) -> Embedder:
+        """The store's embedder (default: local all-MiniLM-L6-v2, created on first use)."""
         if self._embedder is None:
             from agentrag.embedders import LocalEmbedder
 
-            self._embedder = LocalEmbedder()
+            local: Embedder = LocalEmbedder()
+            self._embedder = local
         return self._embedder
 
     def __repr__(self) -> str:
@@ -358,7 +356,8 @@ class Store:
     ) -> list[Document]:
         from sqlalchemy import text
 
-        clauses, params = [], {"limit": int(limit)}
+        clauses: list[str] = []
+        params: dict[str, Any] = {"limit": int(limit)}
         if collection is not None:
             params["cid"] = self.collection(collection).id
             clauses.append("d.collection_id = :cid")
@@ -523,17 +522,12 @@ ORDER BY c.name, d.source
 
 
 def _document(row: Any) -> Document:
-    fields = dict(row)
-    fields["sessions"] = list(fields["sessions"] or [])
-    return Document(**fields)
+    values = dict(row)
+    values["sessions"] = list(values["sessions"] or [])
+    return Document(**values)
 
 
 def connect(url: str | None = None, **options: Any) -> Store:
     """Open a :class:`Store` (see its docstring for the options)."""
     return Store(url, **options)
 
-
-def _now() -> datetime:
-    from datetime import UTC
-
-    return datetime.now(UTC)
