@@ -218,3 +218,12 @@ def test_scripted_run_snapshot(sample_store, snapshot) -> None:  # type: ignore[
 def test_local_run_snapshot(sample_store, snapshot) -> None:  # type: ignore[no-untyped-def]
     ctx = _pipes(ar.new(Q_COMPARE, store=sample_store))
     assert stable(ctx) == snapshot
+
+
+def test_filters_are_validated_at_new_and_applied_in_search(sample_store) -> None:
+    with pytest.raises(ar.FilterError):
+        ar.new("q", filters={"colour": "red"})
+    ctx = ar.new(Q_PAGINATE, store=sample_store, filters={"classification": "confidential"}, limit=10)
+    assert isinstance(ctx.options.filters, ar.Filters)
+    ctx = ctx.search(collections=["api", "support"])
+    assert ctx.hits and {h.classification for h in ctx.hits} == {"confidential"}
