@@ -25,10 +25,10 @@ demo: setup
 	$(PY) -m agentrag demo
 
 test: setup
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q tests notebooks --nbmake
 
 bench: setup
-	$(PY) -m benchmarks
+	$(PY) -m benchmarks $(ARGS)
 
 lint: setup
 	$(VENV)/bin/ruff check agentrag tests benchmarks

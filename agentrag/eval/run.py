@@ -13,9 +13,10 @@
   the first few hundred word pieces anyway, as in the published BEIR figures), the document's
   ``source`` being its BEIR id. Re-running it is cheap: the store's content addressing skips
   documents whose text is unchanged.
-* :func:`evaluate` runs every query one at a time, in order, after ``warmup`` untimed queries
-  (model load, BM25 index build). A query's ranking is its hits mapped to BEIR document ids
-  (``Hit.source``), each document kept once at its best rank. Latency is wall clock per query.
+* :func:`evaluate` runs every query one at a time, in order, after an untimed warm-up (the
+  embedder on every query, then ``warmup`` queries: model load, BM25 index build). A query's
+  ranking is its hits mapped to BEIR document ids (``Hit.source``), each document kept once at
+  its best rank. Latency is wall clock per query.
   With ``pipeline``, each query runs ``pipeline(new(query, store=..., collections=[collection]))``
   and the answer metrics ``citation_precision`` (valid / all citations) and ``grounded`` (its
   mean is the grounded rate) are added, plus ``failed`` (the context ended with an error).
@@ -195,6 +196,7 @@ def evaluate(
     seed: int = 0,
     k_values: Sequence[int] | None = None,
     warmup: int = 1,
+    warm_embedder: bool = True,
     on_progress: Callable[[EvalProgress], None] | None = None,
 ) -> EvalReport:
     """Evaluate retrieval (or a whole pipeline) on ``dataset``'s queries against ``collection``.
@@ -209,8 +211,11 @@ def evaluate(
     best rank (with :func:`ingest_beir` a document is one chunk, so ``top_k`` hits are ``top_k``
     documents). Metrics are computed at ``k_values`` (default: 1, 5, 10, 100 up to ``top_k``,
     and ``top_k``). ``sample=N`` evaluates N queries chosen at random with ``seed`` (as
-    ``load_beir(sample=N)`` chooses them). The first ``warmup`` queries run once, untimed and
-    unscored, before the timed run. ``on_progress`` gets an :class:`EvalProgress` per query.
+    ``load_beir(sample=N)`` chooses them). Before the timed run, with ``warm_embedder`` (and a
+    mode or pipeline that embeds) the store's embedder embeds every query once, untimed: torch
+    builds its CPU kernels per input shape on first use, which would otherwise bill the first
+    configuration evaluated; then the first ``warmup`` queries run once, untimed and unscored
+    (model load, BM25 index build). ``on_progress`` gets an :class:`EvalProgress` per query.
 
     ``name`` defaults to the mode (``"pipeline"`` with a pipeline). The report's ``config``
     records the dataset, split, collection and settings.
@@ -256,6 +261,10 @@ def evaluate(
             raise TypeError(f"pipeline must return a Context, got {type(ctx).__name__}")
         return _doc_ranking(ctx.hits), ctx, _answer_metrics(ctx)
 
+    if warm_embedder and (pipeline is not None or mode in ("vector", "hybrid")):
+        embedder = store.embedder
+        for qid in query_ids:
+            embedder.embed([queries[qid]])
     for qid in query_ids[:warmup]:
         run(queries[qid])
 

@@ -1,0 +1,35 @@
+"""``make bench``: every benchmark in turn, each printing its table beside its floor.
+
+    .venv/bin/python -m benchmarks [--quick]
+
+The figures recorded in benchmarks/RESULTS.md come from the commands listed there.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+
+RUNS = [
+    ("retrieval quality and speed on BEIR SciFact", ["benchmarks.scifact"], ["benchmarks.scifact"]),
+    ("BM25 backends on SciFact", ["benchmarks.bm25_compare"], ["benchmarks.bm25_compare"]),
+    ("ingestion at 100k chunks", ["benchmarks.ingest"], ["benchmarks.ingest", "--chunks", "10000", "--embed-sample", "200"]),
+    ("pipeline overhead per question", ["benchmarks.pipeline"], ["benchmarks.pipeline", "--questions", "20"]),
+]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="smaller ingestion and pipeline runs")
+    args = parser.parse_args()
+    failed = 0
+    for title, full, quick in RUNS:
+        argv = quick if args.quick else full
+        print(f"\n## {title}\n$ python -m {' '.join(argv)}", flush=True)
+        failed += subprocess.call([sys.executable, "-m", *argv]) != 0
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
