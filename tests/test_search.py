@@ -130,7 +130,7 @@ def test_every_mode_returns_ranked_hits(store: Store, corpus: dict[str, Any], mo
     assert all(isinstance(h, Hit) and h.collection == corpus["name"] for h in result)
     scores = [h.score for h in result]
     assert scores == sorted(scores, reverse=True)
-    if mode == "lexical_sql":  # ts_rank_cd rewards repeated words: the chunk is near the top
+    if mode == "lexical_sql":  # ts_rank (no IDF) rewards repeated words: the chunk is near the top
         assert "doc-007" in [h.source for h in result]
         return
     assert result[0].source == "doc-007"  # the query is that chunk's own text
@@ -917,3 +917,23 @@ def test_cli_search(database_url: str, corpus: dict[str, Any], capsys: pytest.Ca
     assert main([*argv, "--filter", "colour=red"]) == 2
     assert "unknown --filter key" in capsys.readouterr().err
     assert main([*argv, "--top-k", "500"]) == 2
+
+
+def test_lexical_sql_builds_its_text_index_on_first_use(store, collection_name) -> None:  # type: ignore[no-untyped-def]
+    from sqlalchemy import text
+
+    c = store.create_collection(collection_name)
+    store.ingest_text("Cursor pagination with next_cursor.", collection=collection_name, source="p.md")
+    index = f"chunks_fts_{c.id}"
+
+    def exists() -> bool:
+        with store.engine.connect() as conn:
+            return (
+                conn.execute(text("SELECT to_regclass(:n)"), {"n": f"agentrag.{index}"}).scalar() is not None
+            )
+
+    assert not exists()  # ingestion never pays for full text
+    hits = store.search("pagination cursor", collections=collection_name, mode="lexical_sql")
+    assert exists() and hits[0].text.startswith("Cursor pagination")
+    store.delete_collection(collection_name)
+    assert not exists()

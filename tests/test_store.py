@@ -49,12 +49,12 @@ def test_migrations_from_empty_database_run_twice(fresh_database_url: str, fake_
     store = Store(fresh_database_url, embedder=fake_embedder, migrate=False)
     assert store.status().applied == ()
     applied = store.upgrade()
-    assert [m.version for m in applied] == [1]
+    assert [m.version for m in applied] == [1, 2]
     assert store.upgrade() == []
     status = store.status()
-    assert status.current == 1 and not status.pending
+    assert status.current == 2 and not status.pending
     assert status.vector_version is not None and status.vector_version.startswith("0.8")
-    assert _count(store, "SELECT count(*) FROM agentrag.migrations") == 1
+    assert _count(store, "SELECT count(*) FROM agentrag.migrations") == 2
     store.close()
 
 
@@ -76,7 +76,7 @@ def test_migrations_from_two_processes_at_once(fresh_database_url: str, fake_emb
         t.start()
     for t in threads:
         t.join()
-    assert results == [1, 1, 1]
+    assert results == [2, 2, 2]
 
 
 def test_collections_crud(store: Store, collection_name: str) -> None:

@@ -127,6 +127,7 @@ class Store:
         # BM25 cache of the lexical leg (agentrag.retrieval.lexical.bm25_index): collection id ->
         # index tagged with the collection version it was built at; one build lock per collection.
         self._bm25: dict[Any, Any] = {}
+        self._text_indexed: set[int] = set()
         self._bm25_lock = threading.Lock()
         self._bm25_build_locks: dict[int, threading.Lock] = {}
         try:
@@ -270,8 +271,32 @@ class Store:
         collection = self.collection(name)
         with self.engine.begin() as conn:
             conn.execute(text(f"DROP INDEX IF EXISTS agentrag.{collection.hnsw_index}"))
+            conn.execute(text(f"DROP INDEX IF EXISTS agentrag.chunks_fts_{int(collection.id)}"))
             conn.execute(text("DELETE FROM agentrag.collections WHERE id = :id"), {"id": collection.id})
         self._bm25.pop(collection.id, None)
+        self._text_indexed.discard(collection.id)
+
+    def ensure_text_index(self, collection_id: int) -> None:
+        """Build the collection's full-text GIN expression index if missing (``lexical_sql`` mode).
+
+        Built on demand, not at ingest: a tsvector per chunk would cost ingestion most of its speed.
+        """
+        from sqlalchemy import text
+
+        cid = int(collection_id)
+        if cid in self._text_indexed:
+            return
+        sql = (
+            f"CREATE INDEX IF NOT EXISTS chunks_fts_{cid} ON agentrag.chunks "
+            f"USING gin (to_tsvector('english', text)) WHERE collection_id = {cid}"
+        )
+        try:
+            with self.engine.begin() as conn:
+                conn.execute(text(sql))
+        except Exception as exc:  # a concurrent search may be building the same index
+            if "already exists" not in str(exc):
+                raise
+        self._text_indexed.add(cid)
 
     def ensure_vector_index(self, collection: Collection, conn: Connection | None = None) -> None:
         """Build the collection's HNSW index if it is missing (a partial expression index)."""
