@@ -5,19 +5,27 @@ Modes
     fused with Reciprocal Rank Fusion (``rrf_k``, default 60); ``Hit.score`` is the RRF score.
     ``"vector"``: pgvector HNSW only; ``Hit.score`` is the similarity (cosine: ``1 - distance``).
     ``"lexical"``: in-memory BM25 only; ``Hit.score`` is the BM25 score.
-    ``"lexical_sql"``: PostgreSQL full text (``tsvector``, OR query, ``ts_rank_cd``), for
-    collections too large for an in-memory index; ``Hit.score`` is the ``ts_rank_cd`` score.
+    ``"lexical_sql"``: PostgreSQL full text (``to_tsvector`` expression index, OR query,
+    ``ts_rank(..., 1)``), for collections too large for an in-memory index; ``Hit.score`` is
+    the ``ts_rank`` score.
 
 Scopes and filters are compiled to bound parameters and enforced inside the SQL of every leg
 (:mod:`agentrag.retrieval.scope_sql`, :mod:`agentrag.retrieval.filters`): a ranked result is
-never filtered in Python, so ``top_k`` results come back whenever that many match.
+never filtered in Python, so ``top_k`` results come back whenever that many match. A collection
+created with ``scoped=True`` refuses a search without a scope (ScopeError) unless the caller
+passes ``Scope.every()``; a scope given for an unscoped collection is applied all the same
+(documents ingested without a tenant simply do not match a tenant scope).
+
+The legs of one search run in one transaction on one pooled connection, so the ``hnsw.*``
+settings stay local to it; the query is embedded before that transaction opens (no connection
+sits idle in a transaction during a model or provider call).
 
 Several collections
     Each collection is searched by each leg on its own (its own HNSW partial index, its own BM25
     index), then, per leg, the per-collection lists are merged by score: vector similarities are
     comparable because every collection must use the store embedder's model (and, in one search,
     the same distance metric); BM25 scores are merged as they are, as multi-index BM25 engines
-    do (each collection's own term statistics), and ts_rank_cd scores need no statistics at all.
+    do (each collection's own term statistics), and ts_rank scores need no statistics at all.
     In hybrid mode the two merged legs are then fused with RRF. Ties anywhere go to the smaller
     chunk id, so results are deterministic.
 
@@ -62,7 +70,9 @@ from agentrag.store.collections import validate_name
 
 if TYPE_CHECKING:
     import numpy as np
+    from sqlalchemy.engine import Connection
 
+    from agentrag.embedders import Embedder
     from agentrag.store.store import Store
 
 __all__ = ["MAX_DEPTH", "MAX_QUERY_CHARS", "MODES", "asearch", "preprocess_query", "search"]
@@ -132,17 +142,16 @@ def _names(collections: str | Sequence[str]) -> tuple[str, ...]:
     return tuple(names)
 
 
-def _load_collections(store: Store, names: tuple[str, ...]) -> list[_Collection]:
+def _load_collections(conn: Connection, names: tuple[str, ...]) -> list[_Collection]:
     from sqlalchemy import text
 
-    with store.engine.connect() as conn:
-        rows = conn.execute(
-            text(
-                "SELECT id, name, embed_model, embed_version, dimensions, distance, scoped, version"
-                " FROM agentrag.collections WHERE name = ANY(CAST(:names AS text[]))"
-            ),
-            {"names": list(names)},
-        ).all()
+    rows = conn.execute(
+        text(
+            "SELECT id, name, embed_model, embed_version, dimensions, distance, scoped, version"
+            " FROM agentrag.collections WHERE name = ANY(CAST(:names AS text[]))"
+        ),
+        {"names": list(names)},
+    ).all()
     found = {row.name: _Collection(*row) for row in rows}
     missing = [name for name in names if name not in found]
     if missing:
@@ -150,14 +159,12 @@ def _load_collections(store: Store, names: tuple[str, ...]) -> list[_Collection]
     return [found[name] for name in names]
 
 
-def _embed_query(store: Store, collections: list[_Collection], query: str) -> tuple[np.ndarray, list[str]]:
-    """The query vector, after checking the embedder against every collection.
+def _check_embedder(store: Store, collections: list[_Collection]) -> list[str]:
+    """Check the store embedder against every collection; return the model-version warnings.
 
-    Raises EmbeddingMismatchError (model / dimensions / distances differ) or EmbeddingError.
-    Returns the warnings about model versions.
+    Raises EmbeddingMismatchError (model or dimensions differ), InvalidInputError (the collections
+    use different distance metrics) or EmbeddingError (the embedder cannot even say its dimensions).
     """
-    import numpy as np
-
     embedder = store.embedder
     model_id, dimensions, version = embedder.model_id, int(embedder.dimensions), embedder.version
     warnings: list[str] = []
@@ -178,13 +185,22 @@ def _embed_query(store: Store, collections: list[_Collection], query: str) -> tu
             f"collections use different distance metrics ({', '.join(sorted(distances))}); their vector "
             "scores do not compare: search them separately"
         )
+    return warnings
+
+
+def _embed(embedder: Embedder, query: str) -> tuple[np.ndarray, float]:
+    """The query vector and how long it took (ms); EmbeddingError for an unusable vector."""
+    import numpy as np
+
+    started = time.perf_counter()
+    dimensions = int(embedder.dimensions)
     vectors = np.asarray(embedder.embed([query]), dtype=np.float32)
     if vectors.shape != (1, dimensions) or not np.isfinite(vectors).all():
         raise EmbeddingError(
-            f"embedder {model_id!r} returned an unusable query vector (shape {vectors.shape}, expected "
-            f"(1, {dimensions}), finite values)"
+            f"embedder {embedder.model_id!r} returned an unusable query vector (shape {vectors.shape}, "
+            f"expected (1, {dimensions}), finite values)"
         )
-    return vectors[0], warnings
+    return vectors[0], (time.perf_counter() - started) * 1000
 
 
 _FETCH_SQL = """
@@ -250,18 +266,21 @@ def search(
     where = " AND ".join(f"({part})" for part in restricted) if restricted else "TRUE"
     params = {**filter_params, **scope_params}
 
-    colls = _load_collections(store, names)
+    with store.engine.connect() as conn:
+        colls = _load_collections(conn, names)
     check_scope(scope, [c.name for c in colls if c.scoped])
 
     warnings: list[str] = list(query_warnings)
     degraded: str | None = None
     used_mode = mode
     version_match = True
-    query_vector = None
+    query_vector: np.ndarray | None = None
     if mode in ("vector", "hybrid"):
-        t = time.perf_counter()
         try:
-            query_vector, version_warnings = _embed_query(store, colls, query_text)
+            version_warnings = _check_embedder(store, colls)
+            warnings.extend(version_warnings)
+            version_match = not version_warnings
+            query_vector, timings["embed"] = _embed(store.embedder, query_text)
         except EmbeddingMismatchError:
             raise
         except EmbeddingError as exc:
@@ -274,18 +293,14 @@ def search(
             _log.warning(
                 "hybrid search degraded to lexical only: the embedder failed (%s)", type(exc).__name__
             )
-        else:
-            warnings.extend(version_warnings)
-            version_match = not version_warnings
-        timings["embed"] = (time.perf_counter() - t) * 1000
 
-    # ---- the legs: one transaction, so the HNSW settings stay local to it ----
     vector_ranked: list[tuple[str, float]] = []
     lexical_ranked: list[tuple[str, float]] = []
+    # ---- one transaction: the hnsw.* settings stay local to it ----
     with store.engine.connect() as conn, conn.begin():
         if query_vector is not None:
             t = time.perf_counter()
-            ef = ef_search if ef_search is not None else min(MAX_EF_SEARCH, max(DEFAULT_EF_SEARCH, leg_depth))
+            ef = min(MAX_EF_SEARCH, max(DEFAULT_EF_SEARCH, leg_depth)) if ef_search is None else ef_search
             configure_hnsw(conn, ef_search=ef, iterative=bool(restricted) or ef < leg_depth)
             per_collection = [
                 vector_leg(
@@ -303,9 +318,12 @@ def search(
             ]
             vector_ranked = merge_by_score(per_collection, leg_depth)
             timings["vector"] = (time.perf_counter() - t) * 1000
+
         if used_mode in ("lexical", "hybrid", "lexical_sql"):
             t = time.perf_counter()
-            if used_mode == "lexical_sql":
+            if mode == "lexical_sql":
+                for c in colls:
+                    store.ensure_text_index(c.id)
                 per_collection = [
                     lexical_sql_leg(
                         conn,
