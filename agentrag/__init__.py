@@ -95,6 +95,7 @@ _LAZY: dict[str, str] = {
 }
 
 __all__ = [
+    "LLM",
     "AgentragError",
     "Budget",
     "Collection",
@@ -116,7 +117,6 @@ __all__ = [
     "IngestError",
     "IngestReport",
     "InvalidInputError",
-    "LLM",
     "LLMCall",
     "LLMError",
     "LLMOutputError",
@@ -177,6 +177,8 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+
     from agentrag.context import (
         Budget,
         Context,
@@ -203,8 +205,6 @@ if TYPE_CHECKING:
     from agentrag.steps.rewrite import rewrite
     from agentrag.steps.route import route
     from agentrag.steps.search import search
-
-    from collections.abc import Awaitable, Callable
 
     AsyncStep = Callable[..., Awaitable[Context]]
     aanswer: AsyncStep

@@ -16,7 +16,7 @@ from agentrag.errors import AgentragError
 if TYPE_CHECKING:
     from agentrag.store.store import Store
 
-__all__ = ["main", "build_parser"]
+__all__ = ["build_parser", "main"]
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -80,7 +80,10 @@ def cmd_collections_list(args: argparse.Namespace) -> int:
     if not collections:
         print("no collections yet: agentrag collections create NAME --description '...'")
     for c in collections:
-        print(f"{c.name:<24} {c.document_count:>6} docs {c.chunk_count:>8} chunks  {c.embed_model} ({c.dimensions}d)")
+        print(
+            f"{c.name:<24} {c.document_count:>6} docs {c.chunk_count:>8} chunks  "
+            f"{c.embed_model} ({c.dimensions}d)"
+        )
         if c.description:
             print(f"{'':<24} {c.description}")
     return 0
@@ -524,7 +527,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    def add(parent: Any, name: str, handler: Handler, help: str, json_flag: bool = True) -> argparse.ArgumentParser:
+    def add(
+        parent: Any, name: str, handler: Handler, help: str, json_flag: bool = True
+    ) -> argparse.ArgumentParser:
         p: argparse.ArgumentParser = parent.add_parser(name, help=help, description=help)
         p.set_defaults(handler=handler)
         if json_flag:
@@ -543,7 +548,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("name")
     p.add_argument("--description", default="", help="what the collection holds (used for routing)")
     p.add_argument("--distance", default="cosine", choices=["cosine", "l2", "inner_product"])
-    p.add_argument("--scoped", action="store_true", help="refuse queries without a tenant/workspace/session scope")
+    p.add_argument(
+        "--scoped", action="store_true", help="refuse queries without a tenant/workspace/session scope"
+    )
     p = add(col, "delete", cmd_collections_delete, "delete a collection and its documents", json_flag=False)
     p.add_argument("name")
 
@@ -557,7 +564,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--workspace")
     p.add_argument("--session")
 
-    docs = sub.add_parser("documents", help="list, delete documents").add_subparsers(dest="doc_command", required=True)
+    docs = sub.add_parser("documents", help="list, delete documents").add_subparsers(
+        dest="doc_command", required=True
+    )
     p = add(docs, "list", cmd_documents_list, "list documents")
     p.add_argument("--collection", "-c")
     p.add_argument("--tenant")
@@ -647,7 +656,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--collection", "-c", help="collection to index and search (default: the folder's name)")
 
-    p = add(sub, "demo", cmd_demo, "ingest the sample corpus and run the pipeline on two questions", json_flag=False)
+    p = add(
+        sub,
+        "demo",
+        cmd_demo,
+        "ingest the sample corpus and run the pipeline on two questions",
+        json_flag=False,
+    )
     p.add_argument("--samples", help="folder with collections.json and one folder per collection")
     return parser
 

@@ -22,7 +22,11 @@ QUESTIONS = (
 
 
 def find_samples(explicit: str | None = None) -> Path:
-    candidates = [Path(explicit)] if explicit else [Path.cwd() / "samples", Path(__file__).resolve().parents[1] / "samples"]
+    candidates = (
+        [Path(explicit)]
+        if explicit
+        else [Path.cwd() / "samples", Path(__file__).resolve().parents[1] / "samples"]
+    )
     for path in candidates:
         if (path / "collections.json").is_file():
             return path
@@ -42,7 +46,10 @@ def ingest_samples(store: object, samples: Path) -> list[str]:
 
 def describe(ctx: Context) -> str:
     out = [f"Q: {ctx.question}"]
-    out.append("  steps: " + " -> ".join(f"{s.name}[{s.strategy or 'skipped'}] {s.duration_ms:.0f}ms" for s in ctx.steps))
+    out.append(
+        "  steps: "
+        + " -> ".join(f"{s.name}[{s.strategy or 'skipped'}] {s.duration_ms:.0f}ms" for s in ctx.steps)
+    )
     if ctx.collections is not None:
         out.append(f"  collections: {', '.join(ctx.collections)}  ({ctx.routing_reasoning})")
     if ctx.sub_questions is not None:
@@ -50,11 +57,16 @@ def describe(ctx: Context) -> str:
         out.extend(f"    - {q}" for q in ctx.sub_questions)
     out.append("  search:")
     for record in ctx.results:
-        out.append(f"    [{record.collection}] {record.question[:70]!r}: {len(record.iterations)} iteration(s), "
-                   f"stop: {record.stop_reason.value}, {len(record.hits)} hits")
+        out.append(
+            f"    [{record.collection}] {record.question[:70]!r}: {len(record.iterations)} iteration(s), "
+            f"stop: {record.stop_reason.value}, {len(record.hits)} hits"
+        )
         for i, it in enumerate(record.iterations, 1):
             verdict = "" if it.sufficient is None else (" sufficient" if it.sufficient else " insufficient")
-            out.append(f"      {i}. {len(it.hit_ids)} hits, {it.new_hits} new{verdict}; query: {it.queries[-1][:70]!r}")
+            out.append(
+                f"      {i}. {len(it.hit_ids)} hits, {it.new_hits} new{verdict}; "
+                f"query: {it.queries[-1][:70]!r}"
+            )
     for d in ctx.degradations:
         out.append(f"  degraded: {d.step} -> {d.kind}: {d.reason}")
     if ctx.error is not None:

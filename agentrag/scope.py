@@ -42,5 +42,9 @@ class Scope:
     def __repr__(self) -> str:
         if self.all_scopes:
             return "Scope.every()"
-        parts = [f"{k}={v!r}" for k, v in (("tenant", self.tenant), ("workspace", self.workspace), ("session", self.session)) if v]
+        parts = [
+            f"{k}={v!r}"
+            for k, v in (("tenant", self.tenant), ("workspace", self.workspace), ("session", self.session))
+            if v
+        ]
         return f"Scope({', '.join(parts)})"

@@ -168,7 +168,9 @@ class Step:
                 _log.warning("%s: the after-step hook failed: %s", self.name, type(exc).__name__)
         return ctx
 
-    def _finish(self, ctx: Context, outcome: Outcome, start: float, span: Span, telemetry: Telemetry) -> Context:
+    def _finish(
+        self, ctx: Context, outcome: Outcome, start: float, span: Span, telemetry: Telemetry
+    ) -> Context:
         duration = (time.perf_counter() - start) * 1000.0
         if outcome.strategy:
             span.set_attribute("agentrag.strategy", outcome.strategy)
@@ -196,7 +198,9 @@ class Step:
             stage_ms=(*ctx.stage_ms, *outcome.stages),
         )
 
-    def _failed(self, ctx: Context, exc: AgentragError, start: float, span: Span, telemetry: Telemetry) -> Context:
+    def _failed(
+        self, ctx: Context, exc: AgentragError, start: float, span: Span, telemetry: Telemetry
+    ) -> Context:
         from opentelemetry.trace import Status, StatusCode
 
         duration = (time.perf_counter() - start) * 1000.0
@@ -205,7 +209,9 @@ class Step:
         span.set_status(Status(StatusCode.ERROR, type(exc).__name__))
         telemetry.instruments.step_errors.add(1, {"step": self.name, "error_type": type(exc).__name__})
         record = StepRecord(self.name, None, duration, None, f"{type(exc).__name__}: {exc}")
-        return replace(ctx, error=exc, steps=(*ctx.steps, record), llm_calls=(*ctx.llm_calls, *_calls_of(exc)))
+        return replace(
+            ctx, error=exc, steps=(*ctx.steps, record), llm_calls=(*ctx.llm_calls, *_calls_of(exc))
+        )
 
 
 class StepRun:

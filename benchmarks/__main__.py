@@ -14,7 +14,11 @@ import sys
 RUNS = [
     ("retrieval quality and speed on BEIR SciFact", ["benchmarks.scifact"], ["benchmarks.scifact"]),
     ("BM25 backends on SciFact", ["benchmarks.bm25_compare"], ["benchmarks.bm25_compare"]),
-    ("ingestion at 100k chunks", ["benchmarks.ingest"], ["benchmarks.ingest", "--chunks", "10000", "--embed-sample", "200"]),
+    (
+        "ingestion at 100k chunks",
+        ["benchmarks.ingest"],
+        ["benchmarks.ingest", "--chunks", "10000", "--embed-sample", "200"],
+    ),
     ("pipeline overhead per question", ["benchmarks.pipeline"], ["benchmarks.pipeline", "--questions", "20"]),
 ]
 

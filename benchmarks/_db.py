@@ -18,7 +18,9 @@ def bench_url() -> str:
     base = make_url(database_url())
     admin = create_engine(base, isolation_level="AUTOCOMMIT")
     with admin.connect() as conn:
-        exists = conn.execute(text("SELECT 1 FROM pg_database WHERE datname = :n"), {"n": BENCH_DATABASE}).scalar()
+        exists = conn.execute(
+            text("SELECT 1 FROM pg_database WHERE datname = :n"), {"n": BENCH_DATABASE}
+        ).scalar()
         if not exists:
             conn.execute(text(f'CREATE DATABASE "{BENCH_DATABASE}"'))
     admin.dispose()

@@ -72,7 +72,9 @@ def main() -> None:
         names.append(name)
 
     rows = {"local (no LLM)": None, "FakeLLM (every decision through prompts + JSON)": "llm"}
-    print("| pipeline | questions | total ms/q | search ms/q | LLM ms/q | overhead ms/q (p50) | overhead p99 |")
+    print(
+        "| pipeline | questions | total ms/q | search ms/q | LLM ms/q | overhead ms/q (p50) | overhead p99 |"
+    )
     print("|---|---:|---:|---:|---:|---:|---:|")
     for label, kind in rows.items():
         overheads, totals, searches, llms = [], [], [], []
@@ -105,7 +107,9 @@ def main() -> None:
             f"| {label} | {len(totals)} | {statistics.mean(totals):.1f} | {statistics.mean(searches):.1f} | "
             f"{statistics.mean(llms):.2f} | {statistics.median(overheads):.2f} | {p99:.2f} |"
         )
-    print("\nOverhead excludes time inside Store.search (the floor), the LLM, and the route step's embedding.")
+    print(
+        "\nOverhead excludes time inside Store.search (the floor), the LLM, and the route step's embedding."
+    )
 
 
 if __name__ == "__main__":

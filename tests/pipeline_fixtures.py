@@ -67,7 +67,10 @@ def scripted(
         if kind == "rerank":
             return json.dumps({"ranking": re.findall(r"\[(chk_[0-9a-f]+)\]", text)[::-1]})
         labels = re.findall(r"\[(chk_[0-9a-f]+)\]", text)
-        return f"Use the cursor from next_cursor to page [{labels[0]}]. Retry after the Retry-After delay [{labels[-1]}]."
+        return (
+            f"Use the cursor from next_cursor to page [{labels[0]}]. "
+            f"Retry after the Retry-After delay [{labels[-1]}]."
+        )
 
     return FakeLLM(fn=reply)
 
@@ -98,7 +101,11 @@ def stable(ctx: Context) -> dict[str, Any]:
                 "used_mode": r.used_mode,
                 "hits": [names[h.chunk_id] for h in r.hits],
                 "iterations": [
-                    {"queries": [fix(q) for q in it.queries], "new_hits": it.new_hits, "sufficient": it.sufficient}
+                    {
+                        "queries": [fix(q) for q in it.queries],
+                        "new_hits": it.new_hits,
+                        "sufficient": it.sufficient,
+                    }
                     for it in r.iterations
                 ],
             }

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -24,7 +26,7 @@ def test_offsets_round_trip(text: str, size: int, overlap_frac: float) -> None:
         assert chunk.text.strip() == chunk.text and chunk.text
         assert len(chunk.text) <= size
     # starts strictly increase and together the chunks cover every non-space character
-    assert all(a.start_char < b.start_char for a, b in zip(chunks, chunks[1:], strict=False))
+    assert all(a.start_char < b.start_char for a, b in itertools.pairwise(chunks))
     covered = set()
     for c in chunks:
         covered.update(range(c.start_char, c.end_char))
@@ -35,13 +37,20 @@ def test_overlap_repeats_text_between_neighbours() -> None:
     text = " ".join(f"word{i}" for i in range(400))
     chunks = chunk_text(text, size=200, overlap=50)
     assert len(chunks) > 5
-    for a, b in zip(chunks, chunks[1:], strict=False):
+    for a, b in itertools.pairwise(chunks):
         assert b.start_char < a.end_char  # they overlap
         assert a.end_char - b.start_char <= 60
 
 
 def test_sections_follow_nearest_heading_and_ignore_code_fences() -> None:
-    text = "# Intro\n" + "alpha " * 60 + "\n\n## Limits\n" + "beta " * 60 + "\n```\n# not a heading\n```\n" + "gamma " * 40
+    text = (
+        "# Intro\n"
+        + "alpha " * 60
+        + "\n\n## Limits\n"
+        + "beta " * 60
+        + "\n```\n# not a heading\n```\n"
+        + "gamma " * 40
+    )
     chunks = chunk_text(text, size=200, overlap=0)
     assert chunks[0].section == "Intro"
     limits_at = text.index("## Limits")

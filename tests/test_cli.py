@@ -29,7 +29,9 @@ def run(store: Store, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFix
 def test_db_status_in_a_subprocess(database_url: str, store: Store) -> None:  # store: migrated
     out = subprocess.run(
         [sys.executable, "-m", "agentrag", "--database-url", database_url, "db", "status", "--json"],
-        capture_output=True, text=True, check=True,
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout
     data = json.loads(out)
     assert data["applied"] == [1, 2] and data["pending"] == [] and data["pgvector"].startswith("0.8")
@@ -50,11 +52,21 @@ def test_collections_create_list_delete(run: Any, collection_name: str) -> None:
     assert code == 2 and "no collection" in err
 
 
-def test_ingest_reports_and_exit_code_says_some_failed(run: Any, collection_name: str, tmp_path: Path) -> None:
+def test_ingest_reports_and_exit_code_says_some_failed(
+    run: Any, collection_name: str, tmp_path: Path
+) -> None:
     (tmp_path / "a.md").write_text("# A\nAlpha text about pagination cursors.")
     (tmp_path / "b.txt").write_bytes(b"\xff\xfe bad bytes")
-    code, out, _ = run("ingest", str(tmp_path), "--collection", collection_name, "--create", "--json",
-                       "--metadata", "team=docs")
+    code, out, _ = run(
+        "ingest",
+        str(tmp_path),
+        "--collection",
+        collection_name,
+        "--create",
+        "--json",
+        "--metadata",
+        "team=docs",
+    )
     report = json.loads(out)
     assert code == 1
     assert [Path(s).name for s in report["added"]] == ["a.md"]

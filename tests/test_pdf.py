@@ -10,7 +10,11 @@ from agentrag.store.store import Store
 
 def _pdf(pages: list[str]) -> bytes:
     """A minimal valid PDF with one line of Helvetica text per page (no dependencies)."""
-    objects = ["<< /Type /Catalog /Pages 2 0 R >>", None, "<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>"]
+    objects = [
+        "<< /Type /Catalog /Pages 2 0 R >>",
+        None,
+        "<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+    ]
     kids = []
     for text in pages:
         stream = f"BT /F1 12 Tf 72 720 Td ({text}) Tj ET".encode()

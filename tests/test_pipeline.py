@@ -42,9 +42,13 @@ def test_three_composition_forms_give_identical_contexts(sample_store, with_llm:
 async def test_async_twins_give_the_same_context(sample_store) -> None:
     sync = _pipes(ar.new(Q_COMPARE, store=sample_store))
     ctx = ar.new(Q_COMPARE, store=sample_store)
-    async_ctx = await ar.arun(ctx, ar.route(collections=NAMES), ar.decompose(), ar.search(self_correct=True), ar.answer())
+    async_ctx = await ar.arun(
+        ctx, ar.route(collections=NAMES), ar.decompose(), ar.search(self_correct=True), ar.answer()
+    )
     assert async_ctx == sync
-    assert await ar.asearch(ar.new(Q_PAGINATE, store=sample_store)) == ar.search(ar.new(Q_PAGINATE, store=sample_store))
+    assert await ar.asearch(ar.new(Q_PAGINATE, store=sample_store)) == ar.search(
+        ar.new(Q_PAGINATE, store=sample_store)
+    )
 
 
 def test_partial_pipeline_route_then_plain_search(sample_store) -> None:
@@ -108,7 +112,9 @@ def test_unparseable_structured_reply_is_a_typed_error_after_one_repair(sample_s
 
 
 def test_route_rejects_collections_it_was_not_offered(sample_store) -> None:
-    llm = FakeLLM([json.dumps({"collections": ["secret"]}), json.dumps({"collections": ["api"], "reasoning": "r"})])
+    llm = FakeLLM(
+        [json.dumps({"collections": ["secret"]}), json.dumps({"collections": ["api"], "reasoning": "r"})]
+    )
     ctx = ar.new(Q_PAGINATE, store=sample_store, llm=llm).route(collections=NAMES)
     assert ctx.collections == ("api",) and len(ctx.llm_calls) == 2 and ctx.llm_calls[1].repair
 
@@ -120,7 +126,9 @@ def test_gate_skips_retrieval_for_small_talk(sample_store) -> None:
     assert (ar.new(Q_PAGINATE, store=sample_store) | ar.gate()).retrieve is True
 
 
-def test_local_route_prefers_the_api_collection_for_api_questions(sample_store, local_embedder, database_url) -> None:
+def test_local_route_prefers_the_api_collection_for_api_questions(
+    sample_store, local_embedder, database_url
+) -> None:
     store = ar.Store(database_url, embedder=local_embedder)
     ctx = ar.new(Q_PAGINATE, store=store).route(collections=NAMES)
     assert ctx.collections is not None and ctx.collections[0] == "api"
@@ -144,7 +152,9 @@ def test_local_route_prefers_the_api_collection_for_api_questions(sample_store, 
         ("How do I export my notes?", ("How do I export my notes?",)),
     ],
 )
-def test_local_decompose_splits_conjunctions_and_comparisons(question: str, expected: tuple[str, ...]) -> None:
+def test_local_decompose_splits_conjunctions_and_comparisons(
+    question: str, expected: tuple[str, ...]
+) -> None:
     assert ar.new(question).decompose().sub_questions == expected
 
 
@@ -203,15 +213,25 @@ def test_rerank_heuristic_spreads_sources_and_llm_orders_by_label(sample_store) 
     assert ranked is not None and [h.rank for h in ranked] == list(range(1, len(ranked) + 1))
     first_docs = [h.document_id for h in ranked[:3]]
     assert len(set(first_docs)) == len(first_docs)  # three different documents lead
-    llm_ranked = ar.new(Q_COMPARE, store=sample_store, llm=scripted(), limit=8).search(
-        collections=["support", "api"]
-    ).rerank(strategy="llm").ranked
+    llm_ranked = (
+        ar.new(Q_COMPARE, store=sample_store, llm=scripted(), limit=8)
+        .search(collections=["support", "api"])
+        .rerank(strategy="llm")
+        .ranked
+    )
     assert llm_ranked is not None and {h.chunk_id for h in llm_ranked} == {h.chunk_id for h in ranked}
 
 
 def test_scripted_run_snapshot(sample_store, snapshot) -> None:  # type: ignore[no-untyped-def]
     ctx = ar.new(Q_PAGINATE, store=sample_store, llm=scripted(sufficient=False))
-    ctx = ctx | ar.gate() | ar.route(collections=NAMES) | ar.search(self_correct=True, max_iterations=2) | ar.rerank() | ar.answer()
+    ctx = (
+        ctx
+        | ar.gate()
+        | ar.route(collections=NAMES)
+        | ar.search(self_correct=True, max_iterations=2)
+        | ar.rerank()
+        | ar.answer()
+    )
     assert stable(ctx) == snapshot
 
 

@@ -44,7 +44,7 @@ replies = st.lists(
     st.one_of(
         json_replies,
         st.text(max_size=40),  # garbage, empty
-        st.just("```json\n{\"sufficient\": tru\n```"),
+        st.just('```json\n{"sufficient": tru\n```'),
         st.just("[1, 2, 3]"),
         st.just("Sure! [chk_x] is the answer."),
         st.builds(LLMTimeoutError, st.just("timeout")),
@@ -73,8 +73,12 @@ PER_STEP = {"gate": 2, "rewrite": 2, "route": 2, "decompose": 2, "rerank": 2, "a
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(pipeline=steps, script=replies, use_llm=st.booleans(), question=st.sampled_from([Q_PAGINATE, Q_COMPARE]))
-def test_any_pipeline_ends_typed_bounded_and_never_mutates(sample_store, pipeline, script, use_llm, question) -> None:  # type: ignore[no-untyped-def]
+@given(
+    pipeline=steps, script=replies, use_llm=st.booleans(), question=st.sampled_from([Q_PAGINATE, Q_COMPARE])
+)
+def test_any_pipeline_ends_typed_bounded_and_never_mutates(
+    sample_store, pipeline, script, use_llm, question
+) -> None:  # type: ignore[no-untyped-def]
     ctx = ar.new(question, store=sample_store, llm=FakeLLM(list(script)) if use_llm else None)
     bound = 0
     for bound_step in pipeline:

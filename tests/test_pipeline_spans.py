@@ -43,7 +43,9 @@ def test_one_span_per_step_with_stop_attributes(sample_store) -> None:
     assert ctx.ok
     spans = {s.name: s for s in exporter.get_finished_spans()}
     assert sorted(spans) == ["agentrag.answer", "agentrag.decompose", "agentrag.route", "agentrag.search"]
-    assert list(spans["agentrag.route"].attributes["agentrag.route.collections"]) == list(ctx.collections or ())
+    assert list(spans["agentrag.route"].attributes["agentrag.route.collections"]) == list(
+        ctx.collections or ()
+    )
     assert spans["agentrag.decompose"].attributes["agentrag.decompose.sub_question_count"] == 2
     assert spans["agentrag.search"].attributes["agentrag.search.result_count"] == len(ctx.hits)
     assert spans["agentrag.search"].attributes["agentrag.search.iterations"] >= 1
@@ -59,7 +61,9 @@ def test_llm_calls_are_child_spans_with_genai_attributes_and_no_text(sample_stor
     spans = exporter.get_finished_spans()
     route_span = next(s for s in spans if s.name == "agentrag.route")
     chats = [s for s in spans if s.attributes.get("gen_ai.operation.name") == "chat"]
-    assert chats and any(c.parent is not None and c.parent.span_id == route_span.context.span_id for c in chats)
+    assert chats and any(
+        c.parent is not None and c.parent.span_id == route_span.context.span_id for c in chats
+    )
     for chat in chats:
         assert chat.attributes["gen_ai.request.model"] == "fake"
         assert chat.attributes["gen_ai.usage.input_tokens"] > 0
@@ -68,9 +72,9 @@ def test_llm_calls_are_child_spans_with_genai_attributes_and_no_text(sample_stor
 
 def test_prompt_text_goes_into_spans_only_when_opted_in(sample_store) -> None:
     telemetry, exporter = _telemetry(capture=True)
-    ar.new(f"What is the rate limit? {CANARY}", store=sample_store, llm=scripted(), telemetry=telemetry).route(
-        collections=NAMES
-    )
+    ar.new(
+        f"What is the rate limit? {CANARY}", store=sample_store, llm=scripted(), telemetry=telemetry
+    ).route(collections=NAMES)
     assert CANARY in _all_text(exporter.get_finished_spans())
 
 

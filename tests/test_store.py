@@ -45,7 +45,9 @@ def _count(store: Store, sql: str, **params: object) -> int:
         return int(conn.execute(text(sql), params).scalar() or 0)
 
 
-def test_migrations_from_empty_database_run_twice(fresh_database_url: str, fake_embedder: FakeEmbedder) -> None:
+def test_migrations_from_empty_database_run_twice(
+    fresh_database_url: str, fake_embedder: FakeEmbedder
+) -> None:
     store = Store(fresh_database_url, embedder=fake_embedder, migrate=False)
     assert store.status().applied == ()
     applied = store.upgrade()
@@ -103,7 +105,9 @@ def test_unknown_distance_rejected(store: Store, collection_name: str) -> None:
         store.create_collection(collection_name, distance="manhattan")
 
 
-def test_reingest_unchanged_is_noop_and_changed_replaces_atomically(store: Store, collection_name: str) -> None:
+def test_reingest_unchanged_is_noop_and_changed_replaces_atomically(
+    store: Store, collection_name: str
+) -> None:
     store.create_collection(collection_name)
     first = store.ingest_text(PARAGRAPH * 3, collection=collection_name, source="a.md")
     assert len(first.added) == 1 and first.chunks_written > 1
@@ -113,21 +117,33 @@ def test_reingest_unchanged_is_noop_and_changed_replaces_atomically(store: Store
     assert store.collection(collection_name).version == version  # nothing written, BM25 cache stays valid
 
     old_id = first.document_ids["a.md"]
-    changed = store.ingest_text(PARAGRAPH + "A new closing sentence.", collection=collection_name, source="a.md")
+    changed = store.ingest_text(
+        PARAGRAPH + "A new closing sentence.", collection=collection_name, source="a.md"
+    )
     assert changed.replaced == ("a.md",)
     new_id = changed.document_ids["a.md"]
     assert new_id != old_id
     assert _count(store, "SELECT count(*) FROM agentrag.chunks WHERE document_id = :d", d=old_id) == 0
-    assert _count(store, "SELECT count(*) FROM agentrag.documents WHERE source = 'a.md' AND collection_id = :c",
-                  c=store.collection(collection_name).id) == 1
+    assert (
+        _count(
+            store,
+            "SELECT count(*) FROM agentrag.documents WHERE source = 'a.md' AND collection_id = :c",
+            c=store.collection(collection_name).id,
+        )
+        == 1
+    )
     doc = store.document(new_id)
     assert doc.text.endswith("A new closing sentence.")
-    assert doc.chunk_count == _count(store, "SELECT count(*) FROM agentrag.chunks WHERE document_id = :d", d=new_id)
+    assert doc.chunk_count == _count(
+        store, "SELECT count(*) FROM agentrag.chunks WHERE document_id = :d", d=new_id
+    )
 
 
 def test_metadata_change_replaces_document(store: Store, collection_name: str) -> None:
     store.create_collection(collection_name)
-    store.ingest_text(PARAGRAPH, collection=collection_name, source="m.md", metadata={"classification": "public"})
+    store.ingest_text(
+        PARAGRAPH, collection=collection_name, source="m.md", metadata={"classification": "public"}
+    )
     report = store.ingest_text(
         PARAGRAPH, collection=collection_name, source="m.md", metadata={"classification": "internal"}
     )
@@ -145,7 +161,9 @@ def test_failed_replace_keeps_the_old_version(store: Store, collection_name: str
         broken.ingest_text(PARAGRAPH + " changed", collection=collection_name, source="keep.md")
     broken.close()
     after = store.documents(collection_name)
-    assert [(d.id, d.sha256, d.chunk_count) for d in after] == [(d.id, d.sha256, d.chunk_count) for d in before]
+    assert [(d.id, d.sha256, d.chunk_count) for d in after] == [
+        (d.id, d.sha256, d.chunk_count) for d in before
+    ]
 
 
 def test_model_or_dimension_mismatch_rejected_before_writing(
@@ -158,8 +176,14 @@ def test_model_or_dimension_mismatch_rejected_before_writing(
             other.ingest_text(PARAGRAPH, collection=collection_name, source="x.md")
         other.close()
     assert store.collection(collection_name).document_count == 0
-    assert _count(store, "SELECT count(*) FROM agentrag.chunks WHERE collection_id = :c",
-                  c=store.collection(collection_name).id) == 0
+    assert (
+        _count(
+            store,
+            "SELECT count(*) FROM agentrag.chunks WHERE collection_id = :c",
+            c=store.collection(collection_name).id,
+        )
+        == 0
+    )
 
 
 class _WrongShape(FakeEmbedder):
@@ -167,7 +191,9 @@ class _WrongShape(FakeEmbedder):
         return np.zeros((len(texts), self.dimensions - 1), dtype=np.float32)
 
 
-def test_embedder_returning_wrong_dimension_writes_nothing(store: Store, database_url: str, collection_name: str) -> None:
+def test_embedder_returning_wrong_dimension_writes_nothing(
+    store: Store, database_url: str, collection_name: str
+) -> None:
     store.create_collection(collection_name)
     liar = Store(database_url, embedder=_WrongShape(dimensions=64))
     with pytest.raises(EmbeddingError, match="shape"):
@@ -198,16 +224,25 @@ def test_stored_chunks_round_trip_to_document_text(store: Store, collection_name
 
 def test_front_matter_becomes_metadata(store: Store, collection_name: str, tmp_path: Path) -> None:
     store.create_collection(collection_name)
-    (tmp_path / "n.md").write_text("---\ntitle: Note\nclassification: internal\ndate: 2026-01-02\n---\n# Note\nBody.\n")
+    (tmp_path / "n.md").write_text(
+        "---\ntitle: Note\nclassification: internal\ndate: 2026-01-02\n---\n# Note\nBody.\n"
+    )
     report = store.ingest(tmp_path, collection=collection_name, metadata={"team": "docs"})
     (doc,) = store.documents(collection_name)
     assert report.ok
     assert doc.classification == "internal" and str(doc.date) == "2026-01-02"
-    assert doc.metadata == {"title": "Note", "classification": "internal", "date": "2026-01-02", "team": "docs"}
+    assert doc.metadata == {
+        "title": "Note",
+        "classification": "internal",
+        "date": "2026-01-02",
+        "team": "docs",
+    }
     assert store.document(doc.id).text == "# Note\nBody.\n"
 
 
-def test_unreadable_files_are_named_and_others_still_go_in(store: Store, collection_name: str, tmp_path: Path) -> None:
+def test_unreadable_files_are_named_and_others_still_go_in(
+    store: Store, collection_name: str, tmp_path: Path
+) -> None:
     store.create_collection(collection_name)
     (tmp_path / "good.md").write_text("# Good\nfine text")
     (tmp_path / "bad.txt").write_bytes(b"\xff\xfe\x00binary")
@@ -250,13 +285,18 @@ def test_connection_killed_mid_ingest_leaves_no_partial_document(
     assert len(docs) == 3
     cid = store.collection(collection_name).id
     for doc in docs:
-        assert doc.chunk_count == _count(store, "SELECT count(*) FROM agentrag.chunks WHERE document_id = :d", d=doc.id)
-    assert _count(
-        store,
-        "SELECT count(*) FROM agentrag.chunks c WHERE c.collection_id = :c"
-        " AND NOT EXISTS (SELECT 1 FROM agentrag.documents d WHERE d.id = c.document_id)",
-        c=cid,
-    ) == 0
+        assert doc.chunk_count == _count(
+            store, "SELECT count(*) FROM agentrag.chunks WHERE document_id = :d", d=doc.id
+        )
+    assert (
+        _count(
+            store,
+            "SELECT count(*) FROM agentrag.chunks c WHERE c.collection_id = :c"
+            " AND NOT EXISTS (SELECT 1 FROM agentrag.documents d WHERE d.id = c.document_id)",
+            c=cid,
+        )
+        == 0
+    )
 
     rerun = store.ingest(tmp_path, collection=collection_name)
     assert sorted(Path(s).name for s in rerun.added) == ["doc3.md", "doc4.md", "doc5.md"]

@@ -6,7 +6,6 @@ import functools
 import re
 import threading
 import time
-from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -95,14 +94,14 @@ _WORD = re.compile(r"[A-Za-z][A-Za-z0-9-]{2,}")
 def expansion_terms(question: str, hits: Sequence[Hit], *, count: int = 5) -> list[str]:
     """Pseudo-relevance feedback: frequent words of the top chunks the question lacks."""
     asked = set(terms(question))
-    weights: Counter[str] = Counter()
+    weights: dict[str, float] = {}
     surface: dict[str, str] = {}
     for rank, hit in enumerate(hits[:3]):
         for word in _WORD.findall(hit.text):
             stems = terms(word)
             if not stems or stems[0] in asked:
                 continue
-            weights[stems[0]] += 1.0 / (rank + 1)
+            weights[stems[0]] = weights.get(stems[0], 0.0) + 1.0 / (rank + 1)
             surface.setdefault(stems[0], word.lower())
     ranked = sorted(weights.items(), key=lambda kv: (-kv[1], kv[0]))
     return [surface[stem] for stem, _ in ranked[:count]]

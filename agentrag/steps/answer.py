@@ -107,8 +107,10 @@ def extractive_answer(question: str | Sequence[str], hits: Sequence[Hit], *, max
     seen: set[str] = set()
     for q in questions:
         scored = sorted(
-            ((coverage(q, sent) + 0.05 / (rank + 1) - 0.001 * order, rank, sent, label)
-             for rank, order, sent, label in candidates),
+            (
+                (coverage(q, sent) + 0.05 / (rank + 1) - 0.001 * order, rank, sent, label)
+                for rank, order, sent, label in candidates
+            ),
             key=lambda s: (-s[0], s[1], s[2]),
         )
         taken = 0

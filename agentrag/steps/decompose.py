@@ -49,7 +49,9 @@ def local_decompose(question: str) -> tuple[list[str], str]:
         aspects = [a for a in re.split(r",\s*|\s+and\s+", compare.group("aspects")) if a.strip()]
         if len(aspects) > 1:
             targets = compare.group("targets").strip().rstrip(".?!")
-            return [_as_question(f"What are the {a.strip()} for {targets}") for a in aspects], "local: comparison"
+            return [
+                _as_question(f"What are the {a.strip()} for {targets}") for a in aspects
+            ], "local: comparison"
         return [question], "local: comparison of one aspect"
     parts = _CLAUSE_SPLIT.split(question)
     if len(parts) > 1:

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from agentrag.store.store import Store
     from agentrag.telemetry import Telemetry
 
-__all__ = ["new", "preprocess_question", "MODES"]
+__all__ = ["MODES", "new", "preprocess_question"]
 
 MODES = ("hybrid", "vector", "lexical", "lexical_sql")
 _log = logging.getLogger("agentrag")
@@ -88,5 +88,7 @@ def new(
         filters=parsed_filters,
         budget=budget or Budget(),
     )
-    deps = Deps(store=store, llm=as_llm(llm), prompts=prompts, telemetry=telemetry, audit=audit, query_log=query_log)
+    deps = Deps(
+        store=store, llm=as_llm(llm), prompts=prompts, telemetry=telemetry, audit=audit, query_log=query_log
+    )
     return Context(question=text, options=options, warnings=warnings, deps=deps)

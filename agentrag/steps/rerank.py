@@ -64,7 +64,9 @@ def heuristic_order(question: str, hits: Sequence[Hit]) -> list[Hit]:
     picked: list[Hit] = []
     per_doc: Counter[str] = Counter()
     while remaining:
-        best = max(remaining, key=lambda h: (base[h.chunk_id] - REPEAT_PENALTY * per_doc[h.document_id], h.chunk_id))
+        best = max(
+            remaining, key=lambda h: (base[h.chunk_id] - REPEAT_PENALTY * per_doc[h.document_id], h.chunk_id)
+        )
         picked.append(best)
         per_doc[best.document_id] += 1
         remaining.remove(best)
@@ -85,8 +87,14 @@ def _rerank(ctx: Context, *, strategy: str = "heuristic", top_k: int | None = No
             raise InvalidInputError("rerank(strategy='llm') needs an LLM: pass llm=... to new()")
         from agentrag.prompts import new_delimiter
 
-        reply, got = ask_json(ctx, "rerank", RerankReply, question=ctx.question, chunks=chunk_views(order),
-                              delimiter=new_delimiter())
+        reply, got = ask_json(
+            ctx,
+            "rerank",
+            RerankReply,
+            question=ctx.question,
+            chunks=chunk_views(order),
+            delimiter=new_delimiter(),
+        )
         calls, used = tuple(got), "llm"
         by_id = {h.chunk_id: h for h in order}
         named = [by_id[i] for i in dict.fromkeys(reply.ranking) if i in by_id]
@@ -94,7 +102,9 @@ def _rerank(ctx: Context, *, strategy: str = "heuristic", top_k: int | None = No
     if top_k is not None:
         order = order[:top_k]
     ranked = tuple(replace(h, rank=i + 1) for i, h in enumerate(order))
-    return Outcome({"ranked": ranked}, strategy=used, attributes={"result_count": len(ranked)}, llm_calls=calls)
+    return Outcome(
+        {"ranked": ranked}, strategy=used, attributes={"result_count": len(ranked)}, llm_calls=calls
+    )
 
 
 rerank = Step("rerank", _rerank)

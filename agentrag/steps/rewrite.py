@@ -25,7 +25,13 @@ class RewriteReply(BaseModel):
 
 
 def llm_rewrites(
-    ctx: Context, question: str, *, max_rewrites: int, previous: Sequence[str], hits: Sequence[Hit], delimiter: str
+    ctx: Context,
+    question: str,
+    *,
+    max_rewrites: int,
+    previous: Sequence[str],
+    hits: Sequence[Hit],
+    delimiter: str,
 ) -> tuple[list[str], str, list[LLMCall]]:
     reply, calls = ask_json(
         ctx,
@@ -73,7 +79,9 @@ def _rewrite(ctx: Context, *, max_rewrites: int = 3, strategy: str = "auto") -> 
         )
     store = ctx.deps.store
     if store is None:
-        return Outcome({"rewrites": ()}, strategy="local:none", warnings=("rewrite: no store, so no feedback terms",))
+        return Outcome(
+            {"rewrites": ()}, strategy="local:none", warnings=("rewrite: no store, so no feedback terms",)
+        )
     hits = store.search(
         ctx.question,
         collections=_collections(ctx),
@@ -84,7 +92,11 @@ def _rewrite(ctx: Context, *, max_rewrites: int = 3, strategy: str = "auto") -> 
     ).hits
     rewritten = prf_rewrite(ctx.question, hits)
     rewrites = (rewritten,) if rewritten else ()
-    return Outcome({"rewrites": rewrites}, strategy="local:pseudo-relevance-feedback", attributes={"rewrite_count": len(rewrites)})
+    return Outcome(
+        {"rewrites": rewrites},
+        strategy="local:pseudo-relevance-feedback",
+        attributes={"rewrite_count": len(rewrites)},
+    )
 
 
 rewrite = Step("rewrite", _rewrite)

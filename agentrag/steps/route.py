@@ -27,7 +27,9 @@ def _reply_model(names: Sequence[str]) -> type[BaseModel]:
     )
 
 
-def _route(ctx: Context, *, collections: Sequence[str], strategy: str = "auto", margin: float = 0.05) -> Outcome:
+def _route(
+    ctx: Context, *, collections: Sequence[str], strategy: str = "auto", margin: float = 0.05
+) -> Outcome:
     if isinstance(collections, str) or not collections:
         raise InvalidInputError("route(collections=[...]) takes a non-empty list of collection names")
     names = list(dict.fromkeys(collections))
@@ -59,12 +61,17 @@ def _route(ctx: Context, *, collections: Sequence[str], strategy: str = "auto", 
         import numpy as np
 
         vectors = store.embedder.embed([ctx.question] + [f"{c.name}: {c.description}" for c in known])
-        sims = vectors[1:] @ vectors[0] / (
-            np.linalg.norm(vectors[1:], axis=1) * np.linalg.norm(vectors[0]) + 1e-12
+        sims = (
+            vectors[1:]
+            @ vectors[0]
+            / (np.linalg.norm(vectors[1:], axis=1) * np.linalg.norm(vectors[0]) + 1e-12)
         )
     except EmbeddingError as exc:
         return Outcome(
-            {"collections": tuple(names), "routing_reasoning": "embedder unavailable: searching every collection"},
+            {
+                "collections": tuple(names),
+                "routing_reasoning": "embedder unavailable: searching every collection",
+            },
             strategy="local:all",
             attributes={"collections": names},
             degradations=(Degradation("route", "all-collections", f"embedder failed: {type(exc).__name__}"),),
@@ -74,7 +81,10 @@ def _route(ctx: Context, *, collections: Sequence[str], strategy: str = "auto", 
     chosen = tuple(n for n, s in ranked if s >= best - margin)
     scores = ", ".join(f"{n}={s:.2f}" for n, s in zip(names, sims, strict=True))
     return Outcome(
-        {"collections": chosen, "routing_reasoning": f"description similarity: {scores}; kept within {margin}"},
+        {
+            "collections": chosen,
+            "routing_reasoning": f"description similarity: {scores}; kept within {margin}",
+        },
         strategy="local:embedding-similarity",
         attributes={"collections": list(chosen)},
     )

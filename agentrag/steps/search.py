@@ -158,7 +158,9 @@ def _local_sufficient(question: str, hits: Sequence[Hit], threshold: float) -> t
     return best >= threshold, f"local: best term coverage {best:.2f} vs threshold {threshold}"
 
 
-def _run_unit(ctx: Context, question: str, collection: str, plan: _Plan, tracker: BudgetTracker) -> _UnitResult:
+def _run_unit(
+    ctx: Context, question: str, collection: str, plan: _Plan, tracker: BudgetTracker
+) -> _UnitResult:
     from agentrag.prompts import new_delimiter
 
     out = _UnitResult(record=None)  # type: ignore[arg-type]
@@ -177,7 +179,9 @@ def _run_unit(ctx: Context, question: str, collection: str, plan: _Plan, tracker
         nonlocal llm
         llm = False
         out.calls.extend(_calls_of(exc))
-        out.degradations.append(Degradation("search", kind, f"{type(exc).__name__}; using the local strategy"))
+        out.degradations.append(
+            Degradation("search", kind, f"{type(exc).__name__}; using the local strategy")
+        )
 
     for iteration in range(1, plan.max_iterations + 1):
         found: list[Hit] = []
@@ -227,7 +231,11 @@ def _run_unit(ctx: Context, question: str, collection: str, plan: _Plan, tracker
         if llm:
             try:
                 verdict, calls = ask_json(
-                    ctx, "sufficiency", SufficiencyReply, question=question, chunks=chunk_views(current),
+                    ctx,
+                    "sufficiency",
+                    SufficiencyReply,
+                    question=question,
+                    chunks=chunk_views(current),
                     delimiter=delimiter,
                 )
                 tracker.add(calls)
@@ -278,7 +286,13 @@ def _run_unit(ctx: Context, question: str, collection: str, plan: _Plan, tracker
     hits = tuple(sorted(best.values(), key=lambda h: (-h.score, h.chunk_id))[: plan.limit])
     failed = error is not None and not hits  # a failure after earlier hits keeps them (with the warning)
     out.record = SearchRecord(
-        question, collection, hits, tuple(iterations), stop, "none" if failed else used_mode, degraded,
+        question,
+        collection,
+        hits,
+        tuple(iterations),
+        stop,
+        "none" if failed else used_mode,
+        degraded,
         error if failed else None,
     )
     return out
@@ -302,7 +316,8 @@ def _combine(plan: _Plan, results: Sequence[_UnitResult], started: float) -> Out
     unique = {h.chunk_id for r in records for h in r.hits}
     return Outcome(
         {"results": records, "ranked": None, "model_version_match": all(matches) if matches else None},
-        strategy=("llm" if plan.llm else "local") + (":self-correct" if plan.self_correct else ":single-pass"),
+        strategy=("llm" if plan.llm else "local")
+        + (":self-correct" if plan.self_correct else ":single-pass"),
         attributes={
             "result_count": len(unique),
             "iterations": max((len(r.iterations) for r in records), default=0),
@@ -337,8 +352,15 @@ def _search(
     started = time.perf_counter()
     if (skip := _skip(ctx)) is not None:
         return skip
-    plan = _plan(ctx, self_correct=self_correct, max_iterations=max_iterations, mode=mode, limit=limit,
-                 collections=collections, strategy=strategy)
+    plan = _plan(
+        ctx,
+        self_correct=self_correct,
+        max_iterations=max_iterations,
+        mode=mode,
+        limit=limit,
+        collections=collections,
+        strategy=strategy,
+    )
     tracker = BudgetTracker(ctx, ctx.options.budget)
     return _combine(plan, [_run_unit(ctx, q, c, plan, tracker) for q, c in plan.units], started)
 
@@ -357,11 +379,19 @@ async def _asearch(
     if (skip := _skip(ctx)) is not None:
         return skip
     plan = await asyncio.to_thread(
-        _plan, ctx, self_correct=self_correct, max_iterations=max_iterations, mode=mode, limit=limit,
-        collections=collections, strategy=strategy,
+        _plan,
+        ctx,
+        self_correct=self_correct,
+        max_iterations=max_iterations,
+        mode=mode,
+        limit=limit,
+        collections=collections,
+        strategy=strategy,
     )
     tracker = BudgetTracker(ctx, ctx.options.budget)
-    results = await asyncio.gather(*(asyncio.to_thread(_run_unit, ctx, q, c, plan, tracker) for q, c in plan.units))
+    results = await asyncio.gather(
+        *(asyncio.to_thread(_run_unit, ctx, q, c, plan, tracker) for q, c in plan.units)
+    )
     return _combine(plan, results, started)
 
 

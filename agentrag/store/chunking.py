@@ -13,7 +13,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-__all__ = ["Chunk", "chunk_text", "DEFAULT_CHUNK_SIZE", "DEFAULT_CHUNK_OVERLAP"]
+__all__ = ["DEFAULT_CHUNK_OVERLAP", "DEFAULT_CHUNK_SIZE", "Chunk", "chunk_text"]
 
 DEFAULT_CHUNK_SIZE = 1000  # characters: about 250 tokens, inside MiniLM's 256 word-piece window
 DEFAULT_CHUNK_OVERLAP = 150

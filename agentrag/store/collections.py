@@ -12,7 +12,7 @@ from agentrag.errors import EmbeddingMismatchError, InvalidInputError
 if TYPE_CHECKING:
     from agentrag.embedders import Embedder
 
-__all__ = ["Collection", "DISTANCES", "validate_name", "check_embedder"]
+__all__ = ["DISTANCES", "Collection", "check_embedder", "validate_name"]
 
 NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,62}$")
 
@@ -40,7 +40,11 @@ class Collection:
     chunk_count: int | None = None
 
     def __repr__(self) -> str:
-        counts = "" if self.document_count is None else f"{self.document_count} documents, {self.chunk_count} chunks, "
+        counts = (
+            ""
+            if self.document_count is None
+            else f"{self.document_count} documents, {self.chunk_count} chunks, "
+        )
         return (
             f"Collection({self.name!r}, {counts}"
             f"{self.embed_model} [{self.dimensions}d {self.distance}]{', scoped' if self.scoped else ''})"

@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -29,7 +30,7 @@ if TYPE_CHECKING:
 
     from agentrag.store.store import Store
 
-__all__ = ["IngestReport", "IngestProgress", "ingest_paths", "ingest_texts", "iter_files"]
+__all__ = ["IngestProgress", "IngestReport", "ingest_paths", "ingest_texts", "iter_files"]
 
 EMBED_BATCH_DOCUMENTS = 64
 _COPY_TYPES = ["text", "text", "int8", "int4", "text", "int4", "int4", "int4", "text", "text", "vector"]
@@ -70,7 +71,8 @@ class IngestReport:
     def __str__(self) -> str:
         line = (
             f"{self.collection}: {len(self.added)} added, {len(self.replaced)} replaced, "
-            f"{len(self.unchanged)} unchanged, {len(self.failed)} failed ({self.chunks_written} chunks written)"
+            f"{len(self.unchanged)} unchanged, {len(self.failed)} failed "
+            f"({self.chunks_written} chunks written)"
         )
         return "\n".join([line] + [f"  failed: {why}" for _source, why in self.failed])
 
@@ -106,9 +108,9 @@ def iter_files(sources: str | Path | Iterable[str | Path]) -> Iterator[Path]:
         if path.is_dir():
             for child in sorted(path.rglob("*")):
                 rel = child.relative_to(path)
-                if child.is_file() and child.suffix.lower() in SUPPORTED_SUFFIXES:
-                    if not any(part.startswith(".") for part in rel.parts):
-                        yield child
+                hidden = any(part.startswith(".") for part in rel.parts)
+                if child.is_file() and child.suffix.lower() in SUPPORTED_SUFFIXES and not hidden:
+                    yield child
         else:
             yield path
 
@@ -240,7 +242,9 @@ def _ingest(
                 meta_json = _canonical(item.metadata, item.source)
                 _doc_columns(item)
                 if "\x00" in item.text:
-                    raise IngestError(f"{item.source}: the text contains NUL bytes (binary file?)", source=item.source)
+                    raise IngestError(
+                        f"{item.source}: the text contains NUL bytes (binary file?)", source=item.source
+                    )
                 if not item.text.strip():
                     raise IngestError(f"{item.source}: the document has no text", source=item.source)
             except IngestError as exc:
@@ -267,7 +271,14 @@ def _ingest(
             item_vectors = vectors[offset : offset + len(item.chunks)]
             offset += len(item.chunks)
             doc_id, was_replaced = _write_document(
-                store, coll, item, item_vectors, tenant, workspace, session, lambda s=item.source: progress(s, "writing")
+                store,
+                coll,
+                item,
+                item_vectors,
+                tenant,
+                workspace,
+                session,
+                functools.partial(progress, item.source, "writing"),
             )
             done += 1
             written += len(item.chunks)
@@ -280,7 +291,9 @@ def _ingest(
         except Exception as exc:  # a concurrent ingest may be building the same index
             if "already exists" not in str(exc):
                 raise
-    return IngestReport(collection, tuple(added), tuple(replaced), tuple(unchanged), tuple(failed), written, ids)
+    return IngestReport(
+        collection, tuple(added), tuple(replaced), tuple(unchanged), tuple(failed), written, ids
+    )
 
 
 def _existing(
@@ -335,7 +348,8 @@ def _write_document(
             ).scalar()
             conn.execute(
                 text(
-                    "INSERT INTO agentrag.documents (id, collection_id, source, original_filename, sha256, text,"
+                    "INSERT INTO agentrag.documents"
+                    " (id, collection_id, source, original_filename, sha256, text,"
                     " metadata, classification, doc_date, tenant_id, workspace_id, chunk_count)"
                     " VALUES (:id, :cid, :source, :filename, :sha, :text, CAST(:meta AS jsonb), :cls, :date,"
                     " :tenant, :workspace, :count)"
@@ -361,7 +375,9 @@ def _write_document(
                     text("INSERT INTO agentrag.document_sessions (session_id, document_id) VALUES (:s, :d)"),
                     {"s": session, "d": doc_id},
                 )
-            conn.execute(text("UPDATE agentrag.collections SET version = version + 1 WHERE id = :id"), {"id": coll.id})
+            conn.execute(
+                text("UPDATE agentrag.collections SET version = version + 1 WHERE id = :id"), {"id": coll.id}
+            )
             before_commit()
     except DBAPIError as exc:
         raise StoreError(
@@ -374,7 +390,9 @@ def _digest(*parts: str) -> str:
     return hashlib.sha256("\x1f".join(parts).encode("utf-8")).hexdigest()[:16]
 
 
-def _copy_chunks(conn: Connection, collection_id: int, doc_id: str, chunks: list[Chunk], vectors: np.ndarray) -> None:
+def _copy_chunks(
+    conn: Connection, collection_id: int, doc_id: str, chunks: list[Chunk], vectors: np.ndarray
+) -> None:
     raw = conn.connection.driver_connection
     assert raw is not None
     with raw.cursor() as cur, cur.copy(_COPY_SQL) as copy:

@@ -18,7 +18,7 @@ from agentrag.errors import ExtensionMissingError, MigrationError
 if TYPE_CHECKING:
     from sqlalchemy.engine import Connection, Engine
 
-__all__ = ["Migration", "SchemaStatus", "available_migrations", "upgrade", "status"]
+__all__ = ["Migration", "SchemaStatus", "available_migrations", "status", "upgrade"]
 
 _LOCK_KEY = 0x61676E747261  # "agntra": the advisory lock all agentrag upgrades share
 _NAME = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
@@ -43,7 +43,9 @@ class SchemaStatus:
 
     def __str__(self) -> str:
         pending = ", ".join(f"{m.version:04d}_{m.name}" for m in self.pending) or "none"
-        return f"schema version {self.current}; pending: {pending}; pgvector {self.vector_version or 'missing'}"
+        return (
+            f"schema version {self.current}; pending: {pending}; pgvector {self.vector_version or 'missing'}"
+        )
 
 
 def available_migrations(directory: Path | None = None) -> list[Migration]:

@@ -9,7 +9,7 @@ from typing import Any
 
 from agentrag.errors import IngestError
 
-__all__ = ["SourceText", "read_file", "parse_front_matter", "SUPPORTED_SUFFIXES"]
+__all__ = ["SUPPORTED_SUFFIXES", "SourceText", "parse_front_matter", "read_file"]
 
 SUPPORTED_SUFFIXES = (".txt", ".md", ".markdown", ".pdf")
 _FRONT_MATTER = re.compile(r"\A---[ \t]*\n(.*?)\n---[ \t]*\n", re.DOTALL)
@@ -67,7 +67,9 @@ def _read_pdf(path: Path) -> SourceText:
     try:
         from pypdf import PdfReader
     except ImportError as exc:
-        raise IngestError(f"{path}: PDF support needs pypdf: pip install 'agentrag[pdf]'", source=str(path)) from exc
+        raise IngestError(
+            f"{path}: PDF support needs pypdf: pip install 'agentrag[pdf]'", source=str(path)
+        ) from exc
     try:
         reader = PdfReader(str(path))
         pages = [(page.extract_text() or "").replace("\r\n", "\n") for page in reader.pages]

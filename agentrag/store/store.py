@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
@@ -20,7 +21,7 @@ from agentrag.errors import (
 from agentrag.store.collections import DISTANCES, Collection, check_embedder, validate_name
 
 if TYPE_CHECKING:
-    from sqlalchemy.engine import Connection, Engine
+    from sqlalchemy.engine import Engine
 
     from agentrag.embedders import Embedder
     from agentrag.querylog import QueryLogEntry
@@ -31,7 +32,7 @@ if TYPE_CHECKING:
     from agentrag.store.migrate import Migration, SchemaStatus
     from agentrag.store.relations import Relation, Triple
 
-__all__ = ["Store", "Document", "connect"]
+__all__ = ["Document", "Store", "connect"]
 
 _log = logging.getLogger("agentrag.store")
 
@@ -235,7 +236,11 @@ class Store:
         from sqlalchemy import text
 
         with self.engine.connect() as conn:
-            row = conn.execute(text(_COLLECTION_SQL + " WHERE c.name = :name"), {"name": name}).mappings().first()
+            row = (
+                conn.execute(text(_COLLECTION_SQL + " WHERE c.name = :name"), {"name": name})
+                .mappings()
+                .first()
+            )
         if row is None:
             raise CollectionNotFoundError(f"no collection named {name!r}")
         return Collection(**row)
@@ -298,21 +303,29 @@ class Store:
                 raise
         self._text_indexed.add(cid)
 
-    def ensure_vector_index(self, collection: Collection, conn: Connection | None = None) -> None:
-        """Build the collection's HNSW index if it is missing (a partial expression index)."""
+    def ensure_vector_index(self, collection: Collection, *, maintenance_work_mem: str = "1GB") -> None:
+        """Build the collection's HNSW index if it is missing (a partial expression index).
+
+        ``maintenance_work_mem`` is raised for the build only: an HNSW graph that does not fit
+        in PostgreSQL's 64 MB default builds many times slower.
+        """
         from sqlalchemy import text
 
+        if not re.fullmatch(r"\d{1,6}(kB|MB|GB)", maintenance_work_mem):
+            raise InvalidInputError(
+                f"maintenance_work_mem must look like '512MB', got {maintenance_work_mem!r}"
+            )
         opclass = DISTANCES[collection.distance][0]
         dims = int(collection.dimensions)
         sql = (
             f"CREATE INDEX IF NOT EXISTS {collection.hnsw_index} ON agentrag.chunks "
             f"USING hnsw ((embedding::vector({dims})) {opclass}) WHERE collection_id = {int(collection.id)}"
         )
-        if conn is not None:
+        with self.engine.begin() as conn:
+            conn.execute(
+                text("SELECT set_config('maintenance_work_mem', :m, true)"), {"m": maintenance_work_mem}
+            )
             conn.execute(text(sql))
-            return
-        with self.engine.begin() as own:
-            own.execute(text(sql))
 
     # ---- documents ------------------------------------------------------------------------
     def ingest(
@@ -394,7 +407,9 @@ class Store:
             params["workspace"] = workspace
         where = ("WHERE " + " AND ".join(clauses)) if clauses else ""
         with self.engine.connect() as conn:
-            rows = conn.execute(text(_DOCUMENT_SQL.format(text="NULL", where=where) + " LIMIT :limit"), params)
+            rows = conn.execute(
+                text(_DOCUMENT_SQL.format(text="NULL", where=where) + " LIMIT :limit"), params
+            )
             return [_document(row) for row in rows.mappings()]
 
     def document(self, document_id: str) -> Document:
@@ -402,7 +417,9 @@ class Store:
 
         with self.engine.connect() as conn:
             row = (
-                conn.execute(text(_DOCUMENT_SQL.format(text="d.text", where="WHERE d.id = :id")), {"id": document_id})
+                conn.execute(
+                    text(_DOCUMENT_SQL.format(text="d.text", where="WHERE d.id = :id")), {"id": document_id}
+                )
                 .mappings()
                 .first()
             )
@@ -415,11 +432,14 @@ class Store:
 
         with self.engine.begin() as conn:
             cid = conn.execute(
-                text("DELETE FROM agentrag.documents WHERE id = :id RETURNING collection_id"), {"id": document_id}
+                text("DELETE FROM agentrag.documents WHERE id = :id RETURNING collection_id"),
+                {"id": document_id},
             ).scalar()
             if cid is None:
                 raise DocumentNotFoundError(f"no document with id {document_id!r}")
-            conn.execute(text("UPDATE agentrag.collections SET version = version + 1 WHERE id = :id"), {"id": cid})
+            conn.execute(
+                text("UPDATE agentrag.collections SET version = version + 1 WHERE id = :id"), {"id": cid}
+            )
 
     def link_session(self, document_id: str, session: str) -> None:
         """Make a document visible to a session scope."""
@@ -534,6 +554,7 @@ class Store:
             ef_search=ef_search,
         )
 
+
 _DOCUMENT_SQL = """
 SELECT d.id, c.name AS collection, d.source, d.original_filename, d.sha256, d.metadata, d.classification,
        d.doc_date AS date, d.tenant_id AS tenant, d.workspace_id AS workspace, d.chunk_count,
@@ -555,4 +576,3 @@ def _document(row: Any) -> Document:
 def connect(url: str | None = None, **options: Any) -> Store:
     """Open a :class:`Store` (see its docstring for the options)."""
     return Store(url, **options)
-
