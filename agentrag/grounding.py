@@ -188,15 +188,21 @@ def pack_context(
 
     merged, aliases = _merge_adjacent(hits)
     stand_in = "SOURCE-" + "0" * max(0, len(delimiter) - len("SOURCE-"))
-    costs = [
-        estimate_tokens(format_chunk(view, stand_in, prompts=prompts)) + 1 for view in chunk_views(merged)
-    ]
-    kept = list(merged)
-    dropped: list[Hit] = []
-    while len(kept) > 1 and sum(costs[: len(kept)]) > budget_tokens:
-        dropped.insert(0, kept.pop())  # the lowest-ranked goes first
+    # Count blocks best first, each once, until the budget is full: the rest is dropped
+    # (lowest-ranked first), so blocks after the cut are never counted.
+    kept: list[Hit] = []
+    tokens = 0
+    for hit, view in zip(merged, chunk_views(merged), strict=True):
+        # +1 for the blank line; +8 slack: the random delimiter (twice a block) may take more
+        # tokens than the stand-in, and the budget must hold for the real text.
+        cost = estimate_tokens(format_chunk(view, stand_in, prompts=prompts)) + 9
+        if kept and tokens + cost > budget_tokens:
+            break
+        kept.append(hit)
+        tokens += cost
+    dropped = list(merged[len(kept) :])
     truncated = False
-    if kept and costs[0] > budget_tokens and len(kept) == 1:
+    if kept and tokens > budget_tokens:
         # the best chunk alone is over budget: cut it rather than answer from nothing
         kept = [_truncate_to_budget(kept[0], stand_in, budget_tokens, prompts)]
         truncated = True
