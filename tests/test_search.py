@@ -276,7 +276,7 @@ def _expected_sources(corpus: dict[str, Any], keep: Any) -> set[str]:
             {"date_range": {"start": "2024-03-01", "end": "2024-04-30"}},
             lambda m: "2024-03-01" <= m["date"] <= "2024-04-30",
         ),
-        (Filters(date_range=(date(2024, 12, 1), None)), lambda m: m["date"] >= "2024-12-01"),
+        (Filters(date_range=(date(2024, 12, 1), None)), lambda m: m["date"] >= "2024-12-01"),  # type: ignore[arg-type]
         (
             {"classification": "public", "metadata": {"region": "latam"}, "date_range": (None, "2024-06-30")},
             lambda m: (
@@ -719,9 +719,9 @@ def test_unknown_keyword_raises_type_error(store: Store, corpus: dict[str, Any])
     with pytest.raises(TypeError):
         store.search("comet", collections=corpus["name"], topk=3)  # type: ignore[call-arg]
     with pytest.raises(TypeError):
-        store.asearch("comet", collections=corpus["name"], bogus=1)  # type: ignore[call-arg]
+        store.asearch("comet", collections=corpus["name"], bogus=1)  # type: ignore[call-arg, unused-coroutine]
     with pytest.raises(TypeError):
-        asearch(store, "comet", collections=corpus["name"], bogus=1)  # type: ignore[call-arg]
+        asearch(store, "comet", collections=corpus["name"], bogus=1)  # type: ignore[call-arg, unused-coroutine]
 
 
 @pytest.mark.parametrize(
