@@ -339,3 +339,23 @@ def test_delete_document_and_collection(store: Store, collection_name: str) -> N
         store.delete_document(doc_id)
     store.delete_collection(collection_name)
     assert _count(store, "SELECT count(*) FROM agentrag.chunks c WHERE c.document_id = :d", d=doc_id) == 0
+
+
+def test_the_same_folder_from_another_location_is_not_ingested_twice(
+    store: Store, collection_name: str, tmp_path: Path
+) -> None:
+    import shutil
+
+    first = tmp_path / "checkout_a" / "docs"
+    (first / "guides").mkdir(parents=True)
+    (first / "intro.md").write_text("# Intro\nWelcome text.")
+    (first / "guides" / "setup.md").write_text("# Setup\nInstall it.")
+    second = tmp_path / "checkout_b" / "docs"
+    shutil.copytree(first, second)
+    store.create_collection(collection_name)
+    report = store.ingest(first, collection=collection_name)
+    assert sorted(report.added) == ["guides/setup.md", "intro.md"]
+    again = store.ingest(second, collection=collection_name)
+    assert again.added == () and sorted(again.unchanged) == ["guides/setup.md", "intro.md"]
+    assert store.ingest(second / "intro.md", collection=collection_name).unchanged == ("intro.md",)
+    assert store.collection(collection_name).document_count == 2

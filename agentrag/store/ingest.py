@@ -99,8 +99,15 @@ class _Item:
     sha256: str = ""
 
 
-def iter_files(sources: str | Path | Iterable[str | Path]) -> Iterator[Path]:
-    """Files to ingest: files as given, directories walked recursively (hidden entries skipped)."""
+def iter_files(sources: str | Path | Iterable[str | Path]) -> Iterator[tuple[Path, str]]:
+    """``(file, key)`` pairs to ingest: files as given, directories walked recursively
+    (hidden entries skipped).
+
+    The key identifies the document inside its collection and scope: a file inside a
+    directory argument is keyed by its path relative to that directory (``guides/setup.md``),
+    a file argument by its name. So the same folder ingested from another checkout or
+    machine updates the same documents instead of adding copies.
+    """
     if isinstance(sources, str | Path):
         sources = [sources]
     for source in sources:
@@ -110,9 +117,9 @@ def iter_files(sources: str | Path | Iterable[str | Path]) -> Iterator[Path]:
                 rel = child.relative_to(path)
                 hidden = any(part.startswith(".") for part in rel.parts)
                 if child.is_file() and child.suffix.lower() in SUPPORTED_SUFFIXES and not hidden:
-                    yield child
+                    yield child, rel.as_posix()
         else:
-            yield path
+            yield path, path.name
 
 
 def ingest_paths(
@@ -126,8 +133,7 @@ def ingest_paths(
 ) -> IngestReport:
     items: list[_Item] = []
     failed: list[tuple[str, str]] = []
-    for path in iter_files(sources):
-        key = str(path.resolve()) if path.exists() else str(path)
+    for path, key in iter_files(sources):
         try:
             if not path.exists():
                 raise IngestError(f"{path}: no such file or directory", source=key)
