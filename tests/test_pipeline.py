@@ -46,8 +46,8 @@ async def test_async_twins_give_the_same_context(sample_store) -> None:
         ctx, ar.route(collections=NAMES), ar.decompose(), ar.search(self_correct=True), ar.answer()
     )
     assert async_ctx == sync
-    assert await ar.asearch(ar.new(Q_PAGINATE, store=sample_store)) == ar.search(
-        ar.new(Q_PAGINATE, store=sample_store)
+    assert await ar.asearch(ar.new(Q_PAGINATE, store=sample_store, collections=NAMES)) == ar.search(
+        ar.new(Q_PAGINATE, store=sample_store, collections=NAMES)
     )
 
 
@@ -167,7 +167,8 @@ def test_search_covers_every_sub_question_and_collection(sample_store) -> None:
 
 
 def test_self_correct_local_never_retries_a_query_and_stops_with_a_reason(sample_store) -> None:
-    ctx = ar.new(Q_PAGINATE, store=sample_store, threshold=1.01).search(self_correct=True, max_iterations=3)
+    ctx = ar.new(Q_PAGINATE, store=sample_store, threshold=1.01, collections=NAMES)
+    ctx = ctx.search(self_correct=True, max_iterations=3)
     for record in ctx.results:
         queries = [q for it in record.iterations for q in it.queries]
         assert len(queries) == len(set(queries))

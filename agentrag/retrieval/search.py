@@ -44,10 +44,11 @@ at ``top_k``.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 import math
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -426,34 +427,11 @@ def search(
     )
 
 
-async def asearch(
-    store: Store,
-    query: str,
-    *,
-    collections: str | Sequence[str],
-    mode: str = "hybrid",
-    top_k: int = 5,
-    max_top_k: int = 50,
-    depth: int = 100,
-    rrf_k: float = DEFAULT_RRF_K,
-    min_score: float | None = None,
-    filters: Filters | Mapping[str, Any] | None = None,
-    scope: Scope | None = None,
-    ef_search: int | None = None,
-) -> SearchResult:
-    """:func:`search` in a worker thread (``asyncio.to_thread``), for async applications."""
-    return await asyncio.to_thread(
-        search,
-        store,
-        query,
-        collections=collections,
-        mode=mode,
-        top_k=top_k,
-        max_top_k=max_top_k,
-        depth=depth,
-        rrf_k=rrf_k,
-        min_score=min_score,
-        filters=filters,
-        scope=scope,
-        ef_search=ef_search,
-    )
+def asearch(store: Store, query: str, /, **options: Any) -> Coroutine[Any, Any, SearchResult]:
+    """:func:`search` in a worker thread (``asyncio.to_thread``), for async applications.
+
+    The options are checked against :func:`search` now, so an unknown one raises ``TypeError``
+    at the call, before anything is awaited.
+    """
+    inspect.signature(search).bind(store, query, **options)
+    return asyncio.to_thread(search, store, query, **options)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import re
 import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from datetime import date, datetime
 from pathlib import Path
@@ -521,38 +521,12 @@ class Store:
             ef_search=ef_search,
         )
 
-    async def asearch(
-        self,
-        query: str,
-        *,
-        collections: str | Sequence[str],
-        mode: str = "hybrid",
-        top_k: int = 5,
-        max_top_k: int = 50,
-        depth: int = 100,
-        rrf_k: float = 60,
-        min_score: float | None = None,
-        filters: Filters | Mapping[str, Any] | None = None,
-        scope: Scope | None = None,
-        ef_search: int | None = None,
-    ) -> SearchResult:
-        """:meth:`search` in a worker thread; see :func:`agentrag.retrieval.search.asearch`."""
+    def asearch(self, query: str, /, **options: Any) -> Coroutine[Any, Any, SearchResult]:
+        """:meth:`search` in a worker thread, options checked at the call; see
+        :func:`agentrag.retrieval.search.asearch`."""
         from agentrag.retrieval.search import asearch
 
-        return await asearch(
-            self,
-            query,
-            collections=collections,
-            mode=mode,
-            top_k=top_k,
-            max_top_k=max_top_k,
-            depth=depth,
-            rrf_k=rrf_k,
-            min_score=min_score,
-            filters=filters,
-            scope=scope,
-            ef_search=ef_search,
-        )
+        return asearch(self, query, **options)
 
 
 _DOCUMENT_SQL = """
