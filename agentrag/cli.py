@@ -214,6 +214,7 @@ def cmd_search(args: argparse.Namespace) -> int:
         mode=args.mode,
         top_k=args.top_k,
         depth=args.depth,
+        fusion=args.fusion,
         min_score=args.min_score,
         filters=_search_filters(args.filter),
         scope=scope,
@@ -312,6 +313,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
         llm=model,
         collections=args.collection or None,
         mode=args.mode,
+        fusion=args.fusion,
         limit=args.top_k,
         scope=_scope_of(args),
     )
@@ -403,6 +405,12 @@ def cmd_log(args: argparse.Namespace) -> int:
     return 0
 
 
+_FUSION_HELP = (
+    "how hybrid fuses its legs: rrf (reciprocal rank fusion, k=60; default) or relative_score "
+    "(min-max normalised scores, equal weights)"
+)
+
+
 # ---- eval --------------------------------------------------------------------------------------
 _EVAL_MODES = ("hybrid", "vector", "lexical", "lexical_sql")
 
@@ -479,6 +487,7 @@ def cmd_eval_beir(args: argparse.Namespace) -> int:
                     mode=mode,
                     top_k=args.top_k,
                     depth=args.depth,
+                    fusion=args.fusion,
                     sample=args.sample,
                     seed=args.seed,
                     on_progress=evaluated,
@@ -580,6 +589,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--mode", default="hybrid", choices=["hybrid", "vector", "lexical", "lexical_sql"])
     p.add_argument("--top-k", "-k", type=int, default=5, help="hits to return (1-50)")
     p.add_argument("--depth", type=int, default=100, help="candidates per retrieval leg")
+    p.add_argument("--fusion", default="rrf", choices=["rrf", "relative_score"], help=_FUSION_HELP)
     p.add_argument("--min-score", type=float, help="drop hits scoring below this (score of the mode)")
     p.add_argument(
         "--filter",
@@ -603,6 +613,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--decompose", action="store_true", help="split a multi-part question into sub-questions")
     p.add_argument("--mode", default="hybrid", choices=["hybrid", "vector", "lexical", "lexical_sql"])
     p.add_argument("--top-k", type=int, default=5, help="chunks per search (default 5)")
+    p.add_argument("--fusion", default="rrf", choices=["rrf", "relative_score"], help=_FUSION_HELP)
     p.add_argument("--entity", help="add this entity's knowledge-graph neighbourhood to the context")
     p.add_argument("--depth", type=int, default=1, help="hops of the --entity neighbourhood (default 1)")
     p.add_argument("--suppress-ungrounded", action="store_true", help="strip uncited sentences")
@@ -649,6 +660,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--mode", default="hybrid", choices=list(_EVAL_MODES))
     p.add_argument("--top-k", "-k", type=int, default=10, help="hits per query, the deepest cut-off")
     p.add_argument("--depth", type=int, default=100, help="candidates per retrieval leg (default 100)")
+    p.add_argument("--fusion", default="rrf", choices=["rrf", "relative_score"], help=_FUSION_HELP)
     p.add_argument("--sample", type=int, help="evaluate N queries chosen at random (with --seed)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument(

@@ -71,6 +71,7 @@ class Options:
     threshold: float = 0.5
     collections: tuple[str, ...] | None = None
     mode: str = "hybrid"
+    fusion: str = "rrf"
     scope: Scope | None = None
     filters: Filters | None = None
     budget: Budget = Budget()

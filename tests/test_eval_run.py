@@ -97,6 +97,20 @@ def test_subset_keeps_judged_documents_plus_distractors(mini: Any) -> None:
         subset(mini, queries=0)
 
 
+def test_evaluate_relative_score_fusion_is_the_searches_with_that_fusion(
+    store: Store, mini: Any, mini_collection: str
+) -> None:
+    report = evaluate(store, mini, mini_collection, mode="hybrid", fusion="relative_score", top_k=5)
+    assert report.name == "hybrid (relative_score)" and report.config["fusion"] == "relative_score"
+    searched = {
+        qid: [h.source for h in store.search(q, collections=mini_collection, top_k=5, fusion="relative_score")]
+        for qid, q in mini.queries.items()
+    }
+    assert {r.query_id: list(r.retrieved) for r in report.per_query} == searched
+    with pytest.raises(InvalidInputError, match="fusion"):
+        evaluate(store, mini, mini_collection, fusion="linear")
+
+
 @pytest.mark.parametrize("mode", ["vector", "lexical", "lexical_sql", "hybrid"])
 def test_evaluate_matches_scoring_the_searches_by_hand(
     store: Store, mini: Any, mini_collection: str, mode: str
@@ -110,6 +124,7 @@ def test_evaluate_matches_scoring_the_searches_by_hand(
         "mode": mode,
         "top_k": 5,
         "depth": 100,
+        **({"fusion": "rrf"} if mode == "hybrid" else {}),
     }
     rankings = {
         qid: [h.source for h in store.search(q, collections=mini_collection, mode=mode, top_k=5)]

@@ -1,4 +1,4 @@
-"""Reciprocal Rank Fusion and score merges: pure functions, unit and property tests."""
+"""Reciprocal Rank Fusion, relative score fusion and score merges: pure functions, unit and property tests."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agentrag.errors import InvalidInputError
-from agentrag.retrieval.fusion import merge_by_score, rrf
+from agentrag.retrieval.fusion import merge_by_score, relative_score, rrf
 
 IDS = st.sampled_from([f"c{i:02d}" for i in range(30)])
 RANKING = st.lists(IDS, max_size=20, unique=True)
@@ -104,3 +104,52 @@ def test_merge_by_score(lists: list[list[tuple[str, float]]], limit: int | None)
             best[item] = max(score, best.get(item, -math.inf))
     expected = sorted(best.items(), key=lambda p: (-p[1], p[0]))
     assert merged == (expected if limit is None else expected[:limit])
+
+
+# ---- relative score fusion --------------------------------------------------------------------
+SCORED = st.lists(st.tuples(IDS, st.floats(-50, 50, allow_nan=False)), max_size=20)
+
+
+def test_relative_score_normalises_each_leg_and_weights_them() -> None:
+    vector = [("a", 0.9), ("b", 0.7), ("c", 0.5)]  # normalised: a 1, b 0.5, c 0
+    lexical = [("c", 30.0), ("d", 10.0)]  # normalised: c 1, d 0
+    fused = dict(relative_score(vector, lexical))
+    assert fused == pytest.approx({"a": 0.5, "b": 0.25, "c": 0.5, "d": 0.0})
+    assert [i for i, _ in relative_score(vector, lexical)] == ["a", "c", "b", "d"]  # tie a/c by id
+    heavy = dict(relative_score(vector, lexical, vector_weight=0.8))
+    assert heavy["a"] == pytest.approx(0.8) and heavy["c"] == pytest.approx(0.2)
+
+
+def test_relative_score_uses_score_gaps_that_rrf_ignores() -> None:
+    # Same ranks in both legs; only the vector leg's gap differs.
+    lexical = [("x", 10.0), ("y", 9.0), ("z", 0.0)]
+    close = relative_score([("y", 0.80), ("x", 0.79), ("z", 0.0)], lexical)
+    far = relative_score([("y", 0.80), ("x", 0.10), ("z", 0.0)], lexical)
+    assert close[0][0] == "x" and far[0][0] == "y"
+    assert rrf([["y", "x", "z"], ["x", "y", "z"]])[0][0] == "x"  # ranks alone: a tie, broken by id
+
+
+def test_relative_score_edge_cases() -> None:
+    assert relative_score([], []) == []
+    assert relative_score([("a", 3.0)], []) == [("a", 0.5)]  # one candidate: normalised to 1
+    assert relative_score([("a", 1.0), ("a", 2.0), ("b", 1.0)], []) == [("a", 0.5), ("b", 0.0)]
+    for bad in (-0.1, 1.5, math.nan):
+        with pytest.raises(InvalidInputError, match="vector_weight"):
+            relative_score([("a", 1.0)], [], vector_weight=bad)
+    with pytest.raises(TypeError):
+        relative_score([("a", 1.0)], [], vector_weight="0.5")  # type: ignore[arg-type]
+
+
+@settings(max_examples=300, deadline=None)
+@given(SCORED, SCORED, st.floats(0, 1))
+def test_relative_score_properties(
+    vector: list[tuple[str, float]], lexical: list[tuple[str, float]], w: float
+) -> None:
+    fused = relative_score(vector, lexical, vector_weight=w)
+    ids = [i for i, _ in fused]
+    assert len(ids) == len(set(ids)) and set(ids) == {i for i, _ in vector} | {i for i, _ in lexical}
+    assert all(-1e-9 <= score <= 1 + 1e-9 for _, score in fused)
+    assert fused == sorted(fused, key=lambda pair: (-pair[1], pair[0]))
+    if w == 1.0 and vector:  # only the vector leg counts: its best-scored id wins
+        best = max(vector, key=lambda pair: pair[1])[1]
+        assert fused[0][0] == min(i for i, s in vector if s == best)

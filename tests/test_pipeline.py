@@ -80,10 +80,25 @@ def test_bad_option_values_raise_typed_errors(sample_store) -> None:
         ctx.route(collections="api")
     with pytest.raises(InvalidInputError):
         ar.new("q", limit=0)
+    with pytest.raises(InvalidInputError, match="fusion"):
+        ar.new("q", fusion="linear")
     with pytest.raises(ar.EmptyQueryError):
         ar.new("   \n ")
     with pytest.raises(InvalidInputError, match="needs an LLM"):
         ctx.gate(strategy="llm")
+
+
+def test_the_search_step_uses_the_fusion_of_the_context(sample_store) -> None:
+    orders = {
+        fusion: sample_store.search(Q_PAGINATE, collections="api", fusion=fusion).chunk_ids
+        for fusion in ("rrf", "relative_score")
+    }
+    assert orders["rrf"] != orders["relative_score"]  # so the step below could not pass by ignoring it
+    for fusion in ("rrf", "relative_score"):
+        ctx = ar.new(Q_PAGINATE, store=sample_store, fusion=fusion).search(collections=["api"])
+        expected = sample_store.search(Q_PAGINATE, collections="api", fusion=fusion)
+        assert ctx.options.fusion == fusion
+        assert [h.chunk_id for h in ctx.results[0].hits] == expected.chunk_ids
 
 
 def test_question_is_preprocessed_and_long_ones_truncated_with_warning() -> None:

@@ -171,6 +171,45 @@ def test_hybrid_fuses_both_legs_with_rrf(store: Store, corpus: dict[str, Any]) -
     )
 
 
+def test_hybrid_relative_score_fuses_the_legs_normalised_scores(store: Store, corpus: dict[str, Any]) -> None:
+    from agentrag.retrieval.fusion import relative_score
+
+    name, query = corpus["name"], "comet nebula quasar"
+    vec = store.search(query, collections=name, mode="vector", top_k=50, depth=50)
+    lex = store.search(query, collections=name, mode="lexical", top_k=50, depth=50)
+    for weight in (None, 0.8):
+        options: dict[str, Any] = {} if weight is None else {"vector_weight": weight}
+        hyb = store.search(query, collections=name, top_k=10, depth=50, fusion="relative_score", **options)
+        expected = relative_score(
+            [(h.chunk_id, h.score) for h in vec],
+            [(h.chunk_id, h.score) for h in lex],
+            vector_weight=0.5 if weight is None else weight,
+        )[:10]
+        assert [(h.chunk_id, pytest.approx(h.score)) for h in hyb] == [
+            (i, pytest.approx(s)) for i, s in expected
+        ]
+        assert hyb.fusion == "relative_score" and hyb.to_dict()["fusion"] == "relative_score"
+        assert "mode=hybrid (relative_score)" in str(hyb)
+    assert store.search(query, collections=name).fusion == "rrf"
+    assert store.search(query, collections=name, mode="lexical").fusion is None
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"fusion": "linear"},
+        {"vector_weight": 0.3},  # rrf takes no weight
+        {"fusion": "relative_score", "rrf_k": 10},  # and relative_score no rrf_k
+        {"fusion": "relative_score", "vector_weight": 1.5},
+    ],
+)
+def test_fusion_options_that_do_not_apply_raise(
+    store: Store, corpus: dict[str, Any], kwargs: dict[str, Any]
+) -> None:
+    with pytest.raises(InvalidInputError):
+        store.search("comet", collections=corpus["name"], **kwargs)
+
+
 def test_min_score_applies_to_the_final_score(store: Store, corpus: dict[str, Any]) -> None:
     name = corpus["name"]
     everything = store.search("comet", collections=name, mode="lexical", top_k=50)
@@ -917,6 +956,9 @@ def test_cli_search(database_url: str, corpus: dict[str, Any], capsys: pytest.Ca
     assert main([*argv, "--filter", "colour=red"]) == 2
     assert "unknown --filter key" in capsys.readouterr().err
     assert main([*argv, "--top-k", "500"]) == 2
+    with pytest.raises(SystemExit):
+        main([*argv, "--fusion", "linear"])
+    assert "invalid choice: 'linear'" in capsys.readouterr().err
 
 
 def test_lexical_sql_builds_its_text_index_on_first_use(store, collection_name) -> None:  # type: ignore[no-untyped-def]

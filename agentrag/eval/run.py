@@ -175,6 +175,10 @@ def _answer_metrics(ctx: Context) -> dict[str, float | None]:
     }
 
 
+def _default_name(mode: str, fusion: str) -> str:
+    return f"{mode} ({fusion})" if mode == "hybrid" and fusion != "rrf" else mode
+
+
 def _k_values(top_k: int, k_values: Sequence[int] | None) -> tuple[int, ...]:
     if k_values is not None:
         return tuple(k_values)
@@ -189,6 +193,7 @@ def evaluate(
     mode: str = "hybrid",
     top_k: int = 10,
     depth: int = 100,
+    fusion: str = "rrf",
     name: str | None = None,
     pipeline: Callable[[Context], Context] | None = None,
     llm: Any = None,
@@ -202,10 +207,11 @@ def evaluate(
     """Evaluate retrieval (or a whole pipeline) on ``dataset``'s queries against ``collection``.
 
     Without ``pipeline`` each query is one ``store.search(query, collections=[collection],
-    mode=mode, top_k=top_k, depth=depth)`` (the library's other defaults: ``rrf_k=60``,
-    ``hnsw.ef_search=max(100, depth)``). With ``pipeline`` each query runs
-    ``pipeline(new(query, store=store, llm=llm, collections=[collection], mode=mode, limit=top_k))``
-    (``top_k`` at most 50) and its ranking is ``ctx.hits``; ``depth`` then does not apply.
+    mode=mode, top_k=top_k, depth=depth, fusion=fusion)`` (the library's other defaults:
+    ``rrf_k=60``, ``vector_weight=0.5``, ``hnsw.ef_search=max(100, depth)``). With ``pipeline``
+    each query runs ``pipeline(new(query, store=store, llm=llm, collections=[collection],
+    mode=mode, fusion=fusion, limit=top_k))`` (``top_k`` at most 50) and its ranking is
+    ``ctx.hits``; ``depth`` then does not apply.
 
     The ranking of a query is its hits mapped to BEIR document ids, each document once at its
     best rank (with :func:`ingest_beir` a document is one chunk, so ``top_k`` hits are ``top_k``
@@ -217,13 +223,17 @@ def evaluate(
     configuration evaluated; then the first ``warmup`` queries run once, untimed and unscored
     (model load, BM25 index build). ``on_progress`` gets an :class:`EvalProgress` per query.
 
-    ``name`` defaults to the mode (``"pipeline"`` with a pipeline). The report's ``config``
+    ``name`` defaults to the mode (``"hybrid (relative_score)"`` for that fusion; ``"pipeline"``
+    with a pipeline). The report's ``config``
     records the dataset, split, collection and settings.
     """
+    from agentrag.retrieval.fusion import FUSIONS
     from agentrag.retrieval.search import MODES
 
     if mode not in MODES:
         raise InvalidInputError(f"unknown search mode {mode!r}; valid modes are {', '.join(MODES)}")
+    if fusion not in FUSIONS:
+        raise InvalidInputError(f"unknown fusion {fusion!r}; valid fusions are {', '.join(FUSIONS)}")
     _positive("top_k", top_k)
     _positive("depth", depth)
     _positive("warmup", warmup, allow_zero=True)
@@ -250,11 +260,14 @@ def evaluate(
                 top_k=top_k,
                 max_top_k=max(top_k, _MAX_SEARCH_TOP_K),
                 depth=depth,
+                fusion=fusion,
             )
             return _doc_ranking(result.hits), result, {}
         from agentrag.steps.new import new
 
-        ctx = pipeline(new(query, store=store, llm=llm, collections=[collection], mode=mode, limit=top_k))
+        ctx = pipeline(
+            new(query, store=store, llm=llm, collections=[collection], mode=mode, fusion=fusion, limit=top_k)
+        )
         from agentrag.context import Context
 
         if not isinstance(ctx, Context):
@@ -288,6 +301,8 @@ def evaluate(
         "mode": mode,
         "top_k": top_k,
     }
+    if mode == "hybrid":
+        config["fusion"] = fusion
     if pipeline is None:
         config["depth"] = depth
     else:
@@ -297,7 +312,7 @@ def evaluate(
     if sample is not None:
         config.update(sample=sample, seed=seed)
     report = evaluate_rankings(
-        name or (mode if pipeline is None else "pipeline"),
+        name or (_default_name(mode, fusion) if pipeline is None else "pipeline"),
         config,
         rankings,
         qrels,

@@ -12,7 +12,8 @@ BM25 (mode ``"lexical"``, and the lexical leg of ``"hybrid"``)
     unnested ``WITH ORDINALITY`` and joined to chunks and documents under the scope and filter
     WHERE clauses, ``ORDER BY rank LIMIT depth`` (the ordinality *is* the score order, so this is
     ``ORDER BY score DESC, id``): ranked rows are never filtered in Python. With neither scope
-    nor filter only the top ``depth`` candidates are sent.
+    nor filter there is nothing to enforce: the index's top ``depth`` are the leg's result, with
+    no round trip (chunks deleted since the index was built are dropped at the hits' fetch).
 
 tsvector (mode ``"lexical_sql"``), for collections too large to hold in memory
     ``to_tsvector('english', text)`` matched against ``to_tsquery('english', :q)`` through a
@@ -143,8 +144,13 @@ def lexical_leg(
     from sqlalchemy import text
 
     cached = bm25_index(store, collection_id, version)
-    restricted = where.strip() != "TRUE"
-    positions, scores = cached.index.scores(query) if restricted else cached.index.top(query, depth)
+    if where.strip() == "TRUE":
+        # Nothing to enforce: the index holds exactly the collection's chunks at ``version`` (or
+        # later), so its top ``depth`` are the answer without a round trip. A chunk deleted since
+        # is dropped when the hits are fetched, as in the vector leg.
+        positions, scores = cached.index.top(query, depth)
+        return [(str(i), float(s)) for i, s in zip(cached.chunk_ids[positions], scores, strict=True)]
+    positions, scores = cached.index.scores(query)
     if len(positions) == 0:
         return []
     # The candidates go in BM25 order (score descending, ties by chunk id: positions follow

@@ -26,7 +26,8 @@ class SearchResult:
     search lost its vector leg, and then ``degraded`` says why (and ``warnings`` repeats it).
     ``model_version_match`` is False when a collection's embedding model version differs from the
     store embedder's (same model and dimensions). ``timings_ms`` has ``embed``, ``vector``,
-    ``lexical``, ``fuse``, ``fetch`` and ``total``.
+    ``lexical``, ``fuse``, ``fetch`` and ``total``. ``fusion`` is how a hybrid search
+    fused its legs (``"rrf"`` or ``"relative_score"``); None for the single-leg modes.
     """
 
     query: str
@@ -37,6 +38,7 @@ class SearchResult:
     degraded: str | None = None
     warnings: tuple[str, ...] = ()
     model_version_match: bool = True
+    fusion: str | None = None
     timings_ms: dict[str, float] = field(default_factory=dict, compare=False)
 
     def __len__(self) -> int:
@@ -60,6 +62,8 @@ class SearchResult:
 
     def _header(self) -> str:
         mode = self.mode if self.used_mode == self.mode else f"{self.mode} -> {self.used_mode}"
+        if self.fusion and self.fusion != "rrf" and self.used_mode == "hybrid":
+            mode += f" ({self.fusion})"
         total = self.timings_ms.get("total")
         took = f", {total:.1f} ms" if total is not None else ""
         query = _snippet(self.query, 60)
@@ -122,6 +126,7 @@ class SearchResult:
             "degraded": self.degraded,
             "warnings": list(self.warnings),
             "model_version_match": self.model_version_match,
+            "fusion": self.fusion,
             "timings_ms": dict(self.timings_ms),
             "hits": [hit.to_dict() for hit in self.hits],
         }

@@ -2,7 +2,9 @@
 
 Modes
     ``"hybrid"`` (default): the vector leg and the BM25 leg each find ``depth`` candidates,
-    fused with Reciprocal Rank Fusion (``rrf_k``, default 60); ``Hit.score`` is the RRF score.
+    fused with Reciprocal Rank Fusion (``rrf_k``, default 60; ``Hit.score`` is the RRF score)
+    or, with ``fusion="relative_score"``, by their min-max normalised scores weighted
+    ``vector_weight`` / ``1 - vector_weight`` (:mod:`agentrag.retrieval.fusion`).
     ``"vector"``: pgvector HNSW only; ``Hit.score`` is the similarity (cosine: ``1 - distance``).
     ``"lexical"``: in-memory BM25 only; ``Hit.score`` is the BM25 score.
     ``"lexical_sql"``: PostgreSQL full text (``to_tsvector`` expression index, OR query,
@@ -18,7 +20,9 @@ passes ``Scope.every()``; a scope given for an unscoped collection is applied al
 
 The legs of one search run in one transaction on one pooled connection, so the ``hnsw.*``
 settings stay local to it; the query is embedded before that transaction opens (no connection
-sits idle in a transaction during a model or provider call).
+sits idle in a transaction during a model or provider call). Embedding the query while the
+lexical leg runs was measured and dropped: on two cores torch's forward pass and the BM25
+scoring slow each other down more than the overlap saves.
 
 Several collections
     Each collection is searched by each leg on its own (its own HNSW partial index, its own BM25
@@ -61,7 +65,16 @@ from agentrag.errors import (
 )
 from agentrag.hits import Hit
 from agentrag.retrieval.filters import Filters, compile_filters
-from agentrag.retrieval.fusion import DEFAULT_RRF_K, check_rrf_k, merge_by_score, rrf
+from agentrag.retrieval.fusion import (
+    DEFAULT_RRF_K,
+    DEFAULT_VECTOR_WEIGHT,
+    FUSIONS,
+    check_rrf_k,
+    check_vector_weight,
+    merge_by_score,
+    relative_score,
+    rrf,
+)
 from agentrag.retrieval.lexical import lexical_leg, lexical_sql_leg
 from agentrag.retrieval.result import SearchResult
 from agentrag.retrieval.scope_sql import check_scope, compile_scope
@@ -204,6 +217,55 @@ def _embed(embedder: Embedder, query: str) -> tuple[np.ndarray, float]:
     return vectors[0], (time.perf_counter() - started) * 1000
 
 
+def _fusion_settings(fusion: str, rrf_k: float, vector_weight: float | None) -> float:
+    """Check the fusion options; return the relative-score vector weight (unused by RRF)."""
+    if fusion not in FUSIONS:
+        raise InvalidInputError(f"unknown fusion {fusion!r}; valid fusions are {', '.join(FUSIONS)}")
+    check_rrf_k(rrf_k)
+    if fusion == "rrf":
+        if vector_weight is not None:
+            raise InvalidInputError('vector_weight applies to fusion="relative_score", not to "rrf"')
+        return DEFAULT_VECTOR_WEIGHT
+    if rrf_k != DEFAULT_RRF_K:
+        raise InvalidInputError('rrf_k applies to fusion="rrf", not to "relative_score"')
+    return check_vector_weight(DEFAULT_VECTOR_WEIGHT if vector_weight is None else vector_weight)
+
+
+def _lexical(
+    conn: Connection,
+    store: Store,
+    colls: list[_Collection],
+    mode: str,
+    query: str,
+    where: str,
+    params: dict[str, Any],
+    depth: int,
+) -> list[tuple[str, float]]:
+    """The lexical leg over every collection (BM25, or SQL full text for ``lexical_sql``), merged."""
+    if mode == "lexical_sql":
+        for c in colls:
+            store.ensure_text_index(c.id)
+        per_collection = [
+            lexical_sql_leg(conn, collection_id=c.id, query=query, where=where, params=params, depth=depth)
+            for c in colls
+        ]
+    else:
+        per_collection = [
+            lexical_leg(
+                conn,
+                store,
+                collection_id=c.id,
+                version=c.version,
+                query=query,
+                where=where,
+                params=params,
+                depth=depth,
+            )
+            for c in colls
+        ]
+    return merge_by_score(per_collection, depth)
+
+
 _FETCH_SQL = """
 SELECT c.id, c.document_id, c.text, c.start_char, c.end_char, c.chunk_index, c.page, c.section,
        c.sha256 AS chunk_sha256, d.source, d.sha256 AS source_sha256, d.classification, d.metadata,
@@ -224,7 +286,9 @@ def search(
     top_k: int = 5,
     max_top_k: int = 50,
     depth: int = 100,
+    fusion: str = "rrf",
     rrf_k: float = DEFAULT_RRF_K,
+    vector_weight: float | None = None,
     min_score: float | None = None,
     filters: Filters | Mapping[str, Any] | None = None,
     scope: Scope | None = None,
@@ -233,7 +297,9 @@ def search(
     """Search ``collections`` for ``query``; see the module docstring.
 
     ``top_k`` (1..``max_top_k``) hits are returned; each leg fetches ``max(depth, top_k)``
-    candidates per collection. ``ef_search`` sets pgvector's ``hnsw.ef_search`` (1..1000; default
+    candidates per collection. ``fusion`` (hybrid mode) is ``"rrf"`` (with ``rrf_k``) or
+    ``"relative_score"`` (with ``vector_weight``, default 0.5); giving the other fusion's
+    parameter is an error. ``ef_search`` sets pgvector's ``hnsw.ef_search`` (1..1000; default
     ``max(100, depth)`` capped at 1000). ``filters`` is a :class:`Filters` or a dict of the same
     shape; ``scope`` a :class:`~agentrag.scope.Scope` (required on ``scoped=True`` collections:
     ``Scope.every()`` searches across every scope).
@@ -251,7 +317,7 @@ def search(
     top_k = _int("top_k", top_k, 1, max_top_k)
     depth = _int("depth", depth, 1, MAX_DEPTH)
     leg_depth = max(depth, top_k)
-    rrf_k = check_rrf_k(rrf_k)
+    weight = _fusion_settings(fusion, rrf_k, vector_weight)
     if ef_search is not None:
         ef_search = _int("ef_search", ef_search, 1, MAX_EF_SEARCH)
     if min_score is not None:
@@ -296,7 +362,6 @@ def search(
             )
 
     vector_ranked: list[tuple[str, float]] = []
-    lexical_ranked: list[tuple[str, float]] = []
     # ---- one transaction: the hnsw.* settings stay local to it ----
     with store.engine.connect() as conn, conn.begin():
         if query_vector is not None:
@@ -320,43 +385,18 @@ def search(
             vector_ranked = merge_by_score(per_collection, leg_depth)
             timings["vector"] = (time.perf_counter() - t) * 1000
 
+        lexical_ranked: list[tuple[str, float]] = []
         if used_mode in ("lexical", "hybrid", "lexical_sql"):
             t = time.perf_counter()
-            if mode == "lexical_sql":
-                for c in colls:
-                    store.ensure_text_index(c.id)
-                per_collection = [
-                    lexical_sql_leg(
-                        conn,
-                        collection_id=c.id,
-                        query=query_text,
-                        where=where,
-                        params=params,
-                        depth=leg_depth,
-                    )
-                    for c in colls
-                ]
-            else:
-                per_collection = [
-                    lexical_leg(
-                        conn,
-                        store,
-                        collection_id=c.id,
-                        version=c.version,
-                        query=query_text,
-                        where=where,
-                        params=params,
-                        depth=leg_depth,
-                    )
-                    for c in colls
-                ]
-            lexical_ranked = merge_by_score(per_collection, leg_depth)
+            lexical_ranked = _lexical(conn, store, colls, mode, query_text, where, params, leg_depth)
             timings["lexical"] = (time.perf_counter() - t) * 1000
 
         # ---- fusion ----
         t = time.perf_counter()
         final: list[tuple[str, float]]
-        if used_mode == "hybrid":
+        if used_mode == "hybrid" and fusion == "relative_score":
+            final = relative_score(vector_ranked, lexical_ranked, vector_weight=weight)
+        elif used_mode == "hybrid":
             final = rrf([[i for i, _ in vector_ranked], [i for i, _ in lexical_ranked]], k=rrf_k)
         elif used_mode == "vector":
             final = vector_ranked
@@ -423,6 +463,7 @@ def search(
         degraded=degraded,
         warnings=tuple(warnings),
         model_version_match=version_match,
+        fusion=fusion if used_mode == "hybrid" else None,
         timings_ms={key: round(value, 3) for key, value in timings.items()},
     )
 

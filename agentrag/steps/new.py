@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from agentrag.context import MAX_QUESTION_CHARS, Budget, Context, Deps, Options, as_tuple
 from agentrag.errors import EmptyQueryError, InvalidInputError
+from agentrag.retrieval.fusion import FUSIONS
 from agentrag.scope import Scope
 
 if TYPE_CHECKING:
@@ -50,6 +51,7 @@ def new(
     threshold: float = 0.5,
     collections: str | Sequence[str] | None = None,
     mode: str = "hybrid",
+    fusion: str = "rrf",
     scope: Scope | None = None,
     filters: Filters | Mapping[str, Any] | None = None,
     budget: Budget | None = None,
@@ -70,6 +72,8 @@ def new(
         raise InvalidInputError(f"threshold must be a number, got {threshold!r}")
     if mode not in MODES:
         raise InvalidInputError(f"mode must be one of {MODES}, got {mode!r}")
+    if fusion not in FUSIONS:
+        raise InvalidInputError(f"fusion must be one of {FUSIONS}, got {fusion!r}")
     if scope is not None and not isinstance(scope, Scope):
         raise InvalidInputError(f"scope must be an agentrag.Scope, got {type(scope).__name__}")
     if budget is not None and not isinstance(budget, Budget):
@@ -84,6 +88,7 @@ def new(
         threshold=float(threshold),
         collections=as_tuple(collections),
         mode=mode,
+        fusion=fusion,
         scope=scope,
         filters=parsed_filters,
         budget=budget or Budget(),

@@ -100,6 +100,7 @@ def _search_once(ctx: Context, query: str, collection: str, plan: _Plan) -> Sear
             collections=[collection],
             mode=plan.mode,
             top_k=plan.limit,
+            fusion=ctx.options.fusion,
             filters=ctx.options.filters,
             scope=ctx.options.scope,
         )
