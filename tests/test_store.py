@@ -7,6 +7,7 @@ import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -359,3 +360,83 @@ def test_the_same_folder_from_another_location_is_not_ingested_twice(
     assert again.added == () and sorted(again.unchanged) == ["guides/setup.md", "intro.md"]
     assert store.ingest(second / "intro.md", collection=collection_name).unchanged == ("intro.md",)
     assert store.collection(collection_name).document_count == 2
+
+
+# ---- the query-vector cache and describe(max_age) ------------------------------------------------
+
+
+def test_embed_queries_embeds_each_text_once_and_is_bounded(database_url: str) -> None:
+
+    embedder = FakeEmbedder(32)
+    with Store(database_url, embedder=embedder, query_cache_size=2) as s:
+        first = s.embed_queries(["alpha", "beta", "alpha"])
+        assert embedder.calls == [["alpha", "beta"]]  # the repeat within one call is embedded once too
+        assert np.array_equal(first, embedder.embed(["alpha", "beta", "alpha"]))
+        embedder.calls.clear()
+        assert np.array_equal(s.embed_queries(["beta"]), first[1:2]) and embedder.calls == []
+        s.embed_queries(["gamma"])  # evicts the least recently used: alpha
+        s.embed_queries(["beta", "alpha"])
+        assert embedder.calls == [["gamma"], ["alpha"]]
+        out = s.embed_queries(["beta"])
+        out[0, 0] = 99.0  # callers get their own array; the cache is not theirs to change
+        assert s.embed_queries(["beta"])[0, 0] != 99.0
+        s.clear_query_cache()
+        embedder.calls.clear()
+        s.embed_queries(["beta"])
+        assert embedder.calls == [["beta"]]
+        assert s.embed_queries([]).shape == (0, 32)
+
+
+def test_query_cache_is_keyed_by_model_version_and_can_be_off(database_url: str) -> None:
+
+    embedder = FakeEmbedder(16)
+    with Store(database_url, embedder=embedder) as s:
+        s.embed_queries(["alpha"])
+        embedder.version = "2"  # a new model version never gets the old vectors
+        s.embed_queries(["alpha"])
+        assert embedder.calls == [["alpha"], ["alpha"]]
+    off = FakeEmbedder(16)
+    with Store(database_url, embedder=off, query_cache_size=0) as s:
+        s.embed_queries(["alpha"])
+        s.embed_queries(["alpha"])
+        assert off.calls == [["alpha"], ["alpha"]]
+    for bad in (-1, 1.5, True):
+        with pytest.raises(InvalidInputError, match="query_cache_size"):
+            Store(database_url, query_cache_size=bad)  # type: ignore[arg-type]
+
+
+def test_a_failed_embedding_is_not_cached(database_url: str) -> None:
+
+    embedder = FakeEmbedder(16, fail=True)
+    with Store(database_url, embedder=embedder) as s:
+        with pytest.raises(EmbeddingError):
+            s.embed_queries(["alpha"])
+        embedder.fail = False
+        assert s.embed_queries(["alpha"]).shape == (1, 16)
+
+
+def test_describe_with_max_age_reuses_what_it_read(store: Store, collection_name: str) -> None:
+    from sqlalchemy import event
+
+    store.create_collection(collection_name, description="first")
+    statements: list[str] = []
+
+    def count(*args: Any) -> None:
+        statements.append(args[2])
+
+    event.listen(store.engine, "before_cursor_execute", count)
+    try:
+        assert store.describe([collection_name])[0].description == "first"
+        assert len(statements) == 1
+        assert store.describe([collection_name], max_age=60)[0].description == "first"
+        assert len(statements) == 1  # answered from what describe read
+        store.describe([collection_name])  # max_age=0: always asks the database
+        assert len(statements) == 2
+        store.delete_collection(collection_name)
+        with pytest.raises(CollectionNotFoundError):
+            store.describe([collection_name], max_age=60)  # deleting through this store forgets it
+        store.create_collection(collection_name, description="second")
+        assert store.describe([collection_name], max_age=60)[0].description == "second"
+    finally:
+        event.remove(store.engine, "before_cursor_execute", count)
+        store.delete_collection(collection_name)

@@ -221,7 +221,8 @@ def evaluate(
     mode or pipeline that embeds) the store's embedder embeds every query once, untimed: torch
     builds its CPU kernels per input shape on first use, which would otherwise bill the first
     configuration evaluated; then the first ``warmup`` queries run once, untimed and unscored
-    (model load, BM25 index build). ``on_progress`` gets an :class:`EvalProgress` per query.
+    (model load, BM25 index build); the store's query-vector cache is then emptied, so every timed
+    query pays for its own embedding. ``on_progress`` gets an :class:`EvalProgress` per query.
 
     ``name`` defaults to the mode (``"hybrid (relative_score)"`` for that fusion; ``"pipeline"``
     with a pipeline). The report's ``config``
@@ -280,6 +281,7 @@ def evaluate(
             embedder.embed([queries[qid]])
     for qid in query_ids[:warmup]:
         run(queries[qid])
+    store.clear_query_cache()  # every timed query pays for its own embedding
 
     rankings: dict[str, list[str]] = {}
     latencies: dict[str, float] = {}

@@ -86,7 +86,6 @@ if TYPE_CHECKING:
     import numpy as np
     from sqlalchemy.engine import Connection
 
-    from agentrag.embedders import Embedder
     from agentrag.store.store import Store
 
 __all__ = ["MAX_DEPTH", "MAX_QUERY_CHARS", "MODES", "asearch", "preprocess_query", "search"]
@@ -202,13 +201,17 @@ def _check_embedder(store: Store, collections: list[_Collection]) -> list[str]:
     return warnings
 
 
-def _embed(embedder: Embedder, query: str) -> tuple[np.ndarray, float]:
-    """The query vector and how long it took (ms); EmbeddingError for an unusable vector."""
+def _embed(store: Store, query: str) -> tuple[np.ndarray, float]:
+    """The query vector (through the store's query cache) and how long it took (ms).
+
+    EmbeddingError for an unusable vector.
+    """
     import numpy as np
 
     started = time.perf_counter()
+    embedder = store.embedder
     dimensions = int(embedder.dimensions)
-    vectors = np.asarray(embedder.embed([query]), dtype=np.float32)
+    vectors = np.asarray(store.embed_queries([query]), dtype=np.float32)
     if vectors.shape != (1, dimensions) or not np.isfinite(vectors).all():
         raise EmbeddingError(
             f"embedder {embedder.model_id!r} returned an unusable query vector (shape {vectors.shape}, "
@@ -347,7 +350,7 @@ def search(
             version_warnings = _check_embedder(store, colls)
             warnings.extend(version_warnings)
             version_match = not version_warnings
-            query_vector, timings["embed"] = _embed(store.embedder, query_text)
+            query_vector, timings["embed"] = _embed(store, query_text)
         except EmbeddingMismatchError:
             raise
         except EmbeddingError as exc:

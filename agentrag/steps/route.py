@@ -1,8 +1,13 @@
 """``route(collections=[...])``: pick the collections worth searching, with reasoning.
 
 Local strategy: cosine similarity between the question and each collection's
-description (with the store's embedder); the best collection is kept, plus any within
-``margin`` of it. With an LLM, ``prompts/route.j2`` chooses (names are validated).
+description (with the store's embedder, through its query-vector cache, so descriptions are
+embedded once); the best collection is kept, plus any within ``margin`` of it. With an LLM,
+``prompts/route.j2`` chooses (names are validated).
+
+The collections' descriptions come from :meth:`Store.describe` with ``max_age`` of
+:data:`CATALOGUE_MAX_AGE` seconds: a pipeline does not query the catalogue on every question.
+A collection deleted by another process within that time fails at ``search`` instead.
 """
 
 from __future__ import annotations
@@ -16,6 +21,8 @@ from agentrag.context import Context, Degradation
 from agentrag.errors import EmbeddingError, InvalidInputError
 from agentrag.step import Outcome, Step
 from agentrag.steps._common import ask_json, require_store, use_llm
+
+CATALOGUE_MAX_AGE = 60.0
 
 
 def _reply_model(names: Sequence[str]) -> type[BaseModel]:
@@ -34,7 +41,7 @@ def _route(
         raise InvalidInputError("route(collections=[...]) takes a non-empty list of collection names")
     names = list(dict.fromkeys(collections))
     store = require_store(ctx, "route")
-    known = store.describe(names)  # CollectionNotFoundError for a typo
+    known = store.describe(names, max_age=CATALOGUE_MAX_AGE)  # CollectionNotFoundError for a typo
     if len(known) == 1:
         return Outcome(
             {"collections": (names[0],), "routing_reasoning": "only one collection given"},
@@ -60,7 +67,7 @@ def _route(
     try:
         import numpy as np
 
-        vectors = store.embedder.embed([ctx.question] + [f"{c.name}: {c.description}" for c in known])
+        vectors = store.embed_queries([ctx.question] + [f"{c.name}: {c.description}" for c in known])
         sims = (
             vectors[1:]
             @ vectors[0]

@@ -5,6 +5,8 @@ from __future__ import annotations
 import logging
 import re
 import threading
+import time
+from collections import OrderedDict
 from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from datetime import date, datetime
@@ -21,6 +23,7 @@ from agentrag.errors import (
 from agentrag.store.collections import DISTANCES, Collection, check_embedder, validate_name
 
 if TYPE_CHECKING:
+    import numpy as np
     from sqlalchemy.engine import Engine
 
     from agentrag.embedders import Embedder
@@ -105,11 +108,18 @@ class Store:
         pool_size: int = 5,
         max_overflow: int = 5,
         migrate: bool = True,
+        query_cache_size: int = 1024,
     ) -> None:
         from sqlalchemy import create_engine, event
 
         from agentrag.store.server import database_url
 
+        if (
+            isinstance(query_cache_size, bool)
+            or not isinstance(query_cache_size, int)
+            or query_cache_size < 0
+        ):
+            raise InvalidInputError(f"query_cache_size must be an integer >= 0, got {query_cache_size!r}")
         if engine is None:
             self._url = database_url(url)
             engine = create_engine(
@@ -131,6 +141,19 @@ class Store:
         self._text_indexed: set[int] = set()
         self._bm25_lock = threading.Lock()
         self._bm25_build_locks: dict[int, threading.Lock] = {}
+        # Query vectors by (model, version, text), most recently used last: a pipeline embeds the
+        # same question in route and in every collection's search. Bounded; 0 turns it off.
+        if (
+            isinstance(query_cache_size, bool)
+            or not isinstance(query_cache_size, int)
+            or query_cache_size < 0
+        ):
+            raise InvalidInputError(f"query_cache_size must be an integer >= 0, got {query_cache_size!r}")
+        self._query_cache_size = query_cache_size
+        self._query_vectors: OrderedDict[tuple[str, str, str], Any] = OrderedDict()
+        self._query_lock = threading.Lock()
+        # describe(max_age=...) answers: name -> (monotonic time fetched, Collection)
+        self._described: dict[str, tuple[float, Collection]] = {}
         try:
             with engine.connect():
                 pass
@@ -160,6 +183,47 @@ class Store:
 
     def __repr__(self) -> str:
         return f"Store({self.url!r})"
+
+    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        """Embed ``texts`` with the store's embedder, through the bounded query-vector cache.
+
+        Queries repeat within a pipeline (the question is embedded by ``route`` and by the search
+        of every collection) and across a chatbot's turns; only the texts not cached are sent to
+        the embedder, in one call. Vectors are keyed by the embedder's model, version and the text.
+        """
+        import numpy as np
+
+        embedder = self.embedder
+        if self._query_cache_size == 0:
+            return np.asarray(embedder.embed(list(texts)), dtype=np.float32)
+        model, version = str(embedder.model_id), str(embedder.version)
+        keys = [(model, version, text) for text in texts]
+        found: dict[tuple[str, str, str], np.ndarray] = {}
+        with self._query_lock:
+            for key in keys:
+                vector = self._query_vectors.get(key)
+                if vector is not None:
+                    self._query_vectors.move_to_end(key)
+                    found[key] = vector
+        missing = [key for key in dict.fromkeys(keys) if key not in found]
+        if missing:
+            vectors = np.asarray(embedder.embed([key[2] for key in missing]), dtype=np.float32)
+            if vectors.ndim != 2 or len(vectors) != len(missing):
+                return vectors  # the caller's shape check reports it; nothing is cached
+            with self._query_lock:
+                for key, vector in zip(missing, vectors, strict=True):
+                    vector.setflags(write=False)
+                    found[key] = self._query_vectors[key] = vector
+                while len(self._query_vectors) > self._query_cache_size:
+                    self._query_vectors.popitem(last=False)
+        if not keys:
+            return np.zeros((0, int(embedder.dimensions)), dtype=np.float32)
+        return np.stack([found[key] for key in keys])
+
+    def clear_query_cache(self) -> None:
+        """Forget the cached query vectors (benchmarks do, to time every query's embedding)."""
+        with self._query_lock:
+            self._query_vectors.clear()
 
     def close(self) -> None:
         if self._owns_engine:
@@ -208,6 +272,7 @@ class Store:
             else:
                 check_embedder(existing, embedder)
                 return existing
+        self._described.pop(name, None)
         try:
             with self.engine.begin() as conn:
                 conn.execute(
@@ -245,10 +310,21 @@ class Store:
             raise CollectionNotFoundError(f"no collection named {name!r}")
         return Collection(**row)
 
-    def describe(self, names: Sequence[str]) -> list[Collection]:
-        """Collections by name in one query, without counting their documents (cheap)."""
+    def describe(self, names: Sequence[str], *, max_age: float = 0.0) -> list[Collection]:
+        """Collections by name in one query, without counting their documents (cheap).
+
+        With ``max_age`` (seconds), answers fetched by this store at most that long ago are reused
+        and no query runs when every name is known: ``route`` reads descriptions this way. Their
+        ``version`` may then be stale; creating or deleting a collection through this store
+        forgets them at once.
+        """
         from sqlalchemy import text
 
+        if max_age > 0:
+            now = time.monotonic()
+            cached = [self._described.get(name) for name in names]
+            if all(entry is not None and now - entry[0] <= max_age for entry in cached):
+                return [entry[1] for entry in cached if entry is not None]
         with self.engine.connect() as conn:
             rows = conn.execute(
                 text(
@@ -258,6 +334,9 @@ class Store:
                 {"names": list(names)},
             ).mappings()
             found = {row["name"]: Collection(**row) for row in rows}
+        fetched = time.monotonic()
+        for name, collection in found.items():
+            self._described[name] = (fetched, collection)
         missing = [n for n in names if n not in found]
         if missing:
             raise CollectionNotFoundError(f"no collection named {', '.join(repr(n) for n in missing)}")
@@ -280,6 +359,7 @@ class Store:
             conn.execute(text("DELETE FROM agentrag.collections WHERE id = :id"), {"id": collection.id})
         self._bm25.pop(collection.id, None)
         self._text_indexed.discard(collection.id)
+        self._described.pop(name, None)
 
     def ensure_text_index(self, collection_id: int) -> None:
         """Build the collection's full-text GIN expression index if missing (``lexical_sql`` mode).
