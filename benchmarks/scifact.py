@@ -369,15 +369,14 @@ def investigate(store: Any, data: Any, coll: Any) -> str:
             for q in data.queries
         }
         lines.append(f"| hybrid relative_score depth={depth} vector_weight={w} | {quality(fused)} |")
-    # One pass per query scores every matching chunk with each ranker (to_tsvector is recomputed
-    # per row for ranking, so separate queries per ranker would take four times as long).
-    tsv = "to_tsvector('english', c.text)"  # what the per-collection GIN expression index holds
+    # One pass per query scores every matching chunk with each ranker, on the stored tsvectors.
     rankers = ["ts_rank_cd(tsv, q)", "ts_rank_cd(tsv, q, 2)", "ts_rank(tsv, q)", "ts_rank(tsv, q, 1) (used)"]
     sql = (
-        "SELECT d.source, c.id, ts_rank_cd(v, q), ts_rank_cd(v, q, 2), ts_rank(v, q), ts_rank(v, q, 1)"
-        f" FROM (SELECT c.id, c.document_id, {tsv} AS v FROM agentrag.chunks c"
-        f"       WHERE c.collection_id = {cid} AND {tsv} @@ to_tsquery('english', :q)) c"
+        "SELECT d.source, c.id, ts_rank_cd(t.tsv, q), ts_rank_cd(t.tsv, q, 2), ts_rank(t.tsv, q),"
+        " ts_rank(t.tsv, q, 1)"
+        " FROM agentrag.chunk_tsv t JOIN agentrag.chunks c ON c.id = t.chunk_id"
         " JOIN agentrag.documents d ON d.id = c.document_id, to_tsquery('english', :q) q"
+        f" WHERE t.collection_id = {cid} AND t.tsv @@ q"
     )
     store.ensure_text_index(cid)
     per_ranker: list[dict[str, list[str]]] = [{} for _ in rankers]

@@ -34,7 +34,7 @@ def test_db_status_in_a_subprocess(database_url: str, store: Store) -> None:  # 
         check=True,
     ).stdout
     data = json.loads(out)
-    assert data["applied"] == [1, 2] and data["pending"] == [] and data["pgvector"].startswith("0.8")
+    assert data["applied"] == [1, 2, 3] and data["pending"] == [] and data["pgvector"].startswith("0.8")
     assert "***" in data["database"] or "@" not in data["database"].split("//")[1].split("/")[0][:-1]
 
 

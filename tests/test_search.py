@@ -961,21 +961,39 @@ def test_cli_search(database_url: str, corpus: dict[str, Any], capsys: pytest.Ca
     assert "invalid choice: 'linear'" in capsys.readouterr().err
 
 
-def test_lexical_sql_builds_its_text_index_on_first_use(store, collection_name) -> None:  # type: ignore[no-untyped-def]
+def test_lexical_sql_stores_tsvectors_on_first_use_and_tops_them_up(store, collection_name) -> None:  # type: ignore[no-untyped-def]
     from sqlalchemy import text
 
     c = store.create_collection(collection_name)
     store.ingest_text("Cursor pagination with next_cursor.", collection=collection_name, source="p.md")
-    index = f"chunks_fts_{c.id}"
+    index = f"chunk_tsv_gin_{c.id}"
 
-    def exists() -> bool:
+    def state() -> tuple[bool, int, int | None]:
         with store.engine.connect() as conn:
-            return (
-                conn.execute(text("SELECT to_regclass(:n)"), {"n": f"agentrag.{index}"}).scalar() is not None
-            )
+            exists = conn.execute(text("SELECT to_regclass(:n)"), {"n": f"agentrag.{index}"}).scalar()
+            rows = conn.execute(
+                text("SELECT count(*) FROM agentrag.chunk_tsv WHERE collection_id = :c"), {"c": c.id}
+            ).scalar()
+            synced = conn.execute(
+                text("SELECT tsv_version FROM agentrag.collections WHERE id = :c"), {"c": c.id}
+            ).scalar()
+        return exists is not None, int(rows), synced
 
-    assert not exists()  # ingestion never pays for full text
+    assert state() == (False, 0, None)  # ingestion never pays for full text
     hits = store.search("pagination cursor", collections=collection_name, mode="lexical_sql")
-    assert exists() and hits[0].text.startswith("Cursor pagination")
+    assert hits[0].text.startswith("Cursor pagination")
+    version = store.collection(collection_name).version
+    assert state() == (True, 1, version)
+    # a later document is converted on the next lexical_sql search, and only it
+    store.ingest_text("Webhooks retry with exponential backoff.", collection=collection_name, source="w.md")
+    assert state()[1] == 1
+    hits = store.search("webhooks backoff", collections=collection_name, mode="lexical_sql")
+    assert hits[0].text.startswith("Webhooks retry")
+    assert state() == (True, 2, store.collection(collection_name).version)
+    # a deleted document takes its tsvectors with it
+    doc_id = hits[0].document_id
+    store.delete_document(doc_id)
+    assert state()[1] == 1
+    assert len(store.search("webhooks backoff", collections=collection_name, mode="lexical_sql")) == 0
     store.delete_collection(collection_name)
-    assert not exists()
+    assert state() == (False, 0, None)

@@ -52,13 +52,38 @@ def test_migrations_from_empty_database_run_twice(
     store = Store(fresh_database_url, embedder=fake_embedder, migrate=False)
     assert store.status().applied == ()
     applied = store.upgrade()
-    assert [m.version for m in applied] == [1, 2]
+    assert [m.version for m in applied] == [1, 2, 3]
     assert store.upgrade() == []
     status = store.status()
-    assert status.current == 2 and not status.pending
+    assert status.current == 3 and not status.pending
     assert status.vector_version is not None and status.vector_version.startswith("0.8")
-    assert _count(store, "SELECT count(*) FROM agentrag.migrations") == 2
+    assert _count(store, "SELECT count(*) FROM agentrag.migrations") == 3
     store.close()
+
+
+def test_migration_3_replaces_the_full_text_expression_indexes(
+    fresh_database_url: str, fake_embedder: FakeEmbedder, tmp_path: Path
+) -> None:
+    import shutil
+
+    from agentrag.store.migrate import resource_dir, upgrade
+
+    for migration in sorted(resource_dir("migrations").glob("000[12]_*.sql")):
+        shutil.copy(migration, tmp_path / migration.name)
+    engine = create_engine(fresh_database_url)
+    assert [m.version for m in upgrade(engine, tmp_path)] == [1, 2]
+    with engine.begin() as conn:  # what 0002's lexical_sql left behind for collection 7
+        conn.execute(
+            text(
+                "CREATE INDEX chunks_fts_7 ON agentrag.chunks USING gin (to_tsvector('english', text))"
+                " WHERE collection_id = 7"
+            )
+        )
+    assert [m.version for m in upgrade(engine)] == [3]
+    with engine.connect() as conn:
+        assert conn.execute(text("SELECT to_regclass('agentrag.chunks_fts_7')")).scalar() is None
+        assert conn.execute(text("SELECT to_regclass('agentrag.chunk_tsv')")).scalar() is not None
+    engine.dispose()
 
 
 def test_migrations_from_two_processes_at_once(fresh_database_url: str, fake_embedder: FakeEmbedder) -> None:
@@ -79,7 +104,7 @@ def test_migrations_from_two_processes_at_once(fresh_database_url: str, fake_emb
         t.start()
     for t in threads:
         t.join()
-    assert results == [2, 2, 2]
+    assert results == [3, 3, 3]
 
 
 def test_collections_crud(store: Store, collection_name: str) -> None:

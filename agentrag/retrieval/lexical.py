@@ -16,13 +16,14 @@ BM25 (mode ``"lexical"``, and the lexical leg of ``"hybrid"``)
     no round trip (chunks deleted since the index was built are dropped at the hits' fetch).
 
 tsvector (mode ``"lexical_sql"``), for collections too large to hold in memory
-    ``to_tsvector('english', text)`` matched against ``to_tsquery('english', :q)`` through a
-    per-collection GIN expression index (built the first time this mode searches the collection,
-    see :meth:`Store.ensure_text_index`: keeping a tsvector for every chunk would cost ingestion
-    most of its speed) and ranked with ``ts_rank(..., 1)`` (term frequency, length-normalised by
-    1 + log(length)). ``:q`` is built here with OR semantics: the query's words (Unicode NFKC,
-    lower-cased, split on ``\\w+`` like the BM25 tokenizer, our English stop words dropped,
-    deduplicated, at most :data:`MAX_TSQUERY_TERMS` of them, each at most 200 bytes) with every
+    Stored ``to_tsvector('english', text)`` values (``agentrag.chunk_tsv``, with a GIN index per
+    collection) matched against ``to_tsquery('english', :q)`` and ranked with ``ts_rank(..., 1)``.
+    They are computed the first time this mode searches a collection and topped up after each
+    change (see :meth:`Store.ensure_text_index`), never at ingest: a tsvector for every chunk
+    would cost ingestion most of its speed. ``ts_rank(..., 1)`` ranks by term frequency,
+    length-normalised by 1 + log(length). ``:q`` is built here with OR semantics: the query's
+    words (Unicode NFKC, lower-cased, split on ``\\w+`` like the BM25 tokenizer, our English stop
+    words dropped, deduplicated, at most :data:`MAX_TSQUERY_TERMS` of them, each at most 200 bytes) with every
     non-alphanumeric character removed, joined by ``" | "``. After that stripping no tsquery
     operator (``& | ! ( ) : * < > ' \\``) can reach the parser, and PostgreSQL's own English
     stemmer, the one the index uses, stems the words. ``plainto_tsquery`` is not used: its
@@ -184,10 +185,12 @@ def tsquery_text(query: str) -> str:
 
 
 _LEXICAL_TS_SQL = """
-SELECT c.id, ts_rank(to_tsvector('english', c.text), to_tsquery('english', :tsq), 1) AS score
-FROM agentrag.chunks c
-JOIN agentrag.documents d ON d.id = c.document_id
-WHERE c.collection_id = {cid} AND to_tsvector('english', c.text) @@ to_tsquery('english', :tsq) AND ({where})
+SELECT c.id, ts_rank(t.tsv, q, 1) AS score
+FROM agentrag.chunk_tsv t
+JOIN agentrag.chunks c ON c.id = t.chunk_id
+JOIN agentrag.documents d ON d.id = c.document_id,
+     to_tsquery('english', :tsq) AS q
+WHERE t.collection_id = {cid} AND t.tsv @@ q AND ({where})
 ORDER BY score DESC, c.id COLLATE "C"
 LIMIT :depth
 """

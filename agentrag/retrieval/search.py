@@ -247,7 +247,7 @@ def _lexical(
     """The lexical leg over every collection (BM25, or SQL full text for ``lexical_sql``), merged."""
     if mode == "lexical_sql":
         for c in colls:
-            store.ensure_text_index(c.id)
+            store.ensure_text_index(c.id, c.version)
         per_collection = [
             lexical_sql_leg(conn, collection_id=c.id, query=query, where=where, params=params, depth=depth)
             for c in colls

@@ -38,6 +38,7 @@ if TYPE_CHECKING:
 __all__ = ["Document", "Store", "connect"]
 
 _log = logging.getLogger("agentrag.store")
+_TSV_LOCK = 0x61727473  # advisory-lock space of the tsvector syncs ("arts"); the key is the collection id
 
 _COLLECTION_SQL = """
 SELECT c.id, c.name, c.description, c.embed_model, c.embed_version, c.dimensions, c.distance,
@@ -138,7 +139,7 @@ class Store:
         # BM25 cache of the lexical leg (agentrag.retrieval.lexical.bm25_index): collection id ->
         # index tagged with the collection version it was built at; one build lock per collection.
         self._bm25: dict[Any, Any] = {}
-        self._text_indexed: set[int] = set()
+        self._text_synced: dict[int, int] = {}  # collection id -> version its tsvectors were synced to
         self._bm25_lock = threading.Lock()
         self._bm25_build_locks: dict[int, threading.Lock] = {}
         # Query vectors by (model, version, text), most recently used last: a pipeline embeds the
@@ -355,33 +356,57 @@ class Store:
         collection = self.collection(name)
         with self.engine.begin() as conn:
             conn.execute(text(f"DROP INDEX IF EXISTS agentrag.{collection.hnsw_index}"))
-            conn.execute(text(f"DROP INDEX IF EXISTS agentrag.chunks_fts_{int(collection.id)}"))
+            conn.execute(text(f"DROP INDEX IF EXISTS agentrag.chunk_tsv_gin_{int(collection.id)}"))
             conn.execute(text("DELETE FROM agentrag.collections WHERE id = :id"), {"id": collection.id})
         self._bm25.pop(collection.id, None)
-        self._text_indexed.discard(collection.id)
+        self._text_synced.pop(collection.id, None)
         self._described.pop(name, None)
 
-    def ensure_text_index(self, collection_id: int) -> None:
-        """Build the collection's full-text GIN expression index if missing (``lexical_sql`` mode).
+    def ensure_text_index(self, collection_id: int, version: int | None = None) -> None:
+        """Bring the collection's stored tsvectors up to date (``lexical_sql`` mode).
 
-        Built on demand, not at ingest: a tsvector per chunk would cost ingestion most of its speed.
+        They live in ``agentrag.chunk_tsv`` with a per-collection GIN index, filled on the first
+        ``lexical_sql`` search of a collection and topped up after each change (only the chunks
+        without a row are converted), never at ingest: a tsvector per chunk would cost ingestion
+        most of its speed. ``version`` is the collection version the caller read; when this store
+        already synced that version, nothing runs. Concurrent syncs of one collection wait for each
+        other (an advisory lock), never for ingestion.
         """
         from sqlalchemy import text
 
         cid = int(collection_id)
-        if cid in self._text_indexed:
+        if version is not None and self._text_synced.get(cid) == int(version):
             return
-        sql = (
-            f"CREATE INDEX IF NOT EXISTS chunks_fts_{cid} ON agentrag.chunks "
-            f"USING gin (to_tsvector('english', text)) WHERE collection_id = {cid}"
-        )
-        try:
-            with self.engine.begin() as conn:
-                conn.execute(text(sql))
-        except Exception as exc:  # a concurrent search may be building the same index
-            if "already exists" not in str(exc):
-                raise
-        self._text_indexed.add(cid)
+        with self.engine.begin() as conn:
+            conn.execute(text("SELECT pg_advisory_xact_lock(:space, :cid)"), {"space": _TSV_LOCK, "cid": cid})
+            row = conn.execute(
+                text("SELECT version, tsv_version FROM agentrag.collections WHERE id = :cid"), {"cid": cid}
+            ).one_or_none()
+            if row is None:
+                return
+            current, synced = int(row.version), row.tsv_version
+            if synced != current or cid not in self._text_synced:
+                conn.execute(
+                    text(
+                        "INSERT INTO agentrag.chunk_tsv (chunk_id, collection_id, tsv)"
+                        " SELECT c.id, c.collection_id, to_tsvector('english', c.text) FROM agentrag.chunks c"
+                        " WHERE c.collection_id = :cid AND NOT EXISTS"
+                        " (SELECT 1 FROM agentrag.chunk_tsv t WHERE t.chunk_id = c.id)"
+                        " ON CONFLICT (chunk_id) DO NOTHING"
+                    ),
+                    {"cid": cid},
+                )
+                conn.execute(
+                    text("UPDATE agentrag.collections SET tsv_version = :v WHERE id = :cid"),
+                    {"v": current, "cid": cid},
+                )
+                conn.execute(
+                    text(
+                        f"CREATE INDEX IF NOT EXISTS chunk_tsv_gin_{cid} ON agentrag.chunk_tsv"
+                        f" USING gin (tsv) WHERE collection_id = {cid}"
+                    )
+                )
+        self._text_synced[cid] = current
 
     def ensure_vector_index(self, collection: Collection, *, maintenance_work_mem: str = "1GB") -> None:
         """Build the collection's HNSW index if it is missing (a partial expression index).
