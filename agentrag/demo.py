@@ -21,6 +21,11 @@ QUESTIONS = (
 )
 
 
+def _clip(text: str, width: int = 110) -> str:
+    """``text`` whole, or cut at a word boundary with an ellipsis (never mid-word)."""
+    return text if len(text) <= width else text[: width - 1].rsplit(" ", 1)[0] + " …"
+
+
 def find_samples(explicit: str | None = None) -> Path:
     candidates = (
         [Path(explicit)]
@@ -58,14 +63,14 @@ def describe(ctx: Context) -> str:
     out.append("  search:")
     for record in ctx.results:
         out.append(
-            f"    [{record.collection}] {record.question[:70]!r}: {len(record.iterations)} iteration(s), "
+            f"    [{record.collection}] {_clip(record.question)!r}: {len(record.iterations)} iteration(s), "
             f"stop: {record.stop_reason.value}, {len(record.hits)} hits"
         )
         for i, it in enumerate(record.iterations, 1):
             verdict = "" if it.sufficient is None else (" sufficient" if it.sufficient else " insufficient")
             out.append(
                 f"      {i}. {len(it.hit_ids)} hits, {it.new_hits} new{verdict}; "
-                f"query: {it.queries[-1][:70]!r}"
+                f"query: {_clip(it.queries[-1])!r}"
             )
     for d in ctx.degradations:
         out.append(f"  degraded: {d.step} -> {d.kind}: {d.reason}")
