@@ -997,3 +997,24 @@ def test_lexical_sql_stores_tsvectors_on_first_use_and_tops_them_up(store, colle
     assert len(store.search("webhooks backoff", collections=collection_name, mode="lexical_sql")) == 0
     store.delete_collection(collection_name)
     assert state() == (False, 0, None)
+
+
+def test_a_tsvector_sync_that_meets_a_concurrent_delete_is_retried(
+    store, collection_name, monkeypatch
+) -> None:  # type: ignore[no-untyped-def]
+    from sqlalchemy.exc import IntegrityError
+
+    store.create_collection(collection_name)
+    store.ingest_text("Cursor pagination with next_cursor.", collection=collection_name, source="p.md")
+    real, calls = store._sync_tsvectors, []
+
+    def flaky(cid: int) -> None:
+        calls.append(cid)
+        if len(calls) == 1:  # what a chunk deleted under the INSERT's feet raises
+            raise IntegrityError("INSERT INTO agentrag.chunk_tsv", {}, Exception("foreign key violation"))
+        real(cid)
+
+    monkeypatch.setattr(store, "_sync_tsvectors", flaky)
+    hits = store.search("pagination", collections=collection_name, mode="lexical_sql")
+    assert len(calls) == 2 and hits[0].text.startswith("Cursor pagination")
+    store.delete_collection(collection_name)

@@ -372,11 +372,22 @@ class Store:
         already synced that version, nothing runs. Concurrent syncs of one collection wait for each
         other (an advisory lock), never for ingestion.
         """
-        from sqlalchemy import text
+        from sqlalchemy.exc import IntegrityError
 
         cid = int(collection_id)
         if version is not None and self._text_synced.get(cid) == int(version):
             return
+        for attempt in range(3):
+            try:
+                self._sync_tsvectors(cid)
+                return
+            except IntegrityError:  # a chunk was deleted while its tsvector was being inserted
+                if attempt == 2:
+                    raise
+
+    def _sync_tsvectors(self, cid: int) -> None:
+        from sqlalchemy import text
+
         with self.engine.begin() as conn:
             conn.execute(text("SELECT pg_advisory_xact_lock(:space, :cid)"), {"space": _TSV_LOCK, "cid": cid})
             row = conn.execute(
@@ -385,7 +396,7 @@ class Store:
             if row is None:
                 return
             current, synced = int(row.version), row.tsv_version
-            if synced != current or cid not in self._text_synced:
+            if synced != current:
                 conn.execute(
                     text(
                         "INSERT INTO agentrag.chunk_tsv (chunk_id, collection_id, tsv)"
@@ -400,6 +411,7 @@ class Store:
                     text("UPDATE agentrag.collections SET tsv_version = :v WHERE id = :cid"),
                     {"v": current, "cid": cid},
                 )
+            if synced != current or cid not in self._text_synced:
                 conn.execute(
                     text(
                         f"CREATE INDEX IF NOT EXISTS chunk_tsv_gin_{cid} ON agentrag.chunk_tsv"
