@@ -340,6 +340,20 @@ async def test_async_stream_and_async_answer_equal_the_sync_ones(store: Store, s
     assert await aanswer(with_llm(base, FakeLLM([reply]))) == plain
 
 
+async def test_async_stream_failure_no_model_and_error_paths_equal_the_sync_ones(
+    store: Store, support: str, empty_collection: str
+) -> None:
+    base = new(QUESTION, store=store, collections=support).search().rerank()
+    failing = [item async for item in aanswer_stream(with_llm(base, FakeLLM(fail_with=LLMError("down"))))]
+    assert failing == list(answer_stream(with_llm(base, FakeLLM(fail_with=LLMError("down")))))
+    assert len(failing) == 1 and failing[0].mode == "raw-results"
+    empty = new(QUESTION, store=store, collections=empty_collection).search()
+    items = [item async for item in aanswer_stream(empty)]
+    assert items == list(answer_stream(empty)) and len(items) == 2 and items[0] == items[1].answer_text
+    errored = new(QUESTION, store=store, collections="no_such_collection").search()
+    assert [item async for item in aanswer_stream(errored)] == [errored]
+
+
 async def test_async_twins_degrade_too(down_store: Store, support: str) -> None:
     ctx = await asearch(
         new(

@@ -39,7 +39,7 @@ from agentrag.context import Context, Degradation
 from agentrag.errors import AgentragError, InvalidInputError, LLMError, RetrievalError
 from agentrag.grounding import PackedContext, check_citations, graph_labels, pack_context, split_sentences
 from agentrag.hits import Hit
-from agentrag.step import Outcome, Step, _calls_of, _telemetry
+from agentrag.step import Outcome, Step, StepRun, _calls_of, _telemetry
 from agentrag.steps._common import coverage, prompts_of, use_llm
 
 if TYPE_CHECKING:
@@ -410,6 +410,27 @@ answer = Step("answer", _answer, _aanswer, after=_after_answer)
 
 
 # ---- streaming ----------------------------------------------------------------------------------
+# The sync and async generators differ only in how they wait (prepare in a thread, the model's
+# pieces with ``async for``); what they yield before and after the pieces is decided here.
+def _without_model(run: StepRun, ctx: Context, plan: AnswerPlan) -> list[str | Context] | None:
+    """Everything to yield when the answer needs no model call; None when it does."""
+    if plan.outcome is None:
+        return None
+    text = plan.outcome.changes.get("answer_text")
+    return [*([text] if text else []), run.finish(ctx, plan.outcome)]
+
+
+def _streamed(
+    run: StepRun, ctx: Context, plan: AnswerPlan, call: LLMCall | None, error: LLMError | None, started: float
+) -> Context:
+    """The final Context once the model's stream ended (``error`` when it failed mid-stream)."""
+    elapsed = (time.perf_counter() - started) * 1000.0
+    if error is not None:
+        return run.finish(ctx, llm_failed(plan, error, elapsed))
+    assert call is not None
+    return run.finish(ctx, finish(plan, call, elapsed))
+
+
 def answer_stream(ctx: Context, **options: Any) -> Generator[str | Context, None, None]:
     """Yield the answer's text pieces (``str``) as the model produces them, then the final
     :class:`Context` as the last item: the one ``answer(ctx, **options)`` would return.
@@ -439,25 +460,20 @@ def answer_stream(ctx: Context, **options: Any) -> Generator[str | Context, None
         except AgentragError as exc:
             yield run.fail(ctx, exc)
             return
-        if plan.outcome is not None:
-            text = plan.outcome.changes.get("answer_text")
-            if text:
-                yield text
-            yield run.finish(ctx, plan.outcome)
+        if (items := _without_model(run, ctx, plan)) is not None:
+            yield from items
             return
         assert ctx.deps.llm is not None and plan.messages is not None
         stream = stream_llm(ctx.deps.llm, plan.messages, purpose="answer", telemetry=_telemetry(ctx))
         started = time.perf_counter()
         with run.current():
             pieces = iter(stream)  # starts the model-call span under the answer span
+        error: LLMError | None = None
         try:
             yield from pieces
         except LLMError as exc:
-            outcome = llm_failed(plan, exc, (time.perf_counter() - started) * 1000.0)
-        else:
-            assert stream.call is not None
-            outcome = finish(plan, stream.call, (time.perf_counter() - started) * 1000.0)
-        yield run.finish(ctx, outcome)
+            error = exc
+        yield _streamed(run, ctx, plan, stream.call, error, started)
     except BaseException as exc:  # the consumer stopped early (GeneratorExit) or a bug
         run.abort(exc)
         raise
@@ -482,26 +498,22 @@ async def aanswer_stream(ctx: Context, **options: Any) -> AsyncGenerator[str | C
         except AgentragError as exc:
             yield run.fail(ctx, exc)
             return
-        if plan.outcome is not None:
-            text = plan.outcome.changes.get("answer_text")
-            if text:
-                yield text
-            yield run.finish(ctx, plan.outcome)
+        if (items := _without_model(run, ctx, plan)) is not None:
+            for item in items:
+                yield item
             return
         assert ctx.deps.llm is not None and plan.messages is not None
         stream = astream_llm(ctx.deps.llm, plan.messages, purpose="answer", telemetry=_telemetry(ctx))
         started = time.perf_counter()
         with run.current():
             pieces = aiter(stream)
+        error: LLMError | None = None
         try:
             async for piece in pieces:
                 yield piece
         except LLMError as exc:
-            outcome = llm_failed(plan, exc, (time.perf_counter() - started) * 1000.0)
-        else:
-            assert stream.call is not None
-            outcome = finish(plan, stream.call, (time.perf_counter() - started) * 1000.0)
-        yield run.finish(ctx, outcome)
+            error = exc
+        yield _streamed(run, ctx, plan, stream.call, error, started)
     except BaseException as exc:
         run.abort(exc)
         raise
