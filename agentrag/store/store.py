@@ -115,11 +115,7 @@ class Store:
 
         from agentrag.store.server import database_url
 
-        if (
-            isinstance(query_cache_size, bool)
-            or not isinstance(query_cache_size, int)
-            or query_cache_size < 0
-        ):
+        if type(query_cache_size) is not int or query_cache_size < 0:  # type(): True is refused too
             raise InvalidInputError(f"query_cache_size must be an integer >= 0, got {query_cache_size!r}")
         if engine is None:
             self._url = database_url(url)
@@ -144,12 +140,6 @@ class Store:
         self._bm25_build_locks: dict[int, threading.Lock] = {}
         # Query vectors by (model, version, text), most recently used last: a pipeline embeds the
         # same question in route and in every collection's search. Bounded; 0 turns it off.
-        if (
-            isinstance(query_cache_size, bool)
-            or not isinstance(query_cache_size, int)
-            or query_cache_size < 0
-        ):
-            raise InvalidInputError(f"query_cache_size must be an integer >= 0, got {query_cache_size!r}")
         self._query_cache_size = query_cache_size
         self._query_vectors: OrderedDict[tuple[str, str, str], Any] = OrderedDict()
         self._query_lock = threading.Lock()
