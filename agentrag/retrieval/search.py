@@ -18,11 +18,11 @@ created with ``scoped=True`` refuses a search without a scope (ScopeError) unles
 passes ``Scope.every()``; a scope given for an unscoped collection is applied all the same
 (documents ingested without a tenant simply do not match a tenant scope).
 
-The legs of one search run in one transaction on one pooled connection, so the ``hnsw.*``
-settings stay local to it; the query is embedded before that transaction opens (no connection
-sits idle in a transaction during a model or provider call). Embedding the query while the
-lexical leg runs was measured and dropped: on two cores torch's forward pass and the BM25
-scoring slow each other down more than the overlap saves.
+The query is embedded first, before a connection is taken (no connection waits on a model or
+provider call); then the collections are read, and the legs and the fetch of the hits run, in
+one transaction on one pooled connection, so the ``hnsw.*`` settings stay local to it.
+Embedding the query while the lexical leg runs was measured and dropped: on two cores torch's
+forward pass and the BM25 scoring slow each other down more than the overlap saves.
 
 Several collections
     Each collection is searched by each leg on its own (its own HNSW partial index, its own BM25
@@ -336,23 +336,14 @@ def search(
     where = " AND ".join(f"({part})" for part in restricted) if restricted else "TRUE"
     params = {**filter_params, **scope_params}
 
-    with store.engine.connect() as conn:
-        colls = _load_collections(conn, names)
-    check_scope(scope, [c.name for c in colls if c.scoped])
-
     warnings: list[str] = list(query_warnings)
     degraded: str | None = None
     used_mode = mode
-    version_match = True
     query_vector: np.ndarray | None = None
     if mode in ("vector", "hybrid"):
+        # Before any connection is taken: no connection waits on a model or provider call.
         try:
-            version_warnings = _check_embedder(store, colls)
-            warnings.extend(version_warnings)
-            version_match = not version_warnings
             query_vector, timings["embed"] = _embed(store, query_text)
-        except EmbeddingMismatchError:
-            raise
         except EmbeddingError as exc:
             if mode == "vector":
                 raise
@@ -367,6 +358,18 @@ def search(
     vector_ranked: list[tuple[str, float]] = []
     # ---- one transaction: the hnsw.* settings stay local to it ----
     with store.engine.connect() as conn, conn.begin():
+        colls = _load_collections(conn, names)
+        check_scope(scope, [c.name for c in colls if c.scoped])
+        version_match = True
+        if mode in ("vector", "hybrid"):
+            try:
+                version_warnings = _check_embedder(store, colls)  # EmbeddingMismatchError
+            except EmbeddingMismatchError:
+                raise
+            except EmbeddingError:  # it cannot say its dimensions: the search already degraded
+                version_warnings = []
+            warnings.extend(version_warnings)
+            version_match = not version_warnings
         if query_vector is not None:
             t = time.perf_counter()
             ef = min(MAX_EF_SEARCH, max(DEFAULT_EF_SEARCH, leg_depth)) if ef_search is None else ef_search
