@@ -169,26 +169,32 @@ class Telemetry:
                 elapsed_ms = (time.perf_counter() - start) * 1000.0
                 instruments.step_duration.record(elapsed_ms, {"step": name})
 
+    def _start_genai_span(
+        self, operation: str, model: str, system: str, extra: dict[str, AttributeValue]
+    ) -> GenAISpan:
+        """Start (not make current) a GenAI client span named ``<operation> <model>``."""
+        attributes: dict[str, AttributeValue] = {
+            "gen_ai.operation.name": operation,
+            "gen_ai.system": system,
+            "gen_ai.request.model": model,
+            **extra,
+        }
+        span = self.tracer.start_span(
+            f"{operation} {model}",
+            kind=trace.SpanKind.CLIENT,
+            attributes=attributes,
+            record_exception=False,
+            set_status_on_exception=False,
+        )
+        return GenAISpan(self, span, operation=operation, model=model, system=system)
+
     def start_llm_span(self, model: str, purpose: str, *, system: str = "litellm") -> GenAISpan:
         """Start (not make current) a ``chat <model>`` span; the caller ends it.
 
         Meant for streams, whose span outlives any ``with`` block. Otherwise use
         :meth:`llm_span`.
         """
-        attributes: dict[str, AttributeValue] = {
-            "gen_ai.operation.name": "chat",
-            "gen_ai.system": system,
-            "gen_ai.request.model": model,
-            "agentrag.purpose": purpose,
-        }
-        span = self.tracer.start_span(
-            f"chat {model}",
-            kind=trace.SpanKind.CLIENT,
-            attributes=attributes,
-            record_exception=False,
-            set_status_on_exception=False,
-        )
-        return GenAISpan(self, span, operation="chat", model=model, system=system)
+        return self._start_genai_span("chat", model, system, {"agentrag.purpose": purpose})
 
     @contextmanager
     def llm_span(self, model: str, purpose: str, *, system: str = "litellm") -> Iterator[GenAISpan]:
@@ -199,20 +205,7 @@ class Telemetry:
     @contextmanager
     def embedding_span(self, model: str, count: int, *, system: str = "litellm") -> Iterator[GenAISpan]:
         """A current ``embeddings <model>`` span for embedding ``count`` texts."""
-        attributes: dict[str, AttributeValue] = {
-            "gen_ai.operation.name": "embeddings",
-            "gen_ai.system": system,
-            "gen_ai.request.model": model,
-            "agentrag.embedding.count": count,
-        }
-        span = self.tracer.start_span(
-            f"embeddings {model}",
-            kind=trace.SpanKind.CLIENT,
-            attributes=attributes,
-            record_exception=False,
-            set_status_on_exception=False,
-        )
-        handle = GenAISpan(self, span, operation="embeddings", model=model, system=system)
+        handle = self._start_genai_span("embeddings", model, system, {"agentrag.embedding.count": count})
         with self._current(handle) as current:
             yield current
 

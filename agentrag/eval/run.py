@@ -228,13 +228,12 @@ def evaluate(
     with a pipeline). The report's ``config``
     records the dataset, split, collection and settings.
     """
-    from agentrag.retrieval.fusion import FUSIONS
+    from agentrag.retrieval.fusion import check_fusion
     from agentrag.retrieval.search import MODES
 
     if mode not in MODES:
         raise InvalidInputError(f"unknown search mode {mode!r}; valid modes are {', '.join(MODES)}")
-    if fusion not in FUSIONS:
-        raise InvalidInputError(f"unknown fusion {fusion!r}; valid fusions are {', '.join(FUSIONS)}")
+    check_fusion(fusion)
     _positive("top_k", top_k)
     _positive("depth", depth)
     _positive("warmup", warmup, allow_zero=True)

@@ -35,6 +35,7 @@ __all__ = [
     "DEFAULT_RRF_K",
     "DEFAULT_VECTOR_WEIGHT",
     "FUSIONS",
+    "check_fusion",
     "check_rrf_k",
     "check_vector_weight",
     "merge_by_score",
@@ -45,6 +46,13 @@ __all__ = [
 DEFAULT_RRF_K = 60
 DEFAULT_VECTOR_WEIGHT = 0.5
 FUSIONS: tuple[str, ...] = ("rrf", "relative_score")
+
+
+def check_fusion(fusion: str) -> str:
+    """``fusion`` if it names one of :data:`FUSIONS`, else InvalidInputError."""
+    if fusion not in FUSIONS:
+        raise InvalidInputError(f"unknown fusion {fusion!r}; valid fusions are {', '.join(FUSIONS)}")
+    return fusion
 
 
 def check_rrf_k(k: float) -> float:

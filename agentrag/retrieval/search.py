@@ -68,7 +68,7 @@ from agentrag.retrieval.filters import Filters, compile_filters
 from agentrag.retrieval.fusion import (
     DEFAULT_RRF_K,
     DEFAULT_VECTOR_WEIGHT,
-    FUSIONS,
+    check_fusion,
     check_rrf_k,
     check_vector_weight,
     merge_by_score,
@@ -222,8 +222,7 @@ def _embed(store: Store, query: str) -> tuple[np.ndarray, float]:
 
 def _fusion_settings(fusion: str, rrf_k: float, vector_weight: float | None) -> float:
     """Check the fusion options; return the relative-score vector weight (unused by RRF)."""
-    if fusion not in FUSIONS:
-        raise InvalidInputError(f"unknown fusion {fusion!r}; valid fusions are {', '.join(FUSIONS)}")
+    check_fusion(fusion)
     check_rrf_k(rrf_k)
     if fusion == "rrf":
         if vector_weight is not None:

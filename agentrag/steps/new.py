@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from agentrag.context import MAX_QUESTION_CHARS, Budget, Context, Deps, Options, as_tuple
 from agentrag.errors import EmptyQueryError, InvalidInputError
-from agentrag.retrieval.fusion import FUSIONS
+from agentrag.retrieval.fusion import check_fusion
 from agentrag.scope import Scope
 
 if TYPE_CHECKING:
@@ -72,8 +72,7 @@ def new(
         raise InvalidInputError(f"threshold must be a number, got {threshold!r}")
     if mode not in MODES:
         raise InvalidInputError(f"mode must be one of {MODES}, got {mode!r}")
-    if fusion not in FUSIONS:
-        raise InvalidInputError(f"fusion must be one of {FUSIONS}, got {fusion!r}")
+    check_fusion(fusion)
     if scope is not None and not isinstance(scope, Scope):
         raise InvalidInputError(f"scope must be an agentrag.Scope, got {type(scope).__name__}")
     if budget is not None and not isinstance(budget, Budget):
