@@ -167,6 +167,8 @@ def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'agentrag' has no attribute {name!r}")
+    if module == "agentrag.context":
+        importlib.import_module("agentrag.steps")  # the seam: binds ctx.route() ... onto Context
     value = getattr(importlib.import_module(module), name)
     globals()[name] = value
     return value

@@ -230,12 +230,6 @@ class Context:
     def evolve(self, **changes: Any) -> Context:
         return replace(self, **changes)
 
-    def proof(self) -> Proof:
-        """The retrieval proof: what was retrieved, from where, and what the answer cited."""
-        from agentrag.proof import build_proof
-
-        return build_proof(self)
-
     def __repr__(self) -> str:
         parts = [f"question={self.question[:60]!r}"]
         if self.collections is not None:
@@ -253,68 +247,59 @@ class Context:
         parts.append(f"steps=[{', '.join(s.name for s in self.steps)}]")
         return f"Context({', '.join(parts)})"
 
-    def _repr_html_(self) -> str:
-        from agentrag.display import context_html
-
-        return context_html(self)
-
-    def _repr_markdown_(self) -> str:
-        from agentrag.display import context_markdown
-
-        return context_markdown(self)
-
     # ---- method chaining: ctx.route(...).decompose().search().answer() ----------------
-    def gate(self, **options: Any) -> Context:
-        from agentrag.steps import gate
+    # The step methods, ``proof()`` and the notebook renderers are bound onto Context by the
+    # one seam, ``agentrag.steps`` (see its docstring), when the steps are imported: this
+    # module imports nothing above it. The declarations below are for type checkers only.
+    if TYPE_CHECKING:
 
-        return gate(self, **options)
+        def gate(self, **options: Any) -> Context: ...
+        def rewrite(self, **options: Any) -> Context: ...
+        def route(self, **options: Any) -> Context: ...
+        def decompose(self, **options: Any) -> Context: ...
+        def search(self, **options: Any) -> Context: ...
+        def rerank(self, **options: Any) -> Context: ...
+        def enrich(self, **options: Any) -> Context: ...
+        def answer(self, **options: Any) -> Context: ...
+        def answer_stream(self, **options: Any) -> Generator[str | Context, None, None]:
+            """Yield the answer's text pieces as they arrive, then the final Context."""
 
-    def rewrite(self, **options: Any) -> Context:
-        from agentrag.steps import rewrite
+        def aanswer_stream(self, **options: Any) -> AsyncGenerator[str | Context, None]:
+            """The async twin of :meth:`answer_stream`."""
 
-        return rewrite(self, **options)
+        def proof(self) -> Proof:
+            """The retrieval proof: what was retrieved, from where, and what the answer cited."""
 
-    def route(self, **options: Any) -> Context:
-        from agentrag.steps import route
+        def _repr_html_(self) -> str: ...
+        def _repr_markdown_(self) -> str: ...
 
-        return route(self, **options)
+    else:
 
-    def decompose(self, **options: Any) -> Context:
-        from agentrag.steps import decompose
+        def __getattr__(self, name: str) -> Any:
+            if name in BOUND_METHODS:
+                raise AttributeError(
+                    f"Context.{name} is bound when agentrag.steps is imported: use agentrag.Context "
+                    "(or import agentrag.steps) rather than agentrag.context alone"
+                )
+            raise AttributeError(f"'Context' object has no attribute {name!r}")
 
-        return decompose(self, **options)
 
-    def search(self, **options: Any) -> Context:
-        from agentrag.steps import search
-
-        return search(self, **options)
-
-    def rerank(self, **options: Any) -> Context:
-        from agentrag.steps import rerank
-
-        return rerank(self, **options)
-
-    def enrich(self, **options: Any) -> Context:
-        from agentrag.steps import enrich
-
-        return enrich(self, **options)
-
-    def answer(self, **options: Any) -> Context:
-        from agentrag.steps import answer
-
-        return answer(self, **options)
-
-    def answer_stream(self, **options: Any) -> Generator[str | Context, None, None]:
-        """Yield the answer's text pieces as they arrive, then the final Context (see ``answer_stream``)."""
-        from agentrag.steps import answer_stream
-
-        return answer_stream(self, **options)
-
-    def aanswer_stream(self, **options: Any) -> AsyncGenerator[str | Context, None]:
-        """The async twin of :meth:`answer_stream`."""
-        from agentrag.steps import aanswer_stream
-
-        return aanswer_stream(self, **options)
+# What agentrag.steps binds onto Context (the seam); nothing else adds methods to it.
+BOUND_METHODS: tuple[str, ...] = (
+    "gate",
+    "rewrite",
+    "route",
+    "decompose",
+    "search",
+    "rerank",
+    "enrich",
+    "answer",
+    "answer_stream",
+    "aanswer_stream",
+    "proof",
+    "_repr_html_",
+    "_repr_markdown_",
+)
 
 
 def as_tuple(values: str | Sequence[str] | None) -> tuple[str, ...] | None:

@@ -182,8 +182,7 @@ def _stand_in(delimiter: str) -> tuple[str, int]:
 
 def _truncate_to_budget(hit: Hit, delimiter: str, budget_tokens: int, prompts: Prompts | None) -> Hit:
     """``hit`` with its text cut (binary search on characters) so its block fits the budget."""
-    from agentrag.prompts import format_chunks
-    from agentrag.steps._common import chunk_views
+    from agentrag.prompts import chunk_views, format_chunks
 
     low, high = 0, len(hit.text)
     while low < high:
@@ -211,8 +210,7 @@ def pack_context(
     :func:`_stand_in`), so it is never below the real count of ``text`` (counting ``text``
     again would double the tokenizer's work).
     """
-    from agentrag.prompts import format_chunk, format_chunks
-    from agentrag.steps._common import chunk_views
+    from agentrag.prompts import chunk_views, format_chunk, format_chunks
 
     merged, aliases = _merge_adjacent(hits)
     stand_in, allowance = _stand_in(delimiter)

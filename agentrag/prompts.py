@@ -25,15 +25,19 @@ import re
 import secrets
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jinja2
 
 from agentrag._resources import resource_dir
 
+if TYPE_CHECKING:
+    from agentrag.hits import Hit
+
 __all__ = [
     "PROMPT_NAMES",
     "Prompts",
+    "chunk_views",
     "default_prompts",
     "format_chunk",
     "format_chunks",
@@ -235,3 +239,11 @@ def format_chunk(chunk: Any, delimiter: str, *, prompts: Prompts | None = None) 
 def format_chunks(chunks: Iterable[Any], delimiter: str, *, prompts: Prompts | None = None) -> str:
     """See :meth:`Prompts.format_chunks`."""
     return (prompts or default_prompts()).format_chunks(chunks, delimiter)
+
+
+def chunk_views(hits: Iterable[Hit]) -> list[dict[str, Any]]:
+    """What prompts see of a chunk: its citation label and provenance."""
+    return [
+        {"label": h.chunk_id, "text": h.text, "source": h.source, "section": h.section, "page": h.page}
+        for h in hits
+    ]

@@ -3,7 +3,7 @@
 BM25 (mode ``"lexical"``, and the lexical leg of ``"hybrid"``)
     Each collection's chunks are indexed with :class:`agentrag.retrieval.bm25.BM25Index`, built
     from the chunk texts in PostgreSQL and cached on the :class:`~agentrag.store.store.Store`
-    (``store._bm25``: collection id -> index tagged with the ``collections.version`` it was built
+    (``store.bm25_cache``: collection id -> index tagged with the ``collections.version`` it was built
     at; every write bumps the version, so a changed collection is rebuilt on its next search).
     Building is serialised per collection; searching a built index is lock-free.
 
@@ -49,11 +49,17 @@ from agentrag.retrieval.tokenize import STOPWORDS_EN
 
 if TYPE_CHECKING:
     import numpy as np
-    from sqlalchemy.engine import Connection
+    from sqlalchemy.engine import Connection, Engine
 
-    from agentrag.store.store import Store
-
-__all__ = ["MAX_TSQUERY_TERMS", "CachedBM25", "bm25_index", "lexical_leg", "lexical_sql_leg", "tsquery_text"]
+__all__ = [
+    "MAX_TSQUERY_TERMS",
+    "BM25Cache",
+    "CachedBM25",
+    "bm25_index",
+    "lexical_leg",
+    "lexical_sql_leg",
+    "tsquery_text",
+]
 
 MAX_TSQUERY_TERMS = 256
 _MAX_TERM_BYTES = 200  # PostgreSQL refuses tsquery words over 2047 bytes; real words are far shorter
@@ -70,14 +76,14 @@ class CachedBM25:
     index: BM25Index
 
 
-def _build(store: Store, collection_id: int) -> CachedBM25:
+def _build(engine: Engine, collection_id: int) -> CachedBM25:
     """Read the version and the chunks in one snapshot and index the texts."""
     import numpy as np
     from sqlalchemy import text
 
     ids: list[str] = []
 
-    with store.engine.connect().execution_options(isolation_level="REPEATABLE READ") as conn:
+    with engine.connect().execution_options(isolation_level="REPEATABLE READ") as conn:
         version = conn.execute(
             text("SELECT version FROM agentrag.collections WHERE id = :id"), {"id": collection_id}
         ).scalar()
@@ -98,24 +104,38 @@ def _build(store: Store, collection_id: int) -> CachedBM25:
     return CachedBM25(collection_id, int(version or 0), chunk_ids, index)
 
 
-def bm25_index(store: Store, collection_id: int, version: int) -> CachedBM25:
+class BM25Cache(dict[int, CachedBM25]):
+    """Collection id -> its BM25 index, tagged with the collection version it was built at.
+
+    The owner (a :class:`~agentrag.store.store.Store`) keeps one per instance and drops an
+    entry when it deletes the collection; :func:`bm25_index` fills it, one build per collection
+    at a time (other collections are not blocked).
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lock = threading.Lock()
+        self.build_locks: dict[int, threading.Lock] = {}
+
+
+def bm25_index(cache: BM25Cache, engine: Engine, collection_id: int, version: int) -> CachedBM25:
     """The cached index of a collection, rebuilt when it is older than ``version``. Thread-safe."""
-    lock, builds = store._bm25_lock, store._bm25_build_locks
+    lock, builds = cache.lock, cache.build_locks
     with lock:
-        entry = store._bm25.get(collection_id)
-        if isinstance(entry, CachedBM25) and entry.version >= version:
+        entry = cache.get(collection_id)
+        if entry is not None and entry.version >= version:
             return entry
         build_lock = builds.setdefault(collection_id, threading.Lock())
     with build_lock:  # one build per collection at a time; other collections are not blocked
         with lock:
-            entry = store._bm25.get(collection_id)
-        if isinstance(entry, CachedBM25) and entry.version >= version:
+            entry = cache.get(collection_id)
+        if entry is not None and entry.version >= version:
             return entry
-        built = _build(store, collection_id)
+        built = _build(engine, collection_id)
         with lock:
-            current = store._bm25.get(collection_id)
-            if not isinstance(current, CachedBM25) or current.version <= built.version:
-                store._bm25[collection_id] = built
+            current = cache.get(collection_id)
+            if current is None or current.version <= built.version:
+                cache[collection_id] = built
         return built
 
 
@@ -132,7 +152,7 @@ LIMIT :depth
 
 def lexical_leg(
     conn: Connection,
-    store: Store,
+    cache: BM25Cache,
     *,
     collection_id: int,
     version: int,
@@ -144,7 +164,7 @@ def lexical_leg(
     """``[(chunk_id, bm25_score), ...]`` best first, at most ``depth``, for one collection."""
     from sqlalchemy import text
 
-    cached = bm25_index(store, collection_id, version)
+    cached = bm25_index(cache, conn.engine, collection_id, version)
     if where.strip() == "TRUE":
         # Nothing to enforce: the index holds exactly the collection's chunks at ``version`` (or
         # later), so its top ``depth`` are the answer without a round trip. A chunk deleted since

@@ -54,7 +54,7 @@ import math
 import time
 from collections.abc import Coroutine, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from agentrag.errors import (
     CollectionNotFoundError,
@@ -64,6 +64,7 @@ from agentrag.errors import (
     InvalidInputError,
 )
 from agentrag.hits import Hit
+from agentrag.retrieval.catalog import validate_name
 from agentrag.retrieval.filters import Filters, compile_filters
 from agentrag.retrieval.fusion import (
     DEFAULT_RRF_K,
@@ -75,26 +76,46 @@ from agentrag.retrieval.fusion import (
     relative_score,
     rrf,
 )
-from agentrag.retrieval.lexical import lexical_leg, lexical_sql_leg
+from agentrag.retrieval.lexical import BM25Cache, lexical_leg, lexical_sql_leg
 from agentrag.retrieval.result import SearchResult
 from agentrag.retrieval.scope_sql import check_scope, compile_scope
 from agentrag.retrieval.vector import DEFAULT_EF_SEARCH, MAX_EF_SEARCH, configure_hnsw, vector_leg
 from agentrag.scope import Scope
-from agentrag.store.collections import validate_name
 
 if TYPE_CHECKING:
     import numpy as np
-    from sqlalchemy.engine import Connection
+    from sqlalchemy.engine import Connection, Engine
 
-    from agentrag.store.store import Store
+    from agentrag.embedders import Embedder
 
-__all__ = ["MAX_DEPTH", "MAX_QUERY_CHARS", "MODES", "asearch", "preprocess_query", "search"]
+__all__ = ["MAX_DEPTH", "MAX_QUERY_CHARS", "MODES", "SearchSource", "asearch", "preprocess_query", "search"]
 
 MODES: tuple[str, ...] = ("hybrid", "vector", "lexical", "lexical_sql")
 MAX_QUERY_CHARS = 10_000
 MAX_DEPTH = 10_000
 
 _log = logging.getLogger("agentrag.retrieval")
+
+
+class SearchSource(Protocol):
+    """What a search runs on: a :class:`~agentrag.store.store.Store` is one.
+
+    Retrieval never imports the store: the store hands itself in (``Store.search`` is
+    :func:`search`), and retrieval runs its SQL on a connection taken from ``engine``.
+    """
+
+    @property
+    def engine(self) -> Engine: ...
+
+    @property
+    def embedder(self) -> Embedder: ...
+
+    @property
+    def bm25_cache(self) -> BM25Cache: ...
+
+    def embed_queries(self, texts: Sequence[str]) -> np.ndarray: ...
+
+    def ensure_text_index(self, collection_id: int, version: int | None = None) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,7 +193,7 @@ def _load_collections(conn: Connection, names: tuple[str, ...]) -> list[_Collect
     return [found[name] for name in names]
 
 
-def _check_embedder(store: Store, collections: list[_Collection]) -> list[str]:
+def _check_embedder(store: SearchSource, collections: list[_Collection]) -> list[str]:
     """Check the store embedder against every collection; return the model-version warnings.
 
     Raises EmbeddingMismatchError (model or dimensions differ), InvalidInputError (the collections
@@ -201,7 +222,7 @@ def _check_embedder(store: Store, collections: list[_Collection]) -> list[str]:
     return warnings
 
 
-def _embed(store: Store, query: str) -> tuple[np.ndarray, float]:
+def _embed(store: SearchSource, query: str) -> tuple[np.ndarray, float]:
     """The query vector (through the store's query cache) and how long it took (ms).
 
     EmbeddingError for an unusable vector.
@@ -235,7 +256,7 @@ def _fusion_settings(fusion: str, rrf_k: float, vector_weight: float | None) -> 
 
 def _lexical(
     conn: Connection,
-    store: Store,
+    store: SearchSource,
     colls: list[_Collection],
     mode: str,
     query: str,
@@ -255,7 +276,7 @@ def _lexical(
         per_collection = [
             lexical_leg(
                 conn,
-                store,
+                store.bm25_cache,
                 collection_id=c.id,
                 version=c.version,
                 query=query,
@@ -280,7 +301,7 @@ WHERE c.id = ANY(CAST(:ids AS text[]))
 
 
 def search(
-    store: Store,
+    store: SearchSource,
     query: str,
     *,
     collections: str | Sequence[str],
@@ -473,7 +494,7 @@ def search(
     )
 
 
-def asearch(store: Store, query: str, /, **options: Any) -> Coroutine[Any, Any, SearchResult]:
+def asearch(store: SearchSource, query: str, /, **options: Any) -> Coroutine[Any, Any, SearchResult]:
     """:func:`search` in a worker thread (``asyncio.to_thread``), for async applications.
 
     The options are checked against :func:`search` now, so an unknown one raises ``TypeError``

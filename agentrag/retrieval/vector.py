@@ -10,7 +10,7 @@ The planner only uses it when the query repeats the indexed expression
 (``c.embedding::vector(DIMS)``), orders by the collection's distance operator and states the
 partial-index predicate with the same literal (``c.collection_id = ID``). ``ID`` and ``DIMS`` are
 integers read from ``agentrag.collections`` and formatted with ``int()``, the operator comes from
-:data:`agentrag.store.collections.DISTANCES`: no caller string is ever formatted into SQL.
+:data:`agentrag.retrieval.catalog.DISTANCES`: no caller string is ever formatted into SQL.
 
 Search settings are transaction-local (``set_config(..., true)``):
 
@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from agentrag.store.collections import DISTANCES
+from agentrag.retrieval.catalog import DISTANCES
 
 if TYPE_CHECKING:
     import numpy as np

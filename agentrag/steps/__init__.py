@@ -1,7 +1,24 @@
 """The pipeline steps. Each is a :class:`~agentrag.step.Step`: call it with a Context,
 pipe a Context into it (``ctx | search()``), or await its async twin (``asearch``).
-``answer_stream`` / ``aanswer_stream`` stream the answer (text pieces, then the Context)."""
+``answer_stream`` / ``aanswer_stream`` stream the answer (text pieces, then the Context).
 
+This module is also the one seam between :mod:`agentrag.context` (a value module at the
+bottom, which imports nothing above it) and what is built on it: importing the steps binds
+the chaining methods (``ctx.route().search().answer()``), ``ctx.proof()`` and the notebook
+renderers (``_repr_html_`` / ``_repr_markdown_``) onto :class:`~agentrag.context.Context`.
+Every way to a step (``agentrag.new``, ``agentrag.Context``, ``agentrag.steps.*``) runs this
+module first. The names bound are :data:`agentrag.context.BOUND_METHODS`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from agentrag.context import BOUND_METHODS, Context
+from agentrag.display import context_html, context_markdown
+from agentrag.proof import build_proof
+from agentrag.step import Step
 from agentrag.steps.answer import aanswer_stream, answer, answer_stream
 from agentrag.steps.decompose import decompose
 from agentrag.steps.enrich import enrich
@@ -42,3 +59,32 @@ __all__ = [
     "route",
     "search",
 ]
+
+
+def _chain(step: Step) -> Callable[..., Context]:
+    def method(self: Context, **options: Any) -> Context:
+        result: Context = step(self, **options)
+        return result
+
+    method.__name__ = method.__qualname__ = step.name
+    method.__doc__ = f"``{step.name}(ctx, **options)`` as a method (see :mod:`agentrag.steps.{step.name}`)."
+    return method
+
+
+def _bind_context_methods() -> None:
+    methods: dict[str, Callable[..., Any]] = {
+        step.name: _chain(step) for step in (gate, rewrite, route, decompose, search, rerank, enrich, answer)
+    }
+    methods.update(
+        answer_stream=answer_stream,
+        aanswer_stream=aanswer_stream,
+        proof=build_proof,
+        _repr_html_=context_html,
+        _repr_markdown_=context_markdown,
+    )
+    assert sorted(methods) == sorted(BOUND_METHODS), "agentrag.context.BOUND_METHODS is out of date"
+    for name, function in methods.items():
+        setattr(Context, name, function)
+
+
+_bind_context_methods()

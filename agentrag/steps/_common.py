@@ -59,14 +59,6 @@ def require_store(ctx: Context, step: str) -> Store:
     return ctx.deps.store
 
 
-def chunk_views(hits: Iterable[Hit]) -> list[dict[str, Any]]:
-    """What prompts see of a chunk: its citation label and provenance."""
-    return [
-        {"label": h.chunk_id, "text": h.text, "source": h.source, "section": h.section, "page": h.page}
-        for h in hits
-    ]
-
-
 def clean_list(values: Iterable[str], *, exclude: Iterable[str] = (), limit: int | None = None) -> list[str]:
     """Strip, drop empties and duplicates (case-insensitive), keep order."""
     seen = {e.strip().lower() for e in exclude}

@@ -391,7 +391,7 @@ async def _aanswer(
 
 def _after_answer(ctx: Context) -> None:
     """GENERATION_EXECUTED, the query-log row and the pipeline.query.* metrics."""
-    from agentrag import audit, querylog
+    from agentrag import audit, querylog  # agentrag.audit, agentrag.querylog: modules, not the API
 
     instruments = _telemetry(ctx).instruments
     instruments.pipeline_query_calls.add(1)

@@ -23,8 +23,9 @@ from agentrag.context import Context
 from agentrag.errors import InvalidInputError
 from agentrag.hits import Hit
 from agentrag.llm import LLMCall
+from agentrag.prompts import chunk_views
 from agentrag.step import Outcome, Step
-from agentrag.steps._common import ask_json, chunk_views, coverage
+from agentrag.steps._common import ask_json, coverage
 
 SECTION_WEIGHT = 0.15
 RECENCY_WEIGHT = 0.10

@@ -15,8 +15,9 @@ from agentrag.context import Context
 from agentrag.errors import InvalidInputError
 from agentrag.hits import Hit
 from agentrag.llm import LLMCall
+from agentrag.prompts import chunk_views
 from agentrag.step import Outcome, Step
-from agentrag.steps._common import ask_json, chunk_views, clean_list, expansion_terms, use_llm
+from agentrag.steps._common import ask_json, clean_list, expansion_terms, use_llm
 
 
 class RewriteReply(BaseModel):

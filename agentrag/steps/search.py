@@ -42,9 +42,10 @@ from agentrag.errors import (
 )
 from agentrag.hits import Hit
 from agentrag.llm import LLMCall
+from agentrag.prompts import chunk_views
 from agentrag.retrieval.result import SearchResult
 from agentrag.step import Outcome, Step, _calls_of, _telemetry
-from agentrag.steps._common import BudgetTracker, ask_json, chunk_views, coverage, require_store, use_llm
+from agentrag.steps._common import BudgetTracker, ask_json, coverage, require_store, use_llm
 from agentrag.steps.new import MODES
 from agentrag.steps.rewrite import llm_rewrites, prf_rewrite
 

@@ -2,26 +2,17 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from agentrag.errors import EmbeddingMismatchError, InvalidInputError
+from agentrag.errors import EmbeddingMismatchError
+from agentrag.retrieval.catalog import DISTANCES, validate_name
 
 if TYPE_CHECKING:
     from agentrag.embedders import Embedder
 
 __all__ = ["DISTANCES", "Collection", "check_embedder", "validate_name"]
-
-NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,62}$")
-
-# distance -> (pgvector operator class, operator, SQL turning the distance into a similarity)
-DISTANCES: dict[str, tuple[str, str, str]] = {
-    "cosine": ("vector_cosine_ops", "<=>", "1 - ({d})"),
-    "l2": ("vector_l2_ops", "<->", "1 / (1 + ({d}))"),
-    "inner_product": ("vector_ip_ops", "<#>", "-({d})"),
-}
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,15 +59,6 @@ class Collection:
     @property
     def hnsw_index(self) -> str:
         return f"chunks_hnsw_{int(self.id)}"
-
-
-def validate_name(name: str) -> str:
-    if not isinstance(name, str) or not NAME.match(name):
-        raise InvalidInputError(
-            f"invalid collection name {name!r}: use 1-63 letters, digits, '_', '.' or '-', "
-            "starting with a letter, digit or '_'"
-        )
-    return name
 
 
 def check_embedder(collection: Collection, embedder: Embedder, *, strict_version: bool = True) -> None:

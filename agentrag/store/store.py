@@ -7,7 +7,7 @@ import re
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, fields
 from datetime import date, datetime
 from pathlib import Path
@@ -20,6 +20,9 @@ from agentrag.errors import (
     DocumentNotFoundError,
     InvalidInputError,
 )
+from agentrag.retrieval.lexical import BM25Cache
+from agentrag.retrieval.search import asearch as retrieval_asearch
+from agentrag.retrieval.search import search as retrieval_search
 from agentrag.store.collections import DISTANCES, Collection, check_embedder, validate_name
 
 if TYPE_CHECKING:
@@ -28,9 +31,6 @@ if TYPE_CHECKING:
 
     from agentrag.embedders import Embedder
     from agentrag.querylog import QueryLogEntry
-    from agentrag.retrieval.filters import Filters
-    from agentrag.retrieval.result import SearchResult
-    from agentrag.scope import Scope
     from agentrag.store.ingest import IngestProgress, IngestReport
     from agentrag.store.migrate import Migration, SchemaStatus
     from agentrag.store.relations import Relation, Triple
@@ -134,10 +134,8 @@ class Store:
         self._embedder = embedder
         # BM25 cache of the lexical leg (agentrag.retrieval.lexical.bm25_index): collection id ->
         # index tagged with the collection version it was built at; one build lock per collection.
-        self._bm25: dict[Any, Any] = {}
+        self._bm25 = BM25Cache()
         self._text_synced: dict[int, int] = {}  # collection id -> version its tsvectors were synced to
-        self._bm25_lock = threading.Lock()
-        self._bm25_build_locks: dict[int, threading.Lock] = {}
         # Query vectors by (model, version, text), most recently used last: a pipeline embeds the
         # same question in route and in every collection's search. Bounded; 0 turns it off.
         self._query_cache_size = query_cache_size
@@ -594,50 +592,17 @@ class Store:
 
         return query_logs(self, limit=limit)
 
-    # ---- retrieval ------------------------------------------------------------------------
-    def search(
-        self,
-        query: str,
-        *,
-        collections: str | Sequence[str],
-        mode: str = "hybrid",
-        top_k: int = 5,
-        max_top_k: int = 50,
-        depth: int = 100,
-        fusion: str = "rrf",
-        rrf_k: float = 60,
-        vector_weight: float | None = None,
-        min_score: float | None = None,
-        filters: Filters | Mapping[str, Any] | None = None,
-        scope: Scope | None = None,
-        ef_search: int | None = None,
-    ) -> SearchResult:
-        """Hybrid (or vector / lexical / lexical_sql) search; see :func:`agentrag.retrieval.search.search`."""
-        from agentrag.retrieval.search import search
+    # ---- retrieval: the store composes agentrag.retrieval (which never imports the store) ----
+    @property
+    def bm25_cache(self) -> BM25Cache:
+        """The lexical leg's BM25 indexes, per collection (:class:`~agentrag.retrieval.lexical.BM25Cache`)."""
+        return self._bm25
 
-        return search(
-            self,
-            query,
-            collections=collections,
-            mode=mode,
-            top_k=top_k,
-            max_top_k=max_top_k,
-            depth=depth,
-            fusion=fusion,
-            rrf_k=rrf_k,
-            vector_weight=vector_weight,
-            min_score=min_score,
-            filters=filters,
-            scope=scope,
-            ef_search=ef_search,
-        )
-
-    def asearch(self, query: str, /, **options: Any) -> Coroutine[Any, Any, SearchResult]:
-        """:meth:`search` in a worker thread, options checked at the call; see
-        :func:`agentrag.retrieval.search.asearch`."""
-        from agentrag.retrieval.search import asearch
-
-        return asearch(self, query, **options)
+    # Hybrid (or vector / lexical / lexical_sql) search: ``store.search(query, collections=...)``
+    # is :func:`agentrag.retrieval.search.search` with this store as its source; ``asearch``
+    # runs it in a worker thread, its options checked at the call.
+    search = retrieval_search
+    asearch = retrieval_asearch
 
 
 _DOCUMENT_SQL = """

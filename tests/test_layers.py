@@ -1,0 +1,226 @@
+"""The import direction of agentrag's layers (drawn in ARCHITECTURE.md, "Layers").
+
+A small AST check in the spirit of import-linter's layers contract: every module of
+``agentrag/`` belongs to exactly one layer, and no import, at the top of a module or inside
+a function, names a module in a higher layer. Modules of one layer may import each other.
+
+Imports under ``if TYPE_CHECKING:`` are annotations only (no import happens at run time), so
+they may name a higher layer (``Context.deps`` names the Store, the LLM, ...); they may not
+name an extension package. The extension packages (``server``, ``integrations``,
+``executors``) stand above everything and use only the public API: ``agentrag``,
+``agentrag.errors``, ``agentrag.testing`` and their own package, in TYPE_CHECKING blocks too.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent / "agentrag"
+
+# Bottom to top. A module belongs to the layer of the longest prefix naming it.
+LAYERS: list[tuple[str, tuple[str, ...]]] = [
+    ("base", ("agentrag.errors", "agentrag._lazy", "agentrag._resources", "agentrag.hits", "agentrag.scope",
+              "agentrag.telemetry")),
+    ("context", ("agentrag.context",)),
+    ("models", ("agentrag.llm", "agentrag.embedders", "agentrag.prompts", "agentrag.grounding",
+                "agentrag.audit", "agentrag.display", "agentrag.testing")),
+    ("retrieval", ("agentrag.retrieval",)),
+    ("store", ("agentrag.store", "agentrag.querylog")),
+    ("steps", ("agentrag.step", "agentrag.steps", "agentrag.proof")),
+    ("application", ("agentrag", "agentrag.__main__", "agentrag.cli", "agentrag.demo", "agentrag.eval")),
+]  # fmt: skip
+EXTENSIONS = ("agentrag.server", "agentrag.integrations", "agentrag.executors")
+PUBLIC_API = ("agentrag", "agentrag.errors", "agentrag.testing")
+
+
+@dataclass(frozen=True)
+class Import:
+    module: str  # the importing module
+    target: str  # the agentrag module it names
+    line: int
+    type_only: bool  # under `if TYPE_CHECKING:`
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _exists(module: str) -> bool:
+    path = ROOT.parent.joinpath(*module.split("."))
+    return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def imports_of(path: Path) -> list[Import]:
+    """Every agentrag import of a module: top level, in functions, in TYPE_CHECKING blocks."""
+    module = module_name(path)
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    found: list[Import] = []
+
+    def targets(node: ast.Import | ast.ImportFrom) -> list[str]:
+        if isinstance(node, ast.Import):
+            return [alias.name for alias in node.names]
+        base = node.module or ""
+        if node.level:
+            anchor = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+            base = ".".join([*anchor, *([node.module] if node.module else [])])
+        # `from agentrag import audit` names the module agentrag.audit, not the package's API
+        return [f"{base}.{a.name}" if _exists(f"{base}.{a.name}") else base for a in node.names]
+
+    def visit(node: ast.AST, type_only: bool) -> None:
+        if isinstance(node, ast.If) and _is_type_checking(node.test):
+            for child in node.body:
+                visit(child, True)
+            for child in node.orelse:
+                visit(child, type_only)
+            return
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            for target in targets(node):
+                if target == "agentrag" or target.startswith("agentrag."):
+                    found.append(Import(module, target, node.lineno, type_only))
+        for child in ast.iter_child_nodes(node):
+            visit(child, type_only)
+
+    visit(ast.parse(path.read_text(encoding="utf-8")), False)
+    return found
+
+
+def _under(module: str, prefix: str) -> bool:
+    return module == prefix or module.startswith(prefix + ".")
+
+
+def layer_of(module: str) -> int | None:
+    """The index of the module's layer in LAYERS (None for an extension or an unknown module)."""
+    best: tuple[int, int] | None = None
+    for index, (_, prefixes) in enumerate(LAYERS):
+        for prefix in prefixes:
+            if _under(module, prefix) and (best is None or len(prefix) > best[1]):
+                best = (index, len(prefix))
+    # "agentrag" only claims the package module itself, not everything below it
+    if best is not None and LAYERS[best[0]][0] == "application" and best[1] == len("agentrag"):
+        return best[0] if module == "agentrag" else None
+    return None if best is None else best[0]
+
+
+def extension_of(module: str) -> str | None:
+    return next((e for e in EXTENSIONS if _under(module, e)), None)
+
+
+def violations(paths: list[Path]) -> list[str]:
+    out: list[str] = []
+    for path in paths:
+        for imp in imports_of(path):
+            where = f"{imp.module}:{imp.line} imports {imp.target}"
+            own = extension_of(imp.module)
+            if own is not None:
+                if not (imp.target in PUBLIC_API or _under(imp.target, own)):
+                    out.append(f"{where}: {own} may import only {', '.join(PUBLIC_API)} and itself")
+                continue
+            if extension_of(imp.target) is not None:
+                out.append(f"{where}: nothing in the library imports an extension package")
+                continue
+            if imp.type_only:
+                continue
+            mine, theirs = layer_of(imp.module), layer_of(imp.target)
+            assert mine is not None and theirs is not None, where
+            if theirs > mine:
+                out.append(f"{where}: layer {LAYERS[mine][0]} imports the higher layer {LAYERS[theirs][0]}")
+    return out
+
+
+def library_files() -> list[Path]:
+    return sorted(ROOT.rglob("*.py"))
+
+
+def test_every_module_has_a_layer() -> None:
+    unplaced = [
+        module_name(p)
+        for p in library_files()
+        if layer_of(module_name(p)) is None and extension_of(module_name(p)) is None
+    ]
+    assert unplaced == [], f"add these modules to a layer in tests/test_layers.py and ARCHITECTURE.md: {unplaced}"
+
+
+def test_no_import_runs_up_the_layers() -> None:
+    assert violations(library_files()) == []
+
+
+def test_context_imports_nothing_above_it() -> None:
+    path = ROOT / "context.py"
+    runtime = {imp.target for imp in imports_of(path) if not imp.type_only}
+    assert runtime <= {"agentrag.errors", "agentrag.hits", "agentrag.scope"}, runtime
+
+
+def test_architecture_md_draws_the_same_layers() -> None:
+    text = (ROOT.parent / "ARCHITECTURE.md").read_text(encoding="utf-8")
+    drawing = text.split("<!-- layers -->")[1]
+    for name, prefixes in LAYERS:
+        line = next((row for row in drawing.splitlines() if row.strip().startswith(f"{name}:")), None)
+        assert line is not None, f"ARCHITECTURE.md does not draw layer {name}"
+        for prefix in prefixes:
+            short = prefix.removeprefix("agentrag.") if prefix != "agentrag" else "agentrag"
+            assert short in line, f"ARCHITECTURE.md's {name} layer does not list {short}"
+    rows = [row.split(":")[0].strip() for row in drawing.splitlines() if ":" in row]
+    drawn = [row for row in rows if row in {name for name, _ in LAYERS}]
+    assert drawn == [name for name, _ in reversed(LAYERS)], "ARCHITECTURE.md draws the layers top first"
+    for extension in EXTENSIONS:
+        assert extension.removeprefix("agentrag.") in drawing
+
+
+# ---- the checker itself catches what it must ----------------------------------------------
+@pytest.mark.parametrize(
+    ("module", "source", "expected"),
+    [
+        ("agentrag/retrieval/x.py", "def f():\n    from agentrag.store.store import Store\n", "higher layer store"),
+        ("agentrag/context.py", "import agentrag.steps\n", "higher layer steps"),
+        ("agentrag/hits.py", "from agentrag import audit\n", "higher layer models"),
+        ("agentrag/server/app.py", "from agentrag.store.store import Store\n", "may import only"),
+        (
+            "agentrag/server/app.py",
+            "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from agentrag.context import Context\n",
+            "may import only",
+        ),
+        ("agentrag/steps/x.py", "from agentrag.integrations import graph\n", "extension package"),
+    ],
+)
+def test_the_checker_catches_upward_imports(
+    module: str, source: str, expected: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    path = ROOT.parent / module
+    original = Path.read_text
+
+    def read_text(self: Path, *args: object, **kwargs: object) -> str:
+        return source if self == path else original(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Path, "read_text", read_text)
+    found = violations([path])
+    assert len(found) == 1 and expected in found[0], found
+
+
+def test_the_checker_allows_what_the_policy_allows(monkeypatch: pytest.MonkeyPatch) -> None:
+    cases = {
+        ROOT / "server" / "app.py": "import agentrag\nfrom agentrag.errors import StoreError\n"
+        "from agentrag.testing import FakeLLM\nfrom agentrag.server import routes\n",
+        ROOT / "context.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+        "    from agentrag.store.store import Store\n",
+        ROOT / "store" / "x.py": "def f():\n    from agentrag.retrieval.search import search\n",
+    }
+    original = Path.read_text
+
+    def read_text(self: Path, *args: object, **kwargs: object) -> str:
+        return cases[self] if self in cases else original(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Path, "read_text", read_text)
+    assert violations(list(cases)) == []
