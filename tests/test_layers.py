@@ -150,7 +150,7 @@ def test_every_module_has_a_layer() -> None:
         for p in library_files()
         if layer_of(module_name(p)) is None and extension_of(module_name(p)) is None
     ]
-    assert unplaced == [], f"add these modules to a layer in tests/test_layers.py and ARCHITECTURE.md: {unplaced}"
+    assert unplaced == [], f"give these modules a layer here and in ARCHITECTURE.md: {unplaced}"
 
 
 def test_no_import_runs_up_the_layers() -> None:
@@ -183,7 +183,7 @@ def test_architecture_md_draws_the_same_layers() -> None:
 @pytest.mark.parametrize(
     ("module", "source", "expected"),
     [
-        ("agentrag/retrieval/x.py", "def f():\n    from agentrag.store.store import Store\n", "higher layer store"),
+        ("agentrag/retrieval/x.py", "def f():\n    from agentrag.store.store import Store\n", "layer store"),
         ("agentrag/context.py", "import agentrag.steps\n", "higher layer steps"),
         ("agentrag/hits.py", "from agentrag import audit\n", "higher layer models"),
         ("agentrag/server/app.py", "from agentrag.store.store import Store\n", "may import only"),
