@@ -23,8 +23,8 @@ ROOT = Path(__file__).resolve().parent.parent / "agentrag"
 
 # Bottom to top. A module belongs to the layer of the longest prefix naming it.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
-    ("base", ("agentrag.errors", "agentrag._lazy", "agentrag._resources", "agentrag.hits", "agentrag.scope",
-              "agentrag.telemetry")),
+    ("base", ("agentrag.errors", "agentrag._lazy", "agentrag._resources", "agentrag._sansio", "agentrag.hits",
+              "agentrag.scope", "agentrag.telemetry")),
     ("context", ("agentrag.context",)),
     ("models", ("agentrag.llm", "agentrag.embedders", "agentrag.prompts", "agentrag.grounding",
                 "agentrag.audit", "agentrag.display", "agentrag.testing")),

@@ -1,0 +1,63 @@
+"""Language models: one small protocol, a litellm adapter, and traced calls.
+
+An :class:`LLM` is anything with a ``model`` name and ``complete`` / ``acomplete`` /
+``stream`` / ``astream``. Three ship with agentrag:
+
+* :class:`LiteLLM` for any model litellm knows: ``"gpt-4o-mini"``,
+  ``"anthropic/claude-3-5-haiku-latest"``, ``"ollama/llama3.1"``, or
+  ``"openai/<name>"`` plus ``api_base`` for any OpenAI-compatible server. It retries
+  429, 5xx, connection errors and timeouts itself, with exponential backoff.
+* :class:`CallableLLM` turns a function ``prompt -> reply`` (sync or async) into an LLM.
+* ``agentrag.testing.FakeLLM``, scripted, for tests.
+
+Pipeline steps do not call an LLM directly: they go through :func:`call_llm` (one
+traced call, returning an :class:`LLMCall` record), :func:`complete_json` (a reply
+validated against a pydantic model, with one repair attempt) or :func:`stream_llm`.
+Each has an ``a``-prefixed async twin.
+
+Every failure is an :class:`~agentrag.errors.LLMError`; the failed call's record is
+attached to the exception as ``exc.call`` (and, for :func:`complete_json`, every
+record so far as ``exc.calls``).
+
+The package, one module per job: :mod:`~agentrag.llm.protocol` (the protocol and the call
+records), :mod:`~agentrag.llm.calls` (traced calls), :mod:`~agentrag.llm.streams` (streams),
+:mod:`~agentrag.llm.structured` (JSON replies), :mod:`~agentrag.llm.litellm_adapter` (litellm
+with retries) and :mod:`~agentrag.llm.callables` (functions as models). Import from here.
+"""
+
+from agentrag.llm.callables import CallableLLM, as_llm, messages_to_prompt
+from agentrag.llm.calls import acall_llm, call_llm
+from agentrag.llm.litellm_adapter import LiteLLM
+from agentrag.llm.litellm_adapter import _retry_after as _retry_after
+from agentrag.llm.protocol import LLM, LLMCall, LLMReply, Message
+from agentrag.llm.streams import (
+    AsyncLLMStream,
+    AsyncTextStream,
+    LLMStream,
+    TextStream,
+    astream_llm,
+    stream_llm,
+)
+from agentrag.llm.structured import JSON_REPAIR_PROMPT, acomplete_json, complete_json
+
+__all__ = [
+    "JSON_REPAIR_PROMPT",
+    "LLM",
+    "AsyncLLMStream",
+    "AsyncTextStream",
+    "CallableLLM",
+    "LLMCall",
+    "LLMReply",
+    "LLMStream",
+    "LiteLLM",
+    "Message",
+    "TextStream",
+    "acall_llm",
+    "acomplete_json",
+    "as_llm",
+    "astream_llm",
+    "call_llm",
+    "complete_json",
+    "messages_to_prompt",
+    "stream_llm",
+]
