@@ -23,7 +23,7 @@ still wait on Ops (an async ``aclose``) before it re-raises.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Iterator, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Generator, Sequence
 from contextlib import suppress
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -172,7 +172,7 @@ async def run_async(body: Body[R]) -> R:
     return step.value
 
 
-def stream_sync(body: Body[None]) -> Iterator[Any]:
+def stream_sync(body: Body[None]) -> Generator[Any, None, None]:
     """Drive a streaming ``body``: its Emit items, as an iterator."""
     sent: tuple[Any, BaseException | None] = (None, None)
     while not isinstance(step := _advance(body, *sent), _Done):
@@ -182,7 +182,7 @@ def stream_sync(body: Body[None]) -> Iterator[Any]:
             sent = (None, exc)
 
 
-async def stream_async(body: Body[None]) -> AsyncIterator[Any]:
+async def stream_async(body: Body[None]) -> AsyncGenerator[Any, None]:
     """Drive a streaming ``body``, awaiting each Op: its Emit items, as an async iterator."""
     sent: tuple[Any, BaseException | None] = (None, None)
     while not isinstance(step := _advance(body, *sent), _Done):

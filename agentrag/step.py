@@ -1,7 +1,8 @@
-"""What makes a function a step.
+r"""What makes a function a step.
 
-A step body is a plain function ``body(ctx, **options) -> Outcome``. :class:`Step` wraps
-it so that it
+A step body is a plain function ``body(ctx, **options) -> Outcome``, or a generator that
+``yield``\ s where it waits and returns the Outcome (one body for the sync and the async run,
+see :mod:`agentrag._sansio`). :class:`Step` wraps it so that it
 
 * checks its options at call time (an unknown option raises ``TypeError``),
 * runs inside the span ``agentrag.<name>`` (start, stop attributes, exception status),
@@ -19,7 +20,6 @@ machinery through :meth:`Step.begin`, which returns a :class:`StepRun`.
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import inspect
 import logging
@@ -28,6 +28,8 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+from agentrag._sansio import Body as SansIOBody
+from agentrag._sansio import blocking, either, run_async, run_sync
 from agentrag.context import Context, Degradation, StepRecord
 from agentrag.errors import AgentragError, InvalidInputError
 from agentrag.telemetry import DEFAULT_TELEMETRY, mark_degraded, mark_skipped
@@ -62,7 +64,7 @@ class Outcome:
     error_status: str | None = None
 
 
-Body = Callable[..., Outcome]
+Body = Callable[..., Outcome | SansIOBody[Outcome]]
 AsyncBody = Callable[..., Awaitable[Outcome]]
 After = Callable[[Context], None]
 
@@ -117,25 +119,17 @@ class Step:
 
     def run(self, ctx: Context, **options: Any) -> Context:
         self.check(options)
-        telemetry = _telemetry(ctx)
-        with telemetry.step_span(self.name) as span:
-            if ctx.error is not None:
-                mark_skipped(span, "the context already has an error")
-                return self._after(ctx)
-            start = time.perf_counter()
-            try:
-                outcome = self._body(ctx, **options)
-            except InvalidInputError:
-                raise
-            except AgentragError as exc:
-                return self._after(self._failed(ctx, exc, start, span, telemetry))
-            return self._after(self._finish(ctx, outcome, start, span, telemetry))
+        return run_sync(self._lifecycle(ctx, options))
 
     async def arun(self, ctx: Context, **options: Any) -> Context:
         """The async twin: the same body, run concurrently-safe for asyncio backends."""
         self.check(options)
         if not isinstance(ctx, Context):
             raise TypeError(f"{self.name}() takes a Context, got {type(ctx).__name__}")
+        return await run_async(self._lifecycle(ctx, options))
+
+    def _lifecycle(self, ctx: Context, options: Mapping[str, Any]) -> SansIOBody[Context]:
+        """The one body of :meth:`run` and :meth:`arun`: span, skip, error capture, new Context."""
         telemetry = _telemetry(ctx)
         with telemetry.step_span(self.name) as span:
             if ctx.error is not None:
@@ -143,15 +137,22 @@ class Step:
                 return self._after(ctx)
             start = time.perf_counter()
             try:
-                if self._abody is not None:
-                    outcome = await self._abody(ctx, **options)
-                else:
-                    outcome = await asyncio.to_thread(self._body, ctx, **options)
+                outcome = yield from self._outcome(ctx, options)
             except InvalidInputError:
                 raise
             except AgentragError as exc:
                 return self._after(self._failed(ctx, exc, start, span, telemetry))
             return self._after(self._finish(ctx, outcome, start, span, telemetry))
+
+    def _outcome(self, ctx: Context, options: Mapping[str, Any]) -> SansIOBody[Outcome]:
+        """The body's Outcome: a generator body is driven in place; a plain one is called (in
+        a worker thread under ``arun``) unless it has an explicit async twin."""
+        if inspect.isgeneratorfunction(self._body):
+            outcome: Outcome = yield from self._body(ctx, **options)
+            return outcome
+        if self._abody is not None:
+            return (yield either(self._body, self._abody, ctx, **options))
+        return (yield blocking(self._body, ctx, **options))
 
     def begin(self, ctx: Context, **options: Any) -> StepRun:
         """Start a run whose body the caller drives (a stream): see :class:`StepRun`."""

@@ -31,10 +31,22 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import AsyncGenerator, Generator, Sequence
+from collections.abc import AsyncGenerator, Callable, Generator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from agentrag._sansio import (
+    END,
+    Body,
+    Emit,
+    blocking,
+    choose,
+    close,
+    either,
+    next_item,
+    stream_async,
+    stream_sync,
+)
 from agentrag.context import Context, Degradation
 from agentrag.errors import AgentragError, InvalidInputError, LLMError, RetrievalError
 from agentrag.grounding import PackedContext, check_citations, graph_labels, pack_context, split_sentences
@@ -337,40 +349,11 @@ def _answer(
     max_context_tokens: int = 3000,
     suppress_ungrounded: bool = False,
     max_sentences: int = 3,
-) -> Outcome:
-    from agentrag.llm import call_llm
+) -> Body[Outcome]:
+    """The one body of ``answer`` and its async twin (see :mod:`agentrag._sansio`)."""
+    from agentrag.llm import acall_llm, call_llm
 
-    plan = prepare(
-        ctx,
-        strategy=strategy,
-        max_context_tokens=max_context_tokens,
-        suppress_ungrounded=suppress_ungrounded,
-        max_sentences=max_sentences,
-    )
-    if plan.outcome is not None:
-        return plan.outcome
-    assert ctx.deps.llm is not None and plan.messages is not None
-    started = time.perf_counter()
-    try:
-        call = call_llm(ctx.deps.llm, plan.messages, purpose="answer", telemetry=_telemetry(ctx))
-    except LLMError as exc:
-        return llm_failed(plan, exc, (time.perf_counter() - started) * 1000.0)
-    return finish(plan, call, (time.perf_counter() - started) * 1000.0)
-
-
-async def _aanswer(
-    ctx: Context,
-    *,
-    strategy: str = "auto",
-    max_context_tokens: int = 3000,
-    suppress_ungrounded: bool = False,
-    max_sentences: int = 3,
-) -> Outcome:
-    import asyncio
-
-    from agentrag.llm import acall_llm
-
-    plan = await asyncio.to_thread(
+    plan = yield blocking(
         prepare,
         ctx,
         strategy=strategy,
@@ -383,7 +366,9 @@ async def _aanswer(
     assert ctx.deps.llm is not None and plan.messages is not None
     started = time.perf_counter()
     try:
-        call = await acall_llm(ctx.deps.llm, plan.messages, purpose="answer", telemetry=_telemetry(ctx))
+        call = yield either(
+            call_llm, acall_llm, ctx.deps.llm, plan.messages, purpose="answer", telemetry=_telemetry(ctx)
+        )
     except LLMError as exc:
         return llm_failed(plan, exc, (time.perf_counter() - started) * 1000.0)
     return finish(plan, call, (time.perf_counter() - started) * 1000.0)
@@ -406,29 +391,54 @@ def _after_answer(ctx: Context) -> None:
         querylog.submit(ctx)
 
 
-answer = Step("answer", _answer, _aanswer, after=_after_answer)
+answer = Step("answer", _answer, after=_after_answer)
 
 
 # ---- streaming ----------------------------------------------------------------------------------
-# The sync and async generators differ only in how they wait (prepare in a thread, the model's
-# pieces with ``async for``); what they yield before and after the pieces is decided here.
-def _without_model(run: StepRun, ctx: Context, plan: AnswerPlan) -> list[str | Context] | None:
-    """Everything to yield when the answer needs no model call; None when it does."""
-    if plan.outcome is None:
-        return None
-    text = plan.outcome.changes.get("answer_text")
-    return [*([text] if text else []), run.finish(ctx, plan.outcome)]
-
-
-def _streamed(
-    run: StepRun, ctx: Context, plan: AnswerPlan, call: LLMCall | None, error: LLMError | None, started: float
-) -> Context:
-    """The final Context once the model's stream ended (``error`` when it failed mid-stream)."""
-    elapsed = (time.perf_counter() - started) * 1000.0
-    if error is not None:
-        return run.finish(ctx, llm_failed(plan, error, elapsed))
-    assert call is not None
-    return run.finish(ctx, finish(plan, call, elapsed))
+# One body for answer_stream and aanswer_stream (see agentrag._sansio): it yields Ops where it
+# waits (prepare in a worker thread under async, the model's next piece) and Emits what the
+# consumer gets: the text pieces, then the final Context.
+def _stream_body(
+    run: StepRun, ctx: Context, options: dict[str, Any], open_: Callable[..., Any]
+) -> Body[None]:
+    pieces: Any = None
+    try:
+        if ctx.error is not None:
+            yield Emit(run.skip(ctx))
+            return
+        try:
+            with run.current():
+                plan = yield blocking(prepare, ctx, **options)
+        except InvalidInputError:
+            raise
+        except AgentragError as exc:
+            yield Emit(run.fail(ctx, exc))
+            return
+        if plan.outcome is not None:  # no model call: the whole answer is one piece
+            text = plan.outcome.changes.get("answer_text")
+            if text:
+                yield Emit(text)
+            yield Emit(run.finish(ctx, plan.outcome))
+            return
+        assert ctx.deps.llm is not None and plan.messages is not None
+        stream = open_(ctx.deps.llm, plan.messages, purpose="answer", telemetry=_telemetry(ctx))
+        started = time.perf_counter()
+        with run.current():  # starts the model-call span under the answer span
+            pieces = yield choose(lambda: iter(stream), lambda: aiter(stream))
+        try:
+            while (piece := (yield next_item(pieces))) is not END:
+                yield Emit(piece)
+        except LLMError as exc:
+            elapsed = (time.perf_counter() - started) * 1000.0
+            yield Emit(run.finish(ctx, llm_failed(plan, exc, elapsed)))
+            return
+        assert stream.call is not None
+        yield Emit(run.finish(ctx, finish(plan, stream.call, (time.perf_counter() - started) * 1000.0)))
+    except BaseException as exc:  # the consumer stopped early (GeneratorExit) or a bug
+        if pieces is not None:
+            yield close(pieces)
+        run.abort(exc)
+        raise
 
 
 def answer_stream(ctx: Context, **options: Any) -> Generator[str | Context, None, None]:
@@ -448,72 +458,17 @@ def answer_stream(ctx: Context, **options: Any) -> Generator[str | Context, None
     from agentrag.llm import stream_llm
 
     run = answer.begin(ctx, **options)
-    try:
-        if ctx.error is not None:
-            yield run.skip(ctx)
-            return
-        try:
-            with run.current():
-                plan = prepare(ctx, **options)
-        except InvalidInputError:
-            raise
-        except AgentragError as exc:
-            yield run.fail(ctx, exc)
-            return
-        if (items := _without_model(run, ctx, plan)) is not None:
-            yield from items
-            return
-        assert ctx.deps.llm is not None and plan.messages is not None
-        stream = stream_llm(ctx.deps.llm, plan.messages, purpose="answer", telemetry=_telemetry(ctx))
-        started = time.perf_counter()
-        with run.current():
-            pieces = iter(stream)  # starts the model-call span under the answer span
-        error: LLMError | None = None
-        try:
-            yield from pieces
-        except LLMError as exc:
-            error = exc
-        yield _streamed(run, ctx, plan, stream.call, error, started)
-    except BaseException as exc:  # the consumer stopped early (GeneratorExit) or a bug
-        run.abort(exc)
-        raise
+    yield from stream_sync(_stream_body(run, ctx, options, stream_llm))
 
 
 async def aanswer_stream(ctx: Context, **options: Any) -> AsyncGenerator[str | Context, None]:
     """The async twin of :func:`answer_stream`: ``async for item in aanswer_stream(ctx)``."""
-    import asyncio
-
     from agentrag.llm import astream_llm
 
     run = answer.begin(ctx, **options)
+    items = stream_async(_stream_body(run, ctx, options, astream_llm))
     try:
-        if ctx.error is not None:
-            yield run.skip(ctx)
-            return
-        try:
-            with run.current():
-                plan = await asyncio.to_thread(prepare, ctx, **options)
-        except InvalidInputError:
-            raise
-        except AgentragError as exc:
-            yield run.fail(ctx, exc)
-            return
-        if (items := _without_model(run, ctx, plan)) is not None:
-            for item in items:
-                yield item
-            return
-        assert ctx.deps.llm is not None and plan.messages is not None
-        stream = astream_llm(ctx.deps.llm, plan.messages, purpose="answer", telemetry=_telemetry(ctx))
-        started = time.perf_counter()
-        with run.current():
-            pieces = aiter(stream)
-        error: LLMError | None = None
-        try:
-            async for piece in pieces:
-                yield piece
-        except LLMError as exc:
-            error = exc
-        yield _streamed(run, ctx, plan, stream.call, error, started)
-    except BaseException as exc:
-        run.abort(exc)
-        raise
+        async for item in items:
+            yield item
+    finally:  # a consumer that stops early stops the body now (its GeneratorExit), as in the sync form
+        await items.aclose()

@@ -22,7 +22,7 @@ Each ``store.search`` call records the ``retriever.*`` metrics; the step ends wi
 
 from __future__ import annotations
 
-import asyncio
+import functools
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel
 
+from agentrag._sansio import Body, blocking, concurrently
 from agentrag.context import Context, Degradation, SearchIteration, SearchRecord, StopReason
 from agentrag.errors import (
     CollectionNotFoundError,
@@ -350,37 +351,13 @@ def _search(
     limit: int | None = None,
     collections: Sequence[str] | None = None,
     strategy: str = "auto",
-) -> Outcome:
+) -> Body[Outcome]:
+    """The one body of ``search`` and ``asearch`` (see :mod:`agentrag._sansio`): the async run
+    plans in a worker thread and runs the question x collection units concurrently."""
     started = time.perf_counter()
     if (skip := _skip(ctx)) is not None:
         return skip
-    plan = _plan(
-        ctx,
-        self_correct=self_correct,
-        max_iterations=max_iterations,
-        mode=mode,
-        limit=limit,
-        collections=collections,
-        strategy=strategy,
-    )
-    tracker = BudgetTracker(ctx, ctx.options.budget)
-    return _combine(plan, [_run_unit(ctx, q, c, plan, tracker) for q, c in plan.units], started)
-
-
-async def _asearch(
-    ctx: Context,
-    *,
-    self_correct: bool = False,
-    max_iterations: int = 3,
-    mode: str | None = None,
-    limit: int | None = None,
-    collections: Sequence[str] | None = None,
-    strategy: str = "auto",
-) -> Outcome:
-    started = time.perf_counter()
-    if (skip := _skip(ctx)) is not None:
-        return skip
-    plan = await asyncio.to_thread(
+    plan = yield blocking(
         _plan,
         ctx,
         self_correct=self_correct,
@@ -391,10 +368,8 @@ async def _asearch(
         strategy=strategy,
     )
     tracker = BudgetTracker(ctx, ctx.options.budget)
-    results = await asyncio.gather(
-        *(asyncio.to_thread(_run_unit, ctx, q, c, plan, tracker) for q, c in plan.units)
-    )
-    return _combine(plan, results, started)
+    units = [functools.partial(_run_unit, ctx, q, c, plan, tracker) for q, c in plan.units]
+    return _combine(plan, (yield concurrently(units)), started)
 
 
 def _after_search(ctx: Context) -> None:
@@ -405,4 +380,4 @@ def _after_search(ctx: Context) -> None:
         retrieval_event(ctx)
 
 
-search = Step("search", _search, _asearch, after=_after_search)
+search = Step("search", _search, after=_after_search)
