@@ -6,9 +6,10 @@ Exit codes: 0 success, 1 partial failure (some files failed to ingest), 2 an err
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from agentrag.errors import AgentragError
@@ -115,17 +116,8 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         if not args.create:
             raise
         store.create_collection(args.collection, description=args.description or "")
-    bar = None
-    if not args.json and sys.stderr.isatty():
-        from tqdm import tqdm
-
-        bar = tqdm(total=sum(1 for _ in iter_files(args.paths)), unit="doc", file=sys.stderr)
-
-    def progress(event: Any) -> None:
-        if bar is not None and event.status != "writing":
-            bar.update(1)
-
-    try:
+    bars = not args.json and sys.stderr.isatty()
+    with _progress(sum(1 for _ in iter_files(args.paths)) if bars else 0, bars) as progress:
         report = store.ingest(
             args.paths,
             collection=args.collection,
@@ -135,9 +127,6 @@ def cmd_ingest(args: argparse.Namespace) -> int:
             session=args.session,
             on_progress=progress,
         )
-    finally:
-        if bar is not None:
-            bar.close()
     _print_json(report.to_dict()) if args.json else print(report)
     return 0 if report.ok else 1
 
@@ -426,13 +415,27 @@ def _eval_modes(value: str) -> list[str]:
     return modes
 
 
-def _progress_bar(total: int, desc: str, enabled: bool) -> Any:
-    if not enabled:
-        return None
-    from tqdm import tqdm
+@contextlib.contextmanager
+def _progress(
+    total: int, enabled: bool, *, desc: str | None = None, unit: str = "doc", leave: bool = True
+) -> Iterator[Callable[[Any], None]]:
+    """A tqdm bar on stderr when ``enabled`` and the ``on_progress`` callback that moves it one
+    step per event (not for ingest's "writing" events); the bar is closed on the way out."""
+    bar = None
+    if enabled:
+        from tqdm import tqdm
 
-    unit = "doc" if desc == "ingest" else "query"
-    return tqdm(total=total, desc=desc, unit=unit, file=sys.stderr, leave=False)
+        bar = tqdm(total=total, desc=desc, unit=unit, file=sys.stderr, leave=leave)
+
+    def advance(event: Any) -> None:
+        if bar is not None and getattr(event, "status", None) != "writing":
+            bar.update(1)
+
+    try:
+        yield advance
+    finally:
+        if bar is not None:
+            bar.close()
 
 
 def cmd_eval_beir(args: argparse.Namespace) -> int:
@@ -451,17 +454,8 @@ def cmd_eval_beir(args: argparse.Namespace) -> int:
         f"collection {collection!r} in {store.url}",
         file=sys.stderr,
     )
-    bar = _progress_bar(len(dataset.corpus), "ingest", bars)
-
-    def ingested(event: Any) -> None:
-        if bar is not None and event.status != "writing":
-            bar.update(1)
-
-    try:
+    with _progress(len(dataset.corpus), bars, desc="ingest", leave=False) as ingested:
         ingest = ingest_beir(store, dataset, collection, on_progress=ingested)
-    finally:
-        if bar is not None:
-            bar.close()
     print(
         f"  {len(ingest.added)} added, {len(ingest.replaced)} replaced, {len(ingest.unchanged)} unchanged, "
         f"{len(ingest.failed)} failed",
@@ -472,13 +466,7 @@ def cmd_eval_beir(args: argparse.Namespace) -> int:
 
     reports = []
     for mode in args.compare or [args.mode]:
-        bar = _progress_bar(queries, mode, bars)
-
-        def evaluated(_event: Any, bar: Any = bar) -> None:
-            if bar is not None:
-                bar.update(1)
-
-        try:
+        with _progress(queries, bars, desc=mode, unit="query", leave=False) as evaluated:
             reports.append(
                 evaluate(
                     store,
@@ -493,9 +481,6 @@ def cmd_eval_beir(args: argparse.Namespace) -> int:
                     on_progress=evaluated,
                 )
             )
-        finally:
-            if bar is not None:
-                bar.close()
     at = min(10, args.top_k)
     columns = (f"ndcg@{at}", f"recall@{args.top_k}", f"mrr@{at}", "qps", "p50_ms", "p99_ms")
     comparison = compare(reports, columns=tuple(dict.fromkeys(columns)))
@@ -529,6 +514,12 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 # ---- parser ------------------------------------------------------------------------------------
+def _scope_options(parser: argparse.ArgumentParser) -> None:
+    """--tenant, --workspace, --session."""
+    for flag in ("--tenant", "--workspace", "--session"):
+        parser.add_argument(flag)
+
+
 def build_parser() -> argparse.ArgumentParser:
     from agentrag.retrieval.fusion import FUSIONS
 
@@ -571,9 +562,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--create", action="store_true", help="create the collection if it does not exist")
     p.add_argument("--description", help="description for --create")
     p.add_argument("--metadata", "-m", action="append", metavar="KEY=VALUE")
-    p.add_argument("--tenant")
-    p.add_argument("--workspace")
-    p.add_argument("--session")
+    _scope_options(p)
 
     docs = sub.add_parser("documents", help="list, delete documents").add_subparsers(
         dest="doc_command", required=True
@@ -601,9 +590,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="classification=, doc_id=, date_from=, date_to= (YYYY-MM-DD) or meta.KEY=VALUE; repeatable "
         "(repeated keys match any of the values)",
     )
-    p.add_argument("--tenant")
-    p.add_argument("--workspace")
-    p.add_argument("--session")
+    _scope_options(p)
     p.add_argument("--all-scopes", action="store_true", help="search every scope of a scoped collection")
 
     p = add(sub, "ask", cmd_ask, "answer a question from the collections, with citations and sources")
@@ -621,9 +608,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--suppress-ungrounded", action="store_true", help="strip uncited sentences")
     p.add_argument("--stream", action="store_true", help="print the answer as it is generated")
     p.add_argument("--proof", action="store_true", help="print the retrieval proof (JSON)")
-    p.add_argument("--tenant")
-    p.add_argument("--workspace")
-    p.add_argument("--session")
+    _scope_options(p)
 
     rel = sub.add_parser("relations", help="knowledge-graph triples: add, import, list").add_subparsers(
         dest="rel_command", required=True

@@ -281,13 +281,16 @@ def _call_tokens(call: LLMCall) -> tuple[str, str]:
 # -- Context: HTML -------------------------------------------------------------------------------------
 
 
+def _source_sets(ctx: Context) -> tuple[list[Hit], set[str], set[str], set[str]]:
+    """The sources shown, their ids, the cited ids and the ids of the chunks in the prompt."""
+    sources = _sources(ctx)
+    return sources, {h.chunk_id for h in sources}, set(ctx.citations), {h.chunk_id for h in ctx.context_used}
+
+
 def context_html(ctx: Context) -> str:
     """The whole context as one self-contained, escaped HTML fragment (inline CSS)."""
     qid = ctx.query_id
-    sources = _sources(ctx)
-    source_ids = {hit.chunk_id for hit in sources}
-    cited = set(ctx.citations)
-    used = {hit.chunk_id for hit in ctx.context_used}
+    sources, source_ids, cited, used = _source_sets(ctx)
     out = [_CSS, f'<div class="agentrag agentrag-context" id="{_e("agentrag-" + qid)}">']
 
     out.append(f"<p><strong>Question</strong> {_e(ctx.question)}</p>")
@@ -444,10 +447,7 @@ def context_html(ctx: Context) -> str:
 def context_markdown(ctx: Context) -> str:
     """The context as Markdown (no prompt bodies: see the HTML view or ``ctx.llm_calls[i].messages``)."""
     qid = ctx.query_id
-    sources = _sources(ctx)
-    source_ids = {hit.chunk_id for hit in sources}
-    cited = set(ctx.citations)
-    used = {hit.chunk_id for hit in ctx.context_used}
+    sources, source_ids, cited, used = _source_sets(ctx)
     parts = [f"**Question** {_md(ctx.question)}"]
     parts.append(" · ".join(f"{_md(k)}: {_md(v)}" for k, v in _headline(ctx)))
 

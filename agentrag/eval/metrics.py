@@ -63,6 +63,13 @@ def _relevant(qrels: Mapping[str, float]) -> dict[str, float]:
     return {doc_id: grade for doc_id, grade in qrels.items() if grade > 0}
 
 
+def _found(ranked: Sequence[str], qrels: Mapping[str, float], k: int) -> tuple[int, dict[str, float]]:
+    """How many of the top ``k`` (``k`` checked) are relevant, and the relevant documents."""
+    _check_k(k)
+    relevant = _relevant(qrels)
+    return sum(1 for doc_id in _unique(ranked, k) if doc_id in relevant), relevant
+
+
 def dcg(gains: Iterable[float]) -> float:
     """Discounted cumulative gain of gains listed best rank first: ``sum(g_i / log2(i + 1))``, i from 1."""
     return sum(gain / math.log2(rank + 1) for rank, gain in enumerate(gains, start=1))
@@ -89,12 +96,8 @@ def recall_at_k(ranked: Sequence[str], qrels: Mapping[str, float], k: int) -> fl
 
     Returns ``None`` when the qrels hold no relevant document.
     """
-    _check_k(k)
-    relevant = _relevant(qrels)
-    if not relevant:
-        return None
-    found = sum(1 for doc_id in _unique(ranked, k) if doc_id in relevant)
-    return found / len(relevant)
+    found, relevant = _found(ranked, qrels, k)
+    return found / len(relevant) if relevant else None
 
 
 def precision_at_k(ranked: Sequence[str], qrels: Mapping[str, float], k: int) -> float | None:
@@ -103,12 +106,8 @@ def precision_at_k(ranked: Sequence[str], qrels: Mapping[str, float], k: int) ->
     The denominator is ``k`` even when fewer than ``k`` documents were retrieved. Returns ``None``
     when the qrels hold no relevant document.
     """
-    _check_k(k)
-    relevant = _relevant(qrels)
-    if not relevant:
-        return None
-    found = sum(1 for doc_id in _unique(ranked, k) if doc_id in relevant)
-    return found / k
+    found, relevant = _found(ranked, qrels, k)
+    return found / k if relevant else None
 
 
 def mrr(ranked: Sequence[str], qrels: Mapping[str, float], k: int | None = None) -> float | None:
@@ -132,11 +131,8 @@ def hit_at_k(ranked: Sequence[str], qrels: Mapping[str, float], k: int) -> float
 
     Returns ``None`` when the qrels hold no relevant document.
     """
-    _check_k(k)
-    relevant = _relevant(qrels)
-    if not relevant:
-        return None
-    return 1.0 if any(doc_id in relevant for doc_id in _unique(ranked, k)) else 0.0
+    found, relevant = _found(ranked, qrels, k)
+    return (1.0 if found else 0.0) if relevant else None
 
 
 def rank_by_score(scores: Mapping[str, float], k: int | None = None) -> list[str]:

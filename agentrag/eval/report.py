@@ -70,6 +70,9 @@ def _fmt(key: str, value: Any) -> str:
     return f"{value:.4f}"
 
 
+_HEADLINE = ("queries", "qps", "p50_ms", "p99_ms")  # in the headline, not in the tables
+
+
 def _md(text: Any) -> str:
     """Escape for a Markdown table cell: HTML-escaped, Markdown punctuation and pipes backslashed."""
     escaped = html.escape(str(text)).replace("\r", " ").replace("\n", " ")
@@ -210,21 +213,25 @@ class EvalReport:
         return f"EvalReport({', '.join(parts)})"
 
     def _headline(self, summary: Mapping[str, float]) -> list[tuple[str, str]]:
-        keys = [key for key in ("queries", "qps", "p50_ms", "p99_ms") if key in summary]
+        keys = [key for key in _HEADLINE if key in summary]
         return [(key, _fmt(key, summary[key])) for key in keys]
+
+    def _summary_tables(
+        self, summary: Mapping[str, float], table: Callable[[Sequence[str], Sequence[Sequence[str]]], str]
+    ) -> list[str]:
+        """The metric grid and the other means, drawn by ``table`` (text, HTML or Markdown)."""
+        header, rows, others = _grid(summary)
+        extra = [[key, _fmt(key, value)] for key, value in others if key not in _HEADLINE]
+        return ([table(header, rows)] if rows else []) + ([table(["metric", "mean"], extra)] if extra else [])
 
     def __str__(self) -> str:
         summary = self.summary()
-        header, rows, others = _grid(summary)
         lines = [f"EvalReport: {self.name}"]
         if self.config:
             lines.append("config: " + ", ".join(f"{key}={value!r}" for key, value in self.config.items()))
         lines.append("  ".join(f"{key} {value}" for key, value in self._headline(summary)))
-        if rows:
-            lines += ["", _text_table(header, rows)]
-        extra = [(key, value) for key, value in others if key not in ("queries", "qps", "p50_ms", "p99_ms")]
-        if extra:
-            lines += ["", _text_table(["metric", "mean"], [[key, _fmt(key, value)] for key, value in extra])]
+        for table in self._summary_tables(summary, _text_table):
+            lines += ["", table]
         return "\n".join(lines)
 
     def _per_query_rows(self, keys: Sequence[str]) -> tuple[list[str], list[list[str]]]:
@@ -237,14 +244,9 @@ class EvalReport:
 
     def _repr_html_(self) -> str:
         summary = self.summary()
-        header, rows, others = _grid(summary)
-        extra = [(key, value) for key, value in others if key not in ("queries", "qps", "p50_ms", "p99_ms")]
         headline = " · ".join(f"{_h(key)} {_h(value)}" for key, value in self._headline(summary))
         parts = [f'<div class="agentrag-eval-report"><p><strong>{_h(self.name)}</strong> · {headline}</p>']
-        if rows:
-            parts.append(_html_table(header, rows))
-        if extra:
-            parts.append(_html_table(["metric", "mean"], [[key, _fmt(key, value)] for key, value in extra]))
+        parts += self._summary_tables(summary, _html_table)
         if self.config:
             config_rows = [[str(key), repr(value)] for key, value in self.config.items()]
             parts.append(
@@ -261,15 +263,8 @@ class EvalReport:
 
     def _repr_markdown_(self) -> str:
         summary = self.summary()
-        header, rows, others = _grid(summary)
-        extra = [(key, value) for key, value in others if key not in ("queries", "qps", "p50_ms", "p99_ms")]
         headline = " · ".join(f"{_md(key)} {_md(value)}" for key, value in self._headline(summary))
-        parts = [f"**{_md(self.name)}** · {headline}"]
-        if rows:
-            parts.append(_md_table(header, rows))
-        if extra:
-            parts.append(_md_table(["metric", "mean"], [[key, _fmt(key, value)] for key, value in extra]))
-        return "\n\n".join(parts)
+        return "\n\n".join([f"**{_md(self.name)}** · {headline}", *self._summary_tables(summary, _md_table)])
 
     def to_pandas(self) -> Any:
         """One row per query (index ``query_id``): query, retrieved, every metric, latency_ms."""

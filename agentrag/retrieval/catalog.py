@@ -10,7 +10,7 @@ import re
 
 from agentrag.errors import InvalidInputError
 
-__all__ = ["DISTANCES", "NAME", "validate_name"]
+__all__ = ["DISTANCES", "NAME", "is_valid_unicode", "validate_name"]
 
 NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,62}$")
 
@@ -29,3 +29,12 @@ def validate_name(name: str) -> str:
             "starting with a letter, digit or '_'"
         )
     return name
+
+
+def is_valid_unicode(value: str) -> bool:
+    """False for a string PostgreSQL cannot take: one holding a lone surrogate."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True

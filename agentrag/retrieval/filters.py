@@ -43,6 +43,7 @@ from typing import Any, TypeAlias
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from agentrag.errors import FilterError
+from agentrag.retrieval.catalog import is_valid_unicode
 
 __all__ = ["DateRange", "Filters", "MetaIn", "compile_filters", "validate_filters"]
 
@@ -65,10 +66,8 @@ def _text(value: Any, where: str) -> str:
         raise ValueError(f"{where} must not contain NUL bytes")
     if len(value) > MAX_STRING:
         raise ValueError(f"{where} is longer than {MAX_STRING} characters")
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        raise ValueError(f"{where} is not valid Unicode (lone surrogate)") from None
+    if not is_valid_unicode(value):
+        raise ValueError(f"{where} is not valid Unicode (lone surrogate)")
     return value
 
 
@@ -76,13 +75,21 @@ def _texts(value: Any, where: str) -> tuple[str, ...]:
     """A string or a non-empty list/tuple of strings, as a tuple."""
     if isinstance(value, str):
         return (_text(value, where),)
+    items = _items(
+        value, where, "a string or a list of strings", "an empty list (leave the key out to not filter)"
+    )
+    return tuple(_text(item, f"{where}[{i}]") for i, item in enumerate(items))
+
+
+def _items(value: Any, where: str, expected: str, empty: str) -> list[Any] | tuple[Any, ...]:
+    """A non-empty list/tuple of at most MAX_VALUES items (``expected`` / ``empty`` for the errors)."""
     if not isinstance(value, list | tuple):
-        raise ValueError(f"{where} must be a string or a list of strings, got {type(value).__name__}")
+        raise ValueError(f"{where} must be {expected}, got {type(value).__name__}")
     if not value:
-        raise ValueError(f"{where} must not be an empty list (leave the key out to not filter)")
+        raise ValueError(f"{where} must not be {empty}")
     if len(value) > MAX_VALUES:
         raise ValueError(f"{where} holds more than {MAX_VALUES} values")
-    return tuple(_text(item, f"{where}[{i}]") for i, item in enumerate(value))
+    return value
 
 
 def _scalar(value: Any, where: str) -> Scalar:
@@ -205,13 +212,7 @@ class Filters(BaseModel):
                     unknown = [op for op in ops if op != "in"]
                     shown = ", ".join(repr(op) for op in unknown) if unknown else "none"
                     raise ValueError(f"{where}: unknown operator(s) {shown}; the only operator is 'in'")
-                items = condition["in"]
-                if not isinstance(items, list | tuple):
-                    raise ValueError(f"{where}['in'] must be a list, got {type(items).__name__}")
-                if not items:
-                    raise ValueError(f"{where}['in'] must not be empty")
-                if len(items) > MAX_VALUES:
-                    raise ValueError(f"{where}['in'] holds more than {MAX_VALUES} values")
+                items = _items(condition["in"], f"{where}['in']", "a list", "empty")
                 out[key] = MetaIn.model_validate(
                     {"in": tuple(_scalar(item, f"{where}['in'][{i}]") for i, item in enumerate(items))}
                 )

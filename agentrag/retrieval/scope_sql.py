@@ -21,6 +21,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from agentrag.errors import ScopeError
+from agentrag.retrieval.catalog import is_valid_unicode
 from agentrag.scope import Scope
 
 __all__ = ["check_scope", "compile_scope"]
@@ -29,10 +30,8 @@ __all__ = ["check_scope", "compile_scope"]
 def _value(value: str, name: str) -> str:
     if "\x00" in value:
         raise ScopeError(f"scope {name} must not contain NUL bytes")
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        raise ScopeError(f"scope {name} is not valid Unicode (lone surrogate)") from None
+    if not is_valid_unicode(value):
+        raise ScopeError(f"scope {name} is not valid Unicode (lone surrogate)")
     return value
 
 
