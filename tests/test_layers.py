@@ -14,6 +14,8 @@ name an extension package. The extension packages (``server``, ``integrations``,
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -224,3 +226,19 @@ def test_the_checker_allows_what_the_policy_allows(monkeypatch: pytest.MonkeyPat
 
     monkeypatch.setattr(Path, "read_text", read_text)
     assert violations(list(cases)) == []
+
+
+# ---- the seam: agentrag.steps binds the methods Context declares -------------------------------
+def test_the_seam_binds_what_context_declares() -> None:
+    code = (
+        "from agentrag.context import BOUND_METHODS, Context\n"
+        "try:\n"
+        "    Context('q').route\n"
+        "except AttributeError as exc:\n"
+        "    print('before:', 'agentrag.steps' in str(exc))\n"
+        "import agentrag\n"
+        "assert agentrag.Context is Context\n"
+        "print('after:', all(callable(getattr(Context('q'), name)) for name in BOUND_METHODS))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["before:", "True", "after:", "True"]
