@@ -9,6 +9,10 @@ A question becomes an immutable :class:`Context` that flows through small steps:
     ctx = ctx | ar.route(collections=["api", "support"]) | ar.search(self_correct=True) | ar.answer()
     print(ctx.answer_text, ctx.citations)
 
+In a conversation, pass the earlier turns and condense the follow-up first::
+
+    ctx = ar.new("and how much does it cost?", store=store, history=messages) | ar.condense()
+
 Everything public is listed in ``__all__`` and loaded on first use, so ``import agentrag``
 stays fast (torch, sentence-transformers and litellm load only when a model is used).
 """
@@ -48,6 +52,7 @@ _LAZY: dict[str, str] = {
     # pipeline
     "new": "agentrag.steps",
     "gate": "agentrag.steps",
+    "condense": "agentrag.steps",
     "rewrite": "agentrag.steps",
     "route": "agentrag.steps",
     "decompose": "agentrag.steps",
@@ -151,6 +156,7 @@ __all__ = [
     "aroute",
     "arun",
     "asearch",
+    "condense",
     "connect",
     "decompose",
     "enrich",
@@ -199,6 +205,7 @@ if TYPE_CHECKING:
     from agentrag.scope import Scope
     from agentrag.step import arun
     from agentrag.steps.answer import aanswer_stream, answer, answer_stream
+    from agentrag.steps.condense import condense
     from agentrag.steps.decompose import decompose
     from agentrag.steps.enrich import enrich
     from agentrag.steps.gate import gate

@@ -39,6 +39,7 @@ __all__ = [
     "SearchRecord",
     "StepRecord",
     "StopReason",
+    "Turn",
 ]
 
 MAX_QUESTION_CHARS = 10_000
@@ -87,6 +88,17 @@ class Deps:
     telemetry: Telemetry | None = None
     audit: AuditSink | None = None
     query_log: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Turn:
+    """One earlier message of the conversation: ``role`` is ``"user"`` or ``"assistant"``."""
+
+    role: str
+    content: str
+
+    def __repr__(self) -> str:
+        return f"Turn({self.role}: {self.content[:40]!r})"
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,6 +162,10 @@ class Context:
 
     question: str
     options: Options = Options()
+    # conversation: the earlier turns; condense() keeps the user's own words in original_question
+    # and makes ``question`` the standalone question every later step works on
+    history: tuple[Turn, ...] = ()
+    original_question: str | None = None
     # gate
     retrieve: bool | None = None
     gate_reasoning: str | None = None
@@ -254,6 +270,7 @@ class Context:
     if TYPE_CHECKING:
 
         def gate(self, **options: Any) -> Context: ...
+        def condense(self, **options: Any) -> Context: ...
         def rewrite(self, **options: Any) -> Context: ...
         def route(self, **options: Any) -> Context: ...
         def decompose(self, **options: Any) -> Context: ...
@@ -287,6 +304,7 @@ class Context:
 # What agentrag.steps binds onto Context (the seam); nothing else adds methods to it.
 BOUND_METHODS: tuple[str, ...] = (
     "gate",
+    "condense",
     "rewrite",
     "route",
     "decompose",

@@ -45,7 +45,10 @@ __all__ = [
     "render",
 ]
 
-PROMPT_NAMES: tuple[str, ...] = ("gate", "rewrite", "route", "decompose", "sufficiency", "rerank", "answer")
+PROMPT_NAMES: tuple[str, ...] = (
+    "gate",
+    "condense",
+    "rewrite", "route", "decompose", "sufficiency", "rerank", "answer")
 
 _SUFFIX = ".j2"
 _BUILTIN_PREFIX = "builtin"

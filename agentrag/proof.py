@@ -4,7 +4,9 @@
 with its document, original filename, text, page, character offsets into the stored
 document text, similarity, classification, embedding model and version, and the sha256 of
 the document text, plus a timestamp, ``model_version_match`` and, once answered, the
-generation (answer, cited chunks, ungrounded claims). So for every chunk::
+generation (answer, cited chunks, ungrounded claims). In a conversation (``condense()`` ran) it
+also holds the user's message (``original_question``) and the standalone question that was
+searched (``condensed_question``). So for every chunk::
 
     document.text[chunk.start_char:chunk.end_char] == chunk.text
     sha256(document.text.encode("utf-8")).hexdigest() == chunk.source_sha256
@@ -87,6 +89,9 @@ class Proof:
     mode: str | None
     degradations: tuple[str, ...] = ()
     generation: Generation | None = None
+    # a conversation: what the user wrote, and the standalone question condense() searched for
+    original_question: str | None = None
+    condensed_question: str | None = None
     schema_version: int = field(default=SCHEMA_VERSION)
 
     def to_dict(self) -> dict[str, Any]:
@@ -197,6 +202,8 @@ def build_proof(ctx: Context) -> Proof:
         mode=ctx.mode,
         degradations=tuple(dict.fromkeys(d.kind for d in ctx.degradations)),
         generation=generation,
+        original_question=ctx.original_question,
+        condensed_question=ctx.question if ctx.original_question is not None else None,
     )
 
 
@@ -264,6 +271,8 @@ PROOF_SCHEMA: dict[str, Any] = {
         "mode": _nullable("string"),
         "degradations": {"type": "array", "items": {"type": "string"}},
         "generation": _GENERATION_SCHEMA,
+        "original_question": _nullable("string"),
+        "condensed_question": _nullable("string"),
         "schema_version": {"type": "integer", "const": SCHEMA_VERSION},
     },
 }

@@ -64,6 +64,7 @@ PINNED = [
     "aroute",
     "arun",
     "asearch",
+    "condense",
     "connect",
     "decompose",
     "enrich",

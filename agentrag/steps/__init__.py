@@ -20,6 +20,7 @@ from agentrag.display import context_html, context_markdown
 from agentrag.proof import build_proof
 from agentrag.step import Step
 from agentrag.steps.answer import aanswer_stream, answer, answer_stream
+from agentrag.steps.condense import condense
 from agentrag.steps.decompose import decompose
 from agentrag.steps.enrich import enrich
 from agentrag.steps.gate import gate
@@ -30,6 +31,7 @@ from agentrag.steps.route import route
 from agentrag.steps.search import search
 
 agate = gate.arun
+acondense = condense.arun
 arewrite = rewrite.arun
 aroute = route.arun
 adecompose = decompose.arun
@@ -41,11 +43,13 @@ aanswer = answer.arun
 __all__ = [
     "aanswer",
     "aanswer_stream",
+    "acondense",
     "adecompose",
     "aenrich",
     "agate",
     "answer",
     "answer_stream",
+    "condense",
     "arerank",
     "arewrite",
     "aroute",
@@ -73,7 +77,8 @@ def _chain(step: Step) -> Callable[..., Context]:
 
 def _bind_context_methods() -> None:
     methods: dict[str, Callable[..., Any]] = {
-        step.name: _chain(step) for step in (gate, rewrite, route, decompose, search, rerank, enrich, answer)
+        step.name: _chain(step)
+        for step in (gate, condense, rewrite, route, decompose, search, rerank, enrich, answer)
     }
     methods.update(
         answer_stream=answer_stream,

@@ -1,7 +1,9 @@
 """``gate()``: does this message need retrieval at all?
 
 Local strategy (no LLM): greetings, thanks and pure arithmetic skip retrieval; everything
-else retrieves. With an LLM, ``prompts/gate.j2`` decides.
+else retrieves (a follow-up such as "and for Business?" is not small talk, so it retrieves).
+With an LLM, ``prompts/gate.j2`` decides, seeing the last ``max_turns`` earlier turns of the
+conversation (fenced) so that a follow-up is judged in context.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import re
 from pydantic import BaseModel
 
 from agentrag.context import Context
+from agentrag.errors import InvalidInputError
 from agentrag.step import Outcome, Step
 from agentrag.steps._common import ask_json, use_llm
 
@@ -27,9 +30,21 @@ class GateReply(BaseModel):
     reasoning: str = ""
 
 
-def _gate(ctx: Context, *, strategy: str = "auto") -> Outcome:
+def _gate(ctx: Context, *, strategy: str = "auto", max_turns: int = 6) -> Outcome:
+    if not isinstance(max_turns, int) or isinstance(max_turns, bool) or not 1 <= max_turns <= 50:
+        raise InvalidInputError(f"gate(): max_turns must be an integer from 1 to 50, got {max_turns!r}")
     if use_llm(ctx, strategy, "gate"):
-        reply, calls = ask_json(ctx, "gate", GateReply, question=ctx.question)
+        history: dict[str, object] = {}
+        if ctx.history:
+            from agentrag.prompts import new_delimiter
+
+            turns = ctx.history[-max_turns:]
+            history = {
+                "history": [{"role": t.role, "content": t.content} for t in turns],
+                "delimiter": new_delimiter(),
+            }
+        question = ctx.original_question or ctx.question
+        reply, calls = ask_json(ctx, "gate", GateReply, question=question, **history)
         return Outcome(
             {"retrieve": reply.retrieve, "gate_reasoning": reply.reasoning},
             strategy="llm",
@@ -37,9 +52,10 @@ def _gate(ctx: Context, *, strategy: str = "auto") -> Outcome:
             content={"reasoning": reply.reasoning},
             llm_calls=tuple(calls),
         )
-    if _CHAT.match(ctx.question):
+    message = ctx.original_question or ctx.question
+    if _CHAT.match(message):
         retrieve, why = False, "local: greeting or small talk"
-    elif _ARITHMETIC.match(ctx.question) and any(ch.isdigit() for ch in ctx.question):
+    elif _ARITHMETIC.match(message) and any(ch.isdigit() for ch in message):
         retrieve, why = False, "local: arithmetic"
     else:
         retrieve, why = True, "local: a question for the documents"

@@ -6,7 +6,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from agentrag.context import MAX_QUESTION_CHARS, Budget, Context, Deps, Options, as_tuple
+from agentrag.context import MAX_QUESTION_CHARS, Budget, Context, Deps, Options, Turn, as_tuple
 from agentrag.errors import EmptyQueryError, InvalidInputError
 from agentrag.retrieval.fusion import check_fusion
 from agentrag.scope import Scope
@@ -18,9 +18,12 @@ if TYPE_CHECKING:
     from agentrag.store.store import Store
     from agentrag.telemetry import Telemetry
 
-__all__ = ["MODES", "new", "preprocess_question"]
+__all__ = ["MAX_HISTORY_TURNS", "MODES", "new", "parse_history", "preprocess_question"]
 
 MODES = ("hybrid", "vector", "lexical", "lexical_sql")
+MAX_HISTORY_TURNS = 200
+_ROLES = {"user": "user", "human": "user", "assistant": "assistant", "ai": "assistant"}
+_IGNORED_ROLES = {"system", "developer", "tool", "function"}
 _log = logging.getLogger("agentrag")
 
 
@@ -38,9 +41,60 @@ def preprocess_question(question: str, *, limit: int = MAX_QUESTION_CHARS) -> tu
     return text, ()
 
 
+def _content_text(content: Any, where: str) -> str:
+    """A message's text: a string, or the text parts of a multi-part (OpenAI / LangChain) content list."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, Sequence):
+        parts = []
+        for part in content:
+            if isinstance(part, str):
+                parts.append(part)
+            elif isinstance(part, Mapping) and part.get("type") == "text":
+                parts.append(str(part.get("text", "")))
+        return " ".join(parts)
+    raise InvalidInputError(f"{where}: content must be a string or a list of parts, got {type(content).__name__}")
+
+
+def parse_history(history: Sequence[Any] | None) -> tuple[Turn, ...]:
+    """Earlier turns as :class:`Turn` values, from OpenAI-style ``{"role", "content"}`` dicts or
+    LangChain messages (anything with ``.type`` and ``.content``). System, developer and tool
+    messages are not conversation and are left out; an unknown role raises. Whitespace is
+    collapsed, empty messages are dropped, and only the last ``MAX_HISTORY_TURNS`` are kept."""
+    if history is None:
+        return ()
+    if isinstance(history, str | bytes | Mapping) or not isinstance(history, Sequence):
+        raise InvalidInputError(f"history must be a list of messages, got {type(history).__name__}")
+    turns: list[Turn] = []
+    for i, message in enumerate(history):
+        where = f"history[{i}]"
+        if isinstance(message, Turn):
+            role, content = message.role, message.content
+        elif isinstance(message, Mapping):
+            if "role" not in message or "content" not in message:
+                raise InvalidInputError(f"{where}: a message needs 'role' and 'content', got {sorted(message)}")
+            role, content = message["role"], message["content"]
+        elif hasattr(message, "type") and hasattr(message, "content"):  # a LangChain message
+            role, content = message.type, message.content
+        else:
+            raise InvalidInputError(
+                f"{where}: expected a {{'role', 'content'}} dict or a LangChain message, got {type(message).__name__}"
+            )
+        role = str(role).lower()
+        if role in _IGNORED_ROLES:
+            continue
+        if role not in _ROLES:
+            raise InvalidInputError(f"{where}: unknown role {role!r}; use 'user' or 'assistant'")
+        text = " ".join(_content_text(content, where).split())
+        if text:
+            turns.append(Turn(_ROLES[role], text[:MAX_QUESTION_CHARS]))
+    return tuple(turns[-MAX_HISTORY_TURNS:])
+
+
 def new(
     question: str,
     *,
+    history: Sequence[Any] | None = None,
     store: Store | None = None,
     llm: Any = None,
     prompts: Prompts | None = None,
@@ -62,10 +116,15 @@ def new(
     ``query_log=True`` opts in to the query log: when ``answer()`` finishes, the question
     text, retrieved chunk ids, answer, mode, latencies, model and tokens are written to
     ``agentrag.query_logs`` (see :mod:`agentrag.querylog`). Nothing else stores the question.
-    ``audit`` is the audit-event sink (default: the ``agentrag.audit`` logger)."""
+    ``audit`` is the audit-event sink (default: the ``agentrag.audit`` logger).
+
+    ``history`` holds the conversation's earlier turns (OpenAI-style ``{"role", "content"}``
+    dicts or LangChain messages, oldest first); ``condense()`` uses them to turn a follow-up
+    into a standalone question, and ``gate()`` sees them."""
     from agentrag.llm import as_llm
 
     text, warnings = preprocess_question(question)
+    turns = parse_history(history)
     if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= 50:
         raise InvalidInputError(f"limit must be an integer from 1 to 50, got {limit!r}")
     if not isinstance(threshold, int | float) or isinstance(threshold, bool):
@@ -95,4 +154,4 @@ def new(
     deps = Deps(
         store=store, llm=as_llm(llm), prompts=prompts, telemetry=telemetry, audit=audit, query_log=query_log
     )
-    return Context(question=text, options=options, warnings=warnings, deps=deps)
+    return Context(question=text, options=options, history=turns, warnings=warnings, deps=deps)

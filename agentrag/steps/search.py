@@ -1,5 +1,8 @@
 """``search(self_correct=False, max_iterations=3, ...)``: every (sub-)question x collection.
 
+``depth`` is how many candidates each leg (vector, lexical) keeps before fusion (the per-method
+K); ``rrf_k`` is Reciprocal Rank Fusion's constant (refused with ``fusion="relative_score"``).
+
 Without ``self_correct`` each unit searches once (the question plus any rewrites).
 With it, each unit loops: search -> judge sufficiency -> rewrite -> search, and always
 stops with a typed :class:`StopReason`. Already-tried queries are never retried. The
@@ -44,6 +47,7 @@ from agentrag.errors import (
 from agentrag.hits import Hit
 from agentrag.llm import LLMCall
 from agentrag.prompts import chunk_views
+from agentrag.retrieval.fusion import DEFAULT_RRF_K, check_rrf_k
 from agentrag.retrieval.result import SearchResult
 from agentrag.step import Outcome, Step, _calls_of, _telemetry
 from agentrag.steps._common import BudgetTracker, ask_json, coverage, require_store, use_llm
@@ -67,6 +71,8 @@ class _Plan:
     self_correct: bool
     max_iterations: int
     llm: bool
+    depth: int = 100
+    rrf_k: float = 60
 
 
 @dataclass(slots=True)
@@ -102,7 +108,9 @@ def _search_once(ctx: Context, query: str, collection: str, plan: _Plan) -> Sear
             collections=[collection],
             mode=plan.mode,
             top_k=plan.limit,
+            depth=plan.depth,
             fusion=ctx.options.fusion,
+            rrf_k=plan.rrf_k,
             filters=ctx.options.filters,
             scope=ctx.options.scope,
         )
@@ -126,6 +134,8 @@ def _plan(
     limit: int | None,
     collections: Sequence[str] | None,
     strategy: str,
+    depth: int = 100,
+    rrf_k: float = 60,
 ) -> _Plan:
     store = require_store(ctx, "search")
     if not isinstance(max_iterations, int) or not 1 <= max_iterations <= 10:
@@ -139,8 +149,14 @@ def _plan(
     names = list(collections or ctx.collections or ctx.options.collections or _all_collections(store))
     if not names:
         raise InvalidInputError("search(): there are no collections to search")
+    if not isinstance(depth, int) or isinstance(depth, bool) or not 1 <= depth <= 1000:
+        raise InvalidInputError(f"search(): depth must be an integer from 1 to 1000, got {depth!r}")
+    check_rrf_k(rrf_k)
+    if rrf_k != DEFAULT_RRF_K and ctx.options.fusion != "rrf":
+        raise InvalidInputError(f'search(): rrf_k applies to fusion="rrf", not to {ctx.options.fusion!r}')
     units = tuple((q, c) for q in ctx.questions for c in names)
-    return _Plan(units, mode, limit, bool(self_correct), max_iterations, use_llm(ctx, strategy, "search"))
+    llm = use_llm(ctx, strategy, "search")
+    return _Plan(units, mode, limit, bool(self_correct), max_iterations, llm, depth, float(rrf_k))
 
 
 def _all_collections(store: Store) -> list[str]:
@@ -351,6 +367,8 @@ def _search(
     limit: int | None = None,
     collections: Sequence[str] | None = None,
     strategy: str = "auto",
+    depth: int = 100,
+    rrf_k: float = 60,
 ) -> Body[Outcome]:
     """The one body of ``search`` and ``asearch`` (see :mod:`agentrag._sansio`): the async run
     plans in a worker thread and runs the question x collection units concurrently."""
@@ -366,6 +384,8 @@ def _search(
         limit=limit,
         collections=collections,
         strategy=strategy,
+        depth=depth,
+        rrf_k=rrf_k,
     )
     tracker = BudgetTracker(ctx, ctx.options.budget)
     units = [functools.partial(_run_unit, ctx, q, c, plan, tracker) for q, c in plan.units]

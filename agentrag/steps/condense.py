@@ -1,0 +1,187 @@
+"""``condense(strategy="auto", max_turns=6)``: turn a conversational follow-up into a standalone question.
+
+Runs after ``new(question, history=[...])`` and before rewrite / search. The user's own words
+stay in ``ctx.original_question``; ``ctx.question`` becomes the standalone question that every
+later step (rewrite, route, search, rerank, answer) works on. Without history there is nothing
+to resolve: the question is kept and the step is marked skipped.
+
+With an LLM, ``prompts/condense.j2`` rewrites the message from the last ``max_turns`` turns
+(fenced: earlier replies may quote documents). If the model fails, the local strategy answers
+and the fallback is recorded as a degradation.
+
+Local strategy (deterministic, no model):
+
+1. A message *depends on the conversation* when it refers back (``it``, ``they``, ``them``,
+   ``its``, ``their``, a demonstrative ``this / that / these / those`` that is not a conjunction,
+   ``which one``, ``the same``), opens elliptically (``and ...``, ``what about ...``, ``how about
+   ...``, ``what if ...``, ``also ...``, ``or ...``, ``same for ...``) or has fewer than two content
+   terms. Any other message is standalone and passes unchanged (``local:standalone``).
+2. The topic carries forward: the earlier user turns are resolved in order, each against the
+   standalone form of the one before, so a chain of follow-ups keeps the first question's subject.
+3. The topic phrase is the content words of the previous standalone question (question words,
+   stop words, pronouns and generic verbs dropped; words the message already has dropped; at
+   most ``TOPIC_WORDS``, in their order). The first bare pronoun (``it / they / them``) is
+   replaced by it; otherwise it is appended: ``"<message>, regarding <topic phrase>"``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from pydantic import BaseModel, Field
+
+from agentrag.context import MAX_QUESTION_CHARS, Context, Degradation, Turn
+from agentrag.errors import InvalidInputError, LLMError
+from agentrag.llm import LLMCall
+from agentrag.step import Outcome, Step, _calls_of
+from agentrag.steps._common import ask_json, terms, use_llm
+
+__all__ = ["condense", "condense_local", "is_follow_up"]
+
+TOPIC_WORDS = 8
+
+_BARE_PRONOUN = re.compile(r"\b(it|they|them)\b", re.IGNORECASE)
+_POSSESSIVE = re.compile(r"\b(its|their|theirs)\b", re.IGNORECASE)
+# "this / that / these / those", except "that" as a conjunction ("check that the key is valid")
+_DEMONSTRATIVE = re.compile(
+    r"\b(this|these|those|that(?!\s+(?:the|a|an|my|our|your|i|we|you|he|she|there|every|all|no)\b))\b",
+    re.IGNORECASE,
+)
+_WHICH_ONE = re.compile(r"\b(which|the other|another|the same|same)\s+(ones?|thing|one|way)?\b", re.IGNORECASE)
+_ELLIPTICAL_OPENER = re.compile(
+    r"^(and|also|or|but|so|plus|then|what about|how about|what if|and what about|and how about|"
+    r"same for|same question for|is that also|does that also)\b",
+    re.IGNORECASE,
+)
+_WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9'./+-]*[A-Za-z0-9]|[A-Za-z0-9]")
+# Words that never make a topic: function words, question words, pronouns, generic chat verbs.
+_NOT_TOPIC = frozenset(
+    """
+    a about above after again all also am an and any are as at be been being both but by can
+    could did do does doing done for from had has have having he her here hers him his how i if
+    in into is it its itself just me more most my myself no nor not of off on once only or other
+    our ours out over own same she should so some such than that the their theirs them then there
+    these they this those through to too under until up very was we were what when where which
+    while who whom why will with would you your yours yourself yourselves
+    anything something thing things way ways please thanks thank ok okay hi hello hey
+    tell know explain show get got getting want wanted need needed make makes made let lets
+    really actually also still else much many one ones kind sort exactly anyway tho though
+    'd 's 're 've 'll i'm it's what's how's that's there's
+    """.split()
+)
+
+
+class CondenseReply(BaseModel):
+    question: str = Field(min_length=1, max_length=MAX_QUESTION_CHARS)
+    reasoning: str = ""
+
+
+def _has_anaphor(message: str) -> bool:
+    return bool(
+        _BARE_PRONOUN.search(message)
+        or _POSSESSIVE.search(message)
+        or _DEMONSTRATIVE.search(message)
+        or _WHICH_ONE.search(message)
+    )
+
+
+def is_follow_up(message: str) -> bool:
+    """Whether ``message`` leans on earlier turns (the local strategy's rule 1)."""
+    text = message.strip()
+    if _ELLIPTICAL_OPENER.match(text) or _has_anaphor(text):
+        return True
+    return len(set(terms(text))) < 2
+
+
+def _topic_phrase(previous: str, message: str) -> str:
+    have = set(terms(message))
+    words: list[str] = []
+    seen: set[str] = set()
+    for word in _WORD.findall(previous):
+        lower = word.lower()
+        if lower in _NOT_TOPIC or lower in seen:
+            continue
+        stems = terms(word)
+        if not stems or any(s in have for s in stems):
+            continue
+        seen.add(lower)
+        words.append(word)
+        if len(words) == TOPIC_WORDS:
+            break
+    return " ".join(words)
+
+
+def _resolve(message: str, previous: str | None) -> str:
+    if previous is None or not is_follow_up(message):
+        return message
+    topic = _topic_phrase(previous, message)
+    if not topic:
+        return message
+    if _BARE_PRONOUN.search(message):
+        return _BARE_PRONOUN.sub(topic, message, count=1)
+    body = message.rstrip(" ?.!")
+    end = message[len(body) :].strip() or ""
+    return f"{body}, regarding {topic}{end[:1]}"
+
+
+def condense_local(question: str, history: Sequence[Turn]) -> str:
+    """The local strategy: ``question`` made standalone from the earlier user turns."""
+    standalone: str | None = None
+    for turn in history:
+        if turn.role == "user":
+            standalone = _resolve(turn.content, standalone)
+    return _resolve(question, standalone)
+
+
+def _llm_condense(ctx: Context, question: str, turns: Sequence[Turn]) -> tuple[str, str, list[LLMCall]]:
+    from agentrag.prompts import new_delimiter
+
+    reply, calls = ask_json(
+        ctx,
+        "condense",
+        CondenseReply,
+        question=question,
+        history=[{"role": t.role, "content": t.content} for t in turns],
+        delimiter=new_delimiter(),
+    )
+    return " ".join(reply.question.split()), reply.reasoning, calls
+
+
+def _condense(ctx: Context, *, strategy: str = "auto", max_turns: int = 6) -> Outcome:
+    if not isinstance(max_turns, int) or isinstance(max_turns, bool) or not 1 <= max_turns <= 50:
+        raise InvalidInputError(f"condense(): max_turns must be an integer from 1 to 50, got {max_turns!r}")
+    llm = use_llm(ctx, strategy, "condense")
+    original = ctx.original_question or ctx.question
+    keep = {"original_question": original}
+    if not ctx.history:
+        return Outcome(keep, strategy="none", skipped="no earlier turns")
+    if ctx.retrieve is False:
+        return Outcome(keep, strategy="none", skipped="gate decided no retrieval is needed")
+    turns = ctx.history[-max_turns:]
+    calls: tuple[LLMCall, ...] = ()
+    degradations: tuple[Degradation, ...] = ()
+    reasoning = ""
+    standalone, used = original, "local:standalone"
+    if llm:
+        try:
+            standalone, reasoning, got = _llm_condense(ctx, original, turns)
+            calls, used = tuple(got), "llm"
+        except LLMError as exc:
+            calls = _calls_of(exc)
+            degradations = (Degradation("condense", "local-condense", f"{type(exc).__name__}; using the local strategy"),)
+            llm = False
+    if not llm:
+        standalone = condense_local(original, turns)
+        used = "local:carry-topic" if standalone != original else "local:standalone"
+    return Outcome(
+        {"question": standalone, "original_question": original},
+        strategy=used,
+        attributes={"changed": standalone != original, "history_turns": len(turns)},
+        content={"question": standalone, "reasoning": reasoning},
+        llm_calls=calls,
+        degradations=degradations,
+    )
+
+
+condense = Step("condense", _condense)
