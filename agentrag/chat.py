@@ -1,0 +1,426 @@
+"""Retrieval for chatbots: one turn of a conversation in, the ``rag_*`` fields a reply prompt needs out.
+
+The turn runs ``gate -> condense -> rewrite -> search -> rerank -> context`` over a
+:class:`RAGConfig` (one typed, validated object for every knob; an unknown key raises):
+
+* ``enabled=False``: nothing runs, ``rag_context`` stays empty (mode ``disabled``).
+* ``gate`` decides whether the message needs documents at all (small talk skips retrieval).
+* ``condense`` makes a follow-up standalone from the earlier turns.
+* ``enable_query_rewrite``: 1-3 extra queries (``max_rewrites``), else the question only.
+* ``search``: each leg keeps ``per_method_k`` candidates, fused with RRF (``rrf_k``); the best
+  ``rerank_top_n`` go to ``rerank``.
+* ``enable_llm_rerank``: the LLM orders them, only when an LLM is configured; otherwise the
+  heuristic does and the fallback is recorded (a ``heuristic-rerank`` degradation).
+* ``context``: the chunks that are relevant to the standalone question (term coverage
+  ``min_term_coverage`` or vector similarity ``min_similarity``), at most ``max_chunks``,
+  adjacent chunks of one document merged, packed under ``token_budget`` tokens inside
+  per-request random delimiters (``prompts/chat_context.j2``). Nothing relevant:
+  ``rag_grounded`` is false and ``rag_guidance`` says to widen the scope or add documents.
+
+:func:`retrieve_turn` / :func:`aretrieve_turn` run it in one call; the node functions are what
+:mod:`agentrag.integrations.langgraph` wires into a LangGraph subgraph. :func:`with_rag_context`
+appends the context, or a short disclaimer when ungrounded, to a reply's system prompt.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from agentrag.context import Context, Degradation
+from agentrag.errors import InvalidInputError
+from agentrag.scope import Scope
+
+if TYPE_CHECKING:
+    from agentrag.hits import Hit
+    from agentrag.store.store import Store
+
+__all__ = [
+    "GUIDANCE",
+    "RAG_FIELDS",
+    "RAGConfig",
+    "RAGResult",
+    "aretrieve_turn",
+    "asearch_node",
+    "condense_node",
+    "context_node",
+    "gate_node",
+    "rerank_node",
+    "retrieve_turn",
+    "rewrite_node",
+    "scope_from_configurable",
+    "search_node",
+    "split_messages",
+    "start",
+    "with_rag_context",
+]
+
+GUIDANCE = (
+    "No relevant passages were found in the searched documents. Widen the scope (another "
+    "workspace, or beyond this session) or add documents that cover this topic."
+)
+RAG_FIELDS = (
+    "rag_context",
+    "rag_citations",
+    "rag_chunks",
+    "rag_grounded",
+    "rag_mode",
+    "rag_skipped_reason",
+    "rag_proof",
+    "rag_guidance",
+    "rag_question",
+)
+Strategy = Literal["auto", "llm", "local"]
+
+
+class RAGConfig(BaseModel):
+    """Every retrieval knob of a chat turn. Validated at construction: an unknown key or a bad value
+    raises :class:`~agentrag.errors.InvalidInputError` naming every problem.
+
+    ``RAGConfig.model_validate({"rag": {...}})`` also takes the settings nested under ``rag``.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    enabled: bool = True
+    collections: tuple[str, ...] | None = None  # None: every collection
+    mode: Literal["hybrid", "vector", "lexical", "lexical_sql"] = "hybrid"
+    gate: Strategy = "auto"
+    condense: Strategy = "auto"
+    history_turns: int = Field(6, ge=1, le=50)  # earlier turns gate and condense look at
+    enable_query_rewrite: bool = False
+    max_rewrites: int = Field(2, ge=1, le=3)
+    per_method_k: int = Field(100, ge=1, le=1000)  # candidates each leg keeps before fusion
+    rrf_k: float = Field(60.0, ge=0, allow_inf_nan=False)
+    rerank_top_n: int = Field(20, ge=1, le=50)  # fused candidates that go to rerank
+    enable_llm_rerank: bool = False
+    max_chunks: int = Field(6, ge=1, le=50)  # chunks in rag_context at most
+    token_budget: int = Field(2000, ge=100, le=200_000)
+    min_term_coverage: float = Field(0.34, ge=0, le=1)
+    min_similarity: float = Field(0.45, ge=-1, le=1)
+    include_proof: bool = True
+
+    def __init__(self, **data: Any) -> None:
+        try:
+            super().__init__(**data)
+        except ValidationError as exc:
+            raise InvalidInputError(_problems(exc)) from None
+
+    @classmethod
+    def model_validate(cls, obj: Any, **kwargs: Any) -> RAGConfig:  # type: ignore[override]
+        if isinstance(obj, Mapping):
+            return cls(**cls._unnest(obj))
+        try:
+            return super().model_validate(obj, **kwargs)
+        except ValidationError as exc:
+            raise InvalidInputError(_problems(exc)) from None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _unnest(cls, data: Any) -> Any:
+        if isinstance(data, Mapping) and set(data) == {"rag"} and isinstance(data["rag"], Mapping):
+            return dict(data["rag"])
+        return data
+
+    @model_validator(mode="after")
+    def _consistent(self) -> RAGConfig:
+        if self.max_chunks > self.rerank_top_n:
+            raise ValueError(f"max_chunks ({self.max_chunks}) cannot exceed rerank_top_n ({self.rerank_top_n})")
+        if self.collections is not None and not self.collections:
+            raise ValueError("collections must be None (every collection) or name at least one")
+        return self
+
+
+def _problems(exc: ValidationError) -> str:
+    parts = []
+    for error in exc.errors():
+        where = ".".join(str(p) for p in error["loc"]) or "config"
+        why = "unknown setting" if error["type"] == "extra_forbidden" else error["msg"]
+        parts.append(f"{where}: {why}")
+    return "RAGConfig: " + "; ".join(parts)
+
+
+@dataclass(frozen=True, slots=True)
+class RAGResult:
+    """What one turn's retrieval produced: the ``rag_*`` state fields (see :meth:`as_state`)."""
+
+    context: str = ""
+    citations: tuple[dict[str, Any], ...] = ()
+    chunks: tuple[dict[str, Any], ...] = ()
+    grounded: bool = False
+    mode: str = "skipped"  # full | lexical-only | skipped | disabled | failed
+    skipped_reason: str | None = None
+    proof: dict[str, Any] | None = None
+    guidance: str | None = None
+    question: str | None = None  # the standalone question that was searched
+    ctx: Context | None = field(default=None, compare=False, repr=False)
+
+    def as_state(self) -> dict[str, Any]:
+        """The ``rag_*`` fields as plain JSON-friendly values, for a graph state."""
+        return {
+            "rag_context": self.context,
+            "rag_citations": [dict(c) for c in self.citations],
+            "rag_chunks": [dict(c) for c in self.chunks],
+            "rag_grounded": self.grounded,
+            "rag_mode": self.mode,
+            "rag_skipped_reason": self.skipped_reason,
+            "rag_proof": self.proof,
+            "rag_guidance": self.guidance,
+            "rag_question": self.question,
+        }
+
+    def __repr__(self) -> str:
+        labels = [c["label"] for c in self.citations]
+        why = f", skipped: {self.skipped_reason}" if self.skipped_reason else ""
+        return f"RAGResult({self.mode}, grounded={self.grounded}, citations={labels}{why})"
+
+
+# ---- the turn's input -------------------------------------------------------------------------
+def split_messages(messages: Sequence[Any]) -> tuple[str, tuple[Any, ...]]:
+    """The last user message (the question) and the turns before it (the history)."""
+    from agentrag.steps.new import parse_history
+
+    turns = parse_history(messages)
+    if not turns or turns[-1].role != "user":
+        raise InvalidInputError("a chat turn needs the conversation to end with a user message")
+    return turns[-1].content, turns[:-1]
+
+
+def scope_from_configurable(configurable: Mapping[str, Any] | None) -> Scope | None:
+    """``Scope(tenant, workspace, session)`` from ``tenant_id`` / ``workspace_id`` / ``session_id``."""
+    values = {k: (configurable or {}).get(f"{k}_id") for k in ("tenant", "workspace", "session")}
+    if all(v is None for v in values.values()):
+        return None
+    return Scope(**{k: str(v) for k, v in values.items() if v is not None})
+
+
+def start(
+    store: Store | None,
+    messages: Sequence[Any],
+    *,
+    config: RAGConfig,
+    scope: Scope | None = None,
+    llm: Any = None,
+    **new_options: Any,
+) -> Context:
+    """The turn's Context: ``new(last user message, history=earlier turns, ...)``."""
+    from agentrag.steps.new import new
+
+    question, history = split_messages(messages)
+    return new(
+        question,
+        history=history,
+        store=store,
+        llm=llm,
+        scope=scope,
+        collections=config.collections,
+        mode=config.mode,
+        limit=config.rerank_top_n,
+        **new_options,
+    )
+
+
+# ---- the nodes: Context -> Context --------------------------------------------------------------
+def _skip(ctx: Context, config: RAGConfig) -> bool:
+    return not config.enabled or ctx.error is not None or ctx.retrieve is False
+
+
+def gate_node(ctx: Context, config: RAGConfig) -> Context:
+    from agentrag.steps.gate import gate
+
+    return ctx if not config.enabled else gate(ctx, strategy=config.gate, max_turns=config.history_turns)
+
+
+def condense_node(ctx: Context, config: RAGConfig) -> Context:
+    from agentrag.steps.condense import condense
+
+    if not config.enabled:
+        return ctx
+    return condense(ctx, strategy=config.condense, max_turns=config.history_turns)
+
+
+def rewrite_node(ctx: Context, config: RAGConfig) -> Context:
+    from agentrag.steps.rewrite import rewrite
+
+    if _skip(ctx, config) or not config.enable_query_rewrite:
+        return ctx
+    return rewrite(ctx, max_rewrites=config.max_rewrites)
+
+
+def _search_options(config: RAGConfig) -> dict[str, Any]:
+    return {"limit": config.rerank_top_n, "depth": config.per_method_k, "rrf_k": config.rrf_k}
+
+
+def search_node(ctx: Context, config: RAGConfig) -> Context:
+    from agentrag.steps.search import search
+
+    return ctx if _skip(ctx, config) else search(ctx, **_search_options(config))
+
+
+async def asearch_node(ctx: Context, config: RAGConfig) -> Context:
+    from agentrag.steps.search import search
+
+    return ctx if _skip(ctx, config) else await search.arun(ctx, **_search_options(config))
+
+
+def rerank_node(ctx: Context, config: RAGConfig) -> Context:
+    from agentrag.steps.rerank import rerank
+
+    if _skip(ctx, config):
+        return ctx
+    strategy = "llm" if config.enable_llm_rerank and ctx.deps.llm is not None else "heuristic"
+    return rerank(ctx, strategy=strategy, top_k=config.rerank_top_n)
+
+
+def _relevant(ctx: Context, config: RAGConfig) -> list[Hit]:
+    from agentrag.steps._common import coverage
+
+    return [
+        h
+        for h in ctx.hits
+        if coverage(ctx.question, h.text) >= config.min_term_coverage
+        or (h.vector_score is not None and h.vector_score >= config.min_similarity)
+    ]
+
+
+def _citation(hit: Hit) -> dict[str, Any]:
+    return {
+        "label": hit.chunk_id,
+        "document_id": hit.document_id,
+        "collection": hit.collection,
+        "source": hit.source,
+        "section": hit.section,
+        "page": hit.page,
+    }
+
+
+def _mode(ctx: Context, config: RAGConfig) -> tuple[str, str | None]:
+    from agentrag.steps.answer import answer_mode
+
+    if not config.enabled:
+        return "disabled", "retrieval is disabled (rag.enabled is false)"
+    if ctx.error is not None:
+        return "failed", f"{type(ctx.error).__name__}: {ctx.error}"
+    if ctx.retrieve is False:
+        return "skipped", ctx.gate_reasoning or "the gate decided no retrieval is needed"
+    mode = answer_mode(ctx)
+    return ("failed", "every search failed") if mode == "graph-only" else (mode, None)
+
+
+def context_node(ctx: Context, config: RAGConfig) -> tuple[Context, RAGResult]:
+    """Build ``rag_context`` (span ``agentrag.rag_context``); record what fell back."""
+    from agentrag.grounding import pack_context
+    from agentrag.prompts import new_delimiter
+    from agentrag.telemetry import DEFAULT_TELEMETRY, mark_degraded, mark_skipped
+
+    telemetry = ctx.deps.telemetry or DEFAULT_TELEMETRY
+    with telemetry.step_span("rag_context") as span:
+        mode, skipped = _mode(ctx, config)
+        question = ctx.question if config.enabled and ctx.error is None else None
+        if skipped is not None:
+            mark_skipped(span, skipped)
+            span.set_attribute("agentrag.rag_context.mode", mode)
+            return ctx, RAGResult(mode=mode, skipped_reason=skipped, question=question, ctx=ctx)
+        if config.enable_llm_rerank and ctx.deps.llm is None:
+            why = "enable_llm_rerank is on but no LLM is configured: the heuristic reranked"
+            ctx = replace(ctx, degradations=(*ctx.degradations, Degradation("rerank", "heuristic-rerank", why)))
+            mark_degraded(span, "heuristic-rerank", why)
+        relevant = _relevant(ctx, config)[: config.max_chunks]
+        packed = pack_context(
+            relevant, delimiter=new_delimiter(), budget_tokens=config.token_budget, prompts=ctx.deps.prompts
+        )
+        grounded = bool(packed.hits)
+        ctx = replace(ctx, context_used=packed.hits, grounded=grounded)
+        text = ""
+        if grounded:
+            from agentrag.prompts import default_prompts
+
+            prompts = ctx.deps.prompts or default_prompts()
+            text = prompts.render(
+                "chat_context", context=packed.text, delimiter=packed.delimiter, labels=list(packed.labels)
+            )[-1]["content"]
+        span.set_attribute("agentrag.rag_context.mode", mode)
+        span.set_attribute("agentrag.rag_context.grounded", grounded)
+        span.set_attribute("agentrag.rag_context.chunks", len(packed.hits))
+        span.set_attribute("agentrag.rag_context.tokens", packed.tokens)
+        result = RAGResult(
+            context=text,
+            citations=tuple(_citation(h) for h in packed.hits),
+            chunks=tuple({**_citation(h), "text": h.text, "score": h.score, "rank": h.rank} for h in packed.hits),
+            grounded=grounded,
+            mode=mode,
+            proof=ctx.proof().to_dict() if config.include_proof else None,
+            guidance=None if grounded else GUIDANCE,
+            question=ctx.question,
+            ctx=ctx,
+        )
+        return ctx, result
+
+
+# ---- one call ----------------------------------------------------------------------------------
+def _as_config(config: RAGConfig | Mapping[str, Any] | None) -> RAGConfig:
+    if config is None:
+        return RAGConfig()
+    if isinstance(config, RAGConfig):
+        return config
+    if isinstance(config, Mapping):
+        return RAGConfig.model_validate(dict(config))
+    raise InvalidInputError(f"config must be a RAGConfig or a mapping, got {type(config).__name__}")
+
+
+def retrieve_turn(
+    store: Store | None,
+    messages: Sequence[Any],
+    *,
+    config: RAGConfig | Mapping[str, Any] | None = None,
+    scope: Scope | None = None,
+    llm: Any = None,
+    **new_options: Any,
+) -> RAGResult:
+    """Run one chat turn's retrieval: ``messages`` is the conversation, ending with the user's message."""
+    cfg = _as_config(config)
+    ctx = start(store, messages, config=cfg, scope=scope, llm=llm, **new_options)
+    for node in (gate_node, condense_node, rewrite_node, search_node, rerank_node):
+        ctx = node(ctx, cfg)
+    return context_node(ctx, cfg)[1]
+
+
+async def aretrieve_turn(
+    store: Store | None,
+    messages: Sequence[Any],
+    *,
+    config: RAGConfig | Mapping[str, Any] | None = None,
+    scope: Scope | None = None,
+    llm: Any = None,
+    **new_options: Any,
+) -> RAGResult:
+    """The async twin of :func:`retrieve_turn` (the searches run concurrently)."""
+    import asyncio
+
+    cfg = _as_config(config)
+    ctx = start(store, messages, config=cfg, scope=scope, llm=llm, **new_options)
+    for node in (gate_node, condense_node, rewrite_node):
+        ctx = await asyncio.to_thread(node, ctx, cfg)
+    ctx = await asearch_node(ctx, cfg)
+    ctx = rerank_node(ctx, cfg)
+    return (await asyncio.to_thread(context_node, ctx, cfg))[1]
+
+
+def with_rag_context(system_prompt: str, state: Mapping[str, Any] | RAGResult) -> str:
+    """``system_prompt`` plus the retrieved context, or a short disclaimer when retrieval ran and
+    found nothing relevant (``rag_grounded`` false). Skipped or disabled retrieval adds nothing."""
+    if isinstance(state, RAGResult):
+        state = state.as_state()
+    context = state.get("rag_context") or ""
+    if context:
+        return f"{system_prompt.rstrip()}\n\n{context}"
+    if state.get("rag_mode") in ("skipped", "disabled", None):
+        return system_prompt
+    from agentrag.prompts import default_prompts
+
+    guidance = state.get("rag_guidance") or GUIDANCE
+    disclaimer = default_prompts().render("chat_disclaimer", guidance=guidance)[-1]["content"]
+    return f"{system_prompt.rstrip()}\n\n{disclaimer}"

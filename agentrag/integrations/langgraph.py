@@ -1,0 +1,150 @@
+"""A LangGraph RAG subgraph for chat graphs (extra ``langgraph``: langgraph + langchain-core).
+
+Add it before the reply node; it reads the conversation from the state's ``messages`` and the
+scope from the runnable configuration, and writes the ``rag_*`` fields::
+
+    from langgraph.graph import END, START, StateGraph
+    from agentrag.integrations.langgraph import RAGState, rag_subgraph, with_rag_context
+
+    def reply(state: RAGState) -> dict:
+        system = with_rag_context("You are Lumen's support assistant.", state)
+        return {"messages": [model.invoke([("system", system), *state["messages"]])]}
+
+    graph = StateGraph(RAGState)
+    graph.add_node("rag", rag_subgraph(store, config={"enable_query_rewrite": True}))
+    graph.add_node("reply", reply)
+    graph.add_edge(START, "rag"); graph.add_edge("rag", "reply"); graph.add_edge("reply", END)
+    app = graph.compile()
+    app.invoke({"messages": [("user", "Which plans include SSO?")]},
+               config={"configurable": {"session_id": "s-42", "workspace_id": "acme"}})
+
+The subgraph is ``gate -> condense -> rewrite -> search -> rerank -> context`` (a skipped or
+disabled turn goes from ``gate`` straight to ``context``), each node one agentrag step with
+its span. ``invoke`` / ``ainvoke`` / ``stream`` / ``astream`` all work; in async runs the
+searches run concurrently. Scope: ``tenant_id``, ``workspace_id`` and ``session_id`` from
+``config["configurable"]`` become an :class:`agentrag.Scope`, enforced in SQL.
+
+This module uses only agentrag's public API (``agentrag`` and :mod:`agentrag.chat`) and
+the ``langgraph`` extra.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Mapping
+from typing import Annotated, Any, TypedDict
+
+from langchain_core.messages import AnyMessage
+from langchain_core.runnables import RunnableConfig, RunnableLambda
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.message import add_messages
+
+import agentrag as ar
+from agentrag.chat import (
+    RAGConfig,
+    asearch_node,
+    condense_node,
+    context_node,
+    gate_node,
+    rerank_node,
+    rewrite_node,
+    scope_from_configurable,
+    search_node,
+    start,
+    with_rag_context,
+)
+
+__all__ = ["RAGConfig", "RAGState", "rag_subgraph", "with_rag_context"]
+
+
+class RAGState(TypedDict, total=False):
+    """The chat state the subgraph reads (``messages``) and writes (``rag_*``). Extend it for your graph."""
+
+    messages: Annotated[list[AnyMessage], add_messages]
+    rag_context: str
+    rag_citations: list[dict[str, Any]]
+    rag_chunks: list[dict[str, Any]]
+    rag_grounded: bool
+    rag_mode: str
+    rag_skipped_reason: str | None
+    rag_proof: dict[str, Any] | None
+    rag_guidance: str | None
+    rag_question: str | None
+
+
+class _RunState(RAGState, total=False):
+    rag_run: Any  # the agentrag Context in flight between the nodes; None once the turn is done
+
+
+Node = Callable[[ar.Context, RAGConfig], ar.Context]
+
+
+def rag_subgraph(
+    store: ar.Store,
+    config: RAGConfig | Mapping[str, Any] | None = None,
+    *,
+    llm: Any = None,
+    name: str = "rag",
+    **new_options: Any,
+) -> Any:
+    """The compiled RAG subgraph over ``store``. ``config`` is a :class:`RAGConfig` (or its
+    settings as a mapping, validated now); ``llm`` a litellm model string, an LLM object or
+    ``None`` for the local strategies; ``new_options`` go to :func:`agentrag.new` (``telemetry``,
+    ``prompts``, ``fusion``, ``filters``, ``budget``, ...)."""
+    if isinstance(config, RAGConfig):
+        cfg = config
+    elif config is None or isinstance(config, Mapping):
+        cfg = RAGConfig.model_validate(dict(config or {}))
+    else:
+        raise ar.InvalidInputError(f"config must be a RAGConfig or a mapping, got {type(config).__name__}")
+    if "scope" in new_options:
+        raise TypeError("rag_subgraph() takes the scope from config['configurable'], not scope=")
+
+    def begin(state: Mapping[str, Any], config: RunnableConfig) -> dict[str, Any]:
+        scope = scope_from_configurable(config.get("configurable"))
+        ctx = start(store, state.get("messages") or [], config=cfg, scope=scope, llm=llm, **new_options)
+        return {"rag_run": gate_node(ctx, cfg)}
+
+    async def abegin(state: Mapping[str, Any], config: RunnableConfig) -> dict[str, Any]:
+        return await asyncio.to_thread(begin, state, config)
+
+    def step(node: Node) -> tuple[Callable[..., dict[str, Any]], Callable[..., Any]]:
+        def run(state: Mapping[str, Any]) -> dict[str, Any]:
+            return {"rag_run": node(state["rag_run"], cfg)}
+
+        async def arun(state: Mapping[str, Any]) -> dict[str, Any]:
+            return await asyncio.to_thread(run, state)
+
+        return run, arun
+
+    async def asearch(state: Mapping[str, Any]) -> dict[str, Any]:
+        return {"rag_run": await asearch_node(state["rag_run"], cfg)}
+
+    def finish(state: Mapping[str, Any]) -> dict[str, Any]:
+        _ctx, result = context_node(state["rag_run"], cfg)
+        return {**result.as_state(), "rag_run": None}
+
+    async def afinish(state: Mapping[str, Any]) -> dict[str, Any]:
+        return await asyncio.to_thread(finish, state)
+
+    def after_gate(state: Mapping[str, Any]) -> str:
+        ctx = state["rag_run"]
+        skip = not cfg.enabled or ctx.error is not None or ctx.retrieve is False
+        return "context" if skip else "condense"
+
+    graph = StateGraph(_RunState, input_schema=RAGState, output_schema=RAGState)
+    graph.add_node("gate", RunnableLambda(begin, afunc=abegin, name="gate"))
+    for label, node in (("condense", condense_node), ("rewrite", rewrite_node), ("rerank", rerank_node)):
+        run, arun = step(node)
+        graph.add_node(label, RunnableLambda(run, afunc=arun, name=label))
+    search_run, _ = step(search_node)
+    graph.add_node("search", RunnableLambda(search_run, afunc=asearch, name="search"))
+    graph.add_node("context", RunnableLambda(finish, afunc=afinish, name="context"))
+    graph.add_edge(START, "gate")
+    graph.add_conditional_edges("gate", after_gate, ["condense", "context"])
+    graph.add_edge("condense", "rewrite")
+    graph.add_edge("rewrite", "search")
+    graph.add_edge("search", "rerank")
+    graph.add_edge("rerank", "context")
+    graph.add_edge("context", END)
+    return graph.compile(name=name)
