@@ -125,6 +125,23 @@ async def test_multi_turn_async_ainvoke_and_astream(sample_store) -> None:
     assert sources(states[0]) == sources(sync)
 
 
+def test_thread_memory_with_a_checkpointer(sample_store) -> None:
+    """A checkpointer serialises the state between nodes: only JSON-friendly values may be in it."""
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    graph = StateGraph(RAGState)
+    graph.add_node("rag", rag_subgraph(sample_store, config={"mode": "lexical", "collections": NAMES}))
+    graph.add_edge(START, "rag")
+    graph.add_edge("rag", END)
+    app = graph.compile(checkpointer=InMemorySaver())
+    thread = {"configurable": {"thread_id": "t-1"}}
+    first = app.invoke({"messages": [HumanMessage(TURNS[0])]}, config=thread)
+    second = app.invoke({"messages": [HumanMessage(TURNS[1])]}, config=thread)  # the thread holds turn 1
+    assert first["rag_grounded"] and len(second["messages"]) == 2
+    assert "deleted note" in second["rag_question"].lower()
+    assert app.get_state(thread).values["rag_proof"]["original_question"] == TURNS[1]
+
+
 def test_ungrounded_turn_gets_the_disclaimer(sample_store) -> None:
     model = reply_llm()
     app = chat_graph(sample_store, model)
@@ -212,5 +229,6 @@ def test_integration_imports_only_the_public_api() -> None:
     ours = {m for m in imported if m.startswith("agentrag")}
     assert ours == {"agentrag", "agentrag.chat"}
     assert {m.split(".")[0] for m in imported} <= {
-        "__future__", "asyncio", "collections", "typing", "agentrag", "langgraph", "langchain_core"
+        "__future__", "asyncio", "collections", "threading", "typing", "uuid", "agentrag", "langgraph",
+        "langchain_core",
     }

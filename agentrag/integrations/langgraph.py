@@ -31,6 +31,9 @@ the ``langgraph`` extra.
 from __future__ import annotations
 
 import asyncio
+import threading
+import uuid
+from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from typing import Annotated, Any, TypedDict
 
@@ -73,7 +76,38 @@ class RAGState(TypedDict, total=False):
 
 
 class _RunState(RAGState, total=False):
-    rag_run: Any  # the agentrag Context in flight between the nodes; None once the turn is done
+    # A token naming the agentrag Context in flight between the nodes (None once the turn is
+    # done). The Context itself stays in this process (:class:`_Runs`), so a checkpointer only
+    # ever serialises the token and the JSON-friendly rag_* fields.
+    rag_run: str | None
+
+
+class _Runs:
+    """The Contexts of the turns in flight, by token; bounded, so abandoned runs cannot pile up."""
+
+    def __init__(self, limit: int = 1024) -> None:
+        self._limit = limit
+        self._runs: OrderedDict[str, ar.Context] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def put(self, ctx: ar.Context, token: str | None = None) -> str:
+        token = token or uuid.uuid4().hex
+        with self._lock:
+            self._runs[token] = ctx
+            self._runs.move_to_end(token)
+            while len(self._runs) > self._limit:
+                self._runs.popitem(last=False)
+        return token
+
+    def get(self, token: str | None, *, pop: bool = False) -> ar.Context:
+        with self._lock:
+            ctx = self._runs.pop(token, None) if pop else self._runs.get(token)  # type: ignore[arg-type]
+        if ctx is None:
+            raise RuntimeError(
+                "rag subgraph: this turn's context is gone (resumed in another process, or more than "
+                "1024 turns in flight); run the turn again"
+            )
+        return ctx
 
 
 Node = Callable[[ar.Context, RAGConfig], ar.Context]
@@ -100,17 +134,20 @@ def rag_subgraph(
     if "scope" in new_options:
         raise TypeError("rag_subgraph() takes the scope from config['configurable'], not scope=")
 
+    runs = _Runs()
+
     def begin(state: Mapping[str, Any], config: RunnableConfig) -> dict[str, Any]:
         scope = scope_from_configurable(config.get("configurable"))
         ctx = start(store, state.get("messages") or [], config=cfg, scope=scope, llm=llm, **new_options)
-        return {"rag_run": gate_node(ctx, cfg)}
+        return {"rag_run": runs.put(gate_node(ctx, cfg))}
 
     async def abegin(state: Mapping[str, Any], config: RunnableConfig) -> dict[str, Any]:
         return await asyncio.to_thread(begin, state, config)
 
     def step(node: Node) -> tuple[Callable[..., dict[str, Any]], Callable[..., Any]]:
         def run(state: Mapping[str, Any]) -> dict[str, Any]:
-            return {"rag_run": node(state["rag_run"], cfg)}
+            token = state["rag_run"]
+            return {"rag_run": runs.put(node(runs.get(token), cfg), token)}
 
         async def arun(state: Mapping[str, Any]) -> dict[str, Any]:
             return await asyncio.to_thread(run, state)
@@ -118,17 +155,18 @@ def rag_subgraph(
         return run, arun
 
     async def asearch(state: Mapping[str, Any]) -> dict[str, Any]:
-        return {"rag_run": await asearch_node(state["rag_run"], cfg)}
+        token = state["rag_run"]
+        return {"rag_run": runs.put(await asearch_node(runs.get(token), cfg), token)}
 
     def finish(state: Mapping[str, Any]) -> dict[str, Any]:
-        _ctx, result = context_node(state["rag_run"], cfg)
+        _ctx, result = context_node(runs.get(state["rag_run"], pop=True), cfg)
         return {**result.as_state(), "rag_run": None}
 
     async def afinish(state: Mapping[str, Any]) -> dict[str, Any]:
         return await asyncio.to_thread(finish, state)
 
     def after_gate(state: Mapping[str, Any]) -> str:
-        ctx = state["rag_run"]
+        ctx = runs.get(state["rag_run"])
         skip = not cfg.enabled or ctx.error is not None or ctx.retrieve is False
         return "context" if skip else "condense"
 
