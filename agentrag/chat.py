@@ -127,6 +127,11 @@ class RAGConfig(BaseModel):
 
     @model_validator(mode="after")
     def _consistent(self) -> RAGConfig:
+        if self.per_method_k < self.rerank_top_n:
+            raise ValueError(
+                f"per_method_k ({self.per_method_k}) cannot be below rerank_top_n ({self.rerank_top_n}): "
+                "the candidates for reranking come from each method's top K"
+            )
         if self.max_chunks > self.rerank_top_n:
             raise ValueError(f"max_chunks ({self.max_chunks}) cannot exceed rerank_top_n ({self.rerank_top_n})")
         if self.collections is not None and not self.collections:

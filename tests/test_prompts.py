@@ -48,8 +48,13 @@ COLLECTIONS = [
 QUESTION = "How long do I have to return an item, and how long does shipping take?"
 
 # The variables contract: exactly these names are passed by the pipeline.
+HISTORY = [
+    {"role": "user", "content": "What is your return policy?"},
+    {"role": "assistant", "content": "Refunds are accepted within 30 days [chk_3f2a9c1d]."},
+]
 CONTRACT: dict[str, dict[str, Any]] = {
     "gate": {"question": QUESTION},
+    "condense": {"question": "and how long does shipping take?", "history": HISTORY, "delimiter": DELIM},
     "rewrite": {
         "question": QUESTION,
         "max_rewrites": 3,
@@ -70,6 +75,7 @@ CONTRACT: dict[str, dict[str, Any]] = {
 }
 JSON_PROMPTS = {
     "gate": ('"retrieve"', '"reasoning"'),
+    "condense": ('"question"', '"reasoning"'),
     "rewrite": ('"queries"', '"reasoning"'),
     "route": ('"collections"', '"reasoning"'),
     "decompose": ('"sub_questions"', '"reasoning"'),
@@ -80,6 +86,12 @@ DELIMITED = ("sufficiency", "rerank", "answer")
 
 # Extra variants worth pinning: first round of rewrite, rewrite showing chunk text, empty inputs.
 VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
+    "gate-with-history": ("gate", {"question": "and for how long?", "history": HISTORY, "delimiter": DELIM}),
+    "chat-context": (
+        "chat_context",
+        {"context": format_chunks(CHUNKS, DELIM), "delimiter": DELIM, "labels": [c.label for c in CHUNKS]},
+    ),
+    "chat-disclaimer": ("chat_disclaimer", {"guidance": "Widen the scope or add documents."}),
     "rewrite-first-round": (
         "rewrite",
         {"question": QUESTION, "max_rewrites": 1, "previous_queries": [], "chunks": []},
@@ -213,7 +225,7 @@ def test_format_chunk_layout() -> None:
 
 
 def test_unknown_prompt_raises_key_error_listing_names() -> None:
-    with pytest.raises(KeyError, match="valid names: gate, rewrite, route"):
+    with pytest.raises(KeyError, match="valid names: gate, condense, rewrite, route"):
         render("anwser", question="q")
     with pytest.raises(KeyError):
         render("_macros")
