@@ -334,6 +334,12 @@ def cmd_ask(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_chat(args: argparse.Namespace) -> int:
+    from agentrag.chatbot import main as chat_main
+
+    return chat_main(args)
+
+
 def cmd_relations_add(args: argparse.Namespace) -> int:
     added = _store(args).add_relations(
         args.collection, [(args.subject, args.relation, args.object)], source=args.source
@@ -609,6 +615,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--stream", action="store_true", help="print the answer as it is generated")
     p.add_argument("--proof", action="store_true", help="print the retrieval proof (JSON)")
     _scope_options(p)
+
+    p = add(sub, "chat", cmd_chat, "chat in the terminal: follow-ups in context, citations per turn", False)
+    p.add_argument("--samples", action="store_true", help="chat over the sample corpus, linked to the session")
+    p.add_argument("--collection", "-c", action="append", help="collection to search (repeatable)")
+    p.add_argument("--llm", help="model name for litellm (default: $AGENTRAG_LLM; none: local strategies)")
+    p.add_argument("--mode", default="hybrid", choices=["hybrid", "vector", "lexical", "lexical_sql"])
+    p.add_argument("--rewrite", action="store_true", help="search 1-2 rewrites of each question too")
+    p.add_argument("--llm-rerank", action="store_true", help="let the LLM order the chunks (needs --llm)")
+    p.add_argument("--max-chunks", type=int, default=6, help="chunks in the context per turn (default 6)")
+    p.add_argument("--tenant")
+    p.add_argument("--workspace")
+    p.add_argument("--session", help="session scope (with --samples: default a new session id)")
 
     rel = sub.add_parser("relations", help="knowledge-graph triples: add, import, list").add_subparsers(
         dest="rel_command", required=True

@@ -1,0 +1,166 @@
+"""``agentrag chat``: an interactive terminal chat over your collections, with citations per turn.
+
+Each turn runs :func:`agentrag.chat.retrieve_turn` (gate -> condense -> search -> rerank ->
+context) over the conversation so far, then ``answer()`` from the chunks that made it into the
+context. Without an LLM everything is local (extractive answers); with ``--llm`` or
+``AGENTRAG_LLM`` any litellm model decides and answers.
+
+``--samples`` ingests the Lumen sample corpus and links it to the chat's session, so a session
+scope is in force from the first turn: ``/add PATH`` ingests a file visible to this session only.
+Commands: ``/add PATH``, ``/reset`` (forget the conversation), ``/quit``.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from agentrag.chat import RAGConfig, RAGResult, retrieve_turn
+from agentrag.scope import Scope
+
+if TYPE_CHECKING:
+    from agentrag.context import Context
+    from agentrag.store.store import Store
+
+__all__ = ["ChatSession", "link_samples"]
+
+UPLOADS = "chat_uploads"
+
+
+def link_samples(store: Store, session: str, samples: Path) -> list[str]:
+    """Ingest the sample corpus (a no-op when present) and link its documents to ``session``."""
+    import json
+
+    names = []
+    for spec in json.loads((samples / "collections.json").read_text()):
+        store.create_collection(spec["name"], description=spec["description"], exist_ok=True)
+        store.ingest(samples / spec["name"], collection=spec["name"])
+        for document in store.documents(collection=spec["name"], limit=10_000):
+            store.link_session(document.id, session)
+        names.append(spec["name"])
+    return names
+
+
+class ChatSession:
+    """One conversation: its messages, scope, config and model; :meth:`ask` runs a turn."""
+
+    def __init__(
+        self, store: Store, *, config: RAGConfig, scope: Scope | None = None, llm: Any = None
+    ) -> None:
+        self.store = store
+        self.config = config
+        self.scope = scope
+        self.llm = llm
+        self.messages: list[dict[str, str]] = []
+
+    def ask(self, text: str) -> tuple[Context, RAGResult]:
+        from agentrag.steps.answer import answer
+
+        messages = [*self.messages, {"role": "user", "content": text}]
+        result = retrieve_turn(self.store, messages, config=self.config, scope=self.scope, llm=self.llm)
+        assert result.ctx is not None
+        ctx = result.ctx
+        if ctx.error is None and ctx.retrieve is not False:
+            ctx = ctx.evolve(ranked=ctx.context_used)  # answer from exactly what the context holds
+        ctx = answer(ctx)
+        reply = ctx.answer_text or (result.guidance or "")
+        self.messages = [*messages, {"role": "assistant", "content": reply}]
+        return ctx, result
+
+    def add(self, path: str, collection: str = UPLOADS) -> str:
+        self.store.create_collection(collection, description="files added during a chat", exist_ok=True)
+        session = self.scope.session if self.scope else None
+        workspace = self.scope.workspace if self.scope else None
+        tenant = self.scope.tenant if self.scope else None
+        report = self.store.ingest(path, collection=collection, session=session, workspace=workspace, tenant=tenant)
+        if self.config.collections is not None and collection not in self.config.collections:
+            self.config = self.config.model_copy(update={"collections": (*self.config.collections, collection)})
+        return str(report)
+
+
+def render_turn(ctx: Context, result: RAGResult) -> str:
+    lines = []
+    if ctx.original_question and ctx.question != ctx.original_question:
+        lines.append(f"  (searched: {ctx.question})")
+    if ctx.error is not None:
+        lines.append(f"error: {type(ctx.error).__name__}: {ctx.error}")
+        return "\n".join(lines)
+    lines.append(ctx.answer_text or "")
+    if result.citations:
+        lines.append("sources:")
+        cited = set(ctx.citations)
+        for i, c in enumerate(result.citations, 1):
+            where = c["source"] or c["document_id"]
+            if c["section"]:
+                where += f" § {c['section']}"
+            mark = "  (cited)" if c["label"] in cited else ""
+            lines.append(f"  {i}. [{c['label']}] {c['collection']}:{where}{mark}")
+    elif result.mode not in ("skipped", "disabled") and result.guidance:
+        lines.append(f"({result.guidance})")
+    lines.append(f"  [{result.mode}, grounded: {'yes' if result.grounded else 'no'}]")
+    return "\n".join(lines)
+
+
+def run(
+    store: Store,
+    *,
+    config: RAGConfig,
+    scope: Scope | None,
+    llm: Any,
+    read: Callable[[str], str] = input,
+    write: Callable[[str], None] = print,
+) -> int:
+    session = ChatSession(store, config=config, scope=scope, llm=llm)
+    where = f"scope: {scope!r}" if scope else "no scope"
+    model = llm or "none (local strategies, extractive answers)"
+    write(f"agentrag chat ({where}; model: {model}). /add PATH, /reset, /quit")
+    while True:
+        try:
+            line = read("you> ").strip()
+        except EOFError:
+            write("")
+            return 0
+        if not line:
+            continue
+        if line in ("/quit", "/exit"):
+            return 0
+        if line == "/reset":
+            session.messages = []
+            write("(conversation forgotten)")
+            continue
+        if line.startswith("/add "):
+            write(session.add(line[5:].strip()))
+            continue
+        ctx, result = session.ask(line)
+        write(render_turn(ctx, result))
+
+
+def main(args: Any) -> int:
+    """The ``agentrag chat`` handler (see :mod:`agentrag.cli`)."""
+    import os
+
+    from agentrag.demo import find_samples
+    from agentrag.store.store import Store
+
+    store = Store(getattr(args, "database_url", None))
+    session = args.session
+    collections = list(args.collection or [])
+    if args.samples:
+        session = session or f"chat-{uuid.uuid4().hex[:8]}"
+        names = link_samples(store, session, find_samples(None))
+        collections = collections or names
+    scope = None
+    if args.tenant or args.workspace or session:
+        scope = Scope(tenant=args.tenant, workspace=args.workspace, session=session)
+    config = RAGConfig(
+        collections=tuple(collections) or None,
+        mode=args.mode,
+        enable_query_rewrite=args.rewrite,
+        enable_llm_rerank=args.llm_rerank,
+        max_chunks=args.max_chunks,
+    )
+    llm = args.llm or os.environ.get("AGENTRAG_LLM") or None
+    return run(store, config=config, scope=scope, llm=llm, write=lambda s: print(s, flush=True))
+
