@@ -10,11 +10,12 @@ import pytest
 NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("*.ipynb"))
 
 
-def test_the_three_notebooks_exist() -> None:
+def test_the_notebooks_exist() -> None:
     assert [p.name for p in NOTEBOOKS] == [
         "01_quickstart.ipynb",
         "02_agentic_pipeline.ipynb",
         "03_evaluation.ipynb",
+        "04_chatbot.ipynb",
     ]
 
 
