@@ -110,9 +110,9 @@ class RAGConfig(BaseModel):
             raise InvalidInputError(_problems(exc)) from None
 
     @classmethod
-    def model_validate(cls, obj: Any, **kwargs: Any) -> RAGConfig:  # type: ignore[override]
+    def model_validate(cls, obj: Any, **kwargs: Any) -> RAGConfig:
         if isinstance(obj, Mapping):
-            return cls(**cls._unnest(obj))
+            return cls(**_unnested(obj))
         try:
             return super().model_validate(obj, **kwargs)
         except ValidationError as exc:
@@ -121,9 +121,7 @@ class RAGConfig(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _unnest(cls, data: Any) -> Any:
-        if isinstance(data, Mapping) and set(data) == {"rag"} and isinstance(data["rag"], Mapping):
-            return dict(data["rag"])
-        return data
+        return _unnested(data)
 
     @model_validator(mode="after")
     def _consistent(self) -> RAGConfig:
@@ -133,10 +131,19 @@ class RAGConfig(BaseModel):
                 "the candidates for reranking come from each method's top K"
             )
         if self.max_chunks > self.rerank_top_n:
-            raise ValueError(f"max_chunks ({self.max_chunks}) cannot exceed rerank_top_n ({self.rerank_top_n})")
+            raise ValueError(
+                f"max_chunks ({self.max_chunks}) cannot exceed rerank_top_n ({self.rerank_top_n})"
+            )
         if self.collections is not None and not self.collections:
             raise ValueError("collections must be None (every collection) or name at least one")
         return self
+
+
+def _unnested(data: Any) -> Any:
+    """``{"rag": {...}}`` -> ``{...}``: the seed names the settings ``rag.enabled``, ``rag.rrf_k``, ..."""
+    if isinstance(data, Mapping) and set(data) == {"rag"} and isinstance(data["rag"], Mapping):
+        return dict(data["rag"])
+    return data
 
 
 def _problems(exc: ValidationError) -> str:
@@ -196,10 +203,11 @@ def split_messages(messages: Sequence[Any]) -> tuple[str, tuple[Any, ...]]:
 
 def scope_from_configurable(configurable: Mapping[str, Any] | None) -> Scope | None:
     """``Scope(tenant, workspace, session)`` from ``tenant_id`` / ``workspace_id`` / ``session_id``."""
-    values = {k: (configurable or {}).get(f"{k}_id") for k in ("tenant", "workspace", "session")}
-    if all(v is None for v in values.values()):
+    values = [(configurable or {}).get(f"{k}_id") for k in ("tenant", "workspace", "session")]
+    if all(v is None for v in values):
         return None
-    return Scope(**{k: str(v) for k, v in values.items() if v is not None})
+    tenant, workspace, session = (None if v is None else str(v) for v in values)
+    return Scope(tenant=tenant, workspace=workspace, session=session)
 
 
 def start(
@@ -331,7 +339,9 @@ def context_node(ctx: Context, config: RAGConfig) -> tuple[Context, RAGResult]:
             return ctx, RAGResult(mode=mode, skipped_reason=skipped, question=question, ctx=ctx)
         if config.enable_llm_rerank and ctx.deps.llm is None:
             why = "enable_llm_rerank is on but no LLM is configured: the heuristic reranked"
-            ctx = replace(ctx, degradations=(*ctx.degradations, Degradation("rerank", "heuristic-rerank", why)))
+            ctx = replace(
+                ctx, degradations=(*ctx.degradations, Degradation("rerank", "heuristic-rerank", why))
+            )
             mark_degraded(span, "heuristic-rerank", why)
         relevant = _relevant(ctx, config)[: config.max_chunks]
         packed = pack_context(
@@ -354,7 +364,9 @@ def context_node(ctx: Context, config: RAGConfig) -> tuple[Context, RAGResult]:
         result = RAGResult(
             context=text,
             citations=tuple(_citation(h) for h in packed.hits),
-            chunks=tuple({**_citation(h), "text": h.text, "score": h.score, "rank": h.rank} for h in packed.hits),
+            chunks=tuple(
+                {**_citation(h), "text": h.text, "score": h.score, "rank": h.rank} for h in packed.hits
+            ),
             grounded=grounded,
             mode=mode,
             proof=ctx.proof().to_dict() if config.include_proof else None,

@@ -74,9 +74,13 @@ class ChatSession:
         session = self.scope.session if self.scope else None
         workspace = self.scope.workspace if self.scope else None
         tenant = self.scope.tenant if self.scope else None
-        report = self.store.ingest(path, collection=collection, session=session, workspace=workspace, tenant=tenant)
+        report = self.store.ingest(
+            path, collection=collection, session=session, workspace=workspace, tenant=tenant
+        )
         if self.config.collections is not None and collection not in self.config.collections:
-            self.config = self.config.model_copy(update={"collections": (*self.config.collections, collection)})
+            self.config = self.config.model_copy(
+                update={"collections": (*self.config.collections, collection)}
+            )
         return str(report)
 
 
@@ -163,4 +167,3 @@ def main(args: Any) -> int:
     )
     llm = args.llm or os.environ.get("AGENTRAG_LLM") or None
     return run(store, config=config, scope=scope, llm=llm, write=lambda s: print(s, flush=True))
-

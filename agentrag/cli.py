@@ -617,7 +617,9 @@ def build_parser() -> argparse.ArgumentParser:
     _scope_options(p)
 
     p = add(sub, "chat", cmd_chat, "chat in the terminal: follow-ups in context, citations per turn", False)
-    p.add_argument("--samples", action="store_true", help="chat over the sample corpus, linked to the session")
+    p.add_argument(
+        "--samples", action="store_true", help="chat over the sample corpus, linked to the session"
+    )
     p.add_argument("--collection", "-c", action="append", help="collection to search (repeatable)")
     p.add_argument("--llm", help="model name for litellm (default: $AGENTRAG_LLM; none: local strategies)")
     p.add_argument("--mode", default="hybrid", choices=["hybrid", "vector", "lexical", "lexical_sql"])

@@ -48,7 +48,13 @@ __all__ = [
 PROMPT_NAMES: tuple[str, ...] = (
     "gate",
     "condense",
-    "rewrite", "route", "decompose", "sufficiency", "rerank", "answer")
+    "rewrite",
+    "route",
+    "decompose",
+    "sufficiency",
+    "rerank",
+    "answer",
+)
 
 _SUFFIX = ".j2"
 _BUILTIN_PREFIX = "builtin"

@@ -127,7 +127,15 @@ def main() -> None:
         return wrapped
 
     # Time the agentrag work inside each node; the rest of graph.invoke is the wrapper's.
-    for node in ("start", "gate_node", "condense_node", "rewrite_node", "search_node", "rerank_node", "context_node"):
+    for node in (
+        "start",
+        "gate_node",
+        "condense_node",
+        "rewrite_node",
+        "search_node",
+        "rerank_node",
+        "context_node",
+    ):
         setattr(lg, node, clock(getattr(lg, node)))
     config = RAGConfig(collections=tuple(names), gate="local", condense="local")
     graph = lg.rag_subgraph(store, config=config)
@@ -197,6 +205,7 @@ def main() -> None:
     print(f"{'subgraph wrapper (invoke - time in nodes)':45} {med(wrapper):8.2f} ms")
     print(f"{'  floor: LangGraph alone, same graph, no-op nodes':45} {med(floor):8.2f} ms")
     print(f"{'condense + wrapper (target <= 2 ms)':45} {cond + med(wrapper):8.2f} ms")
+
 
 if __name__ == "__main__":
     main()

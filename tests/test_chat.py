@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 from typing import Any
@@ -33,7 +34,9 @@ def test_history_from_openai_dicts_and_langchain_messages_is_the_same() -> None:
     )
     assert as_dicts == as_langchain
     assert [t.role for t in as_dicts] == ["user", "assistant"]
-    parts = parse_history([{"role": "user", "content": [{"type": "text", "text": "a  b"}, {"type": "image_url"}]}])
+    parts = parse_history(
+        [{"role": "user", "content": [{"type": "text", "text": "a  b"}, {"type": "image_url"}]}]
+    )
     assert parts[0].content == "a b"
     assert parse_history([{"role": "tool", "content": "x"}, {"role": "user", "content": "  "}]) == ()
 
@@ -127,7 +130,9 @@ def test_condense_options_are_checked() -> None:
 
 # ---- condense and gate: LLM --------------------------------------------------------------------
 def test_llm_condense_records_the_prompt_and_fences_the_history() -> None:
-    llm = FakeLLM([json.dumps({"question": "How long is a deleted note kept in the trash?", "reasoning": "it"})])
+    llm = FakeLLM(
+        [json.dumps({"question": "How long is a deleted note kept in the trash?", "reasoning": "it"})]
+    )
     ctx = ar.new("how long is it kept?", history=HISTORY, llm=llm) | ar.condense()
     assert ctx.question == "How long is a deleted note kept in the trash?"
     assert ctx.original_question == "how long is it kept?"
@@ -272,7 +277,7 @@ def test_adjacent_chunks_of_one_document_are_merged(sample_store) -> None:
         spans.setdefault(hit.document_id, []).append((hit.start_char, hit.end_char))
     for ranges in spans.values():
         ranges.sort()
-        assert all(b[0] > a[1] + 1 for a, b in zip(ranges, ranges[1:], strict=False))
+        assert all(b[0] > a[1] + 1 for a, b in itertools.pairwise(ranges))
 
 
 def test_with_rag_context() -> None:

@@ -45,7 +45,10 @@ def test_chat_loop_answers_follow_ups_with_citations_in_a_session(sample_store, 
         ]
     )
     config = RAGConfig(collections=tuple(NAMES), mode="lexical")
-    assert run(sample_store, config=config, scope=Scope(session=session), llm=None, read=read, write=out.append) == 0
+    assert (
+        run(sample_store, config=config, scope=Scope(session=session), llm=None, read=read, write=out.append)
+        == 0
+    )
     text = "\n".join(out)
     turns = out[1:]
     assert "sources:" in turns[0] and "recover-deleted-note.md" in turns[0] and "(cited)" in turns[0]
@@ -71,14 +74,22 @@ def test_chat_loop_answers_follow_ups_with_citations_in_a_session(sample_store, 
 
 def test_chat_reset_forgets_the_conversation(sample_store) -> None:
     read, out = scripted(["How do I recover a deleted note?", "/reset", "how long is it kept?"])
-    run(sample_store, config=RAGConfig(collections=tuple(NAMES), mode="lexical"), scope=None, llm=None,
-        read=read, write=out.append)
+    run(
+        sample_store,
+        config=RAGConfig(collections=tuple(NAMES), mode="lexical"),
+        scope=None,
+        llm=None,
+        read=read,
+        write=out.append,
+    )
     assert "(conversation forgotten)" in out
     assert "(searched:" not in out[-1]
 
 
 def test_chat_command_parses() -> None:
-    args = build_parser().parse_args(["chat", "--samples", "--session", "s1", "--llm", "gpt-4o-mini", "--rewrite"])
+    args = build_parser().parse_args(
+        ["chat", "--samples", "--session", "s1", "--llm", "gpt-4o-mini", "--rewrite"]
+    )
     assert args.samples and args.session == "s1" and args.llm == "gpt-4o-mini" and args.rewrite
     with pytest.raises(SystemExit):
         build_parser().parse_args(["chat", "--mode", "semantic"])

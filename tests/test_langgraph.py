@@ -40,10 +40,16 @@ def chat_graph(store: ar.Store, model: FakeLLM, **config: Any) -> Any:
     """rag -> reply. Lexical by default: the tests' FakeEmbedder makes the vector leg noise."""
     config.setdefault("mode", "lexical")
     config.setdefault("collections", NAMES)
+
     def reply(state: RAGState) -> dict[str, Any]:
         system = with_rag_context(SYSTEM, state)
-        history = [{"role": "user" if m.type == "human" else "assistant", "content": m.content} for m in state["messages"]]
-        return {"messages": [AIMessage(model.complete([{"role": "system", "content": system}, *history]).text)]}
+        history = [
+            {"role": "user" if m.type == "human" else "assistant", "content": m.content}
+            for m in state["messages"]
+        ]
+        return {
+            "messages": [AIMessage(model.complete([{"role": "system", "content": system}, *history]).text)]
+        }
 
     graph = StateGraph(RAGState)
     graph.add_node("rag", rag_subgraph(store, config=config))
@@ -206,7 +212,9 @@ def test_config_is_validated_when_the_subgraph_is_built(sample_store) -> None:
 
 
 def test_subgraph_output_is_only_the_rag_fields(sample_store) -> None:
-    out = rag_subgraph(sample_store, config={"collections": NAMES}).invoke({"messages": [HumanMessage(TURNS[0])]})
+    out = rag_subgraph(sample_store, config={"collections": NAMES}).invoke(
+        {"messages": [HumanMessage(TURNS[0])]}
+    )
     assert set(out) <= set(RAGState.__annotations__)
     assert "rag_run" not in out
 
@@ -229,6 +237,14 @@ def test_integration_imports_only_the_public_api() -> None:
     ours = {m for m in imported if m.startswith("agentrag")}
     assert ours == {"agentrag", "agentrag.chat"}
     assert {m.split(".")[0] for m in imported} <= {
-        "__future__", "asyncio", "collections", "threading", "typing", "uuid", "agentrag", "langgraph",
+        "__future__",
+        "asyncio",
+        "collections",
+        "itertools",
+        "threading",
+        "typing",
+        "uuid",
+        "agentrag",
+        "langgraph",
         "langchain_core",
     }

@@ -32,6 +32,7 @@ the ``langgraph`` extra.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import threading
 import uuid
 from collections import OrderedDict
@@ -202,7 +203,7 @@ def rag_subgraph(
     graph.add_edge(START, "gate")
     graph.add_conditional_edges("gate", after_gate, ["condense", "context"])
     path = [label for label, _ in nodes] + ["search", "rerank", "context"]
-    for a, b in zip(path, path[1:], strict=False):
+    for a, b in itertools.pairwise(path):
         graph.add_edge(a, b)
     graph.add_edge("context", END)
     return graph.compile(name=name)

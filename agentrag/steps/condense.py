@@ -48,7 +48,9 @@ _DEMONSTRATIVE = re.compile(
     r"\b(this|these|those|that(?!\s+(?:the|a|an|my|our|your|i|we|you|he|she|there|every|all|no)\b))\b",
     re.IGNORECASE,
 )
-_WHICH_ONE = re.compile(r"\b(which|the other|another|the same|same)\s+(ones?|thing|one|way)?\b", re.IGNORECASE)
+_WHICH_ONE = re.compile(
+    r"\b(which|the other|another|the same|same)\s+(ones?|thing|one|way)?\b", re.IGNORECASE
+)
 _ELLIPTICAL_OPENER = re.compile(
     r"^(and|also|or|but|so|plus|then|what about|how about|what if|and what about|and how about|"
     r"same for|same question for|is that also|does that also)\b",
@@ -58,17 +60,16 @@ _WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9'./+-]*[A-Za-z0-9]|[A-Za-z0-9]")
 # Words that never make a topic: function words, question words, pronouns, generic chat verbs.
 _NOT_TOPIC = frozenset(
     """
-    a about above after again all also am an and any are as at be been being both but by can
-    could did do does doing done for from had has have having he her here hers him his how i if
-    in into is it its itself just me more most my myself no nor not of off on once only or other
-    our ours out over own same she should so some such than that the their theirs them then there
-    these they this those through to too under until up very was we were what when where which
-    while who whom why will with would you your yours yourself yourselves
-    anything something thing things way ways please thanks thank ok okay hi hello hey
-    tell know explain show get got getting want wanted need needed make makes made let lets
-    really actually also still else much many one ones kind sort exactly anyway tho though
-    'd 's 're 've 'll i'm it's what's how's that's there's
-    """.split()
+    a about above after again all also am an and any are as at be been being both but by can could
+    did do does doing done for from had has have having he her here hers him his how i if in into is
+    it its itself just me more most my myself no nor not of off on once only or other our ours out
+    over own same she should so some such than that the their theirs them then there these they this
+    those through to too under until up very was we were what when where which while who whom why
+    will with would you your yours yourself yourselves anything something thing things way ways
+    please thanks thank ok okay hi hello hey tell know explain show get got getting want wanted need
+    needed make makes made let lets really actually also still else much many one ones kind sort
+    exactly anyway tho though 'd 's 're 've 'll i'm it's what's how's that's there's
+    """.split()  # noqa: SIM905
 )
 
 
@@ -169,7 +170,9 @@ def _condense(ctx: Context, *, strategy: str = "auto", max_turns: int = 6) -> Ou
             calls, used = tuple(got), "llm"
         except LLMError as exc:
             calls = _calls_of(exc)
-            degradations = (Degradation("condense", "local-condense", f"{type(exc).__name__}; using the local strategy"),)
+            degradations = (
+                Degradation("condense", "local-condense", f"{type(exc).__name__}; using the local strategy"),
+            )
             llm = False
     if not llm:
         standalone = condense_local(original, turns)

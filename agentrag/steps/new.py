@@ -53,7 +53,9 @@ def _content_text(content: Any, where: str) -> str:
             elif isinstance(part, Mapping) and part.get("type") == "text":
                 parts.append(str(part.get("text", "")))
         return " ".join(parts)
-    raise InvalidInputError(f"{where}: content must be a string or a list of parts, got {type(content).__name__}")
+    raise InvalidInputError(
+        f"{where}: content must be a string or a list of parts, got {type(content).__name__}"
+    )
 
 
 def parse_history(history: Sequence[Any] | None) -> tuple[Turn, ...]:
@@ -72,13 +74,16 @@ def parse_history(history: Sequence[Any] | None) -> tuple[Turn, ...]:
             role, content = message.role, message.content
         elif isinstance(message, Mapping):
             if "role" not in message or "content" not in message:
-                raise InvalidInputError(f"{where}: a message needs 'role' and 'content', got {sorted(message)}")
+                raise InvalidInputError(
+                    f"{where}: a message needs 'role' and 'content', got {sorted(message)}"
+                )
             role, content = message["role"], message["content"]
         elif hasattr(message, "type") and hasattr(message, "content"):  # a LangChain message
             role, content = message.type, message.content
         else:
+            kind = type(message).__name__
             raise InvalidInputError(
-                f"{where}: expected a {{'role', 'content'}} dict or a LangChain message, got {type(message).__name__}"
+                f"{where}: expected a {{'role', 'content'}} dict or a LangChain message, got {kind}"
             )
         role = str(role).lower()
         if role in _IGNORED_ROLES:
