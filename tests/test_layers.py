@@ -8,7 +8,8 @@ Imports under ``if TYPE_CHECKING:`` are annotations only (no import happens at r
 they may name a higher layer (``Context.deps`` names the Store, the LLM, ...); they may not
 name an extension package. The extension packages (``server``, ``integrations``,
 ``executors``) stand above everything and use only the public API: ``agentrag``,
-``agentrag.errors``, ``agentrag.testing`` and their own package, in TYPE_CHECKING blocks too.
+``agentrag.errors``, ``agentrag.testing``, ``agentrag.chat`` and their own package, in
+TYPE_CHECKING blocks too.
 """
 
 from __future__ import annotations
@@ -32,11 +33,14 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
                 "agentrag.audit", "agentrag.display", "agentrag.testing")),
     ("retrieval", ("agentrag.retrieval",)),
     ("store", ("agentrag.store", "agentrag.querylog")),
-    ("steps", ("agentrag.step", "agentrag.steps", "agentrag.proof")),
-    ("application", ("agentrag", "agentrag.__main__", "agentrag.cli", "agentrag.demo", "agentrag.eval")),
+    ("steps", ("agentrag.step", "agentrag.steps", "agentrag.proof", "agentrag.chat")),
+    ("application", ("agentrag", "agentrag.__main__", "agentrag.cli", "agentrag.demo", "agentrag.eval",
+                     "agentrag.chatbot")),
 ]  # fmt: skip
 EXTENSIONS = ("agentrag.server", "agentrag.integrations", "agentrag.executors")
-PUBLIC_API = ("agentrag", "agentrag.errors", "agentrag.testing")
+# agentrag.chat: the public chat-turn module (RAGConfig, retrieve_turn, with_rag_context) that the
+# LangGraph integration wraps, like agentrag.testing a public module outside agentrag.__all__.
+PUBLIC_API = ("agentrag", "agentrag.errors", "agentrag.testing", "agentrag.chat")
 
 
 @dataclass(frozen=True)
