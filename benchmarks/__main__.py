@@ -20,6 +20,11 @@ RUNS = [
         ["benchmarks.ingest", "--chunks", "10000", "--embed-sample", "200"],
     ),
     ("pipeline overhead per question", ["benchmarks.pipeline"], ["benchmarks.pipeline", "--questions", "20"]),
+    (
+        "chat follow-ups: recall@5 condensed vs raw, condense + subgraph overhead per turn",
+        ["benchmarks.chat"],
+        ["benchmarks.chat", "--repeats", "2"],
+    ),
 ]
 
 
