@@ -9,7 +9,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: setup demo test bench lint notebooks clean-db
+.PHONY: setup demo test bench lint notebooks clean-db serve
 
 setup: $(STAMP)
 
@@ -18,11 +18,14 @@ $(STAMP): pyproject.toml constraints.txt
 	$(PIP) install --quiet --upgrade pip
 	# CPU torch first, pinned: never let pip pull the CUDA wheels.
 	$(PIP) install --quiet -c constraints.txt torch==2.13.0
-	$(PIP) install --quiet -c constraints.txt -e '.[local,embedded,pdf,dev,langgraph]'
+	$(PIP) install --quiet -c constraints.txt -e '.[local,embedded,pdf,server,dev,langgraph]'
 	touch $(STAMP)
 
 demo: setup
 	$(PY) -m agentrag demo
+
+serve: setup
+	$(PY) -m agentrag serve --demo $(ARGS)
 
 test: setup
 	$(PY) -m pytest -q tests notebooks --nbmake

@@ -683,6 +683,10 @@ def build_parser() -> argparse.ArgumentParser:
         json_flag=False,
     )
     p.add_argument("--samples", help="folder with collections.json and one folder per collection")
+
+    from agentrag.server.cli import register as register_server
+
+    register_server(sub, add)  # serve, tenants, audit
     return parser
 
 

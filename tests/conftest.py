@@ -17,7 +17,7 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-pytest_plugins = ["tests.openai_stub", "tests.grounded_support"]
+pytest_plugins = ["tests.openai_stub", "tests.grounded_support", "tests.server_support"]
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLES = REPO / "samples"

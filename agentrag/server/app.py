@@ -1,0 +1,404 @@
+"""The FastAPI app: routes, the request flow and the one JSON error body.
+
+Built on the library's public API only (``import agentrag as ar``): a search is
+``ar.new(..., scope=ar.Scope(tenant=...)) | ar.search()`` and its ``proof()``; an ask adds
+``ar.answer()`` (or ``ar.aanswer_stream`` for SSE). The pipeline's audit events are collected
+per request and persisted (with the request latency) in ``agentrag.audit_events``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import math
+import time
+import traceback
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any
+
+from fastapi import Depends, FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, StreamingResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+import agentrag as ar
+from agentrag.errors import (
+    AgentragError,
+    CollectionNotFoundError,
+    EmbeddingError,
+    EmbeddingMismatchError,
+    InvalidInputError,
+)
+from agentrag.server.auth import AuthError, ForbiddenError, TokenVerifier, authorize
+from agentrag.server.config import ServerConfig
+from agentrag.server.models import AskRequest, ErrorBody, ProofResponse, SearchRequest
+from agentrag.server.observe import JsonLinesExporter, ObserveMiddleware
+from agentrag.server.tenants import Tenant, admit, write_audit
+
+if TYPE_CHECKING:
+    from concurrent.futures import ThreadPoolExecutor
+
+__all__ = ["ApiError", "app_from_env", "build_store", "create_app"]
+
+_log = logging.getLogger("agentrag.server")
+
+MODEL_MISMATCH_WARNING = (
+    "model_version_match is false: the query was embedded with another model version than the index; "
+    "ranking may be degraded"
+)
+_ERRORS: dict[int, dict[str, Any]] = {
+    status: {"model": ErrorBody, "description": description}
+    for status, description in (
+        (401, "missing or invalid bearer token"),
+        (403, "scope missing, tenant mismatch, TENANT_SUSPENDED or GENERATION_DISABLED"),
+        (404, "unknown tenant or collection"),
+        (413, "body too large"),
+        (422, "invalid request (the field is named)"),
+        (429, "rate limited (Retry-After)"),
+        (500, "internal error (no details)"),
+    )
+}
+
+
+class ApiError(Exception):
+    """An error answered with ``{"error": {"code", "message", "field"?}}``."""
+
+    def __init__(
+        self,
+        status: int,
+        code: str,
+        message: str,
+        *,
+        field: str | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status, self.code, self.message, self.field = status, code, message, field
+        self.headers = headers or {}
+
+
+def _error(request: Request, status: int, code: str, message: str, **extra: Any) -> JSONResponse:
+    headers = extra.pop("headers", None)
+    body = {"code": code, "message": message, "request_id": _request_id(request), **extra}
+    return JSONResponse({"error": body}, status_code=status, headers=headers)
+
+
+def _request_id(request: Request) -> str | None:
+    state = request.scope.get("state") or {}
+    return state.get("request_id")
+
+
+class _Collect:
+    """The per-request audit sink: events as dicts (ids and counts only), written after the pipeline."""
+
+    def __init__(self) -> None:
+        self.events: list[dict[str, Any]] = []
+
+    def emit(self, event: Any) -> None:
+        self.events.append(event.to_dict())
+
+
+def _telemetry_for(config: ServerConfig) -> tuple[ar.Telemetry, list[Any]]:
+    """Telemetry writing to ``config.trace_file``, or the global (application-installed) providers."""
+    if not config.trace_file:
+        return ar.Telemetry(), []
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+
+    exporter = JsonLinesExporter(config.trace_file)
+    tracer_provider = TracerProvider()
+    tracer_provider.add_span_processor(SimpleSpanProcessor(exporter))  # type: ignore[arg-type]
+    reader = PeriodicExportingMetricReader(exporter, export_interval_millis=500)  # type: ignore[arg-type]
+    meter_provider = MeterProvider(metric_readers=[reader])
+    return ar.Telemetry(tracer_provider=tracer_provider, meter_provider=meter_provider), [
+        tracer_provider,
+        meter_provider,
+    ]
+
+
+def create_app(
+    store: ar.Store,
+    *,
+    config: ServerConfig | None = None,
+    telemetry: ar.Telemetry | None = None,
+    llm: Any = None,
+    close_store: bool = False,
+) -> FastAPI:
+    """The ASGI app serving ``store``. ``config`` defaults to :meth:`ServerConfig.from_env`;
+    ``telemetry`` to providers from ``config.trace_file`` or else the global ones; ``llm`` to
+    ``config.llm`` (a litellm model) or none (extractive answers)."""
+    config = config or ServerConfig.from_env()
+    owned: list[Any] = []
+    if telemetry is None:
+        telemetry, owned = _telemetry_for(config)
+    if llm is None and config.llm:
+        llm = ar.LiteLLM(config.llm, api_base=config.llm_api_base, api_key=config.llm_api_key)
+    verifier = TokenVerifier(config)
+    if not config.has_key:
+        _log.warning("no JWT key configured: every query request will be refused with 401")
+    engine = store.engine
+    default_collections = [c for c in (config.default_collections or "").split(",") if c] or None
+    executor: list[ThreadPoolExecutor] = []
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        from concurrent.futures import ThreadPoolExecutor
+
+        pool = ThreadPoolExecutor(max_workers=max(8, 2 * config.pool_size), thread_name_prefix="agentrag")
+        executor.append(pool)
+        asyncio.get_running_loop().set_default_executor(pool)
+        await asyncio.to_thread(store.embedder.embed, ["warm up"])  # load the model before serving
+        yield
+        for provider in owned:
+            provider.shutdown()
+        if close_store:
+            store.close()
+
+    app = FastAPI(
+        title="agentrag",
+        version=ar.__version__,
+        summary="Multi-tenant retrieval with verifiable proofs and cite-only answers",
+        lifespan=lifespan,
+    )
+    app.add_middleware(
+        ObserveMiddleware,  # type: ignore[arg-type]
+        tracer=telemetry.tracer,
+        meter=telemetry.meter,
+        max_body_bytes=config.max_body_bytes,
+    )
+
+    # ---- errors: one body for all ----------------------------------------------------------------
+    @app.exception_handler(ApiError)
+    async def _api_error(request: Request, exc: ApiError) -> JSONResponse:
+        extra: dict[str, Any] = {"headers": exc.headers}
+        if exc.field is not None:
+            extra["field"] = exc.field
+        return _error(request, exc.status, exc.code, exc.message, **extra)
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        errors = exc.errors()
+        first = errors[0] if errors else {"loc": (), "msg": "invalid request"}
+        loc = [str(p) for p in first.get("loc", ()) if p != "body"]
+        # the message only: pydantic's "input" (which may hold the query text) is never echoed
+        return _error(
+            request, 422, "VALIDATION_ERROR", str(first.get("msg", "invalid")), field=".".join(loc) or None
+        )
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        codes = {404: "NOT_FOUND", 405: "METHOD_NOT_ALLOWED", 413: "BODY_TOO_LARGE"}
+        code = codes.get(exc.status_code, "HTTP_ERROR")
+        message = exc.detail if isinstance(exc.detail, str) and exc.status_code != 422 else code.lower()
+        return _error(request, exc.status_code, code, message, headers=getattr(exc, "headers", None))
+
+    @app.exception_handler(Exception)
+    async def _internal(request: Request, exc: Exception) -> JSONResponse:
+        # The type and the frames only: messages can hold SQL parameters or query text.
+        frames = "".join(traceback.format_tb(exc.__traceback__))
+        _log.error("unhandled %s in request %s\n%s", type(exc).__name__, _request_id(request), frames)
+        return _error(request, 500, "INTERNAL", "internal error")
+
+    # ---- the request flow, steps 1-4 ----------------------------------------------------------------
+    async def admitted(tenant_id: str, request: Request) -> Tenant:
+        try:
+            authorize(verifier, request.headers.get("authorization"), tenant_id)
+        except AuthError as exc:
+            raise ApiError(401, "UNAUTHENTICATED", str(exc), headers={"WWW-Authenticate": "Bearer"}) from None
+        except ForbiddenError as exc:
+            raise ApiError(403, exc.code, str(exc)) from None
+        admission = await asyncio.to_thread(admit, engine, tenant_id)
+        if admission.tenant is None:
+            raise ApiError(404, "TENANT_NOT_FOUND", "no such tenant")
+        if not admission.tenant.active:
+            raise ApiError(403, "TENANT_SUSPENDED", "the tenant is suspended")
+        if not admission.allowed:
+            retry = max(1, math.ceil(admission.retry_after_s))
+            raise ApiError(
+                429, "RATE_LIMITED", "rate limit exceeded; retry later", headers={"Retry-After": str(retry)}
+            )
+        return admission.tenant
+
+    def start(body: SearchRequest, tenant: Tenant, *, generate: bool) -> tuple[ar.Context, _Collect]:
+        """Steps 5-8: the validated request as a searched Context (in a worker thread)."""
+        if body.top_k > tenant.retrieval_top_k_max:
+            raise ApiError(
+                422, "VALIDATION_ERROR", f"top_k is at most {tenant.retrieval_top_k_max}", field="top_k"
+            )
+        if generate and not tenant.generation_enabled:
+            raise ApiError(403, "GENERATION_DISABLED", "answer generation is disabled for this tenant")
+        collections = body.collections or default_collections
+        if collections:
+            try:
+                store.describe(collections, max_age=5.0)
+            except CollectionNotFoundError:
+                raise ApiError(404, "COLLECTION_NOT_FOUND", "unknown collection", field="collections") from None
+        sink = _Collect()
+        try:
+            ctx = ar.new(
+                body.query_text,
+                store=store,
+                llm=llm if generate else None,
+                telemetry=telemetry,
+                audit=sink,
+                limit=body.top_k,
+                collections=collections,
+                mode=body.mode,
+                scope=ar.Scope(tenant=tenant.id),
+                filters=body.filters.to_filters() if body.filters else None,
+            )
+        except InvalidInputError as exc:
+            raise ApiError(422, "VALIDATION_ERROR", _safe(exc), field=_field_of(exc)) from None
+        ctx = ctx | ar.search()
+        if ctx.results and all(r.error for r in ctx.results):
+            kinds = {r.error.split(":", 1)[0] for r in ctx.results if r.error}
+            embedding = {EmbeddingError.__name__, EmbeddingMismatchError.__name__}
+            code = "EMBEDDING_FAILED" if kinds & embedding else "RETRIEVAL_FAILED"
+            write_audit(engine, sink.events, latency_ms=None)
+            raise ApiError(500, code, "retrieval failed")
+        return ctx, sink
+
+    def respond(ctx: ar.Context, sink: _Collect, started: float) -> dict[str, Any]:
+        proof = ctx.proof().to_dict()
+        latency = (time.perf_counter() - started) * 1000.0
+        write_audit(engine, sink.events, latency_ms=latency)
+        warnings = [MODEL_MISMATCH_WARNING] if proof["model_version_match"] is False else []
+        proof["warnings"] = warnings + [f"degraded: {d}" for d in proof["degradations"]]
+        return proof
+
+    def run_search(body: SearchRequest, tenant: Tenant, started: float) -> dict[str, Any]:
+        ctx, sink = start(body, tenant, generate=False)
+        return respond(ctx, sink, started)
+
+    def run_ask(body: AskRequest, tenant: Tenant, started: float) -> dict[str, Any]:
+        ctx, sink = start(body, tenant, generate=True)
+        ctx = ctx | ar.answer(suppress_ungrounded=tenant.suppress_ungrounded)
+        if ctx.error is not None:
+            write_audit(engine, sink.events, latency_ms=None)
+            raise ApiError(500, "GENERATION_FAILED", "answer generation failed")
+        return respond(ctx, sink, started)
+
+    # ---- routes ---------------------------------------------------------------------------------------
+    @app.post(
+        "/api/v1/query/{tenant_id}/search",
+        response_model=ProofResponse,
+        responses=_ERRORS,  # type: ignore[arg-type]
+        summary="Search the tenant's documents; returns the retrieval proof",
+    )
+    async def search(body: SearchRequest, tenant: Tenant = Depends(admitted)) -> JSONResponse:
+        started = time.perf_counter()
+        return JSONResponse(await asyncio.to_thread(run_search, body, tenant, started))
+
+    @app.post(
+        "/api/v1/query/{tenant_id}/ask",
+        response_model=ProofResponse,
+        responses={**_ERRORS, 200: {"content": {"text/event-stream": {}}}},  # type: ignore[dict-item]
+        summary="Search, then answer citing only retrieved chunks (SSE with Accept: text/event-stream)",
+    )
+    async def ask(request: Request, body: AskRequest, tenant: Tenant = Depends(admitted)) -> Any:
+        started = time.perf_counter()
+        if "text/event-stream" not in request.headers.get("accept", ""):
+            return JSONResponse(await asyncio.to_thread(run_ask, body, tenant, started))
+        ctx, sink = await asyncio.to_thread(start, body, tenant, generate=True)
+        return StreamingResponse(
+            _sse(ctx, sink, tenant, started),
+            media_type="text/event-stream",
+            headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
+        )
+
+    async def _sse(ctx: ar.Context, sink: _Collect, tenant: Tenant, started: float) -> AsyncIterator[bytes]:
+        """``retrieval`` (the proof without generation), ``token`` pieces, ``citations``, ``done``."""
+        retrieval = ctx.proof().to_dict()
+        retrieval["warnings"] = [MODEL_MISMATCH_WARNING] if retrieval["model_version_match"] is False else []
+        yield _event("retrieval", retrieval)
+        final: ar.Context | None = None
+        try:
+            async for item in ar.aanswer_stream(ctx, suppress_ungrounded=tenant.suppress_ungrounded):
+                if isinstance(item, str):
+                    yield _event("token", {"text": item})
+                else:
+                    final = item
+            if final is None or final.error is not None:
+                raise RuntimeError("answer generation failed")
+            proof = await asyncio.to_thread(respond, final, sink, started)
+        except Exception as exc:
+            _log.error("stream failed: %s", type(exc).__name__)
+            yield _event("error", {"error": {"code": "GENERATION_FAILED", "message": "answer generation failed"}})
+            return
+        yield _event("citations", {"query_id": proof["query_id"], "generation": proof["generation"]})
+        yield _event("done", {"query_id": proof["query_id"]})
+
+    @app.get("/healthz", summary="The process is up")
+    async def healthz() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @app.get("/readyz", summary="Database reachable, migrations current, embedder loaded")
+    async def readyz() -> JSONResponse:
+        def check() -> dict[str, bool]:
+            checks = {"database": False, "migrations": False, "embedder": False}
+            try:
+                status = store.status()
+                checks["database"] = True
+                checks["migrations"] = not status.pending
+            except Exception as exc:
+                _log.warning("readyz: database check failed: %s", type(exc).__name__)
+            try:
+                checks["embedder"] = len(store.embedder.embed(["ready"])) == 1
+            except Exception as exc:
+                _log.warning("readyz: embedder check failed: %s", type(exc).__name__)
+            return checks
+
+        checks = await asyncio.to_thread(check)
+        ready = all(checks.values())
+        return JSONResponse({"status": "ready" if ready else "not ready", "checks": checks}, 200 if ready else 503)
+
+    return app
+
+
+def _event(name: str, data: Any) -> bytes:
+    return f"event: {name}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n".encode()
+
+
+def _safe(exc: AgentragError) -> str:
+    """An error message fit for a response: the library's own text, which never quotes the question."""
+    message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return message[:300]
+
+
+def _field_of(exc: AgentragError) -> str | None:
+    from agentrag.errors import EmptyQueryError, FilterError
+
+    if isinstance(exc, FilterError):
+        return "filters"
+    if isinstance(exc, EmptyQueryError):
+        return "query_text"
+    return None
+
+
+def build_store(config: ServerConfig) -> ar.Store:
+    """The store a server process serves, from its configuration."""
+    return ar.Store(
+        config.database_url, embedder=_embedder(config.embedder), pool_size=config.pool_size, max_overflow=0
+    )
+
+
+def _embedder(spec: str) -> Any:
+    kind, _, arg = spec.partition(":")
+    if kind == "local":
+        return ar.LocalEmbedder()
+    if kind == "fake":
+        from agentrag.testing import FakeEmbedder
+
+        return FakeEmbedder(int(arg or 64))
+    raise InvalidInputError(f"embedder must be 'local' or 'fake[:DIMENSIONS]', got {spec!r}")
+
+
+def app_from_env() -> FastAPI:
+    """The uvicorn factory of every worker process (``agentrag serve``): configuration from ``AGENTRAG_*``."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    config = ServerConfig.from_env()
+    return create_app(build_store(config), config=config, close_store=True)

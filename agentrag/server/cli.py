@@ -1,0 +1,220 @@
+"""``agentrag serve``, ``agentrag tenants ...`` and ``agentrag audit list`` (registered by agentrag.cli)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import secrets
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["register"]
+
+DEMO_TENANT = "demo"
+
+
+def _engine(args: argparse.Namespace) -> Any:
+    import agentrag as ar
+
+    return ar.Store(getattr(args, "database_url", None)).engine
+
+
+def _print_json(data: Any) -> None:
+    print(json.dumps(data, indent=2, default=str, ensure_ascii=False))
+
+
+# ---- tenants -----------------------------------------------------------------------------------
+def cmd_tenants_create(args: argparse.Namespace) -> int:
+    from agentrag.server.tenants import create_tenant
+
+    tenant = create_tenant(
+        _engine(args),
+        args.tenant,
+        retrieval_top_k_max=args.top_k_max,
+        rate_limit=args.rate_limit,
+        rate_limit_period_s=args.rate_limit_period,
+        generation_enabled=not args.no_generation,
+        suppress_ungrounded=args.suppress_ungrounded,
+        exist_ok=args.update,
+    )
+    _print_json(tenant.to_dict()) if args.json else print(f"created {tenant!r}")
+    return 0
+
+
+def _set_state(state: str) -> Callable[[argparse.Namespace], int]:
+    def handler(args: argparse.Namespace) -> int:
+        from agentrag.server.tenants import set_state
+
+        tenant = set_state(_engine(args), args.tenant, state)
+        _print_json(tenant.to_dict()) if args.json else print(repr(tenant))
+        return 0
+
+    return handler
+
+
+def cmd_tenants_list(args: argparse.Namespace) -> int:
+    from agentrag.server.tenants import list_tenants
+
+    tenants = list_tenants(_engine(args))
+    if args.json:
+        _print_json([t.to_dict() for t in tenants])
+        return 0
+    if not tenants:
+        print("no tenants yet: agentrag tenants create TENANT")
+    for t in tenants:
+        flags = ("" if t.generation_enabled else " no-generation") + (
+            " suppress-ungrounded" if t.suppress_ungrounded else ""
+        )
+        print(
+            f"{t.id:<24} {t.state:<9} {t.rate_limit}/{t.rate_limit_period_s:g}s"
+            f"  top_k<={t.retrieval_top_k_max}{flags}"
+        )
+    return 0
+
+
+# ---- audit -------------------------------------------------------------------------------------
+def cmd_audit_list(args: argparse.Namespace) -> int:
+    from agentrag.server.tenants import list_audit
+
+    rows = list_audit(_engine(args), tenant=args.tenant, query_id=args.query_id, limit=args.limit)
+    if args.json:
+        _print_json([r.to_dict() for r in rows])
+        return 0
+    for r in rows:
+        ids = r.details.get("chunk_ids") or r.details.get("cited_chunk_ids") or []
+        latency = f"{r.latency_ms:.1f} ms" if r.latency_ms is not None else "-"
+        print(
+            f"{r.created_at:%Y-%m-%d %H:%M:%S}  {r.type:<20} {r.tenant_id or '-':<16} {r.query_id}"
+            f"  {len(ids)} chunks  {latency}"
+        )
+    return 0
+
+
+# ---- serve -------------------------------------------------------------------------------------
+_OPTIONS = (
+    # (flag, config field, type, help)
+    ("--embedder", "embedder", str, "query embedder: local (all-MiniLM-L6-v2) or fake[:DIMS] (tests)"),
+    ("--llm", "llm", str, "litellm model for /ask (default: none, extractive answers)"),
+    ("--llm-api-base", "llm_api_base", str, "API base URL of the --llm model"),
+    ("--pool-size", "pool_size", int, "database connections per worker (default 10)"),
+    ("--jwt-secret", "jwt_secret", str, "HS256 secret (>= 32 bytes); prefer $AGENTRAG_JWT_SECRET"),
+    ("--jwt-public-key", "jwt_public_key", str, "PEM public key file (RS256 / ES256)"),
+    ("--jwt-jwks", "jwt_jwks", str, "JWKS file of RSA / EC public keys, chosen by kid"),
+    ("--jwt-issuer", "jwt_issuer", str, "required iss claim"),
+    ("--jwt-audience", "jwt_audience", str, "required aud claim"),
+    ("--jwt-tenant-claim", "jwt_tenant_claim", str, "claim holding the tenant id (default tenant_id)"),
+    ("--jwt-leeway", "jwt_leeway_s", float, "clock skew allowed for exp / nbf, seconds (default 0)"),
+    ("--max-body-bytes", "max_body_bytes", int, "largest request body (default 65536)"),
+    ("--trace-file", "trace_file", str, "write spans and request metrics as JSON lines to this file"),
+    ("--collections", "default_collections", str, "comma-separated collections searched by default"),
+)
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    import agentrag as ar
+    from agentrag.server.config import ServerConfig
+
+    overrides = {field: getattr(args, field) for _, field, _, _ in _OPTIONS}
+    overrides["database_url"] = getattr(args, "database_url", None)
+    config = ServerConfig.from_env(**overrides)
+    store = ar.Store(config.database_url)  # applies pending migrations once, before any worker starts
+    if args.demo:
+        config = _demo(store, config)
+    store.close()
+    os.environ.update(config.to_env())
+    print(
+        f"agentrag serve: http://{args.host}:{args.port} ({args.workers} worker(s)); docs at /docs",
+        file=sys.stderr,
+    )
+    uvicorn.run(
+        "agentrag.server.app:app_from_env",
+        factory=True,
+        host=args.host,
+        port=args.port,
+        workers=args.workers,
+        log_level=args.log_level,
+    )
+    return 0
+
+
+def _demo(store: Any, config: Any) -> Any:
+    """Ingest the sample corpus for tenant ``demo``, create the tenant, print a token."""
+    from dataclasses import replace
+
+    import jwt
+
+    from agentrag.demo import find_samples
+    from agentrag.server.tenants import create_tenant
+
+    samples = find_samples()
+    local = ar_store_with_embedder(store.url if config.database_url is None else config.database_url, config)
+    for spec in json.loads((samples / "collections.json").read_text()):
+        local.create_collection(spec["name"], description=spec["description"], exist_ok=True)
+        print(f"  {local.ingest(samples / spec['name'], collection=spec['name'], tenant=DEMO_TENANT)}")
+    local.close()
+    create_tenant(store.engine, DEMO_TENANT, exist_ok=True)
+    if not config.has_key:
+        config = replace(config, jwt_secret=secrets.token_urlsafe(32))
+    if config.jwt_secret:
+        claims = {"tenant_id": DEMO_TENANT, "scope": "query", "exp": int(time.time()) + 3600}
+        if config.jwt_issuer:
+            claims["iss"] = config.jwt_issuer
+        if config.jwt_audience:
+            claims["aud"] = config.jwt_audience
+        token = jwt.encode(claims, config.jwt_secret, algorithm="HS256")
+        print(
+            "demo token (1 hour):\n"
+            f"  curl -s -H 'Authorization: Bearer {token}' -H 'Content-Type: application/json' \\\n"
+            f"    -d '{{\"query_text\": \"How do I paginate the notes API?\"}}' \\\n"
+            f"    http://127.0.0.1:8000/api/v1/query/{DEMO_TENANT}/search",
+            file=sys.stderr,
+        )
+    return config
+
+
+def ar_store_with_embedder(url: str | None, config: Any) -> Any:
+    import agentrag as ar
+    from agentrag.server.app import _embedder
+
+    return ar.Store(url, embedder=_embedder(config.embedder))
+
+
+def register(sub: Any, add: Callable[..., argparse.ArgumentParser]) -> None:
+    """Add ``serve``, ``tenants`` and ``audit`` to the ``agentrag`` parser."""
+    p = add(sub, "serve", cmd_serve, "serve the HTTP API (FastAPI on uvicorn)", json_flag=False)
+    p.add_argument("--host", default=os.environ.get("AGENTRAG_HOST", "127.0.0.1"))
+    p.add_argument("--port", type=int, default=int(os.environ.get("AGENTRAG_PORT", "8000")))
+    p.add_argument("--workers", type=int, default=int(os.environ.get("AGENTRAG_WORKERS", "1")))
+    p.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
+    p.add_argument("--demo", action="store_true", help="ingest the samples for tenant 'demo' and print a token")
+    for flag, field, kind, help in _OPTIONS:
+        p.add_argument(flag, dest=field, type=kind, help=help)
+
+    ten = sub.add_parser("tenants", help="serving tenants: create, suspend, resume, list").add_subparsers(
+        dest="tenants_command", required=True
+    )
+    p = add(ten, "create", cmd_tenants_create, "create an ACTIVE tenant")
+    p.add_argument("tenant")
+    p.add_argument("--rate-limit", type=int, default=1000, help="requests per period (default 1000)")
+    p.add_argument("--rate-limit-period", type=float, default=60.0, help="seconds (default 60)")
+    p.add_argument("--top-k-max", type=int, default=50, help="largest top_k a request may ask (default 50)")
+    p.add_argument("--no-generation", action="store_true", help="refuse /ask (403 GENERATION_DISABLED)")
+    p.add_argument("--suppress-ungrounded", action="store_true", help="strip uncited sentences from answers")
+    p.add_argument("--update", action="store_true", help="update the settings of an existing tenant")
+    for verb, state in (("suspend", "SUSPENDED"), ("resume", "ACTIVE")):
+        p = add(ten, verb, _set_state(state), f"{verb} a tenant (effective on its next request)")
+        p.add_argument("tenant")
+    add(ten, "list", cmd_tenants_list, "list tenants")
+
+    aud = sub.add_parser("audit", help="persisted audit events of the serving API").add_subparsers(
+        dest="audit_command", required=True
+    )
+    p = add(aud, "list", cmd_audit_list, "audit events, newest first (ids and counts, never text)")
+    p.add_argument("--tenant")
+    p.add_argument("--query-id")
+    p.add_argument("--limit", "-n", type=int, default=50)

@@ -1,0 +1,94 @@
+"""Server configuration: one frozen dataclass, from ``agentrag serve`` arguments or ``AGENTRAG_*``.
+
+Every field has an environment variable (``AGENTRAG_`` + the upper-cased field name, e.g.
+``AGENTRAG_JWT_SECRET``); arguments win over variables. ``agentrag serve`` puts its arguments
+into the environment before uvicorn starts its workers, so every worker process builds the
+same configuration with :meth:`ServerConfig.from_env`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from typing import Any
+
+from agentrag.errors import InvalidInputError
+
+__all__ = ["ServerConfig"]
+
+_PREFIX = "AGENTRAG_"
+
+
+@dataclass(frozen=True, slots=True)
+class ServerConfig:
+    """How the service authenticates, limits and serves (see README, "Serving over HTTP")."""
+
+    database_url: str | None = None
+    embedder: str = "local"  # local | fake[:DIMENSIONS] (agentrag.testing.FakeEmbedder)
+    llm: str | None = None  # a litellm model string; none: extractive answers
+    llm_api_base: str | None = None
+    llm_api_key: str | None = None
+    pool_size: int = 10
+    # JWT: exactly one of secret (HS256), public key file (RS256/ES256) or JWKS file
+    jwt_secret: str | None = None
+    jwt_public_key: str | None = None
+    jwt_jwks: str | None = None
+    jwt_issuer: str | None = None
+    jwt_audience: str | None = None
+    jwt_tenant_claim: str = "tenant_id"
+    jwt_leeway_s: float = 0.0
+    max_body_bytes: int = 65536
+    trace_file: str | None = None  # spans and request metrics as JSON lines (for tests, debugging)
+    default_collections: str | None = None  # comma-separated; none: every collection
+
+    def __post_init__(self) -> None:
+        keys = [k for k in (self.jwt_secret, self.jwt_public_key, self.jwt_jwks) if k]
+        if len(keys) > 1:
+            raise InvalidInputError("configure one of jwt_secret, jwt_public_key, jwt_jwks, not several")
+        if self.jwt_secret is not None and len(self.jwt_secret.encode()) < 32:
+            raise InvalidInputError("jwt_secret must be at least 32 bytes (HS256 needs a 256-bit key)")
+        if self.pool_size < 1:
+            raise InvalidInputError(f"pool_size must be >= 1, got {self.pool_size}")
+        if self.max_body_bytes < 1024:
+            raise InvalidInputError(f"max_body_bytes must be >= 1024, got {self.max_body_bytes}")
+
+    @property
+    def has_key(self) -> bool:
+        return bool(self.jwt_secret or self.jwt_public_key or self.jwt_jwks)
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> ServerConfig:
+        environ = os.environ if environ is None else environ
+        values: dict[str, Any] = {}
+        for f in fields(cls):
+            raw = environ.get(_PREFIX + f.name.upper())
+            if raw is None or raw == "":
+                continue
+            kind = type(f.default) if f.default is not None else str
+            try:
+                values[f.name] = kind(raw) if kind in (int, float) else raw
+            except ValueError:
+                raise InvalidInputError(f"{_PREFIX}{f.name.upper()} must be a {kind.__name__}") from None
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        unknown = sorted(set(values) - {f.name for f in fields(cls)})
+        if unknown:
+            raise TypeError(f"unknown server option(s): {', '.join(unknown)}")
+        return cls(**values)
+
+    def to_env(self) -> dict[str, str]:
+        """The ``AGENTRAG_*`` variables that rebuild this configuration in a worker process."""
+        return {
+            _PREFIX + f.name.upper(): str(getattr(self, f.name))
+            for f in fields(self)
+            if getattr(self, f.name) is not None
+        }
+
+    def __repr__(self) -> str:  # never the secret
+        shown = {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) is not None}
+        for secret in ("jwt_secret", "llm_api_key"):
+            if secret in shown:
+                shown[secret] = "***"
+        if "database_url" in shown:
+            shown["database_url"] = "<set>"
+        return "ServerConfig(" + ", ".join(f"{k}={v!r}" for k, v in shown.items()) + ")"

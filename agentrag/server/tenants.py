@@ -1,0 +1,311 @@
+"""Tenants, the shared rate limit and persisted audit events (migration 0004), over a SQLAlchemy engine.
+
+No FastAPI here: ``agentrag tenants ...`` and ``agentrag audit list`` use this module alone.
+
+The rate limit is GCRA (the generic cell rate algorithm) with its state in
+``agentrag.rate_limits``: a tenant may send ``rate_limit`` requests per
+``rate_limit_period_s`` seconds, in bursts of up to ``rate_limit``. :func:`admit` reads the
+tenant and takes one slot in a single atomic statement (an upsert whose ``WHERE`` refuses
+the slot when the bucket is full), so every worker process of every server shares one limit
+per tenant and concurrent requests cannot overdraw it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from agentrag.errors import InvalidInputError
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Engine
+
+__all__ = [
+    "Admission",
+    "AuditRow",
+    "Tenant",
+    "TenantNotFoundError",
+    "admit",
+    "create_tenant",
+    "get_tenant",
+    "list_audit",
+    "list_tenants",
+    "set_state",
+    "write_audit",
+]
+
+TENANT_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
+STATES = ("ACTIVE", "SUSPENDED")
+_COLUMNS = (
+    "id, state, retrieval_top_k_max, rate_limit, rate_limit_period_s, generation_enabled,"
+    " suppress_ungrounded, config, created_at, updated_at"
+)
+
+
+class TenantNotFoundError(InvalidInputError):
+    """No tenant by that id."""
+
+
+@dataclass(frozen=True, slots=True)
+class Tenant:
+    id: str
+    state: str
+    retrieval_top_k_max: int
+    rate_limit: int
+    rate_limit_period_s: float
+    generation_enabled: bool
+    suppress_ungrounded: bool
+    config: dict[str, Any]
+    created_at: datetime | None = None
+    updated_at: datetime | None = None
+
+    @property
+    def active(self) -> bool:
+        return self.state == "ACTIVE"
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        for key in ("created_at", "updated_at"):
+            out[key] = out[key].isoformat() if out[key] else None
+        return out
+
+    def __repr__(self) -> str:
+        return (
+            f"Tenant({self.id!r} {self.state}, {self.rate_limit}/{self.rate_limit_period_s:g}s,"
+            f" top_k<={self.retrieval_top_k_max})"
+        )
+
+
+def check_tenant_id(tenant: str) -> str:
+    if not isinstance(tenant, str) or not TENANT_ID.fullmatch(tenant):
+        raise InvalidInputError(f"a tenant id matches {TENANT_ID.pattern}, got {tenant!r}")
+    return tenant
+
+
+def create_tenant(
+    engine: Engine,
+    tenant: str,
+    *,
+    retrieval_top_k_max: int = 50,
+    rate_limit: int = 1000,
+    rate_limit_period_s: float = 60.0,
+    generation_enabled: bool = True,
+    suppress_ungrounded: bool = False,
+    config: Mapping[str, Any] | None = None,
+    exist_ok: bool = False,
+) -> Tenant:
+    """Create an ACTIVE tenant (``exist_ok``: update the settings of an existing one)."""
+    from sqlalchemy import text
+
+    check_tenant_id(tenant)
+    if not isinstance(retrieval_top_k_max, int) or not 1 <= retrieval_top_k_max <= 50:
+        raise InvalidInputError(f"retrieval_top_k_max must be 1..50, got {retrieval_top_k_max!r}")
+    if not isinstance(rate_limit, int) or rate_limit < 1:
+        raise InvalidInputError(f"rate_limit must be an integer >= 1, got {rate_limit!r}")
+    if not math.isfinite(rate_limit_period_s) or rate_limit_period_s <= 0:
+        raise InvalidInputError(f"rate_limit_period_s must be > 0, got {rate_limit_period_s!r}")
+    conflict = (
+        "DO UPDATE SET retrieval_top_k_max = EXCLUDED.retrieval_top_k_max, rate_limit = EXCLUDED.rate_limit,"
+        " rate_limit_period_s = EXCLUDED.rate_limit_period_s,"
+        " generation_enabled = EXCLUDED.generation_enabled,"
+        " suppress_ungrounded = EXCLUDED.suppress_ungrounded, config = EXCLUDED.config, updated_at = now()"
+        if exist_ok
+        else "DO NOTHING"
+    )
+    with engine.begin() as conn:
+        row = conn.execute(
+            text(
+                "INSERT INTO agentrag.tenants (id, retrieval_top_k_max, rate_limit, rate_limit_period_s,"
+                " generation_enabled, suppress_ungrounded, config)"
+                " VALUES (:id, :top_k, :rate, :period, :gen, :suppress, CAST(:config AS jsonb))"
+                f" ON CONFLICT (id) {conflict} RETURNING {_COLUMNS}"
+            ),
+            {
+                "id": tenant,
+                "top_k": retrieval_top_k_max,
+                "rate": rate_limit,
+                "period": float(rate_limit_period_s),
+                "gen": bool(generation_enabled),
+                "suppress": bool(suppress_ungrounded),
+                "config": json.dumps(dict(config or {})),
+            },
+        ).mappings().first()
+        if exist_ok:  # a changed limit starts from a fresh bucket
+            conn.execute(text("DELETE FROM agentrag.rate_limits WHERE tenant_id = :id"), {"id": tenant})
+    if row is None:
+        raise InvalidInputError(f"tenant {tenant!r} already exists")
+    return Tenant(**row)
+
+
+def get_tenant(engine: Engine, tenant: str) -> Tenant:
+    from sqlalchemy import text
+
+    with engine.connect() as conn:
+        row = (
+            conn.execute(text(f"SELECT {_COLUMNS} FROM agentrag.tenants WHERE id = :id"), {"id": tenant})
+            .mappings()
+            .first()
+        )
+    if row is None:
+        raise TenantNotFoundError(f"no tenant {tenant!r}")
+    return Tenant(**row)
+
+
+def list_tenants(engine: Engine) -> list[Tenant]:
+    from sqlalchemy import text
+
+    with engine.connect() as conn:
+        rows = conn.execute(text(f"SELECT {_COLUMNS} FROM agentrag.tenants ORDER BY id")).mappings().all()
+    return [Tenant(**row) for row in rows]
+
+
+def set_state(engine: Engine, tenant: str, state: str) -> Tenant:
+    """Suspend (``SUSPENDED``) or resume (``ACTIVE``) a tenant; effective on its next request."""
+    from sqlalchemy import text
+
+    if state not in STATES:
+        raise InvalidInputError(f"state must be one of {STATES}, got {state!r}")
+    with engine.begin() as conn:
+        row = (
+            conn.execute(
+                text(
+                    "UPDATE agentrag.tenants SET state = :state, updated_at = now() WHERE id = :id"
+                    f" RETURNING {_COLUMNS}"
+                ),
+                {"id": tenant, "state": state},
+            )
+            .mappings()
+            .first()
+        )
+    if row is None:
+        raise TenantNotFoundError(f"no tenant {tenant!r}")
+    return Tenant(**row)
+
+
+@dataclass(frozen=True, slots=True)
+class Admission:
+    """What :func:`admit` found: the tenant (None: unknown) and whether a rate slot was taken."""
+
+    tenant: Tenant | None
+    allowed: bool
+    retry_after_s: float = 0.0
+
+
+# One statement: read the tenant, and for an ACTIVE one take a GCRA slot. tat' = max(tat, now) + T
+# (T = period / limit) is stored only when tat' - now <= period, i.e. when the burst allows it.
+# The outer SELECT sees the row as it was before this statement: for a refusal that is the
+# current tat, from which the wait until the next slot follows.
+_ADMIT_SQL = f"""
+WITH t AS (
+    SELECT {_COLUMNS}, make_interval(secs => rate_limit_period_s / rate_limit) AS emission,
+           make_interval(secs => rate_limit_period_s) AS period
+    FROM agentrag.tenants WHERE id = :tenant
+), slot AS (
+    INSERT INTO agentrag.rate_limits AS r (tenant_id, tat)
+    SELECT id, now() + emission FROM t WHERE state = 'ACTIVE'
+    ON CONFLICT (tenant_id) DO UPDATE
+        SET tat = greatest(r.tat, now()) + (SELECT emission FROM t)
+        WHERE greatest(r.tat, now()) + (SELECT emission FROM t) - now() <= (SELECT period FROM t)
+    RETURNING r.tat
+)
+SELECT t.*, (SELECT count(*) FROM slot) AS taken,
+       extract(epoch FROM (SELECT r.tat FROM agentrag.rate_limits r WHERE r.tenant_id = :tenant)
+               + t.emission - t.period - now()) AS wait_s
+FROM t
+"""
+
+
+def admit(engine: Engine, tenant: str) -> Admission:
+    """Look the tenant up and, when ACTIVE, take one rate-limit slot (one atomic statement)."""
+    from sqlalchemy import text
+
+    with engine.begin() as conn:
+        row = conn.execute(text(_ADMIT_SQL), {"tenant": tenant}).mappings().first()
+    if row is None:
+        return Admission(None, False)
+    values = dict(row)
+    taken, wait = values.pop("taken"), values.pop("wait_s")
+    values.pop("emission"), values.pop("period")
+    found = Tenant(**values)
+    if not found.active:
+        return Admission(found, False)
+    return Admission(found, bool(taken), 0.0 if taken else max(float(wait or 0.0), 0.0))
+
+
+# ---- audit ---------------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class AuditRow:
+    id: int
+    type: str
+    query_id: str
+    tenant_id: str | None
+    workspace_id: str | None
+    session_id: str | None
+    latency_ms: float | None
+    details: dict[str, Any]
+    created_at: datetime
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["created_at"] = self.created_at.isoformat()
+        return out
+
+
+def write_audit(engine: Engine, events: Iterable[Mapping[str, Any]], *, latency_ms: float | None) -> int:
+    """Persist audit events (``AuditEvent.to_dict()`` shapes) in one statement; returns the count."""
+    from sqlalchemy import text
+
+    rows = [
+        {
+            "type": e["type"],
+            "query_id": e["query_id"],
+            "tenant": e.get("tenant"),
+            "workspace": e.get("workspace"),
+            "session": e.get("session"),
+            "latency": latency_ms,
+            "details": json.dumps(dict(e.get("details") or {}), default=str),
+        }
+        for e in events
+    ]
+    if not rows:
+        return 0
+    with engine.begin() as conn:
+        conn.execute(
+            text(
+                "INSERT INTO agentrag.audit_events"
+                " (type, query_id, tenant_id, workspace_id, session_id, latency_ms, details)"
+                " VALUES (:type, :query_id, :tenant, :workspace, :session, :latency, CAST(:details AS jsonb))"
+            ),
+            rows,
+        )
+    return len(rows)
+
+
+def list_audit(
+    engine: Engine, *, tenant: str | None = None, query_id: str | None = None, limit: int = 50
+) -> list[AuditRow]:
+    """Audit events, newest first, optionally of one tenant / one query."""
+    from sqlalchemy import text
+
+    clauses, params = [], {"limit": int(limit)}
+    if tenant is not None:
+        clauses.append("tenant_id = :tenant")
+        params["tenant"] = tenant
+    if query_id is not None:
+        clauses.append("query_id = :query_id")
+        params["query_id"] = query_id
+    where = ("WHERE " + " AND ".join(clauses)) if clauses else ""
+    with engine.connect() as conn:
+        rows = conn.execute(
+            text(
+                "SELECT id, type, query_id, tenant_id, workspace_id, session_id, latency_ms, details, created_at"
+                f" FROM agentrag.audit_events {where} ORDER BY id DESC LIMIT :limit"
+            ),
+            params,
+        ).mappings()
+        return [AuditRow(**row) for row in rows]
