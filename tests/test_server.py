@@ -177,11 +177,13 @@ def test_step_2_scope_and_tenant_mismatch_are_403(client: Any, corpus: dict[str,
     assert r.status_code == 403 and error_of(r)["code"] == "TENANT_MISMATCH"
 
 
-def test_step_3_suspended_tenant_is_403_and_unknown_tenant_404(client: Any, store: Any) -> None:
+def test_step_3_suspended_tenant_is_403_and_unknown_tenant_404(
+    client: Any, store: Any, corpus: dict[str, Any]
+) -> None:
     from agentrag.server.tenants import set_state
 
     tenant = new_tenant(store)
-    payload = {"query_text": "anything"}
+    payload = body(corpus, "anything")
     assert search(client, tenant, payload).status_code == 200
     set_state(store.engine, tenant, "SUSPENDED")
     r = search(client, tenant, payload)
@@ -192,11 +194,11 @@ def test_step_3_suspended_tenant_is_403_and_unknown_tenant_404(client: Any, stor
     assert r.status_code == 404 and error_of(r)["code"] == "TENANT_NOT_FOUND"
 
 
-def test_step_4_rate_limit_is_429_with_retry_after(client: Any, store: Any) -> None:
+def test_step_4_rate_limit_is_429_with_retry_after(client: Any, store: Any, corpus: dict[str, Any]) -> None:
     tenant = new_tenant(store, rate_limit=3, rate_limit_period_s=600)
-    statuses = [search(client, tenant, {"query_text": "hello"}).status_code for _ in range(5)]
+    statuses = [search(client, tenant, body(corpus, "hello")).status_code for _ in range(5)]
     assert statuses == [200, 200, 200, 429, 429]
-    r = search(client, tenant, {"query_text": "hello"})
+    r = search(client, tenant, body(corpus, "hello"))
     assert error_of(r)["code"] == "RATE_LIMITED"
     assert 150 <= int(r.headers["retry-after"]) <= 201  # one slot per 200 s
 
@@ -262,6 +264,8 @@ def test_generation_disabled_tenant_gets_403_on_ask(client: Any, store: Any) -> 
     tenant = new_tenant(store, generation_enabled=False)
     r = client.post(f"/api/v1/query/{tenant}/ask", json={"query_text": "x"}, headers=auth(tenant))
     assert r.status_code == 403 and error_of(r)["code"] == "GENERATION_DISABLED"
+    r = search(client, tenant, {"query_text": "x", "collections": ["no_such_collection"]})
+    assert r.status_code == 404  # search itself is still allowed
 
 
 def test_health_readiness_docs_and_unknown_routes(client: Any) -> None:
@@ -339,9 +343,9 @@ def test_tenants_and_audit_commands(database_url: str, store: Any, client: Any, 
     created = json.loads(cli("tenants", "create", name, "--rate-limit", "7", "--json"))
     assert created["state"] == "ACTIVE" and created["rate_limit"] == 7
     assert json.loads(cli("tenants", "suspend", name, "--json"))["state"] == "SUSPENDED"
-    assert search(client, name, {"query_text": "x"}).status_code == 403
+    assert search(client, name, body(corpus, "x")).status_code == 403
     cli("tenants", "resume", name)
-    assert search(client, name, {"query_text": "x"}).status_code == 200
+    assert search(client, name, body(corpus, "x")).status_code == 200
     assert name in cli("tenants", "list")
     query_id = search(client, corpus["a"], body(corpus)).json()["query_id"]
     rows = json.loads(cli("audit", "list", "--tenant", corpus["a"], "--json"))

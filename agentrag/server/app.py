@@ -253,7 +253,10 @@ def create_app(
             )
         except InvalidInputError as exc:
             raise ApiError(422, "VALIDATION_ERROR", _safe(exc), field=_field_of(exc)) from None
-        ctx = ctx | ar.search()
+        try:
+            ctx = ctx | ar.search()
+        except InvalidInputError:  # the only one left: the store holds no collection at all
+            raise ApiError(404, "COLLECTION_NOT_FOUND", "there are no collections to search") from None
         if ctx.results and all(r.error for r in ctx.results):
             kinds = {r.error.split(":", 1)[0] for r in ctx.results if r.error}
             embedding = {EmbeddingError.__name__, EmbeddingMismatchError.__name__}
