@@ -16,7 +16,8 @@ CREATE TABLE agentrag.tenants (
 -- Every server process updates it with one atomic statement per request.
 CREATE TABLE agentrag.rate_limits (
     tenant_id  text PRIMARY KEY REFERENCES agentrag.tenants (id) ON DELETE CASCADE,
-    tat        timestamptz NOT NULL
+    tat        timestamptz NOT NULL,
+    allowed    boolean NOT NULL DEFAULT true   -- whether the last request took a slot
 );
 
 -- RETRIEVAL_EXECUTED / GENERATION_EXECUTED: ids and counts only, never query, chunk or answer text.

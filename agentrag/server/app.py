@@ -12,6 +12,7 @@ import asyncio
 import json
 import logging
 import math
+import threading
 import time
 import traceback
 from collections.abc import AsyncIterator
@@ -273,17 +274,28 @@ def create_app(
         proof["warnings"] = warnings + [f"degraded: {d}" for d in proof["degradations"]]
         return proof
 
+    # A search may hold two pooled connections at once (its own, and one to build a collection's
+    # BM25 index or sync its tsvectors), so at most pool_size // 2 run at a time: more could take
+    # every connection and wait forever for a second one.
+    searches = threading.BoundedSemaphore(max(1, config.pool_size // 2))
+
     def run_search(body: SearchRequest, tenant: Tenant, started: float) -> dict[str, Any]:
-        ctx, sink = start(body, tenant, generate=False)
+        with searches:
+            ctx, sink = start(body, tenant, generate=False)
         return respond(ctx, sink, started)
 
     def run_ask(body: AskRequest, tenant: Tenant, started: float) -> dict[str, Any]:
-        ctx, sink = start(body, tenant, generate=True)
+        with searches:
+            ctx, sink = start(body, tenant, generate=True)
         ctx = ctx | ar.answer(suppress_ungrounded=tenant.suppress_ungrounded)
         if ctx.error is not None:
             write_audit(engine, sink.events, latency_ms=None)
             raise ApiError(500, "GENERATION_FAILED", "answer generation failed")
         return respond(ctx, sink, started)
+
+    def start_stream(body: AskRequest, tenant: Tenant) -> tuple[ar.Context, _Collect]:
+        with searches:
+            return start(body, tenant, generate=True)
 
     # ---- routes ---------------------------------------------------------------------------------------
     @app.post(
@@ -306,7 +318,7 @@ def create_app(
         started = time.perf_counter()
         if "text/event-stream" not in request.headers.get("accept", ""):
             return JSONResponse(await asyncio.to_thread(run_ask, body, tenant, started))
-        ctx, sink = await asyncio.to_thread(start, body, tenant, generate=True)
+        ctx, sink = await asyncio.to_thread(start_stream, body, tenant)
         return StreamingResponse(
             _sse(ctx, sink, tenant, started),
             media_type="text/event-stream",

@@ -196,27 +196,30 @@ class Admission:
     retry_after_s: float = 0.0
 
 
-# One statement: read the tenant, and for an ACTIVE one take a GCRA slot. tat' = max(tat, now) + T
-# (T = period / limit) is stored only when tat' - now <= period, i.e. when the burst allows it.
-# The outer SELECT sees the row as it was before this statement: for a refusal that is the
-# current tat, from which the wait until the next slot follows.
+# One statement: read the tenant and, for an ACTIVE one, try to take a GCRA slot. With
+# T = period / limit, tat' = max(tat, now) + T is stored when tat' - now <= period (the burst
+# allows it); otherwise tat stays and ``allowed`` records the refusal. The row lock of the upsert
+# serialises concurrent requests of one tenant; RETURNING gives the latest tat either way.
 _ADMIT_SQL = f"""
 WITH t AS (
     SELECT {_COLUMNS}, make_interval(secs => rate_limit_period_s / rate_limit) AS emission,
            make_interval(secs => rate_limit_period_s) AS period
     FROM agentrag.tenants WHERE id = :tenant
 ), slot AS (
-    INSERT INTO agentrag.rate_limits AS r (tenant_id, tat)
-    SELECT id, now() + emission FROM t WHERE state = 'ACTIVE'
-    ON CONFLICT (tenant_id) DO UPDATE
-        SET tat = greatest(r.tat, now()) + (SELECT emission FROM t)
-        WHERE greatest(r.tat, now()) + (SELECT emission FROM t) - now() <= (SELECT period FROM t)
-    RETURNING r.tat
+    INSERT INTO agentrag.rate_limits AS r (tenant_id, tat, allowed)
+    SELECT id, now() + emission, true FROM t WHERE state = 'ACTIVE'
+    ON CONFLICT (tenant_id) DO UPDATE SET
+        allowed = (greatest(r.tat, now()) + (SELECT emission FROM t) - now() <= (SELECT period FROM t)),
+        tat = CASE
+            WHEN greatest(r.tat, now()) + (SELECT emission FROM t) - now() <= (SELECT period FROM t)
+            THEN greatest(r.tat, now()) + (SELECT emission FROM t)
+            ELSE r.tat
+        END
+    RETURNING r.tat, r.allowed
 )
-SELECT t.*, (SELECT count(*) FROM slot) AS taken,
-       extract(epoch FROM (SELECT r.tat FROM agentrag.rate_limits r WHERE r.tenant_id = :tenant)
-               + t.emission - t.period - now()) AS wait_s
-FROM t
+SELECT t.*, slot.allowed AS taken,
+       extract(epoch FROM slot.tat + t.emission - t.period - now()) AS wait_s
+FROM t LEFT JOIN slot ON true
 """
 
 
