@@ -34,7 +34,13 @@ def test_db_status_in_a_subprocess(database_url: str, store: Store) -> None:  # 
         check=True,
     ).stdout
     data = json.loads(out)
-    assert data["applied"] == [1, 2, 3] and data["pending"] == [] and data["pgvector"].startswith("0.8")
+    from agentrag.store.migrate import available_migrations
+
+    assert (
+        data["applied"] == [m.version for m in available_migrations()]
+        and data["pending"] == []
+        and data["pgvector"].startswith("0.8")
+    )
     assert "***" in data["database"] or "@" not in data["database"].split("//")[1].split("/")[0][:-1]
 
 

@@ -146,7 +146,9 @@ def test_model_version_mismatch_is_flagged_with_a_warning(client: Any, store: An
     tenant = new_tenant(store)
     with ar.Store(database_url, embedder=old) as indexer:
         indexer.create_collection(collection)
-        indexer.ingest_text("Quarterly revenue grew by nine percent.", collection=collection, source="q", tenant=tenant)
+        indexer.ingest_text(
+            "Quarterly revenue grew by nine percent.", collection=collection, source="q", tenant=tenant
+        )
     r = search(client, tenant, {"query_text": "revenue growth", "collections": [collection]})
     assert r.status_code == 200, r.text
     assert r.json()["model_version_match"] is False
@@ -289,7 +291,9 @@ def _wait_for(server: Server, predicate: Any, timeout: float = 5.0) -> list[dict
         time.sleep(0.1)
 
 
-def test_one_server_span_parents_the_pipeline_spans(server: Server, client: Any, corpus: dict[str, Any]) -> None:
+def test_one_server_span_parents_the_pipeline_spans(
+    server: Server, client: Any, corpus: dict[str, Any]
+) -> None:
     r = search(client, corpus["a"], body(corpus))
     request_id = r.headers["x-request-id"]
 
@@ -308,7 +312,9 @@ def test_one_server_span_parents_the_pipeline_spans(server: Server, client: Any,
     assert all(s["trace_id"] == root["trace_id"] for s in children)
 
 
-def test_request_metrics_count_duration_and_status(server: Server, client: Any, corpus: dict[str, Any]) -> None:
+def test_request_metrics_count_duration_and_status(
+    server: Server, client: Any, corpus: dict[str, Any]
+) -> None:
     search(client, corpus["a"], body(corpus), {"Authorization": "Bearer nope"})
 
     def has_401(items: list[dict[str, Any]]) -> bool:
@@ -328,7 +334,9 @@ def test_request_metrics_count_duration_and_status(server: Server, client: Any, 
 
 
 # ---- the CLI ------------------------------------------------------------------------------------
-def test_tenants_and_audit_commands(database_url: str, store: Any, client: Any, corpus: dict[str, Any]) -> None:
+def test_tenants_and_audit_commands(
+    database_url: str, store: Any, client: Any, corpus: dict[str, Any]
+) -> None:
     def cli(*args: str) -> str:
         out = subprocess.run(
             [sys.executable, "-m", "agentrag", "--database-url", database_url, *args],

@@ -46,18 +46,43 @@ def bad_tokens(tenant: str, other: str, n_random: int = 700) -> list[tuple[str, 
         add("hs512", jwt.encode(good, SECRET + "-" * 40, algorithm="HS512"))
         add("alg-none", _raw({"alg": "none", "typ": "JWT"}, {**good, "n": i}))
         add("alg-None", _raw({"alg": rng.choice(["None", "NONE", "nOnE", ""]), "typ": "JWT"}, good))
-        add("missing-exp", jwt.encode({"tenant_id": tenant, "scope": "query", "i": i}, SECRET, algorithm="HS256"))
-        add("wrong-tenant", jwt.encode({**good, "tenant_id": f"{other}{i % 3 or ''}"}, SECRET, algorithm="HS256"), {403})
-        add("no-tenant", jwt.encode({k: v for k, v in good.items() if k != "tenant_id"}, SECRET, algorithm="HS256"), {403})
-        add("tenant-not-a-string", jwt.encode({**good, "tenant_id": [tenant]}, SECRET, algorithm="HS256"), {403})
-        add("missing-scope", jwt.encode({**good, "scope": rng.choice(["", "read", "queries", "admin ingest"])}, SECRET, algorithm="HS256"), {403})
+        add(
+            "missing-exp",
+            jwt.encode({"tenant_id": tenant, "scope": "query", "i": i}, SECRET, algorithm="HS256"),
+        )
+        add(
+            "wrong-tenant",
+            jwt.encode({**good, "tenant_id": f"{other}{i % 3 or ''}"}, SECRET, algorithm="HS256"),
+            {403},
+        )
+        add(
+            "no-tenant",
+            jwt.encode({k: v for k, v in good.items() if k != "tenant_id"}, SECRET, algorithm="HS256"),
+            {403},
+        )
+        add(
+            "tenant-not-a-string",
+            jwt.encode({**good, "tenant_id": [tenant]}, SECRET, algorithm="HS256"),
+            {403},
+        )
+        add(
+            "missing-scope",
+            jwt.encode(
+                {**good, "scope": rng.choice(["", "read", "queries", "admin ingest"])},
+                SECRET,
+                algorithm="HS256",
+            ),
+            {403},
+        )
         add("scope-not-a-string", jwt.encode({**good, "scope": 7}, SECRET, algorithm="HS256"), {403})
         signed = jwt.encode(good, SECRET, algorithm="HS256").split(".")
         forged = _b64(json.dumps({**good, "tenant_id": tenant, "scope": "query admin", "i": i}).encode())
         add("tampered-payload", f"{signed[0]}.{forged}.{signed[2]}")
         add("truncated-signature", f"{signed[0]}.{signed[1]}.{signed[2][: rng.randrange(0, 40)]}")
         add("rs256-header", _raw({"alg": "RS256", "typ": "JWT"}, good, rng.randbytes(256)))
-        add("payload-not-json", _raw({"alg": "HS256"}, rng.randbytes(rng.randrange(1, 60)), rng.randbytes(32)))
+        add(
+            "payload-not-json", _raw({"alg": "HS256"}, rng.randbytes(rng.randrange(1, 60)), rng.randbytes(32))
+        )
         add("header-not-json", f"{_b64(rng.randbytes(20))}.{_b64(b'{}')}.{_b64(rng.randbytes(32))}")
     alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_.=+/ "
     for _ in range(n_random):
@@ -90,7 +115,8 @@ def test_a_thousand_bad_tokens_are_all_refused_with_401_or_403(server: Any, stor
         with ThreadPoolExecutor(8) as pool:
             results = list(pool.map(send, tokens))
     wrong = [
-        (kind, status) for (kind, status, _), (_, _, allowed) in zip(results, tokens, strict=True)
+        (kind, status)
+        for (kind, status, _), (_, _, allowed) in zip(results, tokens, strict=True)
         if status not in allowed
     ]
     assert wrong == []
@@ -191,7 +217,9 @@ def test_jwks_server_over_http(keys: dict[str, Any], tmp_path: Path, database_ur
         assert status(jwt.encode(claims, keys["ec"], algorithm="ES256", headers={"kid": "r1"})) == 401
         assert status(jwt.encode(claims, keys["rsa"], algorithm="RS256", headers={"kid": "zz"})) == 401
         assert status(jwt.encode(claims, SECRET, algorithm="HS256", headers={"kid": "r1"})) == 401
-        assert status(jwt.encode(_claims(tenant), keys["rsa"], algorithm="RS256", headers={"kid": "r1"})) == 401
+        assert (
+            status(jwt.encode(_claims(tenant), keys["rsa"], algorithm="RS256", headers={"kid": "r1"})) == 401
+        )
     finally:
         server.stop()
 

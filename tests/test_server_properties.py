@@ -15,10 +15,30 @@ from hypothesis import strategies as st
 from tests.server_support import Server, auth, new_tenant
 
 MODES = ("hybrid", "vector", "lexical", "lexical_sql")
-WORDS = (
-    "invoice payment contract renewal audit security password leave salary budget forecast "
-    "revenue churn onboarding backup restore latency region cluster quota tenant export"
-).split()
+WORDS = [
+    "invoice",
+    "payment",
+    "contract",
+    "renewal",
+    "audit",
+    "security",
+    "password",
+    "leave",
+    "salary",
+    "budget",
+    "forecast",
+    "revenue",
+    "churn",
+    "onboarding",
+    "backup",
+    "restore",
+    "latency",
+    "region",
+    "cluster",
+    "quota",
+    "tenant",
+    "export",
+]
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +73,9 @@ def test_tenant_b_documents_never_reach_tenant_a(server: Server, two_tenants: di
     queries = []
     for i in range(1200):  # B's own texts (B's nearest document) and random mixes, in every mode
         text = rng.choice(t["b_texts"]) if i % 2 else " ".join(rng.sample(WORDS, 4)) + f" secret{i % 8}"
-        queries.append({"query_text": text, "mode": MODES[i % 4], "top_k": 10, "collections": [t["collection"]]})
+        queries.append(
+            {"query_text": text, "mode": MODES[i % 4], "top_k": 10, "collections": [t["collection"]]}
+        )
 
     with httpx.Client(base_url=server.url, timeout=30) as client:
 
@@ -64,7 +86,9 @@ def test_tenant_b_documents_never_reach_tenant_a(server: Server, two_tenants: di
 
         # the control: as B, these queries do find B's documents first
         for mode in MODES:
-            first = ask(t["b"], {"query_text": t["b_texts"][3], "mode": mode, "collections": [t["collection"]]})
+            first = ask(
+                t["b"], {"query_text": t["b_texts"][3], "mode": mode, "collections": [t["collection"]]}
+            )
             assert first and first[0] in t["b_docs"]
         with ThreadPoolExecutor(8) as pool:
             found = list(pool.map(lambda q: ask(t["a"], q), queries))
@@ -123,7 +147,11 @@ def test_a_canary_in_the_query_appears_in_no_log_span_audit_row_or_error_body(
 
 
 JSON = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=20),
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=20),
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
     max_leaves=8,
 )
@@ -133,10 +161,14 @@ def _bodies(collection: str) -> st.SearchStrategy[Any]:
     filters = st.fixed_dictionaries(
         {},
         optional={
-            "classification": st.one_of(st.text(max_size=10), st.lists(st.text(max_size=10), max_size=3), JSON),
+            "classification": st.one_of(
+                st.text(max_size=10), st.lists(st.text(max_size=10), max_size=3), JSON
+            ),
             "doc_ids": st.one_of(st.lists(st.text(max_size=24), max_size=3), JSON),
             "date_range": st.one_of(
-                st.fixed_dictionaries({}, optional={"start": st.dates().map(str), "end": st.dates().map(str)}),
+                st.fixed_dictionaries(
+                    {}, optional={"start": st.dates().map(str), "end": st.dates().map(str)}
+                ),
                 JSON,
             ),
         },

@@ -17,7 +17,7 @@ import time
 import traceback
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -166,7 +166,7 @@ def create_app(
         lifespan=lifespan,
     )
     app.add_middleware(
-        ObserveMiddleware,  # type: ignore[arg-type]
+        ObserveMiddleware,
         tracer=telemetry.tracer,
         meter=telemetry.meter,
         max_body_bytes=config.max_body_bytes,
@@ -237,7 +237,9 @@ def create_app(
             try:
                 store.describe(collections, max_age=5.0)
             except CollectionNotFoundError:
-                raise ApiError(404, "COLLECTION_NOT_FOUND", "unknown collection", field="collections") from None
+                raise ApiError(
+                    404, "COLLECTION_NOT_FOUND", "unknown collection", field="collections"
+                ) from None
         sink = _Collect()
         try:
             ctx = ar.new(
@@ -304,7 +306,7 @@ def create_app(
         responses=_ERRORS,  # type: ignore[arg-type]
         summary="Search the tenant's documents; returns the retrieval proof",
     )
-    async def search(body: SearchRequest, tenant: Tenant = Depends(admitted)) -> JSONResponse:
+    async def search(body: SearchRequest, tenant: Annotated[Tenant, Depends(admitted)]) -> JSONResponse:
         started = time.perf_counter()
         return JSONResponse(await asyncio.to_thread(run_search, body, tenant, started))
 
@@ -314,7 +316,7 @@ def create_app(
         responses={**_ERRORS, 200: {"content": {"text/event-stream": {}}}},  # type: ignore[dict-item]
         summary="Search, then answer citing only retrieved chunks (SSE with Accept: text/event-stream)",
     )
-    async def ask(request: Request, body: AskRequest, tenant: Tenant = Depends(admitted)) -> Any:
+    async def ask(request: Request, body: AskRequest, tenant: Annotated[Tenant, Depends(admitted)]) -> Any:
         started = time.perf_counter()
         if "text/event-stream" not in request.headers.get("accept", ""):
             return JSONResponse(await asyncio.to_thread(run_ask, body, tenant, started))
@@ -342,7 +344,9 @@ def create_app(
             proof = await asyncio.to_thread(respond, final, sink, started)
         except Exception as exc:
             _log.error("stream failed: %s", type(exc).__name__)
-            yield _event("error", {"error": {"code": "GENERATION_FAILED", "message": "answer generation failed"}})
+            yield _event(
+                "error", {"error": {"code": "GENERATION_FAILED", "message": "answer generation failed"}}
+            )
             return
         yield _event("citations", {"query_id": proof["query_id"], "generation": proof["generation"]})
         yield _event("done", {"query_id": proof["query_id"]})
@@ -369,7 +373,9 @@ def create_app(
 
         checks = await asyncio.to_thread(check)
         ready = all(checks.values())
-        return JSONResponse({"status": "ready" if ready else "not ready", "checks": checks}, 200 if ready else 503)
+        return JSONResponse(
+            {"status": "ready" if ready else "not ready", "checks": checks}, 200 if ready else 503
+        )
 
     return app
 

@@ -91,7 +91,9 @@ class TokenVerifier:
                 key = jwt.PyJWK(jwk).key
                 alg = _asymmetric_alg(key)
                 if jwk.get("alg") not in (None, alg):
-                    raise ValueError(f"JWKS key {jwk.get('kid')!r}: alg {jwk.get('alg')!r} does not fit its key")
+                    raise ValueError(
+                        f"JWKS key {jwk.get('kid')!r}: alg {jwk.get('alg')!r} does not fit its key"
+                    )
                 self._keys[jwk.get("kid")] = (key, alg)
             if not self._keys:
                 raise ValueError("the JWKS file holds no keys")

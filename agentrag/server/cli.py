@@ -170,7 +170,7 @@ def _demo(store: Any, config: Any) -> Any:
         print(
             "demo token (1 hour):\n"
             f"  curl -s -H 'Authorization: Bearer {token}' -H 'Content-Type: application/json' \\\n"
-            f"    -d '{{\"query_text\": \"How do I paginate the notes API?\"}}' \\\n"
+            f'    -d \'{{"query_text": "How do I paginate the notes API?"}}\' \\\n'
             f"    http://127.0.0.1:8000/api/v1/query/{DEMO_TENANT}/search",
             file=sys.stderr,
         )
@@ -191,7 +191,9 @@ def register(sub: Any, add: Callable[..., argparse.ArgumentParser]) -> None:
     p.add_argument("--port", type=int, default=int(os.environ.get("AGENTRAG_PORT", "8000")))
     p.add_argument("--workers", type=int, default=int(os.environ.get("AGENTRAG_WORKERS", "1")))
     p.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
-    p.add_argument("--demo", action="store_true", help="ingest the samples for tenant 'demo' and print a token")
+    p.add_argument(
+        "--demo", action="store_true", help="ingest the samples for tenant 'demo' and print a token"
+    )
     for flag, field, kind, help in _OPTIONS:
         p.add_argument(flag, dest=field, type=kind, help=help)
 

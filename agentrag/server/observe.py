@@ -195,7 +195,9 @@ class JsonLinesExporter:
                         "parent_id": f"{s.parent.span_id:016x}" if s.parent else None,
                         "status": s.status.status_code.name,
                         "attributes": dict(s.attributes or {}),
-                        "events": [{"name": e.name, "attributes": dict(e.attributes or {})} for e in s.events],
+                        "events": [
+                            {"name": e.name, "attributes": dict(e.attributes or {})} for e in s.events
+                        ],
                     }
                     for s in items
                 ]

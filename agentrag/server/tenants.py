@@ -118,23 +118,27 @@ def create_tenant(
         else "DO NOTHING"
     )
     with engine.begin() as conn:
-        row = conn.execute(
-            text(
-                "INSERT INTO agentrag.tenants (id, retrieval_top_k_max, rate_limit, rate_limit_period_s,"
-                " generation_enabled, suppress_ungrounded, config)"
-                " VALUES (:id, :top_k, :rate, :period, :gen, :suppress, CAST(:config AS jsonb))"
-                f" ON CONFLICT (id) {conflict} RETURNING {_COLUMNS}"
-            ),
-            {
-                "id": tenant,
-                "top_k": retrieval_top_k_max,
-                "rate": rate_limit,
-                "period": float(rate_limit_period_s),
-                "gen": bool(generation_enabled),
-                "suppress": bool(suppress_ungrounded),
-                "config": json.dumps(dict(config or {})),
-            },
-        ).mappings().first()
+        row = (
+            conn.execute(
+                text(
+                    "INSERT INTO agentrag.tenants (id, retrieval_top_k_max, rate_limit, rate_limit_period_s,"
+                    " generation_enabled, suppress_ungrounded, config)"
+                    " VALUES (:id, :top_k, :rate, :period, :gen, :suppress, CAST(:config AS jsonb))"
+                    f" ON CONFLICT (id) {conflict} RETURNING {_COLUMNS}"
+                ),
+                {
+                    "id": tenant,
+                    "top_k": retrieval_top_k_max,
+                    "rate": rate_limit,
+                    "period": float(rate_limit_period_s),
+                    "gen": bool(generation_enabled),
+                    "suppress": bool(suppress_ungrounded),
+                    "config": json.dumps(dict(config or {})),
+                },
+            )
+            .mappings()
+            .first()
+        )
         if exist_ok:  # a changed limit starts from a fresh bucket
             conn.execute(text("DELETE FROM agentrag.rate_limits WHERE tenant_id = :id"), {"id": tenant})
     if row is None:
@@ -295,7 +299,8 @@ def list_audit(
     """Audit events, newest first, optionally of one tenant / one query."""
     from sqlalchemy import text
 
-    clauses, params = [], {"limit": int(limit)}
+    clauses: list[str] = []
+    params: dict[str, Any] = {"limit": int(limit)}
     if tenant is not None:
         clauses.append("tenant_id = :tenant")
         params["tenant"] = tenant
@@ -306,8 +311,8 @@ def list_audit(
     with engine.connect() as conn:
         rows = conn.execute(
             text(
-                "SELECT id, type, query_id, tenant_id, workspace_id, session_id, latency_ms, details, created_at"
-                f" FROM agentrag.audit_events {where} ORDER BY id DESC LIMIT :limit"
+                "SELECT id, type, query_id, tenant_id, workspace_id, session_id, latency_ms, details,"
+                f" created_at FROM agentrag.audit_events {where} ORDER BY id DESC LIMIT :limit"
             ),
             params,
         ).mappings()
