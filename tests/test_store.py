@@ -83,7 +83,7 @@ def test_migration_3_replaces_the_full_text_expression_indexes(
                 " WHERE collection_id = 7"
             )
         )
-    assert [m.version for m in upgrade(engine)][0] == 3  # then any later migrations
+    assert next(m.version for m in upgrade(engine)) == 3  # then any later migrations
     with engine.connect() as conn:
         assert conn.execute(text("SELECT to_regclass('agentrag.chunks_fts_7')")).scalar() is None
         assert conn.execute(text("SELECT to_regclass('agentrag.chunk_tsv')")).scalar() is not None

@@ -17,7 +17,7 @@ import time
 import traceback
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Any
 
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -306,7 +306,7 @@ def create_app(
         responses=_ERRORS,  # type: ignore[arg-type]
         summary="Search the tenant's documents; returns the retrieval proof",
     )
-    async def search(body: SearchRequest, tenant: Annotated[Tenant, Depends(admitted)]) -> JSONResponse:
+    async def search(body: SearchRequest, tenant: Tenant = Depends(admitted)) -> JSONResponse:  # noqa: B008
         started = time.perf_counter()
         return JSONResponse(await asyncio.to_thread(run_search, body, tenant, started))
 
@@ -316,7 +316,11 @@ def create_app(
         responses={**_ERRORS, 200: {"content": {"text/event-stream": {}}}},  # type: ignore[dict-item]
         summary="Search, then answer citing only retrieved chunks (SSE with Accept: text/event-stream)",
     )
-    async def ask(request: Request, body: AskRequest, tenant: Annotated[Tenant, Depends(admitted)]) -> Any:
+    async def ask(
+        request: Request,
+        body: AskRequest,
+        tenant: Tenant = Depends(admitted),  # noqa: B008
+    ) -> Any:
         started = time.perf_counter()
         if "text/event-stream" not in request.headers.get("accept", ""):
             return JSONResponse(await asyncio.to_thread(run_ask, body, tenant, started))
