@@ -25,6 +25,11 @@ RUNS = [
         ["benchmarks.chat"],
         ["benchmarks.chat", "--repeats", "2"],
     ),
+    (
+        "the serving API under load",
+        ["benchmarks.serve"],
+        ["benchmarks.serve", "--docs", "500", "--levels", "1,16,64", "--requests", "200"],
+    ),
 ]
 
 
