@@ -684,10 +684,20 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--samples", help="folder with collections.json and one folder per collection")
 
-    from agentrag.server.cli import register as register_server
-
-    register_server(sub, add)  # serve, tenants, audit
+    _register_plugins(sub, add)  # e.g. serve, tenants, audit from the server extension
     return parser
+
+
+def _register_plugins(sub: Any, add: Callable[..., argparse.ArgumentParser]) -> None:
+    """Commands of extension packages: ``register(sub, add)`` of each ``agentrag.cli`` entry point.
+
+    The library never imports an extension (tests/test_layers.py); extensions declare their
+    commands in pyproject.toml instead (``[project.entry-points."agentrag.cli"]``).
+    """
+    from importlib.metadata import entry_points
+
+    for entry in sorted(entry_points(group="agentrag.cli"), key=lambda e: e.name):
+        entry.load()(sub, add)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -9,6 +9,7 @@ import secrets
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 __all__ = ["register"]
@@ -148,10 +149,9 @@ def _demo(store: Any, config: Any) -> Any:
 
     import jwt
 
-    from agentrag.demo import find_samples
     from agentrag.server.tenants import create_tenant
 
-    samples = find_samples()
+    samples = _find_samples()
     local = ar_store_with_embedder(store.url if config.database_url is None else config.database_url, config)
     for spec in json.loads((samples / "collections.json").read_text()):
         local.create_collection(spec["name"], description=spec["description"], exist_ok=True)
@@ -175,6 +175,13 @@ def _demo(store: Any, config: Any) -> Any:
             file=sys.stderr,
         )
     return config
+
+
+def _find_samples() -> Path:
+    for path in (Path.cwd() / "samples", Path(__file__).resolve().parents[2] / "samples"):
+        if (path / "collections.json").is_file():
+            return path
+    raise SystemExit("agentrag serve --demo: no samples/collections.json here (run it from the repository)")
 
 
 def ar_store_with_embedder(url: str | None, config: Any) -> Any:
