@@ -71,7 +71,7 @@ def test_tenant_b_documents_never_reach_tenant_a(server: Server, two_tenants: di
     rng = random.Random(11)
     t = two_tenants
     queries = []
-    for i in range(1200):  # B's own texts (B's nearest document) and random mixes, in every mode
+    for i in range(1000):  # B's own texts (B's nearest document) and random mixes, in every mode
         text = rng.choice(t["b_texts"]) if i % 2 else " ".join(rng.sample(WORDS, 4)) + f" secret{i % 8}"
         queries.append(
             {"query_text": text, "mode": MODES[i % 4], "top_k": 10, "collections": [t["collection"]]}
