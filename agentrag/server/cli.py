@@ -125,7 +125,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     config = ServerConfig.from_env(**overrides)
     store = ar.Store(config.database_url)  # applies pending migrations once, before any worker starts
     if args.demo:
-        config = _demo(store, config)
+        config = _demo(store, config, args.port)
     store.close()
     os.environ.update(config.to_env())
     print(
@@ -143,7 +143,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
-def _demo(store: Any, config: Any) -> Any:
+def _demo(store: Any, config: Any, port: int) -> Any:
     """Ingest the sample corpus for tenant ``demo``, create the tenant, print a token."""
     from dataclasses import replace
 
@@ -171,7 +171,7 @@ def _demo(store: Any, config: Any) -> Any:
             "demo token (1 hour):\n"
             f"  curl -s -H 'Authorization: Bearer {token}' -H 'Content-Type: application/json' \\\n"
             f'    -d \'{{"query_text": "How do I paginate the notes API?"}}\' \\\n'
-            f"    http://127.0.0.1:8000/api/v1/query/{DEMO_TENANT}/search",
+            f"    http://127.0.0.1:{port}/api/v1/query/{DEMO_TENANT}/search",
             file=sys.stderr,
         )
     return config
