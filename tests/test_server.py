@@ -229,6 +229,15 @@ def test_body_too_large_is_413(client: Any, corpus: dict[str, Any]) -> None:
     r = search(client, corpus["a"], payload)
     assert r.status_code == 413 and error_of(r)["code"] == "BODY_TOO_LARGE"
 
+    def chunked() -> Any:  # no Content-Length: the limit applies while the body is read
+        data = json.dumps(payload).encode()
+        for i in range(0, len(data), 4096):
+            yield data[i : i + 4096]
+
+    headers = {**auth(corpus["a"]), "Content-Type": "application/json"}
+    r = client.post(f"/api/v1/query/{corpus['a']}/search", content=chunked(), headers=headers)
+    assert r.status_code == 413 and error_of(r)["code"] == "BODY_TOO_LARGE"
+
 
 @pytest.mark.parametrize(
     ("payload", "field"),

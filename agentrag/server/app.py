@@ -35,7 +35,7 @@ from agentrag.errors import (
 from agentrag.server.auth import AuthError, ForbiddenError, TokenVerifier, authorize
 from agentrag.server.config import ServerConfig
 from agentrag.server.models import AskRequest, ErrorBody, ProofResponse, SearchRequest
-from agentrag.server.observe import JsonLinesExporter, ObserveMiddleware
+from agentrag.server.observe import BodyTooLarge, JsonLinesExporter, ObserveMiddleware
 from agentrag.server.tenants import Tenant, admit, write_audit
 
 if TYPE_CHECKING:
@@ -192,6 +192,8 @@ def create_app(
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        if isinstance(exc.__cause__, BodyTooLarge):  # a chunked body went over the limit while read
+            return _error(request, 413, "BODY_TOO_LARGE", "the request body is too large")
         codes = {404: "NOT_FOUND", 405: "METHOD_NOT_ALLOWED", 413: "BODY_TOO_LARGE"}
         code = codes.get(exc.status_code, "HTTP_ERROR")
         message = exc.detail if isinstance(exc.detail, str) and exc.status_code != 422 else code.lower()
