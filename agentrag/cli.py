@@ -152,41 +152,10 @@ def cmd_documents_delete(args: argparse.Namespace) -> int:
 
 # ---- search ------------------------------------------------------------------------------------
 def _search_filters(pairs: Sequence[str] | None) -> dict[str, Any] | None:
-    """``--filter`` pairs -> a filters dict: classification=, doc_id=, date_from=, date_to=, meta.KEY=."""
-    from agentrag.errors import FilterError
+    """``--filter`` pairs -> a filters dict, with the keys of the Python ``Filters`` model."""
+    from agentrag.retrieval.filters import parse_filter_pairs
 
-    filters: dict[str, Any] = {}
-    classification: list[str] = []
-    doc_ids: list[str] = []
-    dates: dict[str, str] = {}
-    meta: dict[str, list[str]] = {}
-    for pair in pairs or ():
-        key, sep, value = pair.partition("=")
-        key = key.strip()
-        if not sep or not key:
-            raise FilterError(f"--filter takes key=value, got {pair!r}")
-        if key == "classification":
-            classification.append(value)
-        elif key == "doc_id":
-            doc_ids.append(value)
-        elif key in ("date_from", "date_to"):
-            dates["start" if key == "date_from" else "end"] = value
-        elif key.startswith("meta.") and len(key) > 5:
-            meta.setdefault(key[5:], []).append(value)
-        else:
-            raise FilterError(
-                f"unknown --filter key {key!r}: use classification=, doc_id=, date_from=, date_to= "
-                "or meta.KEY="
-            )
-    if classification:
-        filters["classification"] = classification
-    if doc_ids:
-        filters["doc_ids"] = doc_ids
-    if dates:
-        filters["date_range"] = dates
-    if meta:
-        filters["metadata"] = {k: v[0] if len(v) == 1 else {"in": v} for k, v in meta.items()}
-    return filters or None
+    return parse_filter_pairs(pairs)
 
 
 def cmd_search(args: argparse.Namespace) -> int:
@@ -249,6 +218,7 @@ def _ask_dict(ctx: Any, proof: bool) -> dict[str, Any]:
         "sources": [{k: getattr(h, k) for k in _SOURCE_KEYS} for h in ctx.context_used],
         "graph_context": ctx.graph_context,
         "warnings": list(ctx.warnings),
+        "empty_reason": ctx.empty_reason,
         "latency_ms": ctx.latencies_ms,
         "tokens": ctx.tokens,
     }
@@ -305,6 +275,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
         fusion=args.fusion,
         limit=args.top_k,
         scope=_scope_of(args),
+        filters=_search_filters(args.filter),
     )
     if args.route:
         ctx = ctx.route()
@@ -400,6 +371,10 @@ def cmd_log(args: argparse.Namespace) -> int:
     return 0
 
 
+_FILTER_HELP = (
+    "classification=, doc_ids=, date_range.start=, date_range.end= (YYYY-MM-DD) or metadata.KEY=VALUE: "
+    "the keys of the Python filters; repeatable (repeated keys match any of the values)"
+)
 _FUSION_HELP = (
     "how hybrid fuses its legs: rrf (reciprocal rank fusion, k=60; default) or relative_score "
     "(min-max normalised scores, equal weights)"
@@ -593,8 +568,7 @@ def build_parser() -> argparse.ArgumentParser:
         "-f",
         action="append",
         metavar="KEY=VALUE",
-        help="classification=, doc_id=, date_from=, date_to= (YYYY-MM-DD) or meta.KEY=VALUE; repeatable "
-        "(repeated keys match any of the values)",
+        help=_FILTER_HELP,
     )
     _scope_options(p)
     p.add_argument("--all-scopes", action="store_true", help="search every scope of a scoped collection")
@@ -611,6 +585,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--fusion", default="rrf", choices=list(FUSIONS), help=_FUSION_HELP)
     p.add_argument("--entity", help="add this entity's knowledge-graph neighbourhood to the context")
     p.add_argument("--depth", type=int, default=1, help="hops of the --entity neighbourhood (default 1)")
+    p.add_argument("--filter", "-f", action="append", metavar="KEY=VALUE", help=_FILTER_HELP)
     p.add_argument("--suppress-ungrounded", action="store_true", help="strip uncited sentences")
     p.add_argument("--stream", action="store_true", help="print the answer as it is generated")
     p.add_argument("--proof", action="store_true", help="print the retrieval proof (JSON)")

@@ -147,6 +147,7 @@ class SearchRecord:
     used_mode: str
     degraded: str | None = None
     error: str | None = None  # why the search failed (no hits came back): "<ErrorType>: message"
+    empty_reason: str | None = None  # why it found nothing (SearchResult.empty_reason); None with hits
 
     def __repr__(self) -> str:
         failed = f", failed: {self.error[:60]}" if self.error else ""
@@ -216,6 +217,16 @@ class Context:
                 if hit.chunk_id not in seen or hit.score > seen[hit.chunk_id].score:
                     seen[hit.chunk_id] = hit
         return tuple(sorted(seen.values(), key=lambda h: (-h.score, h.chunk_id)))
+
+    @property
+    def empty_reason(self) -> str | None:
+        """Why search found nothing: each empty search's reason (prefixed with its collection when
+        several were searched); None when something was found or no search ran."""
+        if not self.results or any(r.hits for r in self.results):
+            return None
+        reasons = {r.empty_reason or r.error: r.collection for r in self.results if r.empty_reason or r.error}
+        several = len({r.collection for r in self.results}) > 1
+        return "; ".join(f"{c}: {why}" if several else why for why, c in reasons.items()) or None
 
     @property
     def latencies_ms(self) -> dict[str, float]:

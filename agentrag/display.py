@@ -210,6 +210,8 @@ def _problems(ctx: Context) -> list[tuple[str, str]]:
     for record in ctx.results:
         if record.error:
             out.append(("error", f"search of {record.collection!r} failed: {record.error}"))
+    if ctx.empty_reason:
+        out.append(("no hits", ctx.empty_reason))
     for degradation in ctx.degradations:
         out.append(("degraded", f"{degradation.step}: {degradation.kind}: {degradation.reason}"))
     for warning in dict.fromkeys(ctx.warnings):
@@ -620,7 +622,8 @@ def search_result_html(result: SearchResult) -> str:
             )
         out.append(_html_table(_HIT_HEADER, rows, numeric=(0, 1, 2, 3, 8)))
     else:
-        out.append('<p class="muted">no hits</p>')
+        why = f": {_e(result.empty_reason)}" if result.empty_reason else ""
+        out.append(f'<p class="muted">no hits{why}</p>')
     out.append("</div>")
     return "".join(out)
 
@@ -652,5 +655,5 @@ def search_result_markdown(result: SearchResult) -> str:
         ]
         parts.append(_md_table(_HIT_HEADER, rows))
     else:
-        parts.append("no hits")
+        parts.append(f"no hits: {_md(result.empty_reason)}" if result.empty_reason else "no hits")
     return "\n\n".join(parts) + "\n"

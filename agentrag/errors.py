@@ -21,6 +21,7 @@ Every error agentrag raises on purpose derives from :class:`AgentragError`::
     │   ├── LLMTimeoutError ................... no reply within the timeout
     │   ├── LLMRateLimitError ................. 429 after every retry
     │   ├── LLMRequestError ................... a 4xx other than 429 (bad key, bad model, bad request)
+    │   │   └── LLMAuthError .................. a missing or rejected credential (names it); never retried
     │   └── LLMOutputError .................... the reply could not be parsed / validated (after one repair)
     └── RetrievalError ........................ every retrieval source failed
 
@@ -139,6 +140,16 @@ class LLMRateLimitError(LLMError):
 
 class LLMRequestError(LLMError):
     """The provider rejected the request (a 4xx other than 429); never retried."""
+
+
+class LLMAuthError(LLMRequestError):
+    """The credential is missing or was rejected (401/403, no API key); never retried.
+
+    ``missing`` names the environment variables the provider needs and the process lacks."""
+
+    def __init__(self, message: str, *, missing: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.missing = missing
 
 
 class LLMOutputError(LLMError):

@@ -17,7 +17,8 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-pytest_plugins = ["tests.openai_stub", "tests.grounded_support", "tests.server_support"]
+# tests.isolation first: the suite's own data directory, set before anything starts a server
+pytest_plugins = ["tests.isolation", "tests.openai_stub", "tests.grounded_support", "tests.server_support"]
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLES = REPO / "samples"

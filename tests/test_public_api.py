@@ -30,6 +30,7 @@ PINNED = [
     "IngestReport",
     "InvalidInputError",
     "LLM",
+    "LLMAuthError",
     "LLMCall",
     "LLMError",
     "LLMOutputError",

@@ -930,7 +930,7 @@ def test_cli_search(database_url: str, corpus: dict[str, Any], capsys: pytest.Ca
         "--mode",
         "lexical",
     ]
-    assert main([*argv, "--filter", "classification=secret", "--filter", "meta.tier=gold", "--json"]) == 0
+    assert main([*argv, "--filter", "classification=secret", "--filter", "metadata.tier=gold", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["mode"] == "lexical" and data["hits"]
     assert {h["classification"] for h in data["hits"]} == {"secret"}
@@ -942,11 +942,11 @@ def test_cli_search(database_url: str, corpus: dict[str, Any], capsys: pytest.Ca
                 "--top-k",
                 "3",
                 "--filter",
-                "date_from=2024-06-01",
+                "date_range.start=2024-06-01",
                 "--filter",
-                "meta.region=eu",
+                "metadata.region=eu",
                 "--filter",
-                "meta.region=us",
+                "metadata.region=us",
             ]
         )
         == 0
@@ -954,7 +954,12 @@ def test_cli_search(database_url: str, corpus: dict[str, Any], capsys: pytest.Ca
     out = capsys.readouterr().out
     assert "rank" in out and "lex" in out and out.count("doc-") == 3
     assert main([*argv, "--filter", "colour=red"]) == 2
-    assert "unknown --filter key" in capsys.readouterr().err
+    assert "unknown filter key 'colour'" in capsys.readouterr().err
+    # the command line's keys are the Python model's: the old names say what they became
+    assert main([*argv, "--filter", "date_from=2024-06-01"]) == 2
+    assert "did you mean 'date_range.start'?" in capsys.readouterr().err
+    assert main([*argv, "--filter", "clasification=secret"]) == 2
+    assert "did you mean 'classification'?" in capsys.readouterr().err
     assert main([*argv, "--top-k", "500"]) == 2
     with pytest.raises(SystemExit):
         main([*argv, "--fusion", "linear"])

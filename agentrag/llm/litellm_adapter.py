@@ -21,7 +21,7 @@ from agentrag._sansio import (
     stream_async,
     stream_sync,
 )
-from agentrag.errors import LLMError, LLMRateLimitError, LLMRequestError, LLMTimeoutError
+from agentrag.errors import LLMAuthError, LLMError, LLMRateLimitError, LLMRequestError, LLMTimeoutError
 from agentrag.llm.protocol import LLMReply, Message, _int_or_none, _snippet
 from agentrag.llm.streams import AsyncTextStream, TextStream
 
@@ -39,7 +39,9 @@ class LiteLLM:
     up to ``max_retries`` times, waiting ``min(max_backoff, backoff * 2**attempt)``
     with jitter (between half and all of it); a 429 with a ``Retry-After`` (or
     ``retry-after-ms``) header waits that long instead, capped at ``max_backoff``.
-    Other 4xx are never retried. (litellm reports a reply body it cannot parse as a
+    Other 4xx are never retried, nor is a missing or rejected credential (401 / 403, or the
+    client refusing to send without a key): that is :class:`LLMAuthError`, naming the
+    environment variable the provider needs. (litellm reports a reply body it cannot parse as a
     500, so it is retried like one.)
 
     After the last attempt: timeout -> :class:`LLMTimeoutError`, 429 ->
@@ -210,6 +212,8 @@ class LiteLLM:
             error = LLMTimeoutError(f"{self.model}: no reply within {self.timeout}s ({attempts}): {detail}")
         elif kind == "rate_limit":
             error = LLMRateLimitError(f"{self.model}: rate limited (429) {attempts}: {detail}")
+        elif kind == "auth":
+            error = _auth_error(self.model, status, detail, has_key=self._api_key is not None)
         elif kind == "request":
             error = LLMRequestError(f"{self.model}: request rejected ({status}): {detail}")
         else:
@@ -239,6 +243,8 @@ def _classify(exc: BaseException) -> tuple[str, int | None]:
         return "timeout", status
     if status == 429:
         return "rate_limit", status
+    if _is_auth_error(exc, status):
+        return "auth", status
     if _is_connection_error(exc):
         return "connection", status
     if status is not None and status >= 500:
@@ -246,6 +252,34 @@ def _classify(exc: BaseException) -> tuple[str, int | None]:
     if status is not None and 400 <= status < 500:
         return "request", status
     return "other", status
+
+
+def _is_auth_error(exc: BaseException, status: int | None) -> bool:
+    """401 / 403, or the client refusing to send a request without an API key."""
+    if status in (401, 403) or type(exc).__name__ in ("AuthenticationError", "PermissionDeniedError"):
+        return True
+    if status is not None and status != 500:
+        return False
+    # the client refusing to send without a key; litellm wraps it as an InternalServerError (500)
+    text = str(exc).lower()
+    return "missing credentials" in text or "api_key client option" in text or "no api key" in text
+
+
+def _auth_error(model: str, status: int | None, detail: str, *, has_key: bool) -> LLMAuthError:
+    """An LLMAuthError naming the credential: the environment variables litellm expects for ``model``."""
+    missing: tuple[str, ...] = ()
+    if not has_key:
+        try:
+            missing = tuple(_litellm().validate_environment(model=model).get("missing_keys") or ())
+        except Exception:  # an unknown provider: say what we know
+            missing = ()
+    if missing:
+        need = f"set {' or '.join(missing)} (or pass api_key= to ar.LiteLLM)"
+        what = "missing credential"
+    else:
+        need = "check the API key (environment variable or api_key=) and its permissions"
+        what = "credential rejected" + (f" ({status})" if status else "")
+    return LLMAuthError(f"{model}: {what}: {need}; not retried: {detail}", missing=missing)
 
 
 def _is_timeout(exc: BaseException) -> bool:

@@ -36,7 +36,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import date, datetime
 from typing import Any, TypeAlias
 
@@ -45,7 +45,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from agentrag.errors import FilterError
 from agentrag.retrieval.catalog import is_valid_unicode
 
-__all__ = ["DateRange", "Filters", "MetaIn", "compile_filters", "validate_filters"]
+__all__ = ["DateRange", "Filters", "MetaIn", "compile_filters", "filter_keys", "parse_filter_pairs", "validate_filters"]
 
 #: Metadata keys a filter may name.
 META_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,63}")
@@ -226,13 +226,78 @@ class Filters(BaseModel):
         )
 
 
+def filter_keys() -> tuple[str, ...]:
+    """The ``KEY=VALUE`` keys of the command line's ``--filter``: the model's own field names,
+    dotted (``date_range.start``, ``metadata.KEY``)."""
+    keys: list[str] = []
+    for name in Filters.model_fields:
+        if name == "date_range":
+            keys.extend(f"date_range.{bound}" for bound in DateRange.model_fields)
+        elif name == "metadata":
+            keys.append("metadata.KEY")
+        else:
+            keys.append(name)
+    return tuple(keys)
+
+
+# What the command line called these keys before they took the model's names.
+_RENAMED = {"doc_id": "doc_ids", "date_from": "date_range.start", "date_to": "date_range.end", "meta": "metadata"}
+
+
+def _unknown_key(key: str, valid: Sequence[str]) -> str:
+    import difflib
+
+    head, _, rest = key.partition(".")
+    hint = _RENAMED.get(key) or (f"{_RENAMED[head]}.{rest}" if head in _RENAMED and rest else None)
+    if hint is None:
+        close = difflib.get_close_matches(key, valid, n=1, cutoff=0.6) or difflib.get_close_matches(
+            head, [v.split(".", 1)[0] for v in valid], n=1, cutoff=0.6
+        )
+        hint = close[0] if close else None
+    suggestion = f" (did you mean {hint!r}?)" if hint else ""
+    return f"unknown filter key {key!r}{suggestion}; valid keys are {', '.join(valid)}"
+
+
+def parse_filter_pairs(pairs: Sequence[str] | None) -> dict[str, Any] | None:
+    """``KEY=VALUE`` strings (the CLI's ``--filter``) -> the filters dict :class:`Filters` validates.
+
+    Keys are the model's: ``classification``, ``doc_ids``, ``date_range.start``,
+    ``date_range.end`` (``YYYY-MM-DD``) and ``metadata.KEY``. A key given several times matches
+    any of its values. Raises FilterError for a malformed pair or an unknown key (naming the
+    closest valid one).
+    """
+    valid = filter_keys()
+    lists: dict[str, list[str]] = {}
+    dates: dict[str, str] = {}
+    meta: dict[str, list[str]] = {}
+    for pair in pairs or ():
+        key, sep, value = pair.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise FilterError(f"a filter takes KEY=VALUE, got {pair!r}")
+        if key in ("classification", "doc_ids"):
+            lists.setdefault(key, []).append(value)
+        elif key.startswith("date_range.") and key in valid:
+            dates[key.removeprefix("date_range.")] = value
+        elif key.startswith("metadata.") and len(key) > len("metadata."):
+            meta.setdefault(key.removeprefix("metadata."), []).append(value)
+        else:
+            raise FilterError(_unknown_key(key, valid))
+    filters: dict[str, Any] = dict(lists)
+    if dates:
+        filters["date_range"] = dates
+    if meta:
+        filters["metadata"] = {k: v[0] if len(v) == 1 else {"in": v} for k, v in meta.items()}
+    return filters or None
+
+
 def _describe(exc: ValidationError) -> str:
     parts = []
     for error in exc.errors(include_url=False):
         loc = ".".join(str(part) for part in error.get("loc", ()))
         msg = str(error.get("msg", "invalid")).removeprefix("Value error, ")
         if error.get("type") == "extra_forbidden":
-            msg = f"unknown filter key {loc!r}; valid keys are {sorted(Filters.model_fields)}"
+            msg = _unknown_key(loc, sorted(Filters.model_fields))
             loc = ""
         parts.append(f"{loc}: {msg}" if loc and not msg.startswith(loc.split(".")[0]) else msg)
     return "; ".join(parts)

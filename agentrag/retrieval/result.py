@@ -28,6 +28,9 @@ class SearchResult:
     store embedder's (same model and dimensions). ``timings_ms`` has ``embed``, ``vector``,
     ``lexical``, ``fuse``, ``fetch`` and ``total``. ``fusion`` is how a hybrid search
     fused its legs (``"rrf"`` or ``"relative_score"``); None for the single-leg modes.
+    ``empty_reason`` says why a search found nothing (an empty collection, a scope or filters
+    that exclude every document, no lexical match ...; see :mod:`agentrag.retrieval.empty`);
+    None when there are hits.
     """
 
     query: str
@@ -39,6 +42,7 @@ class SearchResult:
     warnings: tuple[str, ...] = ()
     model_version_match: bool = True
     fusion: str | None = None
+    empty_reason: str | None = None
     timings_ms: dict[str, float] = field(default_factory=dict, compare=False)
 
     def __len__(self) -> int:
@@ -77,6 +81,8 @@ class SearchResult:
         if self.degraded:
             lines.append(f"  degraded: {self.degraded}")
         lines.extend(f"  warning: {warning}" for warning in self.warnings if warning != self.degraded)
+        if not self.hits and self.empty_reason:
+            lines.append(f"  no hits: {self.empty_reason}")
         if self.hits:
             rows = [["rank", "score", "vec", "lex", "source", "section", "text"]]
             for hit in self.hits:
@@ -127,6 +133,7 @@ class SearchResult:
             "warnings": list(self.warnings),
             "model_version_match": self.model_version_match,
             "fusion": self.fusion,
+            "empty_reason": self.empty_reason,
             "timings_ms": dict(self.timings_ms),
             "hits": [hit.to_dict() for hit in self.hits],
         }

@@ -65,6 +65,7 @@ from agentrag.errors import (
 )
 from agentrag.hits import Hit
 from agentrag.retrieval.catalog import validate_name
+from agentrag.retrieval.empty import empty_reason
 from agentrag.retrieval.filters import Filters, compile_filters
 from agentrag.retrieval.fusion import (
     DEFAULT_RRF_K,
@@ -428,6 +429,7 @@ def search(
             final = vector_ranked
         else:
             final = lexical_ranked
+        candidates = final
         if min_score is not None:
             final = [(i, s) for i, s in final if s >= min_score]
         final = final[:top_k]
@@ -443,6 +445,21 @@ def search(
                 row.id: row for row in conn.execute(text(_FETCH_SQL), {"ids": [i for i, _ in final]}).all()
             }
         timings["fetch"] = (time.perf_counter() - t) * 1000
+        reason = None
+        if not rows:  # only an empty result pays for the counts that explain it
+            reason = empty_reason(
+                conn,
+                collections=[(c.id, c.name) for c in colls],
+                scope_sql=scope_sql,
+                filter_sql=filter_sql,
+                params=params,
+                scope=scope,
+                used_mode=used_mode,
+                degraded=degraded,
+                lexical_candidates=len(lexical_ranked),
+                min_score=min_score,
+                candidates=candidates,
+            )
 
     vector_at = {chunk_id: (rank, score) for rank, (chunk_id, score) in enumerate(vector_ranked, start=1)}
     lexical_at = {chunk_id: (rank, score) for rank, (chunk_id, score) in enumerate(lexical_ranked, start=1)}
@@ -490,6 +507,7 @@ def search(
         warnings=tuple(warnings),
         model_version_match=version_match,
         fusion=fusion if used_mode == "hybrid" else None,
+        empty_reason=reason if not hits else None,
         timings_ms={key: round(value, 3) for key, value in timings.items()},
     )
 

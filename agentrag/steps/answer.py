@@ -64,6 +64,7 @@ __all__ = [
     "answer_mode",
     "answer_stream",
     "extractive_answer",
+    "has_complete_sentence",
     "finish",
     "llm_failed",
     "no_results_message",
@@ -71,7 +72,6 @@ __all__ = [
     "retrieval_failed",
 ]
 
-_SKIP_LINE = re.compile(r"^\s*(#|\||```|>|-{3,})")
 _GRAPH_FACT = re.compile(r"^\[(rel_\d+)\]\s+(.*?)(?:\s+\(source: [^)]*\))?$")
 
 NOTHING_GROUNDED = (
@@ -85,57 +85,85 @@ NO_RETRIEVAL_NO_LLM = (
 
 def no_results_message(ctx: Context) -> str:
     where = ", ".join(ctx.collections or ctx.options.collections or ()) or "the searched collections"
+    reason = ctx.empty_reason
+    if reason:
+        return f"I could not find anything relevant to this question in {where}: {reason}."
     return (
         f"I could not find anything relevant to this question in {where}. "
         "Try widening the scope (more collections, fewer filters) or adding documents that cover it."
     )
 
 
-def _candidate_sentences(hits: Sequence[Hit]) -> list[tuple[int, int, str, str]]:
-    """(rank, order, sentence, chunk id) for every prose sentence of the hits."""
+@dataclass(frozen=True, slots=True)
+class _Candidate:
+    rank: int  # the hit's rank among the answer's hits
+    position: int  # where the sentence starts in its document (document order)
+    source: str  # its document
+    text: str
+    label: str  # the chunk id it cites
+
+
+def _candidate_sentences(hits: Sequence[Hit]) -> list[_Candidate]:
+    """Every complete prose sentence of the hits (Markdown-aware: hard wraps joined, headings,
+    code and tables skipped, fragments cut by a chunk boundary dropped)."""
+    from agentrag.sentences import sentences
+
     out = []
     for rank, hit in enumerate(hits):
-        lines = [ln for ln in hit.text.splitlines() if not _SKIP_LINE.match(ln)]
-        for order, sentence in enumerate(split_sentences("\n".join(lines))):
-            sentence = sentence.strip(" -*")
-            if len(sentence.split()) >= 4:
-                out.append((rank, order, sentence, hit.chunk_id))
+        for sentence in sentences(hit.text, cut_at_start=hit.start_char > 0, cut_at_end=True):
+            if sentence.complete and not sentence.text.rstrip("*_\"')").endswith("?"):  # no questions
+                position = hit.start_char + sentence.start
+                out.append(_Candidate(rank, position, hit.document_id, sentence.text, hit.chunk_id))
     return out
 
 
+def has_complete_sentence(hits: Sequence[Hit]) -> bool:
+    """Whether an extractive answer can quote at least one whole sentence of ``hits``."""
+    return bool(_candidate_sentences(hits))
+
+
 def extractive_answer(question: str | Sequence[str], hits: Sequence[Hit], *, max_sentences: int = 3) -> str:
-    """The sentences that cover the most question terms, each cited with its chunk id.
+    """The whole sentences that cover the most question terms, each cited with its chunk id.
 
     With several (sub-)questions, each gets its own best sentences, so every part of a
-    decomposed question is answered.
+    decomposed question is answered. The chosen sentences are printed source by source (the
+    source of the best sentence first), in document order within a source, so an answer
+    reads as its documents do. When the hits hold no complete sentence, the best hit's text
+    is quoted as an excerpt (``prepare`` then marks the answer ungrounded).
     """
     questions = [question] if isinstance(question, str) else list(question)
     candidates = _candidate_sentences(hits)
     if not candidates:
         top = hits[0]
-        return f"{' '.join(top.text.split())[:300]} [{top.chunk_id}]"
+        return f"Excerpt: \"{' '.join(top.text.split())[:300]}\" [{top.chunk_id}]"
     per_question = max(1, max_sentences // len(questions))
-    picked: list[str] = []
+    picked: list[tuple[float, _Candidate]] = []
     seen: set[str] = set()
     for q in questions:
         scored = sorted(
-            (
-                (coverage(q, sent) + 0.05 / (rank + 1) - 0.001 * order, rank, sent, label)
-                for rank, order, sent, label in candidates
-            ),
-            key=lambda s: (-s[0], s[1], s[2]),
+            ((coverage(q, c.text) + 0.05 / (c.rank + 1), c) for c in candidates),
+            key=lambda s: (-s[0], s[1].rank, s[1].position),
         )
         taken = 0
-        for _score, _rank, sentence, label in scored:
-            if sentence.lower() in seen:
+        for score, candidate in scored:
+            key = candidate.text.lower()
+            if key in seen:
                 continue
-            seen.add(sentence.lower())
-            end = "" if sentence.endswith((".", "!", "?")) else "."
-            picked.append(f"{sentence}{end} [{label}]")
+            seen.add(key)
+            picked.append((score, candidate))
             taken += 1
             if taken == per_question:
                 break
-    return " ".join(picked)
+    # source by source (best source first), document order within a source
+    first_pick = {}
+    for order, (_score, c) in enumerate(picked):
+        first_pick.setdefault(c.source, order)
+    picked.sort(key=lambda item: (first_pick[item[1].source], item[1].position))
+    parts = []
+    for _score, c in picked:
+        end = "" if c.text.endswith((".", "!", "?")) or c.text[-1:] in "\"')" else "."
+        parts.append(f"{c.text}{end} [{c.label}]")
+    return " ".join(parts)
 
 
 def graph_answer(graph_context: str, *, max_facts: int = 5) -> str:
@@ -289,6 +317,10 @@ def prepare(
         else:
             text = graph_answer(ctx.graph_context or "", max_facts=max(max_sentences, 5))
         changes, attrs = _grounding_changes(text, plan)
+        if packed.hits and not has_complete_sentence(packed.hits):
+            # only fragments to quote: an excerpt, not a grounded answer
+            changes["grounded"] = attrs["grounded"] = False
+            return done(changes, "local:excerpt", attrs)
         return done(changes, "local:extractive", attrs)
     messages = prompts_of(ctx).render(
         "answer",

@@ -96,6 +96,20 @@ def parse_history(history: Sequence[Any] | None) -> tuple[Turn, ...]:
     return tuple(turns[-MAX_HISTORY_TURNS:])
 
 
+def _check_collections(store: Store, names: Sequence[str]) -> None:
+    """CollectionNotFoundError now (naming the collections that exist) rather than at search."""
+    from agentrag.errors import CollectionNotFoundError
+    from agentrag.retrieval.catalog import validate_name
+
+    for name in names:
+        validate_name(name)
+    try:
+        store.describe(list(names), max_age=60)  # one cheap query, shared with route's cache
+    except CollectionNotFoundError as exc:
+        existing = ", ".join(repr(c.name) for c in store.collections()) or "none"
+        raise CollectionNotFoundError(f"{exc} (collections in this database: {existing})") from None
+
+
 def new(
     question: str,
     *,
@@ -125,7 +139,10 @@ def new(
 
     ``history`` holds the conversation's earlier turns (OpenAI-style ``{"role", "content"}``
     dicts or LangChain messages, oldest first); ``condense()`` uses them to turn a follow-up
-    into a standalone question, and ``gate()`` sees them."""
+    into a standalone question, and ``gate()`` sees them.
+
+    With a ``store``, the ``collections`` named must exist (CollectionNotFoundError here,
+    not at search)."""
     from agentrag.llm import as_llm
 
     text, warnings = preprocess_question(question)
@@ -156,6 +173,8 @@ def new(
         filters=parsed_filters,
         budget=budget or Budget(),
     )
+    if store is not None and options.collections:
+        _check_collections(store, options.collections)
     deps = Deps(
         store=store, llm=as_llm(llm), prompts=prompts, telemetry=telemetry, audit=audit, query_log=query_log
     )

@@ -189,6 +189,7 @@ def _run_unit(
     tried: list[str] = []
     iterations: list[SearchIteration] = []
     used_mode, degraded = plan.mode, None
+    empty: str | None = None
     llm = plan.llm
     delimiter = new_delimiter()
     pending = [question, *(ctx.rewrites if question == ctx.question else ())]
@@ -213,6 +214,7 @@ def _run_unit(
                 error = _failure(exc)
                 break
             used_mode, degraded = result.used_mode, degraded or result.degraded
+            empty = empty or result.empty_reason
             if result.used_mode in ("vector", "hybrid"):  # the query embedder met the index
                 known = out.model_version_match
                 out.model_version_match = result.model_version_match and known is not False
@@ -313,6 +315,7 @@ def _run_unit(
         "none" if failed else used_mode,
         degraded,
         error if failed else None,
+        None if hits else empty,
     )
     return out
 

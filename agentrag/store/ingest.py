@@ -76,6 +76,35 @@ class IngestReport:
         )
         return "\n".join([line] + [f"  failed: {why}" for _source, why in self.failed])
 
+    def __repr__(self) -> str:
+        failed = ""
+        if self.failed:
+            shown = "; ".join(why for _source, why in self.failed[:3])
+            more = f"; ... {len(self.failed) - 3} more" if len(self.failed) > 3 else ""
+            failed = f", FAILED: {shown}{more}"
+        return (
+            f"IngestReport({self.collection!r}: {len(self.added)} added, {len(self.replaced)} replaced, "
+            f"{len(self.unchanged)} unchanged, {len(self.failed)} failed{failed})"
+        )
+
+    def raise_for_failures(self) -> IngestReport:
+        """Raise :class:`~agentrag.errors.IngestError` (carrying this report as ``.report``) if a
+        source failed; return the report otherwise. The documents that did not fail stay ingested
+        (each document is its own transaction)."""
+        if self.failed:
+            from agentrag.errors import IngestError
+
+            done = len(self.added) + len(self.replaced) + len(self.unchanged)
+            reasons = "; ".join(why for _source, why in self.failed[:5])
+            error = IngestError(
+                f"{len(self.failed)} of {done + len(self.failed)} sources failed to ingest into "
+                f"{self.collection!r} (the other {done} are ingested): {reasons}",
+                source=self.failed[0][0],
+            )
+            error.report = self  # type: ignore[attr-defined]
+            raise error
+        return self
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "collection": self.collection,

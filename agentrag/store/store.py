@@ -445,11 +445,16 @@ class Store:
         chunk_size: int | None = None,
         chunk_overlap: int | None = None,
         on_progress: Callable[[IngestProgress], None] | None = None,
+        strict: bool = False,
     ) -> IngestReport:
-        """Ingest files and directories (``.txt``, ``.md``, ``.pdf``) into ``collection``."""
+        """Ingest files and directories (``.txt``, ``.md``, ``.pdf``) into ``collection``.
+
+        A file that cannot be read or ingested is recorded in ``report.failed`` (shown in the
+        report's repr) and the others go on; ``strict=True`` raises IngestError instead, once
+        every file was tried (the error's ``.report`` has the details)."""
         from agentrag.store.ingest import ingest_paths
 
-        return ingest_paths(
+        report = ingest_paths(
             self,
             sources,
             collection=collection,
@@ -461,6 +466,7 @@ class Store:
             chunk_overlap=chunk_overlap,
             on_progress=on_progress,
         )
+        return report.raise_for_failures() if strict else report
 
     def ingest_text(
         self,

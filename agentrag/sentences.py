@@ -1,0 +1,212 @@
+"""Markdown-aware sentence segmentation for extractive answers.
+
+A chunk of Markdown is first cut into *blocks*: paragraphs (separated by blank lines),
+headings, list items, block quotes, table rows and fenced or indented code. Hard-wrapped
+lines inside a paragraph or a list item are joined with a space, so a sentence that
+spans three lines of an 72-column file is one sentence. Prose blocks (paragraphs, list
+items, quotes) are then split into sentences at ``.``, ``!`` or ``?`` followed by a space
+and a capital, a digit or an opening mark, except after common abbreviations
+(``e.g.``, ``i.e.``, ``Dr.``, ``vs.``, single initials) and inside inline code.
+
+Each :class:`Sentence` keeps its offsets in the text it came from (``start``, ``end``:
+the first and last character of the sentence, across the hard wraps it spans), so callers
+can order sentences as the document does, and says whether it is *complete*:
+
+* it starts a block, or follows a sentence end (the chunk did not cut it at the front);
+* it starts with a capital letter, a digit, a quote, ``*``, ``_`` or a backtick;
+* it ends with ``.``, ``!`` or ``?`` (optionally followed by a closing quote or
+  parenthesis), or it is a list item of at least four words (list items need no full stop);
+* it is not a lead-in to a list (ending with ``:``) and has at least four words.
+
+Headings, code, tables and front-matter rules are never sentences.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+__all__ = ["Sentence", "blocks", "sentences"]
+
+_FENCE = re.compile(r"^\s{0,3}(```|~~~)")
+_HEADING = re.compile(r"^\s{0,3}#{1,6}(\s|$)")
+_RULE = re.compile(r"^\s{0,3}([-*_])(\s*\1){2,}\s*$")
+_TABLE = re.compile(r"^\s*\|")
+_ITEM = re.compile(r"^(\s*)([-*+]|\d{1,9}[.)])\s+")
+_QUOTE = re.compile(r"^\s{0,3}>\s?")
+_INDENTED_CODE = re.compile(r"^( {4,}|\t)")
+# A sentence ends at . ! ? (plus closing quotes / brackets / emphasis marks), then whitespace,
+# then something that can start a sentence.
+_END = re.compile(r"[.!?][\"'”’)\]*_]*(?=\s+[\"'“‘(*_`\[]?[A-Z0-9])")
+_ABBREVIATIONS = frozenset(
+    "e.g i.e etc vs cf al approx dr mr mrs ms prof st no fig eq inc ltd co jr sr mt".split()
+)
+_STARTS_WELL = re.compile(r"^[\"'“‘(*_`\[]*[A-Z0-9]")
+_ENDS_WELL = re.compile(r"[.!?][\"'”’)\]*_`]*$")
+MIN_WORDS = 4
+
+
+@dataclass(frozen=True, slots=True)
+class Sentence:
+    """One sentence: its text (hard wraps joined), offsets in the source text, completeness."""
+
+    text: str
+    start: int
+    end: int
+    kind: str  # "paragraph", "item" or "quote"
+    complete: bool
+
+
+@dataclass(frozen=True, slots=True)
+class _Block:
+    kind: str  # paragraph, item, quote, heading, code, table, rule
+    lines: tuple[tuple[int, str], ...]  # (offset of the line's content, content)
+    first: bool  # the block starts where the text starts (it may be cut at the front)
+
+
+def blocks(text: str) -> list[tuple[str, str]]:
+    """``(kind, joined text)`` of every block, in order; for inspection and tests."""
+    return [(b.kind, " ".join(content for _, content in b.lines)) for b in _blocks(text)]
+
+
+def _blocks(text: str) -> list[_Block]:
+    out: list[_Block] = []
+    kind: str | None = None
+    lines: list[tuple[int, str]] = []
+    first = True
+    in_fence = False
+
+    def flush() -> None:
+        nonlocal kind, lines, first
+        if kind is not None and lines:
+            out.append(_Block(kind, tuple(lines), first))
+            first = False
+        elif kind is not None:
+            first = False
+        kind, lines = None, []
+
+    offset = 0
+    for raw in text.splitlines(keepends=True):
+        line = raw.rstrip("\r\n")
+        at = offset
+        offset += len(raw)
+        if in_fence:
+            if _FENCE.match(line):
+                in_fence = False
+            continue
+        if _FENCE.match(line):
+            flush()
+            kind = "code"
+            lines = [(at, line)]
+            flush()
+            in_fence = True
+            continue
+        if not line.strip():
+            flush()
+            continue
+        if _HEADING.match(line) or _RULE.match(line) or _TABLE.match(line):
+            flush()
+            kind = "heading" if _HEADING.match(line) else "table" if _TABLE.match(line) else "rule"
+            lines = [(at, line)]
+            flush()
+            continue
+        item = _ITEM.match(line)
+        if item:
+            flush()
+            kind = "item"
+            lines = [(at + item.end(), line[item.end() :])]
+            continue
+        quote = _QUOTE.match(line)
+        if quote and kind != "quote":
+            flush()
+            kind = "quote"
+        if quote:
+            lines.append((at + quote.end(), line[quote.end() :]))
+            continue
+        if kind is None and _INDENTED_CODE.match(line) and not first:
+            kind = "code"
+            lines = [(at, line)]
+            flush()
+            continue
+        if kind is None:
+            kind = "paragraph"
+        stripped = line.lstrip()
+        lines.append((at + len(line) - len(stripped), stripped))
+    flush()
+    return out
+
+
+def _is_abbreviation(joined: str, dot: int) -> bool:
+    """The ``.`` at ``dot`` ends an abbreviation (``e.g.``, ``Dr.``, an initial), not a sentence."""
+    if joined[dot] != ".":
+        return False
+    start = dot
+    while start > 0 and (joined[start - 1].isalpha() or joined[start - 1] == "."):
+        start -= 1
+    word = joined[start:dot].lower()
+    return word in _ABBREVIATIONS or (len(word) == 1 and word.isalpha() and word.isupper() is False)
+
+
+def _in_code(joined: str, position: int) -> bool:
+    return joined.count("`", 0, position) % 2 == 1
+
+
+def _split(block: _Block) -> list[Sentence]:
+    # Join the hard-wrapped lines, remembering where each joined character came from.
+    joined_parts: list[str] = []
+    where: list[int] = []
+    for i, (at, content) in enumerate(block.lines):
+        if i:
+            joined_parts.append(" ")
+            where.append(where[-1] if where else at)
+        joined_parts.append(content)
+        where.extend(range(at, at + len(content)))
+    joined = "".join(joined_parts)
+    cuts = [0]
+    for match in _END.finditer(joined):
+        dot = match.start()
+        if _is_abbreviation(joined, dot) or _in_code(joined, dot):
+            continue
+        cuts.append(match.end())
+    cuts.append(len(joined))
+    out: list[Sentence] = []
+    for n, (a, b) in enumerate(zip(cuts, cuts[1:], strict=False)):
+        piece = joined[a:b]
+        lead = len(piece) - len(piece.lstrip())
+        piece = piece.strip()
+        if not piece:
+            continue
+        begin = where[a + lead]
+        finish = where[a + lead + len(piece) - 1] + 1
+        cut_front = n == 0 and block.first and block.kind == "paragraph"
+        words = len(piece.split())
+        ends = bool(_ENDS_WELL.search(piece)) or (block.kind == "item" and not piece.endswith(":"))
+        complete = (
+            not cut_front
+            and bool(_STARTS_WELL.match(piece))
+            and ends
+            and not piece.rstrip("*_").endswith(":")
+            and words >= MIN_WORDS
+        )
+        out.append(Sentence(" ".join(piece.split()), begin, finish, block.kind, complete))
+    return out
+
+
+def sentences(text: str, *, cut_at_start: bool = False, cut_at_end: bool = False) -> list[Sentence]:
+    """Every prose sentence of ``text`` in order (see the module docstring).
+
+    ``cut_at_start``: the text is a chunk that may begin mid-sentence (it does not start its
+    document), so a first paragraph that does not look like a sentence start is a fragment.
+    ``cut_at_end``: the text may end mid-sentence, so a last sentence without a full stop is one.
+    """
+    out: list[Sentence] = []
+    for block in _blocks(text):
+        if block.kind not in ("paragraph", "item", "quote"):
+            continue
+        if not cut_at_start:
+            block = _Block(block.kind, block.lines, False)
+        out.extend(_split(block))
+    if cut_at_end and out and not _ENDS_WELL.search(out[-1].text) and out[-1].end >= len(text.rstrip()):
+        last = out[-1]
+        out[-1] = Sentence(last.text, last.start, last.end, last.kind, False)
+    return out
