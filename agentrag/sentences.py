@@ -75,6 +75,7 @@ def _blocks(text: str) -> list[_Block]:
     lines: list[tuple[int, str]] = []
     first = True
     in_fence = False
+    item_indent = 0
 
     def flush() -> None:
         nonlocal kind, lines, first
@@ -111,9 +112,10 @@ def _blocks(text: str) -> list[_Block]:
             flush()
             continue
         item = _ITEM.match(line)
-        if item:
+        if item and _starts_item(item, kind, item_indent):
             flush()
             kind = "item"
+            item_indent = item.end()
             lines = [(at + item.end(), line[item.end() :])]
             continue
         quote = _QUOTE.match(line)
@@ -134,6 +136,26 @@ def _blocks(text: str) -> list[_Block]:
         lines.append((at + len(line) - len(stripped), stripped))
     flush()
     return out
+
+
+def _starts_item(item: re.Match[str], kind: str | None, item_indent: int) -> bool:
+    """Whether a line with a list marker starts an item, or continues the text before it.
+
+    As in CommonMark, an ordered marker other than ``1.`` does not interrupt a paragraph (a
+    hard wrap can put "200) of ..." at the start of a line), and a line indented to the current
+    item's text continues that item.
+    """
+    if kind is None:
+        return True
+    indent = len(item.group(1))
+    ordered = item.group(2)[0].isdigit()
+    if kind == "item":
+        if indent >= item_indent:
+            return not ordered or item.group(2)[:-1] == "1"
+        return True
+    if kind == "paragraph" and ordered:
+        return item.group(2)[:-1] == "1"
+    return True
 
 
 def _is_abbreviation(joined: str, dot: int) -> bool:
