@@ -92,7 +92,11 @@ def cmd_collections_list(args: argparse.Namespace) -> int:
 
 def cmd_collections_create(args: argparse.Namespace) -> int:
     c = _store(args).create_collection(
-        args.name, description=args.description, distance=args.distance, scoped=args.scoped
+        args.name,
+        description=args.description,
+        distance=args.distance,
+        scoped=args.scoped,
+        exist_ok=args.exist_ok,
     )
     _print_json(c.to_dict()) if args.json else print(f"created {c!r}")
     return 0
@@ -534,6 +538,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--scoped", action="store_true", help="refuse queries without a tenant/workspace/session scope"
     )
+    p.add_argument("--exist-ok", action="store_true", help="no error if a collection by that name exists")
     p = add(col, "delete", cmd_collections_delete, "delete a collection and its documents", json_flag=False)
     p.add_argument("name")
 
