@@ -224,7 +224,11 @@ class Context:
         several were searched); None when something was found or no search ran."""
         if not self.results or any(r.hits for r in self.results):
             return None
-        reasons = {r.empty_reason or r.error: r.collection for r in self.results if r.empty_reason or r.error}
+        reasons: dict[str, str] = {}
+        for record in self.results:
+            why = record.empty_reason or record.error
+            if why:
+                reasons.setdefault(why, record.collection)
         several = len({r.collection for r in self.results}) > 1
         return "; ".join(f"{c}: {why}" if several else why for why, c in reasons.items()) or None
 

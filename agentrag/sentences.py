@@ -23,6 +23,7 @@ Headings, code, tables and front-matter rules are never sentences.
 
 from __future__ import annotations
 
+import itertools
 import re
 from dataclasses import dataclass
 
@@ -39,7 +40,7 @@ _INDENTED_CODE = re.compile(r"^( {4,}|\t)")
 # then something that can start a sentence.
 _END = re.compile(r"[.!?][\"'”’)\]*_]*(?=\s+[\"'“‘(*_`\[]?[A-Z0-9])")
 _ABBREVIATIONS = frozenset(
-    "e.g i.e etc vs cf al approx dr mr mrs ms prof st no fig eq inc ltd co jr sr mt".split()
+    "e.g i.e etc vs cf al approx dr mr mrs ms prof fig eq inc ltd jr sr mt".split()  # noqa: SIM905
 )
 _STARTS_WELL = re.compile(r"^[\"'“‘(*_`\[]*[A-Z0-9]")
 _ENDS_WELL = re.compile(r"[.!?][\"'”’)\]*_`]*$")
@@ -192,7 +193,7 @@ def _split(block: _Block) -> list[Sentence]:
         cuts.append(match.end())
     cuts.append(len(joined))
     out: list[Sentence] = []
-    for n, (a, b) in enumerate(zip(cuts, cuts[1:], strict=False)):
+    for n, (a, b) in enumerate(itertools.pairwise(cuts)):
         piece = joined[a:b]
         lead = len(piece) - len(piece.lstrip())
         piece = piece.strip()

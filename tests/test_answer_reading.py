@@ -113,7 +113,14 @@ def test_markdown_blocks() -> None:
         "| a | b |\n|---|---|\n\n> A quoted sentence\n> over two lines.\n"
     )
     assert [kind for kind, _ in blocks(text)] == [
-        "heading", "paragraph", "item", "item", "code", "table", "table", "quote"
+        "heading",
+        "paragraph",
+        "item",
+        "item",
+        "code",
+        "table",
+        "table",
+        "quote",
     ]
     found = [(s.text, s.kind, s.complete) for s in sentences(text)]
     assert found == [
@@ -157,8 +164,15 @@ def test_sentences_come_back_in_document_order() -> None:
 
     def hit(chunk_id: str, text: str, start: int, rank: int) -> Hit:
         return Hit(
-            chunk_id=chunk_id, document_id="doc_a", collection="c", text=text, score=1.0 / rank, rank=rank,
-            start_char=start, end_char=start + len(text), chunk_index=start // 100,
+            chunk_id=chunk_id,
+            document_id="doc_a",
+            collection="c",
+            text=text,
+            score=1.0 / rank,
+            rank=rank,
+            start_char=start,
+            end_char=start + len(text),
+            chunk_index=start // 100,
         )
 
     # a chunk that starts mid-document begins with the tail of a cut sentence: never quoted

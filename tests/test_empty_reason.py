@@ -97,7 +97,9 @@ def test_min_score_that_removes_every_candidate(store: Store, notes: str) -> Non
 
 
 def test_the_context_and_ask_say_why(store: Store, notes: str) -> None:
-    ctx = ar.new("trash", store=store, collections=[notes], scope=ar.Scope(session="chat-1")).search().answer()
+    ctx = (
+        ar.new("trash", store=store, collections=[notes], scope=ar.Scope(session="chat-1")).search().answer()
+    )
     assert ctx.ok and ctx.hits == ()
     assert ctx.results[0].empty_reason == ctx.empty_reason
     assert ctx.empty_reason is not None and "excludes all 3 documents" in ctx.empty_reason

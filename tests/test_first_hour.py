@@ -65,8 +65,12 @@ def test_new_refuses_unknown_collections_when_given_a_store(store: Store, collec
     assert repr(collection_name) in str(caught.value)  # it names what exists
     with pytest.raises(ar.InvalidInputError):
         ar.new("hello", store=store, collections=["bad name!"])
-    assert ar.new("hello", store=store, collections=[collection_name]).options.collections == (collection_name,)
-    assert ar.new("hello", collections=["nope"]).options.collections == ("nope",)  # no store: nothing to check
+    assert ar.new("hello", store=store, collections=[collection_name]).options.collections == (
+        collection_name,
+    )
+    assert ar.new("hello", collections=["nope"]).options.collections == (
+        "nope",
+    )  # no store: nothing to check
 
 
 # ---- ingest reports ------------------------------------------------------------------------------
@@ -81,11 +85,15 @@ def test_ingest_failures_show_in_the_repr(store: Store, collection_name: str, fo
     store.create_collection(collection_name)
     report = store.ingest(folder, collection=collection_name)
     assert not report.ok and len(report.added) == 1 and len(report.failed) == 1
-    assert repr(report).startswith(f"IngestReport({collection_name!r}: 1 added, 0 replaced, 0 unchanged, 1 failed")
+    assert repr(report).startswith(
+        f"IngestReport({collection_name!r}: 1 added, 0 replaced, 0 unchanged, 1 failed"
+    )
     assert "FAILED: bad.md" in repr(report) and "ISO date" in repr(report)
 
 
-def test_strict_ingest_raises_after_trying_every_file(store: Store, collection_name: str, folder: Path) -> None:
+def test_strict_ingest_raises_after_trying_every_file(
+    store: Store, collection_name: str, folder: Path
+) -> None:
     store.create_collection(collection_name)
     with pytest.raises(ar.IngestError) as caught:
         store.ingest(folder, collection=collection_name, strict=True)
@@ -140,7 +148,9 @@ def test_a_key_is_accepted_by_the_cli_only_if_the_model_has_it(key: str) -> None
 
 
 def test_a_typo_names_the_closest_key_in_python_too() -> None:
-    with pytest.raises(ar.FilterError, match=r"unknown filter key 'clasification' \(did you mean 'classification'\?\)"):
+    with pytest.raises(
+        ar.FilterError, match=r"unknown filter key 'clasification' \(did you mean 'classification'\?\)"
+    ):
         validate_filters({"clasification": "public"})
 
 

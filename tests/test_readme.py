@@ -107,7 +107,9 @@ def test_every_readme_block_runs_as_written(database_url: str, monkeypatch: pyte
                     text=True,
                     timeout=600,
                 )
-                assert done.returncode == 0, f"README line {line}:\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}"
+                assert done.returncode == 0, (
+                    f"README line {line}:\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}"
+                )
             else:
                 _check_setup_block(code, line)
         assert ran["python"] >= 8 and ran["sh"] >= 2

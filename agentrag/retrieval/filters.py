@@ -45,7 +45,15 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from agentrag.errors import FilterError
 from agentrag.retrieval.catalog import is_valid_unicode
 
-__all__ = ["DateRange", "Filters", "MetaIn", "compile_filters", "filter_keys", "parse_filter_pairs", "validate_filters"]
+__all__ = [
+    "DateRange",
+    "Filters",
+    "MetaIn",
+    "compile_filters",
+    "filter_keys",
+    "parse_filter_pairs",
+    "validate_filters",
+]
 
 #: Metadata keys a filter may name.
 META_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,63}")
@@ -241,7 +249,12 @@ def filter_keys() -> tuple[str, ...]:
 
 
 # What the command line called these keys before they took the model's names.
-_RENAMED = {"doc_id": "doc_ids", "date_from": "date_range.start", "date_to": "date_range.end", "meta": "metadata"}
+_RENAMED = {
+    "doc_id": "doc_ids",
+    "date_from": "date_range.start",
+    "date_to": "date_range.end",
+    "meta": "metadata",
+}
 
 
 def _unknown_key(key: str, valid: Sequence[str]) -> str:

@@ -445,9 +445,9 @@ def search(
                 row.id: row for row in conn.execute(text(_FETCH_SQL), {"ids": [i for i, _ in final]}).all()
             }
         timings["fetch"] = (time.perf_counter() - t) * 1000
-        reason = None
+        why: str | None = None
         if not rows:  # only an empty result pays for the counts that explain it
-            reason = empty_reason(
+            why = empty_reason(
                 conn,
                 collections=[(c.id, c.name) for c in colls],
                 scope_sql=scope_sql,
@@ -507,7 +507,7 @@ def search(
         warnings=tuple(warnings),
         model_version_match=version_match,
         fusion=fusion if used_mode == "hybrid" else None,
-        empty_reason=reason if not hits else None,
+        empty_reason=why if not hits else None,
         timings_ms={key: round(value, 3) for key, value in timings.items()},
     )
 

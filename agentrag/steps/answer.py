@@ -49,7 +49,7 @@ from agentrag._sansio import (
 )
 from agentrag.context import Context, Degradation
 from agentrag.errors import AgentragError, InvalidInputError, LLMError, RetrievalError
-from agentrag.grounding import PackedContext, check_citations, graph_labels, pack_context, split_sentences
+from agentrag.grounding import PackedContext, check_citations, graph_labels, pack_context
 from agentrag.hits import Hit
 from agentrag.step import Outcome, Step, StepRun, _calls_of, _telemetry
 from agentrag.steps._common import coverage, prompts_of, use_llm
@@ -64,8 +64,8 @@ __all__ = [
     "answer_mode",
     "answer_stream",
     "extractive_answer",
-    "has_complete_sentence",
     "finish",
+    "has_complete_sentence",
     "llm_failed",
     "no_results_message",
     "prepare",
@@ -135,7 +135,7 @@ def extractive_answer(question: str | Sequence[str], hits: Sequence[Hit], *, max
     candidates = _candidate_sentences(hits)
     if not candidates:
         top = hits[0]
-        return f"Excerpt: \"{' '.join(top.text.split())[:300]}\" [{top.chunk_id}]"
+        return f'Excerpt: "{" ".join(top.text.split())[:300]}" [{top.chunk_id}]'
     per_question = max(1, max_sentences // len(questions))
     picked: list[tuple[float, _Candidate]] = []
     seen: set[str] = set()
@@ -155,7 +155,7 @@ def extractive_answer(question: str | Sequence[str], hits: Sequence[Hit], *, max
             if taken == per_question:
                 break
     # source by source (best source first), document order within a source
-    first_pick = {}
+    first_pick: dict[str, int] = {}
     for order, (_score, c) in enumerate(picked):
         first_pick.setdefault(c.source, order)
     picked.sort(key=lambda item: (first_pick[item[1].source], item[1].position))
