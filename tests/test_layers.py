@@ -29,7 +29,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("base", ("agentrag.errors", "agentrag._lazy", "agentrag._resources", "agentrag._sansio", "agentrag.hits",
               "agentrag.scope", "agentrag.telemetry")),
     ("context", ("agentrag.context",)),
-    ("models", ("agentrag.llm", "agentrag.embedders", "agentrag.prompts", "agentrag.grounding",
+    ("models", ("agentrag.llm", "agentrag.embedders", "agentrag.prompts", "agentrag.grounding", "agentrag.sentences",
                 "agentrag.audit", "agentrag.display", "agentrag.testing")),
     ("retrieval", ("agentrag.retrieval",)),
     ("store", ("agentrag.store", "agentrag.querylog")),
