@@ -2,7 +2,7 @@
 
 Python blocks run in one namespace (as a reader pasting them into one session would), shell
 blocks through ``bash -e`` with ``.venv/bin/`` meaning this interpreter's bin directory; both in
-the repository, against this session's fresh database (``AGENTRAG_DATABASE_URL``). Blocks tagged
+the repository, against a fresh database of their own (``AGENTRAG_DATABASE_URL``). Blocks tagged
 ``sh setup`` install things or run the suite itself, so they are checked instead of run: every
 ``make`` target dry-runs (``make -n``), every extra a ``pip install`` names exists in
 pyproject.toml, its torch pin is constraints.txt's, and every path they name exists.
@@ -16,6 +16,8 @@ import shlex
 import subprocess
 import sys
 import tomllib
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -81,8 +83,28 @@ def _check_setup_block(code: str, line: int) -> None:
             raise AssertionError(f"{where}: no check for this command")
 
 
+@pytest.fixture
+def readme_database(database_url: str) -> Iterator[str]:
+    """A database of its own on the suite's server: the README names its collections plainly
+    ("docs", "support"), which other tests may use in the session's database."""
+    from sqlalchemy import create_engine, text
+    from sqlalchemy.engine import make_url
+
+    name = f"agentrag_readme_{uuid.uuid4().hex[:10]}"
+    admin = create_engine(make_url(database_url), isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f'CREATE DATABASE "{name}"'))
+    try:
+        yield make_url(database_url).set(database=name).render_as_string(hide_password=False)
+    finally:
+        with admin.connect() as conn:
+            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
+
+
 @pytest.mark.slow
-def test_every_readme_block_runs_as_written(database_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_every_readme_block_runs_as_written(readme_database: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    database_url = readme_database
     monkeypatch.chdir(REPO)
     monkeypatch.setenv("AGENTRAG_DATABASE_URL", database_url)
     monkeypatch.delenv("AGENTRAG_LLM", raising=False)
