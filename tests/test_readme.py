@@ -5,7 +5,10 @@ blocks through ``bash -e`` with ``.venv/bin/`` meaning this interpreter's bin di
 the repository, against a fresh database of their own (``AGENTRAG_DATABASE_URL``). Blocks tagged
 ``sh setup`` install things or run the suite itself, so they are checked instead of run: every
 ``make`` target dry-runs (``make -n``), every extra a ``pip install`` names exists in
-pyproject.toml, its torch pin is constraints.txt's, and every path they name exists.
+pyproject.toml, its torch pin is constraints.txt's, and every path they name exists. Blocks
+tagged ``sh server`` talk to a long-running ``agentrag serve`` (tested as a real process by the
+server's own tests): they must parse (``bash -n``) and every ``agentrag`` command in them must
+exist (``--help`` succeeds).
 """
 
 from __future__ import annotations
@@ -42,7 +45,7 @@ def readme_blocks() -> list[tuple[str, str, int]]:
 
 def test_the_readme_has_the_blocks_we_run() -> None:
     kinds = [info for info, _, _ in readme_blocks()]
-    assert set(kinds) <= {"python", "sh", "sh setup"}, kinds
+    assert set(kinds) <= {"python", "sh", "sh setup", "sh server"}, kinds
     assert kinds.count("python") >= 8 and kinds.count("sh") >= 2 and kinds.count("sh setup") >= 3
 
 
@@ -83,6 +86,21 @@ def _check_setup_block(code: str, line: int) -> None:
             raise AssertionError(f"{where}: no check for this command")
 
 
+def _check_server_block(code: str, line: int, env: dict[str, str]) -> None:
+    parsed = subprocess.run(["bash", "-n", "-c", code], capture_output=True, text=True)
+    assert parsed.returncode == 0, f"README line {line}: {parsed.stderr}"
+    for command in code.replace("\\\n", " ").splitlines():
+        words = [w for w in shlex.split(command.split("#")[0]) if "=" not in w or w.startswith("-")]
+        if words and words[0] == "agentrag":
+            verb = [w for w in words[1:3] if not w.startswith("-")][:2]
+            if verb and verb[0] in ("serve",):
+                verb = verb[:1]
+            done = subprocess.run(
+                [str(_bin() / "agentrag"), *verb, "--help"], env=env, capture_output=True, text=True
+            )
+            assert done.returncode == 0, f"README line {line}: agentrag {' '.join(verb)}: {done.stderr}"
+
+
 @pytest.fixture
 def readme_database(database_url: str) -> Iterator[str]:
     """A database of its own on the suite's server: the README names its collections plainly
@@ -110,7 +128,7 @@ def test_every_readme_block_runs_as_written(readme_database: str, monkeypatch: p
     monkeypatch.delenv("AGENTRAG_LLM", raising=False)
     env = {**os.environ, "AGENTRAG_DATABASE_URL": database_url}
     namespace: dict[str, Any] = {"__name__": "readme"}
-    ran = {"python": 0, "sh": 0, "sh setup": 0}
+    ran = {"python": 0, "sh": 0, "sh setup": 0, "sh server": 0}
     try:
         for info, code, line in readme_blocks():
             ran[info] += 1
@@ -132,6 +150,8 @@ def test_every_readme_block_runs_as_written(readme_database: str, monkeypatch: p
                 assert done.returncode == 0, (
                     f"README line {line}:\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}"
                 )
+            elif info == "sh server":
+                _check_server_block(code, line, env)
             else:
                 _check_setup_block(code, line)
         assert ran["python"] >= 8 and ran["sh"] >= 2
