@@ -36,10 +36,78 @@ def _key_values(pairs: Sequence[str] | None, flag: str) -> dict[str, Any]:
     return out
 
 
+def _url(args: argparse.Namespace) -> str | None:
+    """--database-url, else $AGENTRAG_DATABASE_URL, else the embedded server, left running between
+    calls (an idle watchdog stops it; ``agentrag db stop`` at once)."""
+    import os
+
+    url = getattr(args, "database_url", None) or os.environ.get("AGENTRAG_DATABASE_URL")
+    if url:
+        return str(url)
+    from agentrag.store.server import embedded_url
+
+    return embedded_url(keep_running=True)
+
+
 def _store(args: argparse.Namespace) -> Store:
     from agentrag.store.store import Store
 
-    return Store(getattr(args, "database_url", None))
+    return Store(_url(args))
+
+
+class _Load:
+    """Time spent before the work: connecting (server, pool, schema check) and loading the model.
+
+    The model loads in a thread while the database connects (ONNX Runtime builds its session in
+    native code), so the load's wall time is about the longer of the two, not their sum.
+    """
+
+    def __init__(self) -> None:
+        self.database_ms = 0.0
+        self.model_ms = 0.0
+        self.wall_ms = 0.0
+
+    def store(self, args: argparse.Namespace, *, needs_model: bool) -> Store:
+        import threading
+        import time
+
+        from agentrag.embedders import LocalEmbedder
+
+        failure: list[BaseException] = []
+
+        def load_model() -> None:
+            t = time.perf_counter()
+            try:
+                LocalEmbedder().load()  # the store's default embedder shares the loaded model
+            except BaseException as exc:  # re-raised below, in the main thread
+                failure.append(exc)
+            self.model_ms = (time.perf_counter() - t) * 1000
+
+        start = time.perf_counter()
+        thread = threading.Thread(target=load_model, daemon=True) if needs_model else None
+        if thread is not None:
+            thread.start()
+        try:
+            store = _store(args)
+        finally:
+            self.database_ms = (time.perf_counter() - start) * 1000
+            if thread is not None:
+                thread.join()
+        if failure:
+            raise failure[0]
+        self.wall_ms = (time.perf_counter() - start) * 1000
+        return store
+
+    def to_dict(self) -> dict[str, float]:
+        return {
+            "total": round(self.wall_ms, 1),
+            "database": round(self.database_ms, 1),
+            "model": round(self.model_ms, 1),
+        }
+
+    def line(self, work: str, work_ms: float) -> str:
+        parts = f"database {self.database_ms:.0f}" + (f", model {self.model_ms:.0f}" if self.model_ms else "")
+        return f"load {self.wall_ms:.0f} ms ({parts}, in parallel)  {work} {work_ms:.1f} ms"
 
 
 # ---- db ----------------------------------------------------------------------------------------
@@ -56,7 +124,7 @@ def cmd_db_upgrade(args: argparse.Namespace) -> int:
 def cmd_db_status(args: argparse.Namespace) -> int:
     from agentrag.store.store import Store
 
-    store = Store(args.database_url, migrate=False)
+    store = Store(_url(args), migrate=False)
     status = store.status()
     if args.json:
         _print_json(
@@ -69,6 +137,23 @@ def cmd_db_status(args: argparse.Namespace) -> int:
         )
     else:
         print(f"database: {store.url}\n{status}")
+    return 0
+
+
+def cmd_db_stop(args: argparse.Namespace) -> int:
+    import os
+
+    from agentrag.store.server import data_dir, stop_embedded
+
+    if args.database_url or os.environ.get("AGENTRAG_DATABASE_URL"):
+        print("db stop stops the embedded server; this database is given by URL", file=sys.stderr)
+        return 2
+    stopped = stop_embedded()
+    where = data_dir() / "pgdata"
+    if args.json:
+        _print_json({"stopped": stopped, "pgdata": str(where)})
+    else:
+        print(f"stopped the embedded PostgreSQL in {where}" if stopped else f"no server running in {where}")
     return 0
 
 
@@ -197,7 +282,12 @@ def cmd_search(args: argparse.Namespace) -> int:
         scope = Scope(
             tenant=args.tenant, workspace=args.workspace, session=args.session, all_scopes=args.all_scopes
         )
-    result = _store(args).search(
+    import time
+
+    load = _Load()
+    store = load.store(args, needs_model=args.mode in ("vector", "hybrid"))
+    t = time.perf_counter()
+    result = store.search(
         args.query,
         collections=args.collection,
         mode=args.mode,
@@ -208,10 +298,12 @@ def cmd_search(args: argparse.Namespace) -> int:
         filters=_search_filters(args.filter),
         scope=scope,
     )
+    search_ms = (time.perf_counter() - t) * 1000
     if args.json:
-        _print_json(result.to_dict())
+        _print_json({**result.to_dict(), "load_ms": load.to_dict(), "search_ms": round(search_ms, 1)})
         return 0
     print(result)
+    print(load.line("search", search_ms))
     return 0
 
 
@@ -257,7 +349,7 @@ def _ask_dict(ctx: Any, proof: bool) -> dict[str, Any]:
     return out
 
 
-def _print_answer(ctx: Any, *, streamed: bool) -> None:
+def _print_answer(ctx: Any, *, streamed: bool, load: _Load | None = None) -> None:
     if ctx.mode == "raw-results":
         print("The language model failed, so there is no generated answer. The retrieved sources:")
     elif not streamed:
@@ -284,7 +376,8 @@ def _print_answer(ctx: Any, *, streamed: bool) -> None:
             print(f"  - {claim}")
     grounded = {True: "yes", False: "no", None: "n/a"}[ctx.grounded]
     total = ctx.latencies_ms.get("total", 0.0)
-    print(f"\nmode: {ctx.mode}  grounded: {grounded}  sources: {len(ctx.context_used)}  {total:.0f} ms")
+    timing = load.line("answer", total) if load is not None else f"{total:.0f} ms"
+    print(f"\nmode: {ctx.mode}  grounded: {grounded}  sources: {len(ctx.context_used)}  {timing}")
     for warning in dict.fromkeys(ctx.warnings):
         print(f"warning: {warning}", file=sys.stderr)
 
@@ -296,9 +389,11 @@ def cmd_ask(args: argparse.Namespace) -> int:
     from agentrag.steps import answer_stream, new
 
     model = args.llm or os.environ.get("AGENTRAG_LLM") or None
+    load = _Load()
+    store = load.store(args, needs_model=args.mode in ("vector", "hybrid") or args.route)
     ctx = new(
         args.question,
-        store=_store(args),
+        store=store,
         llm=model,
         collections=args.collection or None,
         mode=args.mode,
@@ -325,9 +420,9 @@ def cmd_ask(args: argparse.Namespace) -> int:
         ctx = ctx.answer(suppress_ungrounded=args.suppress_ungrounded)
     ctx.raise_for_error()
     if args.json:
-        _print_json(_ask_dict(ctx, args.proof))
+        _print_json({**_ask_dict(ctx, args.proof), "load_ms": load.to_dict()})
         return 0
-    _print_answer(ctx, streamed=streamed)
+    _print_answer(ctx, streamed=streamed, load=load)
     if args.proof:
         print("\nRetrieval proof:")
         print(ctx.proof().to_json())
@@ -544,9 +639,10 @@ def build_parser() -> argparse.ArgumentParser:
             p.add_argument("--json", action="store_true", help="machine-readable output")
         return p
 
-    db = sub.add_parser("db", help="schema: upgrade, status").add_subparsers(dest="db_command", required=True)
+    db = sub.add_parser("db", help="schema: upgrade, status, stop").add_subparsers(dest="db_command", required=True)
     add(db, "upgrade", cmd_db_upgrade, "apply pending migrations")
     add(db, "status", cmd_db_status, "show the schema version and pending migrations")
+    add(db, "stop", cmd_db_stop, "stop the embedded server (the CLI leaves it running between calls)")
 
     col = sub.add_parser("collections", help="list, create, delete collections").add_subparsers(
         dest="col_command", required=True
