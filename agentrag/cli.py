@@ -639,7 +639,9 @@ def build_parser() -> argparse.ArgumentParser:
             p.add_argument("--json", action="store_true", help="machine-readable output")
         return p
 
-    db = sub.add_parser("db", help="schema: upgrade, status, stop").add_subparsers(dest="db_command", required=True)
+    db = sub.add_parser("db", help="schema: upgrade, status, stop").add_subparsers(
+        dest="db_command", required=True
+    )
     add(db, "upgrade", cmd_db_upgrade, "apply pending migrations")
     add(db, "status", cmd_db_status, "show the schema version and pending migrations")
     add(db, "stop", cmd_db_stop, "stop the embedded server (the CLI leaves it running between calls)")

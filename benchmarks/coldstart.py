@@ -47,7 +47,12 @@ def main() -> None:
     args = parser.parse_args()
 
     py = sys.executable
-    env = {**os.environ, "TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    env = {
+        **os.environ,
+        "TOKENIZERS_PARALLELISM": "false",
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+    }
     cli = [py, "-m", "agentrag"]
     # set up the collection once (this also exports the ONNX model into the cache if needed)
     subprocess.run(
@@ -120,7 +125,8 @@ def main() -> None:
     print("|---|---:|---:|---:|")
     for name, values in times.items():
         print(f"| {name} | {statistics.median(values):.2f} | {min(values):.2f} | {max(values):.2f} |")
-    print(f"| after: agentrag search, first call after `db stop` (starts the server) | {first_after:.2f} | - | - |")
+    first = "after: agentrag search, first call after `db stop` (starts the server)"
+    print(f"| {first} | {first_after:.2f} | - | - |")
 
 
 if __name__ == "__main__":

@@ -103,8 +103,10 @@ def main() -> None:
         f"load average {', '.join(f'{x:.1f}' for x in os.getloadavg())}, Python {platform.python_version()}\n"
     )
     base = rows[0][2]
-    print("| backend | model load s | passages/s | x first row | bare session floor passages/s | "
-          "nDCG@10 (exact scan) | cosine to torch mean / min |")
+    print(
+        "| backend | model load s | passages/s | x first row | bare session floor passages/s | "
+        "nDCG@10 (exact scan) | cosine to torch mean / min |"
+    )
     print("|---|---:|---:|---:|---:|---:|---|")
     for backend, load_s, rate, floor, ndcg in rows:
         cos = "-"

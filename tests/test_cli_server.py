@@ -55,7 +55,10 @@ def test_server_stays_up_between_calls_until_db_stop(cli_env: dict[str, str], tm
     pid = _postmaster_pid(data)
     assert pid is not None, "the CLI's server should outlive the call"
     second = _cli(cli_env, "db", "status", "--json")
-    assert second.returncode == 0 and json.loads(second.stdout)["database"] == json.loads(first.stdout)["database"]
+    assert (
+        second.returncode == 0
+        and json.loads(second.stdout)["database"] == json.loads(first.stdout)["database"]
+    )
     assert _postmaster_pid(data) == pid, "the second call reuses the running server"
     stopped = _cli(cli_env, "db", "stop", "--json")
     assert stopped.returncode == 0 and json.loads(stopped.stdout)["stopped"] is True

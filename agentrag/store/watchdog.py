@@ -9,6 +9,7 @@ It exits too when the server is gone (``agentrag db stop``, or a library process
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sys
@@ -44,10 +45,8 @@ def watch(pgdata: Path, timeout: float) -> None:
                 last_active = time.time()
         except Exception:
             last_active = time.time()  # cannot tell: count it as busy
-        try:
+        with contextlib.suppress(OSError):
             last_active = max(last_active, last_use.stat().st_mtime)
-        except OSError:
-            pass
         if time.time() - last_active >= timeout:
             os.kill(info[0], signal.SIGTERM)
             return
