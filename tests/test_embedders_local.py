@@ -119,7 +119,7 @@ def test_onnx_path_imports_neither_torch_nor_sentence_transformers() -> None:
 
 
 def test_export_is_cached_on_disk() -> None:
-    from agentrag._onnx import model_cache_dir
+    from agentrag.embedders.onnx import model_cache_dir
 
     path = LocalEmbedder(backend="onnx")._model().path
     assert path.exists() and model_cache_dir() in path.parents

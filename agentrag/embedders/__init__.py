@@ -76,7 +76,7 @@ class LocalEmbedder:
     collections record, do not depend on the backend):
 
     * ``"onnx"``: ONNX Runtime over the model exported once from its own weights and cached on
-      disk (see ``agentrag._onnx``); imports neither torch nor sentence-transformers after that.
+      disk (see ``agentrag.embedders.onnx``); imports neither torch nor sentence-transformers after that.
     * ``"onnx-int8"``: the same export with int8-quantised weights (faster, slightly different).
     * ``"torch"``: sentence-transformers on torch.
 
@@ -172,7 +172,7 @@ def _model_dir(model: str) -> Path | None:
 
 
 def _load_onnx(model: str, version: str, backend: str, threads: int | None) -> Any:
-    from agentrag._onnx import OnnxModel
+    from agentrag.embedders.onnx import OnnxModel
 
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     model_dir = _model_dir(model)
