@@ -37,11 +37,11 @@ COLLECTION = "coldstart_docs"
 QUERY = "how do I enable single sign-on"
 
 
-def _run(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
+def _run(argv: list[str], env: dict[str, str], cwd: Path | None = None) -> tuple[float, float]:
     """(wall seconds, CPU seconds of the process and the children it waited for)."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t = time.perf_counter()
-    subprocess.run(argv, env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    subprocess.run(argv, env=env, cwd=cwd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     wall = time.perf_counter() - t
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
@@ -114,6 +114,7 @@ def main() -> None:
         subprocess.run(
             [*cli, "ingest", str(REPO / "samples" / "product_docs"), "-c", COLLECTION, "--create"],
             env=before_env,
+            cwd=before_dir,  # the working directory comes first on sys.path: never this checkout
             check=True,
             stdout=subprocess.DEVNULL,
         )
@@ -122,7 +123,8 @@ def main() -> None:
     first_after = _run([*cli, *search], env)  # starts the server, which then stays up
     for _ in range(args.runs):
         for name, argv in rows.items():
-            times[name].append(_run(argv, before_env if name.startswith("before") else env))
+            before = name.startswith("before")
+            times[name].append(_run(argv, before_env if before else env, before_dir if before else REPO))
     if before_dir is not None:
         shutil.rmtree(before_dir, ignore_errors=True)
 
