@@ -187,6 +187,9 @@ class OnnxModel:
         options.intra_op_num_threads = threads or cpu_threads()
         options.inter_op_num_threads = 1
         options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        # Idle pool threads sleep instead of spinning: a spinning thread burns the core that the
+        # database, the other pool thread or a neighbouring process needs on a small shared machine.
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         try:
             self.session = ort.InferenceSession(
