@@ -12,7 +12,7 @@ import sys
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from agentrag.errors import AgentragError
+from agentrag.errors import AgentragError, InvalidInputError
 
 if TYPE_CHECKING:
     from agentrag.store.store import Store
@@ -218,7 +218,14 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 
 # ---- documents ---------------------------------------------------------------------------------
 def cmd_documents_list(args: argparse.Namespace) -> int:
-    docs = _store(args).documents(args.collection, tenant=args.tenant, workspace=args.workspace)
+    from agentrag.scope import Scope
+
+    if args.every_scope:
+        if args.tenant or args.workspace:
+            raise InvalidInputError("--every-scope cannot be combined with --tenant or --workspace")
+        docs = _store(args).documents(args.collection, scope=Scope.every())
+    else:
+        docs = _store(args).documents(args.collection, tenant=args.tenant, workspace=args.workspace)
     if args.json:
         _print_json([d.to_dict() for d in docs])
         return 0
@@ -228,9 +235,16 @@ def cmd_documents_list(args: argparse.Namespace) -> int:
 
 
 def cmd_documents_delete(args: argparse.Namespace) -> int:
+    from agentrag.scope import Scope
+
     store = _store(args)
+    scope = Scope.every() if args.every_scope else None
+    if args.tenant or args.workspace:
+        if args.every_scope:
+            raise InvalidInputError("--every-scope cannot be combined with --tenant or --workspace")
+        scope = Scope(tenant=args.tenant, workspace=args.workspace)
     for doc_id in args.ids:
-        store.delete_document(doc_id)
+        store.delete_document(doc_id, scope=scope)
         print(f"deleted {doc_id}")
     return 0
 
@@ -675,8 +689,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--collection", "-c")
     p.add_argument("--tenant")
     p.add_argument("--workspace")
+    p.add_argument("--every-scope", action="store_true", help="list every tenant's (scoped collections)")
     p = add(docs, "delete", cmd_documents_delete, "delete documents by id", json_flag=False)
     p.add_argument("ids", nargs="+")
+    p.add_argument("--tenant", help="the documents' tenant (required on scoped collections)")
+    p.add_argument("--workspace")
+    p.add_argument("--every-scope", action="store_true", help="delete in any tenant (scoped collections)")
 
     p = add(sub, "search", cmd_search, "search collections (hybrid: pgvector + BM25 fused with RRF)")
     p.add_argument("query")
