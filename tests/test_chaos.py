@@ -337,8 +337,11 @@ def test_llm_failing_or_replying_deep_json_at_the_nth_call(
         ctx = ar.new("what about comet orbit?", store=store, llm=llm, collections=collection_name)
         try:
             out = ctx | ar.rewrite() | ar.decompose() | ar.search() | ar.answer()
-        except RuntimeError:
-            continue  # a programming error in a provider object is not ours to hide (TypeError tree)
+        except RecursionError:  # pragma: no cover - the defect this test pins
+            pytest.fail("a RecursionError escaped a step")
+        except RuntimeError as exc:  # a bug in a provider object is not ours to hide
+            assert exc is fault
+            continue
         assert out.error is None or isinstance(out.error, AgentragError)
     # the next call succeeds
     ok = ar.new("comet orbit", store=store, collections=collection_name) | ar.search() | ar.answer()
