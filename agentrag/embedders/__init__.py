@@ -158,7 +158,9 @@ class LocalEmbedder:
         except EmbeddingError:
             raise
         except Exception as exc:  # model errors surface as one typed error
-            raise EmbeddingError(f"local embedding with {self.model_id!r} failed: {exc}") from exc
+            raise EmbeddingError(
+                f"local embedding with {self.model_id!r} failed: {type(exc).__name__}"
+            ) from None
         return np.asarray(vectors, dtype=np.float32)
 
 
@@ -255,8 +257,10 @@ class LiteLLMEmbedder:
                 response = litellm.embedding(
                     model=self.model_id, input=batch, timeout=self.timeout, **self._kwargs
                 )
-            except Exception as exc:
-                raise EmbeddingError(f"embedding with {self.model_id!r} failed: {exc}") from exc
+            except Exception as exc:  # the provider's text may echo the inputs: type only
+                error = EmbeddingError(f"embedding with {self.model_id!r} failed: {type(exc).__name__}")
+                error.detail = str(exc)[:300]  # type: ignore[attr-defined]
+                raise error from None
             data = sorted(response.data, key=lambda d: d["index"] if isinstance(d, dict) else d.index)
             rows.extend(d["embedding"] if isinstance(d, dict) else d.embedding for d in data)
         out = np.asarray(rows, dtype=np.float32)
