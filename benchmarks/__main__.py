@@ -36,6 +36,11 @@ RUNS = [
         ["benchmarks.embed", "--passages", "300"],
     ),
     ("CLI cold start", ["benchmarks.coldstart"], ["benchmarks.coldstart", "--runs", "2"]),
+    (
+        "reliability under load, faults and hostile input",
+        ["benchmarks.reliability"],
+        ["benchmarks.reliability", "--searches", "300", "--filters", "1000"],
+    ),
 ]
 
 
