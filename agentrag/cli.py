@@ -492,7 +492,10 @@ def cmd_relations_list(args: argparse.Namespace) -> int:
 
 
 def cmd_log(args: argparse.Namespace) -> int:
-    entries = _store(args).query_logs(limit=args.limit)
+    from agentrag.scope import Scope
+
+    scope = Scope(tenant=args.tenant) if args.tenant else None
+    entries = _store(args).query_logs(limit=args.limit, scope=scope)
     if args.json:
         _print_json([e.to_dict() for e in entries])
         return 0
@@ -767,6 +770,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = add(sub, "log", cmd_log, "show the query log (written for new(..., query_log=True))")
     p.add_argument("--limit", "-n", type=int, default=20)
+    p.add_argument("--tenant", help="only the questions asked in this tenant's scope")
 
     ev = sub.add_parser("eval", help="evaluate retrieval on a BEIR dataset").add_subparsers(
         dest="eval_command", required=True

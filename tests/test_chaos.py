@@ -416,3 +416,29 @@ def test_span_exception_events_are_redacted_without_capture_content(
 
     assert not [s for s in spans(False) if canary in s]
     assert [s for s in spans(True) if canary in s]  # opt-in keeps the text (the check can fail)
+
+
+def test_query_log_rows_carry_their_tenant_and_are_read_tenant_rooted(
+    store: Store, collection_name: str
+) -> None:
+    from agentrag import querylog
+
+    store.create_collection(collection_name, scoped=True)
+    asked = {}
+    for tenant in ("t1", "t2"):
+        store.ingest_text(f"comet orbit {tenant}", collection=collection_name, source="s", tenant=tenant)
+        scope = Scope(tenant=tenant, session="s1")
+        ctx = ar.new("comet orbit?", store=store, collections=collection_name, scope=scope, query_log=True)
+        asked[tenant] = ctx.search().answer().query_id
+    querylog.flush(store)
+    mine = store.query_logs(limit=1000, scope=Scope(tenant="t1"))
+    assert asked["t1"] in {e.id for e in mine} and asked["t2"] not in {e.id for e in mine}
+    assert all(e.tenant == "t1" for e in mine) and mine[0].session == "s1"
+    assert {e.id for e in store.query_logs(limit=1000, scope=Scope(tenant="t2", session="s1"))} >= {
+        asked["t2"]
+    }
+    with pytest.raises(ScopeError, match="tenant-rooted"):
+        store.query_logs(scope=Scope(session="s1"))
+    every = {e.id for e in store.query_logs(limit=1000, scope=Scope.every())}
+    assert set(asked.values()) <= every
+    store.delete_collection(collection_name)

@@ -644,11 +644,12 @@ class Store:
         return neighbourhood(self, collection, entity, depth, limit=limit)
 
     @guarded("reading the query log")
-    def query_logs(self, *, limit: int = 20) -> list[QueryLogEntry]:
-        """The newest rows of the opt-in query log (``new(..., query_log=True)``), newest first."""
+    def query_logs(self, *, limit: int = 20, scope: Scope | None = None) -> list[QueryLogEntry]:
+        """The newest rows of the opt-in query log (``new(..., query_log=True)``), newest first;
+        with ``scope`` (tenant-rooted) only the questions asked in it."""
         from agentrag.querylog import query_logs
 
-        return query_logs(self, limit=limit)
+        return query_logs(self, limit=limit, scope=scope)
 
     # ---- retrieval: the store composes agentrag.retrieval (which never imports the store) ----
     def text_index_version(self, collection_id: int) -> int | None:
