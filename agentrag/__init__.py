@@ -41,6 +41,7 @@ from agentrag.errors import (
     LLMRequestError,
     LLMTimeoutError,
     MigrationError,
+    RerankError,
     RetrievalError,
     ScopeError,
     StoreError,
@@ -92,6 +93,9 @@ _LAZY: dict[str, str] = {
     "Embedder": "agentrag.embedders",
     "LocalEmbedder": "agentrag.embedders",
     "LiteLLMEmbedder": "agentrag.embedders",
+    "Reranker": "agentrag.rerankers",
+    "CrossEncoderReranker": "agentrag.rerankers",
+    "APIReranker": "agentrag.rerankers",
     "LLM": "agentrag.llm",
     "LiteLLM": "agentrag.llm",
     "LLMCall": "agentrag.llm",
@@ -101,12 +105,14 @@ _LAZY: dict[str, str] = {
 
 __all__ = [
     "LLM",
+    "APIReranker",
     "AgentragError",
     "Budget",
     "Collection",
     "CollectionExistsError",
     "CollectionNotFoundError",
     "Context",
+    "CrossEncoderReranker",
     "DatabaseUnavailableError",
     "Degradation",
     "Document",
@@ -133,6 +139,8 @@ __all__ = [
     "LocalEmbedder",
     "MigrationError",
     "Prompts",
+    "RerankError",
+    "Reranker",
     "RetrievalError",
     "Scope",
     "ScopeError",
@@ -197,6 +205,7 @@ if TYPE_CHECKING:
         StopReason,
     )
     from agentrag.embedders import Embedder, LiteLLMEmbedder, LocalEmbedder
+    from agentrag.rerankers import APIReranker, CrossEncoderReranker, Reranker
     from agentrag.hits import Hit
     from agentrag.llm import LLM, LiteLLM, LLMCall
     from agentrag.prompts import Prompts

@@ -513,8 +513,8 @@ def cmd_log(args: argparse.Namespace) -> int:
 
 
 _FUSION_HELP = (
-    "how hybrid fuses its legs: rrf (reciprocal rank fusion, k=60; default) or relative_score "
-    "(min-max normalised scores, equal weights)"
+    "how hybrid fuses its legs: relative_score (min-max normalised scores, equal weights; default) "
+    "or rrf (reciprocal rank fusion, k=60)"
 )
 
 
@@ -639,7 +639,7 @@ def _scope_options(parser: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from agentrag.retrieval.fusion import FUSIONS
+    from agentrag.retrieval.fusion import DEFAULT_FUSION, FUSIONS
 
     parser = argparse.ArgumentParser(prog="agentrag", description="Agentic RAG over PostgreSQL + pgvector.")
     parser.add_argument(
@@ -705,7 +705,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--mode", default="hybrid", choices=["hybrid", "vector", "lexical", "lexical_sql"])
     p.add_argument("--top-k", "-k", type=int, default=5, help="hits to return (1-50)")
     p.add_argument("--depth", type=int, default=100, help="candidates per retrieval leg")
-    p.add_argument("--fusion", default="rrf", choices=list(FUSIONS), help=_FUSION_HELP)
+    p.add_argument("--fusion", default=DEFAULT_FUSION, choices=list(FUSIONS), help=_FUSION_HELP)
     p.add_argument("--min-score", type=float, help="drop hits scoring below this (score of the mode)")
     p.add_argument(
         "--filter",
@@ -727,7 +727,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--decompose", action="store_true", help="split a multi-part question into sub-questions")
     p.add_argument("--mode", default="hybrid", choices=["hybrid", "vector", "lexical", "lexical_sql"])
     p.add_argument("--top-k", type=int, default=5, help="chunks per search (default 5)")
-    p.add_argument("--fusion", default="rrf", choices=list(FUSIONS), help=_FUSION_HELP)
+    p.add_argument("--fusion", default=DEFAULT_FUSION, choices=list(FUSIONS), help=_FUSION_HELP)
     p.add_argument("--entity", help="add this entity's knowledge-graph neighbourhood to the context")
     p.add_argument("--depth", type=int, default=1, help="hops of the --entity neighbourhood (default 1)")
     p.add_argument("--suppress-ungrounded", action="store_true", help="strip uncited sentences")
@@ -787,7 +787,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--mode", default="hybrid", choices=list(_EVAL_MODES))
     p.add_argument("--top-k", "-k", type=int, default=10, help="hits per query, the deepest cut-off")
     p.add_argument("--depth", type=int, default=100, help="candidates per retrieval leg (default 100)")
-    p.add_argument("--fusion", default="rrf", choices=list(FUSIONS), help=_FUSION_HELP)
+    p.add_argument("--fusion", default=DEFAULT_FUSION, choices=list(FUSIONS), help=_FUSION_HELP)
     p.add_argument("--sample", type=int, help="evaluate N queries chosen at random (with --seed)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument(

@@ -13,6 +13,8 @@ then ask for the ``openai_stub`` fixture (a fresh server per test)::
         assert openai_stub.requests[0].json["model"] == "stub-model"
 
 Every POST takes the next scripted :class:`StubResponse` from one queue, in order.
+Hosted rerankers (litellm's ``cohere/`` and ``jina_ai/`` rerank routes with ``api_base`` set to
+``url``) post to ``.../rerank``: script them with :func:`rerank_results`.
 When the queue is empty, ``/v1/embeddings`` answers with deterministic vectors of
 ``embedding_dimensions`` floats and anything else answers ``418 stub script exhausted``
 (a 4xx, so clients do not retry it and the test fails loudly).
@@ -44,6 +46,7 @@ __all__ = [
     "openai_stub",
     "rate_limited",
     "reply",
+    "rerank_results",
     "slow",
     "stream",
 ]
@@ -176,6 +179,19 @@ def embeddings(vectors: list[list[float]], *, model: str = "stub-embed") -> Stub
         "model": model,
         "data": [{"object": "embedding", "index": i, "embedding": v} for i, v in enumerate(vectors)],
         "usage": {"prompt_tokens": len(vectors), "total_tokens": len(vectors)},
+    }
+    return StubResponse(body=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
+
+
+def rerank_results(scores: list[float], *, order: list[int] | None = None) -> StubResponse:
+    """A scripted hosted-rerank answer (Cohere / Jina ``/rerank`` shape, which litellm's ``cohere/``
+    and ``jina_ai/`` rerank routes read): ``scores[i]`` is document i's relevance score; results are
+    listed in ``order`` (default: best first, as the providers list them)."""
+    indexes = order if order is not None else sorted(range(len(scores)), key=lambda i: -scores[i])
+    body = {
+        "id": "stub-rerank",
+        "results": [{"index": i, "relevance_score": scores[i]} for i in indexes],
+        "meta": {"billed_units": {"search_units": 1}},
     }
     return StubResponse(body=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
 

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 from agentrag.errors import CollectionNotFoundError, InvalidInputError
 from agentrag.eval.beir import BeirDataset
 from agentrag.eval.metrics import citation_precision
+from agentrag.retrieval.fusion import DEFAULT_FUSION
 from agentrag.eval.report import DEFAULT_K_VALUES, EvalReport, QueryEval, evaluate_rankings
 
 if TYPE_CHECKING:
@@ -176,7 +177,7 @@ def _answer_metrics(ctx: Context) -> dict[str, float | None]:
 
 
 def _default_name(mode: str, fusion: str) -> str:
-    return f"{mode} ({fusion})" if mode == "hybrid" and fusion != "rrf" else mode
+    return f"{mode} ({fusion})" if mode == "hybrid" and fusion != DEFAULT_FUSION else mode
 
 
 def _k_values(top_k: int, k_values: Sequence[int] | None) -> tuple[int, ...]:
@@ -193,7 +194,7 @@ def evaluate(
     mode: str = "hybrid",
     top_k: int = 10,
     depth: int = 100,
-    fusion: str = "rrf",
+    fusion: str = "relative_score",
     name: str | None = None,
     pipeline: Callable[[Context], Context] | None = None,
     llm: Any = None,

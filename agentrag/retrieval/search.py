@@ -1,10 +1,11 @@
-"""``search``: hybrid retrieval over one or more collections (pgvector + BM25 fused with RRF).
+"""``search``: hybrid retrieval over one or more collections (pgvector + BM25, fused).
 
 Modes
     ``"hybrid"`` (default): the vector leg and the BM25 leg each find ``depth`` candidates,
-    fused with Reciprocal Rank Fusion (``rrf_k``, default 60; ``Hit.score`` is the RRF score)
-    or, with ``fusion="relative_score"``, by their min-max normalised scores weighted
-    ``vector_weight`` / ``1 - vector_weight`` (:mod:`agentrag.retrieval.fusion`).
+    fused by their min-max normalised scores weighted ``vector_weight`` / ``1 - vector_weight``
+    (``fusion="relative_score"``, the default, weight 0.5; ``Hit.score`` is the fused score in
+    [0, 1]) or, with ``fusion="rrf"``, by Reciprocal Rank Fusion (``rrf_k``, default 60;
+    ``Hit.score`` is the RRF score). See :mod:`agentrag.retrieval.fusion` for why.
     ``"vector"``: pgvector HNSW only; ``Hit.score`` is the similarity (cosine: ``1 - distance``).
     ``"lexical"``: in-memory BM25 only; ``Hit.score`` is the BM25 score.
     ``"lexical_sql"``: PostgreSQL full text (``to_tsvector`` expression index, OR query,
@@ -30,7 +31,7 @@ Several collections
     comparable because every collection must use the store embedder's model (and, in one search,
     the same distance metric); BM25 scores are merged as they are, as multi-index BM25 engines
     do (each collection's own term statistics), and ts_rank scores need no statistics at all.
-    In hybrid mode the two merged legs are then fused with RRF. Ties anywhere go to the smaller
+    In hybrid mode the two merged legs are then fused. Ties anywhere go to the smaller
     chunk id, so results are deterministic.
 
 Degradation
@@ -244,17 +245,17 @@ def _embed(store: SearchSource, query: str) -> tuple[np.ndarray, float]:
     return vectors[0], (time.perf_counter() - started) * 1000
 
 
-def _fusion_settings(fusion: str, rrf_k: float, vector_weight: float | None) -> float:
-    """Check the fusion options; return the relative-score vector weight (unused by RRF)."""
+def _fusion_settings(fusion: str, rrf_k: float | None, vector_weight: float | None) -> tuple[float, float]:
+    """Check the fusion options; return ``(rrf_k, vector_weight)``, the other fusion's at its default."""
     check_fusion(fusion)
-    check_rrf_k(rrf_k)
     if fusion == "rrf":
         if vector_weight is not None:
             raise InvalidInputError('vector_weight applies to fusion="relative_score", not to "rrf"')
-        return DEFAULT_VECTOR_WEIGHT
-    if rrf_k != DEFAULT_RRF_K:
-        raise InvalidInputError('rrf_k applies to fusion="rrf", not to "relative_score"')
-    return check_vector_weight(DEFAULT_VECTOR_WEIGHT if vector_weight is None else vector_weight)
+        return check_rrf_k(DEFAULT_RRF_K if rrf_k is None else rrf_k), DEFAULT_VECTOR_WEIGHT
+    if rrf_k is not None:
+        check_rrf_k(rrf_k)
+        raise InvalidInputError('rrf_k applies to fusion="rrf", not to "relative_score" (the default)')
+    return DEFAULT_RRF_K, check_vector_weight(DEFAULT_VECTOR_WEIGHT if vector_weight is None else vector_weight)
 
 
 class _CachesStale(Exception):
@@ -336,8 +337,8 @@ def search(
     top_k: int = 5,
     max_top_k: int = 50,
     depth: int = 100,
-    fusion: str = "rrf",
-    rrf_k: float = DEFAULT_RRF_K,
+    fusion: str = "relative_score",
+    rrf_k: float | None = None,
     vector_weight: float | None = None,
     min_score: float | None = None,
     filters: Filters | Mapping[str, Any] | None = None,
@@ -347,8 +348,8 @@ def search(
     """Search ``collections`` for ``query``; see the module docstring.
 
     ``top_k`` (1..``max_top_k``) hits are returned; each leg fetches ``max(depth, top_k)``
-    candidates per collection. ``fusion`` (hybrid mode) is ``"rrf"`` (with ``rrf_k``) or
-    ``"relative_score"`` (with ``vector_weight``, default 0.5); giving the other fusion's
+    candidates per collection. ``fusion`` (hybrid mode) is ``"relative_score"`` (the default,
+    with ``vector_weight``, default 0.5) or ``"rrf"`` (with ``rrf_k``, default 60); giving the other fusion's
     parameter is an error. ``ef_search`` sets pgvector's ``hnsw.ef_search`` (1..1000; default
     ``max(100, depth)`` capped at 1000). ``filters`` is a :class:`Filters` or a dict of the same
     shape; ``scope`` a :class:`~agentrag.scope.Scope` (required on ``scoped=True`` collections:
@@ -367,7 +368,7 @@ def search(
     top_k = _int("top_k", top_k, 1, max_top_k)
     depth = _int("depth", depth, 1, MAX_DEPTH)
     leg_depth = max(depth, top_k)
-    weight = _fusion_settings(fusion, rrf_k, vector_weight)
+    k, weight = _fusion_settings(fusion, rrf_k, vector_weight)
     if ef_search is not None:
         ef_search = _int("ef_search", ef_search, 1, MAX_EF_SEARCH)
     if min_score is not None:
@@ -463,7 +464,7 @@ def search(
                 if used_mode == "hybrid" and fusion == "relative_score":
                     final = relative_score(vector_ranked, lexical_ranked, vector_weight=weight)
                 elif used_mode == "hybrid":
-                    final = rrf([[i for i, _ in vector_ranked], [i for i, _ in lexical_ranked]], k=rrf_k)
+                    final = rrf([[i for i, _ in vector_ranked], [i for i, _ in lexical_ranked]], k=k)
                 elif used_mode == "vector":
                     final = vector_ranked
                 else:
