@@ -205,10 +205,10 @@ if TYPE_CHECKING:
         StopReason,
     )
     from agentrag.embedders import Embedder, LiteLLMEmbedder, LocalEmbedder
-    from agentrag.rerankers import APIReranker, CrossEncoderReranker, Reranker
     from agentrag.hits import Hit
     from agentrag.llm import LLM, LiteLLM, LLMCall
     from agentrag.prompts import Prompts
+    from agentrag.rerankers import APIReranker, CrossEncoderReranker, Reranker
     from agentrag.retrieval.filters import Filters
     from agentrag.retrieval.result import SearchResult
     from agentrag.scope import Scope

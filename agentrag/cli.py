@@ -522,15 +522,40 @@ _FUSION_HELP = (
 _EVAL_MODES = ("hybrid", "vector", "lexical", "lexical_sql")
 
 
-def _eval_modes(value: str) -> list[str]:
-    """``--compare vector,lexical,hybrid`` -> the modes, checked."""
-    modes = list(dict.fromkeys(m.strip() for m in value.split(",") if m.strip()))
-    unknown = [m for m in modes if m not in _EVAL_MODES]
-    if not modes or unknown:
-        raise argparse.ArgumentTypeError(
-            f"expected comma-separated modes from {', '.join(_EVAL_MODES)}, got {value!r}"
-        )
-    return modes
+def _eval_modes(value: str) -> list[tuple[str, str | None]]:
+    """``--compare hybrid,hybrid:rrf,vector`` -> ``[(mode, fusion or None), ...]``, checked."""
+    from agentrag.retrieval.fusion import FUSIONS
+
+    systems: list[tuple[str, str | None]] = []
+    for token in dict.fromkeys(t.strip() for t in value.split(",") if t.strip()):
+        mode, _, fusion = token.partition(":")
+        if mode not in _EVAL_MODES or (fusion and (mode != "hybrid" or fusion not in FUSIONS)):
+            raise argparse.ArgumentTypeError(
+                f"expected comma-separated modes from {', '.join(_EVAL_MODES)} (hybrid:FUSION for a fusion "
+                f"from {', '.join(FUSIONS)}), got {token!r} in {value!r}"
+            )
+        systems.append((mode, fusion or None))
+    if not systems:
+        raise argparse.ArgumentTypeError(f"expected comma-separated modes, got {value!r}")
+    return systems
+
+
+def _eval_reranker(args: argparse.Namespace) -> Any:
+    """``--rerank cross-encoder:MODEL`` or ``--rerank api:MODEL`` -> a Reranker (None without)."""
+    if not args.rerank:
+        return None
+    from agentrag.errors import InvalidInputError
+    from agentrag.rerankers import APIReranker, CrossEncoderReranker
+
+    kind, _, model = args.rerank.partition(":")
+    if kind == "cross-encoder":
+        return CrossEncoderReranker(model) if model else CrossEncoderReranker()
+    if kind == "api" and model:
+        return APIReranker(model, api_base=args.rerank_api_base)
+    raise InvalidInputError(
+        "--rerank takes cross-encoder[:MODEL] or api:MODEL (e.g. api:cohere/rerank-english-v3.0), "
+        f"got {args.rerank!r}"
+    )
 
 
 @contextlib.contextmanager
@@ -582,26 +607,46 @@ def cmd_eval_beir(args: argparse.Namespace) -> int:
     for source, why in ingest.failed:
         print(f"  failed: {source}: {why}", file=sys.stderr)
 
+    reranker = _eval_reranker(args)
+    systems = args.compare or [(args.mode, None)]
+    runs: list[dict[str, Any]] = [
+        {"mode": mode, "fusion": fusion or args.fusion, "depth": args.depth} for mode, fusion in systems
+    ]
+    if reranker is not None:  # the first system, reranked: its p-value says what the reranker adds
+        runs.append({**runs[0], "reranker": reranker, "candidates": args.rerank_candidates})
+    if args.pipeline:  # the offline pipeline: answers with their citation precision and grounded rate
+        runs.append(
+            {
+                "mode": runs[0]["mode"],
+                "fusion": runs[0]["fusion"],
+                "pipeline": _offline_pipeline(args, reranker),
+            }
+        )
     reports = []
-    for mode in args.compare or [args.mode]:
-        with _progress(queries, bars, desc=mode, unit="query", leave=False) as evaluated:
+    for run in runs:
+        desc = "pipeline" if "pipeline" in run else run["mode"]
+        with _progress(queries, bars, desc=desc, unit="query", leave=False) as evaluated:
             reports.append(
                 evaluate(
                     store,
                     dataset,
                     collection,
-                    mode=mode,
                     top_k=args.top_k,
-                    depth=args.depth,
-                    fusion=args.fusion,
                     sample=args.sample,
                     seed=args.seed,
                     on_progress=evaluated,
+                    **run,
                 )
             )
     at = min(10, args.top_k)
-    columns = (f"ndcg@{at}", f"recall@{args.top_k}", f"mrr@{at}", "qps", "p50_ms", "p99_ms")
-    comparison = compare(reports, columns=tuple(dict.fromkeys(columns)))
+    columns: tuple[str, ...] = (f"ndcg@{at}", f"recall@{args.top_k}", f"mrr@{at}", "qps", "p50_ms", "p99_ms")
+    if args.pipeline:
+        columns += ("citation_precision", "grounded")
+    comparison = compare(
+        reports,
+        columns=tuple(dict.fromkeys(columns)),
+        significance=f"ndcg@{at}" if len(reports) > 1 else None,
+    )
     if args.json:
         _print_json(
             {
@@ -622,7 +667,25 @@ def cmd_eval_beir(args: argparse.Namespace) -> int:
         print(reports[0])
     else:
         print(comparison)
+        print(
+            f"p_rand / p_t: two-sided paired randomisation test ({comparison.n_permutations} sign flips, "
+            f"seed {comparison.seed}) / paired t-test on per-query ndcg@{at}, against {reports[0].name!r}"
+        )
     return 0 if ingest.ok else 1
+
+
+def _offline_pipeline(args: argparse.Namespace, reranker: Any) -> Any:
+    """``search -> rerank -> answer``, local strategies (no LLM); reranked by ``reranker`` if given."""
+
+    def offline_pipeline(ctx: Any) -> Any:
+        if reranker is None:
+            return ctx.search().rerank().answer()
+        searched = ctx.search(limit=max(args.rerank_candidates, ctx.options.limit))
+        return searched.rerank(
+            reranker=reranker, candidates=args.rerank_candidates, top_k=ctx.options.limit
+        ).answer()
+
+    return offline_pipeline
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -783,7 +846,7 @@ def build_parser() -> argparse.ArgumentParser:
         "queries: nDCG, recall, precision, MRR, hit rate and latency",
     )
     p.add_argument("path", help="folder with corpus.jsonl, queries.jsonl and qrels/SPLIT.tsv")
-    p.add_argument("--split", default="test", help="qrels split (default: test)")
+    p.add_argument("--split", default="test", help="qrels split: qrels/SPLIT.tsv (default: test)")
     p.add_argument("--mode", default="hybrid", choices=list(_EVAL_MODES))
     p.add_argument("--top-k", "-k", type=int, default=10, help="hits per query, the deepest cut-off")
     p.add_argument("--depth", type=int, default=100, help="candidates per retrieval leg (default 100)")
@@ -791,7 +854,27 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--sample", type=int, help="evaluate N queries chosen at random (with --seed)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument(
-        "--compare", type=_eval_modes, metavar="MODES", help="modes side by side, e.g. vector,lexical,hybrid"
+        "--compare",
+        type=_eval_modes,
+        metavar="MODES",
+        help="modes side by side, e.g. hybrid,hybrid:rrf,vector,lexical (hybrid:FUSION picks the fusion), "
+        "with paired p-values against the first",
+    )
+    p.add_argument(
+        "--rerank",
+        metavar="RERANKER",
+        help="also evaluate the first mode reranked: cross-encoder[:MODEL or directory] or api:MODEL "
+        "(litellm.rerank, e.g. api:cohere/rerank-english-v3.0)",
+    )
+    p.add_argument(
+        "--rerank-candidates", type=int, default=50, help="fused candidates to rerank (default 50)"
+    )
+    p.add_argument("--rerank-api-base", help="api_base for --rerank api:MODEL")
+    p.add_argument(
+        "--pipeline",
+        action="store_true",
+        help="also run the offline pipeline (search, rerank, extractive answer) and report citation "
+        "precision and grounded rate",
     )
     p.add_argument("--collection", "-c", help="collection to index and search (default: the folder's name)")
 

@@ -180,7 +180,9 @@ class APIReranker:
             for item in results or []:
                 index = int(item["index"])
                 if not 0 <= index < len(texts):
-                    raise RerankError(f"reranker {self.model!r} returned index {index} for {len(texts)} texts")
+                    raise RerankError(
+                        f"reranker {self.model!r} returned index {index} for {len(texts)} texts"
+                    )
                 scores[index] = float(item["relevance_score"])
         except RerankError:
             raise

@@ -18,10 +18,40 @@ from tests.pipeline_fixtures import Q_COMPARE, sample_store
 
 __all__ = ["sample_store"]  # the fixture is used by name
 
-WORDS = (
-    "[PAD] [UNK] [CLS] [SEP] [MASK] the a and of to for is are in on plan plans team business "
-    "support response times api rate limit limits requests notes page cursor compare between"
-).split()
+WORDS = [
+    "[PAD]",
+    "[UNK]",
+    "[CLS]",
+    "[SEP]",
+    "[MASK]",
+    "the",
+    "a",
+    "and",
+    "of",
+    "to",
+    "for",
+    "is",
+    "are",
+    "in",
+    "on",
+    "plan",
+    "plans",
+    "team",
+    "business",
+    "support",
+    "response",
+    "times",
+    "api",
+    "rate",
+    "limit",
+    "limits",
+    "requests",
+    "notes",
+    "page",
+    "cursor",
+    "compare",
+    "between",
+]
 
 
 @pytest.fixture(scope="module")
@@ -126,8 +156,12 @@ def test_a_cross_encoder_that_cannot_load_degrades_to_the_heuristic(
 
 
 # ---- hosted rerankers through the stub -------------------------------------------------------------
-@pytest.mark.parametrize("model", ["cohere/rerank-english-v3.0", "jina_ai/jina-reranker-v2-base-multilingual"])
-def test_api_reranker_through_litellm_and_the_stub(sample_store: ar.Store, openai_stub: OpenAIStub, model: str) -> None:
+@pytest.mark.parametrize(
+    "model", ["cohere/rerank-english-v3.0", "jina_ai/jina-reranker-v2-base-multilingual"]
+)
+def test_api_reranker_through_litellm_and_the_stub(
+    sample_store: ar.Store, openai_stub: OpenAIStub, model: str
+) -> None:
     base = searched(sample_store)
     fused = list(base.hits)
     scores = [float((7 * i) % len(fused)) for i in range(len(fused))]  # a permutation of 0..n-1

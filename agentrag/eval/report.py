@@ -511,9 +511,12 @@ def compare(
             raise InvalidInputError(f"baseline {baseline!r} is not one of the reports {names}")
         baseline = names.index(baseline)
     if isinstance(baseline, bool) or not isinstance(baseline, int) or not 0 <= baseline < len(reports):
-        raise InvalidInputError(f"baseline must be a report name or an index below {len(reports)}, got {baseline!r}")
+        raise InvalidInputError(
+            f"baseline must be a report name or an index below {len(reports)}, got {baseline!r}"
+        )
     if isinstance(n_permutations, bool) or not isinstance(n_permutations, int) or n_permutations < 1:
         raise InvalidInputError(f"n_permutations must be an integer >= 1, got {n_permutations!r}")
+
     def has(metric: str) -> bool:
         return any(metric in r.metrics for report in reports for r in report.per_query)
 

@@ -255,7 +255,9 @@ def _fusion_settings(fusion: str, rrf_k: float | None, vector_weight: float | No
     if rrf_k is not None:
         check_rrf_k(rrf_k)
         raise InvalidInputError('rrf_k applies to fusion="rrf", not to "relative_score" (the default)')
-    return DEFAULT_RRF_K, check_vector_weight(DEFAULT_VECTOR_WEIGHT if vector_weight is None else vector_weight)
+    return DEFAULT_RRF_K, check_vector_weight(
+        DEFAULT_VECTOR_WEIGHT if vector_weight is None else vector_weight
+    )
 
 
 class _CachesStale(Exception):

@@ -1,4 +1,4 @@
-"""``rerank(strategy="heuristic" | "llm" | "cross-encoder" | "api", reranker=...)``: order the retrieved chunks.
+"""``rerank(strategy="heuristic" | "llm" | "cross-encoder" | "api", reranker=...)``: order the chunks.
 
 The heuristic picks greedily, each time the chunk with the best
 
@@ -23,7 +23,8 @@ The scores land on the hits (``Hit.rerank_score``) and on the span (``agentrag.r
 reranker) the step keeps the heuristic order and records a ``heuristic`` degradation. Search
 more than you answer from so the model has candidates to choose among::
 
-    ctx.search(limit=50).rerank(strategy="cross-encoder", model="cross-encoder/ms-marco-MiniLM-L6-v2", top_k=5)
+    model = "cross-encoder/ms-marco-MiniLM-L6-v2"
+    ctx.search(limit=50).rerank(strategy="cross-encoder", model=model, top_k=5)
 """
 
 from __future__ import annotations
@@ -111,7 +112,9 @@ def _model_reranker(strategy: str, model: str | None, reranker: Any, options: di
             )
         return reranker
     if strategy not in STRATEGIES:
-        raise InvalidInputError(f"rerank(): strategy must be one of {', '.join(STRATEGIES)}, got {strategy!r}")
+        raise InvalidInputError(
+            f"rerank(): strategy must be one of {', '.join(STRATEGIES)}, got {strategy!r}"
+        )
     if strategy == "cross-encoder":
         return CrossEncoderReranker(model, **options) if model else CrossEncoderReranker(**options)
     if strategy == "api":
@@ -137,7 +140,7 @@ def _rerank(
     api_key: str | None = None,
     timeout: float | None = None,
 ) -> Outcome:
-    from agentrag.rerankers import reranker_name, rerank_hits
+    from agentrag.rerankers import rerank_hits, reranker_name
 
     given = {"batch_size": batch_size, "max_length": max_length, "api_base": api_base, "api_key": api_key}
     model_options = {k: v for k, v in {**given, "timeout": timeout}.items() if v is not None}
@@ -164,7 +167,9 @@ def _rerank(
         except Exception as exc:  # a model or a user's reranker failed: the heuristic order stands
             reason = " ".join(str(exc).split())[:200]
             degradations = (
-                Degradation("rerank", "heuristic", f"reranker {name} failed ({type(exc).__name__}: {reason})"),
+                Degradation(
+                    "rerank", "heuristic", f"reranker {name} failed ({type(exc).__name__}: {reason})"
+                ),
             )
     elif strategy == "llm" and hits:
         if ctx.deps.llm is None:
