@@ -1,7 +1,8 @@
 """Retrieval on BEIR SciFact: agentrag's search modes against raw pgvector SQL and raw bm25s.
 
     .venv/bin/python -m benchmarks.scifact [--data /work/shared/data/beir/scifact]
-        [--modes hybrid,hybrid_rrf,vector,lexical,lexical_sql] [--investigate] [--results benchmarks/RESULTS.md]
+        [--modes hybrid,hybrid_rrf,vector,lexical,lexical_sql] [--investigate]
+        [--results benchmarks/RESULTS.md]
 
 * Corpus: the 5,183 SciFact abstracts, one chunk per document (``chunk_size=20000``; MiniLM
   reads the first 256 word pieces, as in the published BEIR figure), indexed as
@@ -553,7 +554,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="store_true",
         help="add sensitivity tables (depth, rrf_k, exact scan, rankers)",
     )
-    parser.add_argument("--no-pipeline", action="store_true", help="skip the offline pipeline's answer metrics")
+    parser.add_argument(
+        "--no-pipeline", action="store_true", help="skip the offline pipeline's answer metrics"
+    )
     parser.add_argument("--results", type=Path, help=f"write the table into this file's '{SECTION}' section")
     args = parser.parse_args(argv)
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
