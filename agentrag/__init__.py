@@ -42,6 +42,7 @@ from agentrag.errors import (
     LLMRequestError,
     LLMTimeoutError,
     MigrationError,
+    RerankError,
     RetrievalError,
     ScopeError,
     StoreError,
@@ -93,6 +94,9 @@ _LAZY: dict[str, str] = {
     "Embedder": "agentrag.embedders",
     "LocalEmbedder": "agentrag.embedders",
     "LiteLLMEmbedder": "agentrag.embedders",
+    "Reranker": "agentrag.rerankers",
+    "CrossEncoderReranker": "agentrag.rerankers",
+    "APIReranker": "agentrag.rerankers",
     "LLM": "agentrag.llm",
     "LiteLLM": "agentrag.llm",
     "LLMCall": "agentrag.llm",
@@ -102,12 +106,14 @@ _LAZY: dict[str, str] = {
 
 __all__ = [
     "LLM",
+    "APIReranker",
     "AgentragError",
     "Budget",
     "Collection",
     "CollectionExistsError",
     "CollectionNotFoundError",
     "Context",
+    "CrossEncoderReranker",
     "DatabaseUnavailableError",
     "Degradation",
     "Document",
@@ -135,6 +141,8 @@ __all__ = [
     "LocalEmbedder",
     "MigrationError",
     "Prompts",
+    "RerankError",
+    "Reranker",
     "RetrievalError",
     "Scope",
     "ScopeError",
@@ -202,6 +210,7 @@ if TYPE_CHECKING:
     from agentrag.hits import Hit
     from agentrag.llm import LLM, LiteLLM, LLMCall
     from agentrag.prompts import Prompts
+    from agentrag.rerankers import APIReranker, CrossEncoderReranker, Reranker
     from agentrag.retrieval.filters import Filters
     from agentrag.retrieval.result import SearchResult
     from agentrag.scope import Scope

@@ -7,7 +7,8 @@ The turn runs ``gate -> condense -> rewrite -> search -> rerank -> context`` ove
 * ``gate`` decides whether the message needs documents at all (small talk skips retrieval).
 * ``condense`` makes a follow-up standalone from the earlier turns.
 * ``enable_query_rewrite``: 1-3 extra queries (``max_rewrites``), else the question only.
-* ``search``: each leg keeps ``per_method_k`` candidates, fused with RRF (``rrf_k``); the best
+* ``search``: each leg keeps ``per_method_k`` candidates, fused by the context's fusion (relative
+  score by default; ``fusion="rrf"`` given to :func:`start` uses RRF with ``rrf_k``); the best
   ``rerank_top_n`` go to ``rerank``.
 * ``enable_llm_rerank``: the LLM orders them, only when an LLM is configured; otherwise the
   heuristic does and the fallback is recorded (a ``heuristic-rerank`` degradation).

@@ -12,7 +12,7 @@ import sys
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from agentrag.errors import AgentragError
+from agentrag.errors import AgentragError, InvalidInputError
 
 if TYPE_CHECKING:
     from agentrag.store.store import Store
@@ -36,10 +36,78 @@ def _key_values(pairs: Sequence[str] | None, flag: str) -> dict[str, Any]:
     return out
 
 
+def _url(args: argparse.Namespace) -> str | None:
+    """--database-url, else $AGENTRAG_DATABASE_URL, else the embedded server, left running between
+    calls (an idle watchdog stops it; ``agentrag db stop`` at once)."""
+    import os
+
+    url = getattr(args, "database_url", None) or os.environ.get("AGENTRAG_DATABASE_URL")
+    if url:
+        return str(url)
+    from agentrag.store.server import embedded_url
+
+    return embedded_url(keep_running=True)
+
+
 def _store(args: argparse.Namespace) -> Store:
     from agentrag.store.store import Store
 
-    return Store(getattr(args, "database_url", None))
+    return Store(_url(args))
+
+
+class _Load:
+    """Time spent before the work: connecting (server, pool, schema check) and loading the model.
+
+    The model loads in a thread while the database connects (ONNX Runtime builds its session in
+    native code), so the load's wall time is about the longer of the two, not their sum.
+    """
+
+    def __init__(self) -> None:
+        self.database_ms = 0.0
+        self.model_ms = 0.0
+        self.wall_ms = 0.0
+
+    def store(self, args: argparse.Namespace, *, needs_model: bool) -> Store:
+        import threading
+        import time
+
+        from agentrag.embedders import LocalEmbedder
+
+        failure: list[BaseException] = []
+
+        def load_model() -> None:
+            t = time.perf_counter()
+            try:
+                LocalEmbedder().load()  # the store's default embedder shares the loaded model
+            except BaseException as exc:  # re-raised below, in the main thread
+                failure.append(exc)
+            self.model_ms = (time.perf_counter() - t) * 1000
+
+        start = time.perf_counter()
+        thread = threading.Thread(target=load_model, daemon=True) if needs_model else None
+        if thread is not None:
+            thread.start()
+        try:
+            store = _store(args)
+        finally:
+            self.database_ms = (time.perf_counter() - start) * 1000
+            if thread is not None:
+                thread.join()
+        if failure:
+            raise failure[0]
+        self.wall_ms = (time.perf_counter() - start) * 1000
+        return store
+
+    def to_dict(self) -> dict[str, float]:
+        return {
+            "total": round(self.wall_ms, 1),
+            "database": round(self.database_ms, 1),
+            "model": round(self.model_ms, 1),
+        }
+
+    def line(self, work: str, work_ms: float) -> str:
+        parts = f"database {self.database_ms:.0f}" + (f", model {self.model_ms:.0f}" if self.model_ms else "")
+        return f"load {self.wall_ms:.0f} ms ({parts}, in parallel)  {work} {work_ms:.1f} ms"
 
 
 # ---- db ----------------------------------------------------------------------------------------
@@ -56,7 +124,7 @@ def cmd_db_upgrade(args: argparse.Namespace) -> int:
 def cmd_db_status(args: argparse.Namespace) -> int:
     from agentrag.store.store import Store
 
-    store = Store(args.database_url, migrate=False)
+    store = Store(_url(args), migrate=False)
     status = store.status()
     if args.json:
         _print_json(
@@ -69,6 +137,23 @@ def cmd_db_status(args: argparse.Namespace) -> int:
         )
     else:
         print(f"database: {store.url}\n{status}")
+    return 0
+
+
+def cmd_db_stop(args: argparse.Namespace) -> int:
+    import os
+
+    from agentrag.store.server import data_dir, stop_embedded
+
+    if args.database_url or os.environ.get("AGENTRAG_DATABASE_URL"):
+        print("db stop stops the embedded server; this database is given by URL", file=sys.stderr)
+        return 2
+    stopped = stop_embedded()
+    where = data_dir() / "pgdata"
+    if args.json:
+        _print_json({"stopped": stopped, "pgdata": str(where)})
+    else:
+        print(f"stopped the embedded PostgreSQL in {where}" if stopped else f"no server running in {where}")
     return 0
 
 
@@ -137,7 +222,14 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 
 # ---- documents ---------------------------------------------------------------------------------
 def cmd_documents_list(args: argparse.Namespace) -> int:
-    docs = _store(args).documents(args.collection, tenant=args.tenant, workspace=args.workspace)
+    from agentrag.scope import Scope
+
+    if args.every_scope:
+        if args.tenant or args.workspace:
+            raise InvalidInputError("--every-scope cannot be combined with --tenant or --workspace")
+        docs = _store(args).documents(args.collection, scope=Scope.every())
+    else:
+        docs = _store(args).documents(args.collection, tenant=args.tenant, workspace=args.workspace)
     if args.json:
         _print_json([d.to_dict() for d in docs])
         return 0
@@ -147,9 +239,16 @@ def cmd_documents_list(args: argparse.Namespace) -> int:
 
 
 def cmd_documents_delete(args: argparse.Namespace) -> int:
+    from agentrag.scope import Scope
+
     store = _store(args)
+    scope = Scope.every() if args.every_scope else None
+    if args.tenant or args.workspace:
+        if args.every_scope:
+            raise InvalidInputError("--every-scope cannot be combined with --tenant or --workspace")
+        scope = Scope(tenant=args.tenant, workspace=args.workspace)
     for doc_id in args.ids:
-        store.delete_document(doc_id)
+        store.delete_document(doc_id, scope=scope)
         print(f"deleted {doc_id}")
     return 0
 
@@ -170,7 +269,12 @@ def cmd_search(args: argparse.Namespace) -> int:
         scope = Scope(
             tenant=args.tenant, workspace=args.workspace, session=args.session, all_scopes=args.all_scopes
         )
-    result = _store(args).search(
+    import time
+
+    load = _Load()
+    store = load.store(args, needs_model=args.mode in ("vector", "hybrid"))
+    t = time.perf_counter()
+    result = store.search(
         args.query,
         collections=args.collection,
         mode=args.mode,
@@ -181,10 +285,12 @@ def cmd_search(args: argparse.Namespace) -> int:
         filters=_search_filters(args.filter),
         scope=scope,
     )
+    search_ms = (time.perf_counter() - t) * 1000
     if args.json:
-        _print_json(result.to_dict())
+        _print_json({**result.to_dict(), "load_ms": load.to_dict(), "search_ms": round(search_ms, 1)})
         return 0
     print(result)
+    print(load.line("search", search_ms))
     return 0
 
 
@@ -231,7 +337,7 @@ def _ask_dict(ctx: Any, proof: bool) -> dict[str, Any]:
     return out
 
 
-def _print_answer(ctx: Any, *, streamed: bool) -> None:
+def _print_answer(ctx: Any, *, streamed: bool, load: _Load | None = None) -> None:
     if ctx.mode == "raw-results":
         print("The language model failed, so there is no generated answer. The retrieved sources:")
     elif not streamed:
@@ -258,7 +364,8 @@ def _print_answer(ctx: Any, *, streamed: bool) -> None:
             print(f"  - {claim}")
     grounded = {True: "yes", False: "no", None: "n/a"}[ctx.grounded]
     total = ctx.latencies_ms.get("total", 0.0)
-    print(f"\nmode: {ctx.mode}  grounded: {grounded}  sources: {len(ctx.context_used)}  {total:.0f} ms")
+    timing = load.line("answer", total) if load is not None else f"{total:.0f} ms"
+    print(f"\nmode: {ctx.mode}  grounded: {grounded}  sources: {len(ctx.context_used)}  {timing}")
     for warning in dict.fromkeys(ctx.warnings):
         print(f"warning: {warning}", file=sys.stderr)
 
@@ -270,9 +377,11 @@ def cmd_ask(args: argparse.Namespace) -> int:
     from agentrag.steps import answer_stream, new
 
     model = args.llm or os.environ.get("AGENTRAG_LLM") or None
+    load = _Load()
+    store = load.store(args, needs_model=args.mode in ("vector", "hybrid") or args.route)
     ctx = new(
         args.question,
-        store=_store(args),
+        store=store,
         llm=model,
         collections=args.collection or None,
         mode=args.mode,
@@ -300,9 +409,9 @@ def cmd_ask(args: argparse.Namespace) -> int:
         ctx = ctx.answer(suppress_ungrounded=args.suppress_ungrounded)
     ctx.raise_for_error()
     if args.json:
-        _print_json(_ask_dict(ctx, args.proof))
+        _print_json({**_ask_dict(ctx, args.proof), "load_ms": load.to_dict()})
         return 0
-    _print_answer(ctx, streamed=streamed)
+    _print_answer(ctx, streamed=streamed, load=load)
     if args.proof:
         print("\nRetrieval proof:")
         print(ctx.proof().to_json())
@@ -358,7 +467,10 @@ def cmd_relations_list(args: argparse.Namespace) -> int:
 
 
 def cmd_log(args: argparse.Namespace) -> int:
-    entries = _store(args).query_logs(limit=args.limit)
+    from agentrag.scope import Scope
+
+    scope = Scope(tenant=args.tenant) if args.tenant else None
+    entries = _store(args).query_logs(limit=args.limit, scope=scope)
     if args.json:
         _print_json([e.to_dict() for e in entries])
         return 0
@@ -380,8 +492,8 @@ _FILTER_HELP = (
     "the keys of the Python filters; repeatable (repeated keys match any of the values)"
 )
 _FUSION_HELP = (
-    "how hybrid fuses its legs: rrf (reciprocal rank fusion, k=60; default) or relative_score "
-    "(min-max normalised scores, equal weights)"
+    "how hybrid fuses its legs: relative_score (min-max normalised scores, equal weights; default) "
+    "or rrf (reciprocal rank fusion, k=60)"
 )
 
 
@@ -389,15 +501,40 @@ _FUSION_HELP = (
 _EVAL_MODES = ("hybrid", "vector", "lexical", "lexical_sql")
 
 
-def _eval_modes(value: str) -> list[str]:
-    """``--compare vector,lexical,hybrid`` -> the modes, checked."""
-    modes = list(dict.fromkeys(m.strip() for m in value.split(",") if m.strip()))
-    unknown = [m for m in modes if m not in _EVAL_MODES]
-    if not modes or unknown:
-        raise argparse.ArgumentTypeError(
-            f"expected comma-separated modes from {', '.join(_EVAL_MODES)}, got {value!r}"
-        )
-    return modes
+def _eval_modes(value: str) -> list[tuple[str, str | None]]:
+    """``--compare hybrid,hybrid:rrf,vector`` -> ``[(mode, fusion or None), ...]``, checked."""
+    from agentrag.retrieval.fusion import FUSIONS
+
+    systems: list[tuple[str, str | None]] = []
+    for token in dict.fromkeys(t.strip() for t in value.split(",") if t.strip()):
+        mode, _, fusion = token.partition(":")
+        if mode not in _EVAL_MODES or (fusion and (mode != "hybrid" or fusion not in FUSIONS)):
+            raise argparse.ArgumentTypeError(
+                f"expected comma-separated modes from {', '.join(_EVAL_MODES)} (hybrid:FUSION for a fusion "
+                f"from {', '.join(FUSIONS)}), got {token!r} in {value!r}"
+            )
+        systems.append((mode, fusion or None))
+    if not systems:
+        raise argparse.ArgumentTypeError(f"expected comma-separated modes, got {value!r}")
+    return systems
+
+
+def _eval_reranker(args: argparse.Namespace) -> Any:
+    """``--rerank cross-encoder:MODEL`` or ``--rerank api:MODEL`` -> a Reranker (None without)."""
+    if not args.rerank:
+        return None
+    from agentrag.errors import InvalidInputError
+    from agentrag.rerankers import APIReranker, CrossEncoderReranker
+
+    kind, _, model = args.rerank.partition(":")
+    if kind == "cross-encoder":
+        return CrossEncoderReranker(model) if model else CrossEncoderReranker()
+    if kind == "api" and model:
+        return APIReranker(model, api_base=args.rerank_api_base)
+    raise InvalidInputError(
+        "--rerank takes cross-encoder[:MODEL] or api:MODEL (e.g. api:cohere/rerank-english-v3.0), "
+        f"got {args.rerank!r}"
+    )
 
 
 @contextlib.contextmanager
@@ -449,26 +586,46 @@ def cmd_eval_beir(args: argparse.Namespace) -> int:
     for source, why in ingest.failed:
         print(f"  failed: {source}: {why}", file=sys.stderr)
 
+    reranker = _eval_reranker(args)
+    systems = args.compare or [(args.mode, None)]
+    runs: list[dict[str, Any]] = [
+        {"mode": mode, "fusion": fusion or args.fusion, "depth": args.depth} for mode, fusion in systems
+    ]
+    if reranker is not None:  # the first system, reranked: its p-value says what the reranker adds
+        runs.append({**runs[0], "reranker": reranker, "candidates": args.rerank_candidates})
+    if args.pipeline:  # the offline pipeline: answers with their citation precision and grounded rate
+        runs.append(
+            {
+                "mode": runs[0]["mode"],
+                "fusion": runs[0]["fusion"],
+                "pipeline": _offline_pipeline(args, reranker),
+            }
+        )
     reports = []
-    for mode in args.compare or [args.mode]:
-        with _progress(queries, bars, desc=mode, unit="query", leave=False) as evaluated:
+    for run in runs:
+        desc = "pipeline" if "pipeline" in run else run["mode"]
+        with _progress(queries, bars, desc=desc, unit="query", leave=False) as evaluated:
             reports.append(
                 evaluate(
                     store,
                     dataset,
                     collection,
-                    mode=mode,
                     top_k=args.top_k,
-                    depth=args.depth,
-                    fusion=args.fusion,
                     sample=args.sample,
                     seed=args.seed,
                     on_progress=evaluated,
+                    **run,
                 )
             )
     at = min(10, args.top_k)
-    columns = (f"ndcg@{at}", f"recall@{args.top_k}", f"mrr@{at}", "qps", "p50_ms", "p99_ms")
-    comparison = compare(reports, columns=tuple(dict.fromkeys(columns)))
+    columns: tuple[str, ...] = (f"ndcg@{at}", f"recall@{args.top_k}", f"mrr@{at}", "qps", "p50_ms", "p99_ms")
+    if args.pipeline:
+        columns += ("citation_precision", "grounded")
+    comparison = compare(
+        reports,
+        columns=tuple(dict.fromkeys(columns)),
+        significance=f"ndcg@{at}" if len(reports) > 1 else None,
+    )
     if args.json:
         _print_json(
             {
@@ -489,7 +646,25 @@ def cmd_eval_beir(args: argparse.Namespace) -> int:
         print(reports[0])
     else:
         print(comparison)
+        print(
+            f"p_rand / p_t: two-sided paired randomisation test ({comparison.n_permutations} sign flips, "
+            f"seed {comparison.seed}) / paired t-test on per-query ndcg@{at}, against {reports[0].name!r}"
+        )
     return 0 if ingest.ok else 1
+
+
+def _offline_pipeline(args: argparse.Namespace, reranker: Any) -> Any:
+    """``search -> rerank -> answer``, local strategies (no LLM); reranked by ``reranker`` if given."""
+
+    def offline_pipeline(ctx: Any) -> Any:
+        if reranker is None:
+            return ctx.search().rerank().answer()
+        searched = ctx.search(limit=max(args.rerank_candidates, ctx.options.limit))
+        return searched.rerank(
+            reranker=reranker, candidates=args.rerank_candidates, top_k=ctx.options.limit
+        ).answer()
+
+    return offline_pipeline
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -506,7 +681,7 @@ def _scope_options(parser: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from agentrag.retrieval.fusion import FUSIONS
+    from agentrag.retrieval.fusion import DEFAULT_FUSION, FUSIONS
 
     parser = argparse.ArgumentParser(prog="agentrag", description="Agentic RAG over PostgreSQL + pgvector.")
     parser.add_argument(
@@ -523,9 +698,12 @@ def build_parser() -> argparse.ArgumentParser:
             p.add_argument("--json", action="store_true", help="machine-readable output")
         return p
 
-    db = sub.add_parser("db", help="schema: upgrade, status").add_subparsers(dest="db_command", required=True)
+    db = sub.add_parser("db", help="schema: upgrade, status, stop").add_subparsers(
+        dest="db_command", required=True
+    )
     add(db, "upgrade", cmd_db_upgrade, "apply pending migrations")
     add(db, "status", cmd_db_status, "show the schema version and pending migrations")
+    add(db, "stop", cmd_db_stop, "stop the embedded server (the CLI leaves it running between calls)")
 
     col = sub.add_parser("collections", help="list, create, delete collections").add_subparsers(
         dest="col_command", required=True
@@ -557,8 +735,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--collection", "-c")
     p.add_argument("--tenant")
     p.add_argument("--workspace")
+    p.add_argument("--every-scope", action="store_true", help="list every tenant's (scoped collections)")
     p = add(docs, "delete", cmd_documents_delete, "delete documents by id", json_flag=False)
     p.add_argument("ids", nargs="+")
+    p.add_argument("--tenant", help="the documents' tenant (required on scoped collections)")
+    p.add_argument("--workspace")
+    p.add_argument("--every-scope", action="store_true", help="delete in any tenant (scoped collections)")
 
     p = add(sub, "search", cmd_search, "search collections (hybrid: pgvector + BM25 fused with RRF)")
     p.add_argument("query")
@@ -566,7 +748,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--mode", default="hybrid", choices=["hybrid", "vector", "lexical", "lexical_sql"])
     p.add_argument("--top-k", "-k", type=int, default=5, help="hits to return (1-50)")
     p.add_argument("--depth", type=int, default=100, help="candidates per retrieval leg")
-    p.add_argument("--fusion", default="rrf", choices=list(FUSIONS), help=_FUSION_HELP)
+    p.add_argument("--fusion", default=DEFAULT_FUSION, choices=list(FUSIONS), help=_FUSION_HELP)
     p.add_argument("--min-score", type=float, help="drop hits scoring below this (score of the mode)")
     p.add_argument(
         "--filter",
@@ -587,7 +769,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--decompose", action="store_true", help="split a multi-part question into sub-questions")
     p.add_argument("--mode", default="hybrid", choices=["hybrid", "vector", "lexical", "lexical_sql"])
     p.add_argument("--top-k", type=int, default=5, help="chunks per search (default 5)")
-    p.add_argument("--fusion", default="rrf", choices=list(FUSIONS), help=_FUSION_HELP)
+    p.add_argument("--fusion", default=DEFAULT_FUSION, choices=list(FUSIONS), help=_FUSION_HELP)
     p.add_argument("--entity", help="add this entity's knowledge-graph neighbourhood to the context")
     p.add_argument("--depth", type=int, default=1, help="hops of the --entity neighbourhood (default 1)")
     p.add_argument("--filter", "-f", action="append", metavar="KEY=VALUE", help=_FILTER_HELP)
@@ -631,6 +813,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = add(sub, "log", cmd_log, "show the query log (written for new(..., query_log=True))")
     p.add_argument("--limit", "-n", type=int, default=20)
+    p.add_argument("--tenant", help="only the questions asked in this tenant's scope")
 
     ev = sub.add_parser("eval", help="evaluate retrieval on a BEIR dataset").add_subparsers(
         dest="eval_command", required=True
@@ -643,15 +826,35 @@ def build_parser() -> argparse.ArgumentParser:
         "queries: nDCG, recall, precision, MRR, hit rate and latency",
     )
     p.add_argument("path", help="folder with corpus.jsonl, queries.jsonl and qrels/SPLIT.tsv")
-    p.add_argument("--split", default="test", help="qrels split (default: test)")
+    p.add_argument("--split", default="test", help="qrels split: qrels/SPLIT.tsv (default: test)")
     p.add_argument("--mode", default="hybrid", choices=list(_EVAL_MODES))
     p.add_argument("--top-k", "-k", type=int, default=10, help="hits per query, the deepest cut-off")
     p.add_argument("--depth", type=int, default=100, help="candidates per retrieval leg (default 100)")
-    p.add_argument("--fusion", default="rrf", choices=list(FUSIONS), help=_FUSION_HELP)
+    p.add_argument("--fusion", default=DEFAULT_FUSION, choices=list(FUSIONS), help=_FUSION_HELP)
     p.add_argument("--sample", type=int, help="evaluate N queries chosen at random (with --seed)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument(
-        "--compare", type=_eval_modes, metavar="MODES", help="modes side by side, e.g. vector,lexical,hybrid"
+        "--compare",
+        type=_eval_modes,
+        metavar="MODES",
+        help="modes side by side, e.g. hybrid,hybrid:rrf,vector,lexical (hybrid:FUSION picks the fusion), "
+        "with paired p-values against the first",
+    )
+    p.add_argument(
+        "--rerank",
+        metavar="RERANKER",
+        help="also evaluate the first mode reranked: cross-encoder[:MODEL or directory] or api:MODEL "
+        "(litellm.rerank, e.g. api:cohere/rerank-english-v3.0)",
+    )
+    p.add_argument(
+        "--rerank-candidates", type=int, default=50, help="fused candidates to rerank (default 50)"
+    )
+    p.add_argument("--rerank-api-base", help="api_base for --rerank api:MODEL")
+    p.add_argument(
+        "--pipeline",
+        action="store_true",
+        help="also run the offline pipeline (search, rerank, extractive answer) and report citation "
+        "precision and grounded rate",
     )
     p.add_argument("--collection", "-c", help="collection to index and search (default: the folder's name)")
 

@@ -72,7 +72,7 @@ class Options:
     threshold: float = 0.5
     collections: tuple[str, ...] | None = None
     mode: str = "hybrid"
-    fusion: str = "rrf"
+    fusion: str = "relative_score"
     scope: Scope | None = None
     filters: Filters | None = None
     budget: Budget = Budget()

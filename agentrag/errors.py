@@ -23,6 +23,7 @@ Every error agentrag raises on purpose derives from :class:`AgentragError`::
     │   ├── LLMRequestError ................... a 4xx other than 429 (bad key, bad model, bad request)
     │   │   └── LLMAuthError .................. a missing or rejected credential (names it); never retried
     │   └── LLMOutputError .................... the reply could not be parsed / validated (after one repair)
+    ├── RerankError ........................... a reranker failed (model missing, provider down, bad scores)
     └── RetrievalError ........................ every retrieval source failed
 
 Programming mistakes (an unknown option, a wrong type) raise the builtin
@@ -50,6 +51,7 @@ __all__ = [
     "LLMRequestError",
     "LLMTimeoutError",
     "MigrationError",
+    "RerankError",
     "RetrievalError",
     "ScopeError",
     "StoreError",
@@ -158,6 +160,10 @@ class LLMOutputError(LLMError):
     def __init__(self, message: str, *, raw: str | None = None) -> None:
         super().__init__(message)
         self.raw = raw
+
+
+class RerankError(AgentragError):
+    """A reranker failed: the model could not load, the provider is down, or the scores are unusable."""
 
 
 class RetrievalError(AgentragError):

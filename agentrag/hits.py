@@ -15,6 +15,8 @@ class Hit:
     ``score`` is the final score of the mode that produced the hit (RRF score for
     hybrid, cosine similarity for vector, BM25 score for lexical). ``vector_rank`` /
     ``lexical_rank`` are 1-based ranks in each leg (None when the leg did not find it).
+    ``rerank_score`` is a reranker's score (``rerank(strategy="cross-encoder" | "api")`` or a
+    user :class:`~agentrag.rerankers.Reranker`); None when no reranker scored the hit.
     """
 
     chunk_id: str
@@ -38,6 +40,7 @@ class Hit:
     vector_score: float | None = None
     lexical_rank: int | None = None
     lexical_score: float | None = None
+    rerank_score: float | None = None
     metadata: dict[str, Any] = field(default_factory=dict, hash=False, compare=True)
 
     def __repr__(self) -> str:
@@ -47,6 +50,8 @@ class Hit:
             legs.append(f"vector#{self.vector_rank}")
         if self.lexical_rank is not None:
             legs.append(f"lexical#{self.lexical_rank}")
+        if self.rerank_score is not None:
+            legs.append(f"rerank {self.rerank_score:.4f}")
         where = self.source or self.document_id
         if self.page is not None:
             where += f" p.{self.page}"

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
 
     from agentrag.context import Context
+    from agentrag.scope import Scope
     from agentrag.store.store import Store
 
 __all__ = ["QueryLogEntry", "QueryLogWriter", "entry_for", "flush", "query_logs", "submit", "writer_for"]
@@ -38,16 +39,17 @@ _log = logging.getLogger("agentrag.querylog")
 _INSERT_SQL = """
 INSERT INTO agentrag.query_logs
     (id, question, collections, chunk_ids, answer, mode, grounded, latency_ms, model,
-     input_tokens, output_tokens)
+     input_tokens, output_tokens, tenant_id, workspace_id, session_id)
 VALUES (:id, :question, CAST(:collections AS text[]), CAST(:chunk_ids AS jsonb), :answer, :mode, :grounded,
-        CAST(:latency_ms AS jsonb), :model, :input_tokens, :output_tokens)
+        CAST(:latency_ms AS jsonb), :model, :input_tokens, :output_tokens, :tenant, :workspace, :session)
 ON CONFLICT (id) DO NOTHING
 """
 
 _SELECT_SQL = """
 SELECT id, created_at, question, collections, chunk_ids, answer, mode, grounded, latency_ms, model,
-       input_tokens, output_tokens
+       input_tokens, output_tokens, tenant_id, workspace_id, session_id
 FROM agentrag.query_logs
+WHERE {where}
 ORDER BY created_at DESC, id
 LIMIT :limit
 """
@@ -69,6 +71,9 @@ class QueryLogEntry:
     input_tokens: int | None = None
     output_tokens: int | None = None
     created_at: datetime | None = None
+    tenant: str | None = None  # the scope the question was asked in
+    workspace: str | None = None
+    session: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -90,6 +95,9 @@ class QueryLogEntry:
             "model": self.model,
             "input_tokens": self.input_tokens,
             "output_tokens": self.output_tokens,
+            "tenant": self.tenant,
+            "workspace": self.workspace,
+            "session": self.session,
         }
 
 
@@ -101,6 +109,7 @@ def entry_for(ctx: Context) -> QueryLogEntry:
         ctx.collections or ctx.options.collections or tuple(dict.fromkeys(r.collection for r in ctx.results))
     )
     tokens = ctx.tokens
+    scope = ctx.options.scope
     return QueryLogEntry(
         id=ctx.query_id,
         question=ctx.question,
@@ -113,6 +122,9 @@ def entry_for(ctx: Context) -> QueryLogEntry:
         model=str(model) if model is not None else None,
         input_tokens=tokens["input"] if ctx.llm_calls else None,
         output_tokens=tokens["output"] if ctx.llm_calls else None,
+        tenant=scope.tenant if scope is not None else None,
+        workspace=scope.workspace if scope is not None else None,
+        session=scope.session if scope is not None else None,
     )
 
 
@@ -203,16 +215,33 @@ def flush(store: Store | None = None, timeout: float | None = None) -> None:
         writer.flush(timeout)
 
 
-def query_logs(store: Store, *, limit: int = 20) -> list[QueryLogEntry]:
-    """The newest ``limit`` rows, newest first."""
+def query_logs(store: Store, *, limit: int = 20, scope: Scope | None = None) -> list[QueryLogEntry]:
+    """The newest ``limit`` rows, newest first; with ``scope``, only the rows asked in it.
+
+    Scopes are tenant-rooted: a scope naming a workspace or session must name its tenant
+    (ScopeError); ``None`` or ``Scope.every()`` reads every row (an operator's view).
+    """
     from sqlalchemy import text
 
-    from agentrag.errors import InvalidInputError
+    from agentrag.errors import InvalidInputError, ScopeError
+    from agentrag.scope import Scope
 
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 10_000:
         raise InvalidInputError(f"limit must be an integer from 1 to 10000, got {limit!r}")
+    if scope is not None and not isinstance(scope, Scope):
+        raise TypeError(f"scope must be an agentrag.Scope or None, got {type(scope).__name__}")
+    clauses: list[str] = ["TRUE"]
+    params: dict[str, Any] = {"limit": limit}
+    if scope is not None and not scope.all_scopes and not scope.is_empty:
+        if scope.tenant is None:
+            raise ScopeError(f"{scope!r} names no tenant: the query log's scopes are tenant-rooted")
+        for column, value in (("tenant_id", scope.tenant), ("workspace_id", scope.workspace),
+                              ("session_id", scope.session)):  # fmt: skip
+            if value is not None:
+                clauses.append(f"{column} = :{column}")
+                params[column] = value
     with store.engine.connect() as conn:
-        rows = conn.execute(text(_SELECT_SQL), {"limit": limit}).mappings().all()
+        rows = conn.execute(text(_SELECT_SQL.format(where=" AND ".join(clauses))), params).mappings().all()
     return [
         QueryLogEntry(
             id=row["id"],
@@ -227,6 +256,9 @@ def query_logs(store: Store, *, limit: int = 20) -> list[QueryLogEntry]:
             input_tokens=row["input_tokens"],
             output_tokens=row["output_tokens"],
             created_at=row["created_at"],
+            tenant=row["tenant_id"],
+            workspace=row["workspace_id"],
+            session=row["session_id"],
         )
         for row in rows
     ]

@@ -32,7 +32,7 @@ from agentrag._sansio import Body as SansIOBody
 from agentrag._sansio import blocking, either, run_async, run_sync
 from agentrag.context import Context, Degradation, StepRecord
 from agentrag.errors import AgentragError, InvalidInputError
-from agentrag.telemetry import DEFAULT_TELEMETRY, mark_degraded, mark_skipped
+from agentrag.telemetry import DEFAULT_TELEMETRY, mark_degraded, mark_skipped, record_error
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Span
@@ -140,6 +140,11 @@ class Step:
                 outcome = yield from self._outcome(ctx, options)
             except InvalidInputError:
                 raise
+            except RecursionError:  # hostile nesting somewhere in the body's input: typed, never raw
+                error = AgentragError(
+                    f"{self.name}: the input is nested too deeply to process (RecursionError)"
+                )
+                return self._after(self._failed(ctx, error, start, span, telemetry))
             except AgentragError as exc:
                 return self._after(self._failed(ctx, exc, start, span, telemetry))
             return self._after(self._finish(ctx, outcome, start, span, telemetry))
@@ -205,8 +210,7 @@ class Step:
         from opentelemetry.trace import Status, StatusCode
 
         duration = (time.perf_counter() - start) * 1000.0
-        span.record_exception(exc)
-        span.set_attribute("error.type", type(exc).__name__)
+        record_error(span, exc, capture_content=telemetry.capture_content)
         span.set_status(Status(StatusCode.ERROR, type(exc).__name__))
         telemetry.instruments.step_errors.add(1, {"step": self.name, "error_type": type(exc).__name__})
         record = StepRecord(self.name, None, duration, None, f"{type(exc).__name__}: {exc}")
@@ -267,8 +271,7 @@ class StepRun:
         if isinstance(exc, Exception):
             from opentelemetry.trace import Status, StatusCode
 
-            self.span.record_exception(exc)
-            self.span.set_attribute("error.type", type(exc).__name__)
+            record_error(self.span, exc, capture_content=self.telemetry.capture_content)
             self.span.set_status(Status(StatusCode.ERROR, type(exc).__name__))
             attributes = {"step": self.step.name, "error_type": type(exc).__name__}
             self.telemetry.instruments.step_errors.add(1, attributes)

@@ -162,7 +162,7 @@ class Telemetry:
             try:
                 yield span
             except Exception as exc:
-                _record_error(span, exc)
+                record_error(span, exc, capture_content=self.capture_content)
                 instruments.step_errors.add(1, {"step": name, "error_type": type(exc).__name__})
                 raise
             finally:
@@ -274,7 +274,7 @@ class GenAISpan:
 
     def fail(self, exc: BaseException) -> None:
         """Record ``exc`` on the span: exception event, ``error.type``, status ERROR."""
-        _record_error(self.span, exc)
+        record_error(self.span, exc, capture_content=self.telemetry.capture_content)
 
     def end(self) -> None:
         if not self._ended:
@@ -282,10 +282,26 @@ class GenAISpan:
             self.span.end()
 
 
-def _record_error(span: Span, exc: BaseException) -> None:
-    span.record_exception(exc)
-    span.set_attribute("error.type", type(exc).__name__)
-    span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"))
+REDACTED_MESSAGE = "redacted (capture_content=False)"
+"""The ``exception.message`` of a span's exception event when content is not captured."""
+
+
+def record_error(span: Span, exc: BaseException, *, capture_content: bool) -> None:
+    """Record ``exc`` on ``span``: exception event, ``error.type``, status ERROR.
+
+    An exception's text may hold the question or retrieved text (a provider that echoes the
+    prompt, a driver error quoting a value). Unless ``capture_content`` is on, the event carries
+    the exception's type and :data:`REDACTED_MESSAGE`, no stack trace, and the status only the
+    type; with it, the full ``record_exception`` event and message.
+    """
+    kind = type(exc).__name__
+    span.set_attribute("error.type", kind)
+    if capture_content:
+        span.record_exception(exc)
+        span.set_status(Status(StatusCode.ERROR, f"{kind}: {exc}"))
+        return
+    span.add_event("exception", {"exception.type": kind, "exception.message": REDACTED_MESSAGE})
+    span.set_status(Status(StatusCode.ERROR, kind))
 
 
 def mark_skipped(span: Span, reason: str) -> None:

@@ -30,6 +30,17 @@ RUNS = [
         ["benchmarks.serve"],
         ["benchmarks.serve", "--docs", "500", "--levels", "1,16,64", "--requests", "200"],
     ),
+    (
+        "local embedding backends",
+        ["benchmarks.embed", "--quality"],
+        ["benchmarks.embed", "--passages", "300"],
+    ),
+    ("CLI cold start", ["benchmarks.coldstart"], ["benchmarks.coldstart", "--runs", "2"]),
+    (
+        "reliability under load, faults and hostile input",
+        ["benchmarks.reliability"],
+        ["benchmarks.reliability", "--searches", "300", "--filters", "1000"],
+    ),
 ]
 
 

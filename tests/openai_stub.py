@@ -13,8 +13,11 @@ then ask for the ``openai_stub`` fixture (a fresh server per test)::
         assert openai_stub.requests[0].json["model"] == "stub-model"
 
 Every POST takes the next scripted :class:`StubResponse` from one queue, in order.
+Hosted rerankers (litellm's ``cohere/`` and ``jina_ai/`` rerank routes with ``api_base`` set to
+``url``) post to ``.../rerank``: script them with :func:`rerank_results`.
 When the queue is empty, ``/v1/embeddings`` answers with deterministic vectors of
-``embedding_dimensions`` floats and anything else answers ``418 stub script exhausted``
+``embedding_dimensions`` floats, ``.../rerank`` with each document's share of the query's words
+as its score, and anything else answers ``418 stub script exhausted``
 (a 4xx, so clients do not retry it and the test fails loudly).
 """
 
@@ -44,6 +47,7 @@ __all__ = [
     "openai_stub",
     "rate_limited",
     "reply",
+    "rerank_results",
     "slow",
     "stream",
 ]
@@ -180,6 +184,25 @@ def embeddings(vectors: list[list[float]], *, model: str = "stub-embed") -> Stub
     return StubResponse(body=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
 
 
+def rerank_results(scores: list[float], *, order: list[int] | None = None) -> StubResponse:
+    """A scripted hosted-rerank answer (Cohere / Jina ``/rerank`` shape, which litellm's ``cohere/``
+    and ``jina_ai/`` rerank routes read): ``scores[i]`` is document i's relevance score; results are
+    listed in ``order`` (default: best first, as the providers list them)."""
+    indexes = order if order is not None else sorted(range(len(scores)), key=lambda i: -scores[i])
+    body = {
+        "id": "stub-rerank",
+        "results": [{"index": i, "relevance_score": scores[i]} for i in indexes],
+        "meta": {"billed_units": {"search_units": 1}},
+    }
+    return StubResponse(body=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
+
+
+def _overlap(query: str, document: str) -> float:
+    """The unscripted rerank score: the share of the query's words found in the document."""
+    words = set(query.lower().split())
+    return len(words & set(document.lower().split())) / len(words) if words else 0.0
+
+
 def _auto_vector(text: str, dimensions: int) -> list[float]:
     digest = hashlib.blake2b(text.encode(), digest_size=dimensions).digest()
     return [(b - 127.5) / 127.5 for b in digest]
@@ -240,6 +263,10 @@ class OpenAIStub:
             inputs = [inputs] if isinstance(inputs, str) else inputs
             vectors = [_auto_vector(str(t), self.embedding_dimensions) for t in inputs]
             return embeddings(vectors, model=str(payload.get("model", "stub-embed")))
+        if request.path.endswith("/rerank"):
+            payload = request.json or {}
+            query = str(payload.get("query", ""))
+            return rerank_results([_overlap(query, str(d)) for d in payload.get("documents", [])])
         return error(418, "stub script exhausted: enqueue a response for this request")
 
 

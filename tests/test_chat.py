@@ -251,9 +251,13 @@ def test_search_knobs_reach_the_store(sample_store) -> None:
     wide = retrieve_turn(sample_store, TURN, config={**hybrid, "rerank_top_n": 10})
     assert len(wide.ctx.hits) == 10
     assert max(r for h in wide.ctx.hits for r in (h.vector_rank, h.lexical_rank) if r is not None) > 3
-    sharp = retrieve_turn(sample_store, TURN, config={**hybrid, "rrf_k": 1, "rerank_top_n": 10})
-    assert max(h.score for h in sharp.ctx.hits) > max(h.score for h in wide.ctx.hits)
+    # rrf_k is RRF's constant: it applies with fusion="rrf" (relative_score, the default, refuses it)
+    rrf = retrieve_turn(sample_store, TURN, config={**hybrid, "rerank_top_n": 10}, fusion="rrf")
+    sharp = retrieve_turn(sample_store, TURN, config={**hybrid, "rrf_k": 1, "rerank_top_n": 10}, fusion="rrf")
+    assert max(h.score for h in sharp.ctx.hits) > max(h.score for h in rrf.ctx.hits)
     assert max(h.score for h in sharp.ctx.hits) <= 2 / (1 + 1)
+    with pytest.raises(ar.InvalidInputError, match="rrf_k"):
+        retrieve_turn(sample_store, TURN, config={**hybrid, "rrf_k": 1})
 
 
 def test_context_is_bounded_by_max_chunks_and_the_token_budget(sample_store) -> None:

@@ -36,6 +36,7 @@ from agentrag.eval import (
     rank_by_score,
     recall_at_k,
 )
+from agentrag.eval.significance import paired_randomization_test, paired_t_test, student_t_sf
 
 INV_LOG2_3 = 1 / math.log2(3)  # 0.6309297535714575, the discount factor at rank 2
 
@@ -476,7 +477,11 @@ def test_compare_rows_and_renderings() -> None:
         "qps",
         "p50_ms",
         "p99_ms",
+        "p_rand",
+        "p_t",
     ]
+    assert rows[0]["p_rand"] is None and 0 < rows[1]["p_rand"] <= 1 and 0 < rows[1]["p_t"] <= 1
+    assert "p_rand" not in comparison._best() and "p_t" not in comparison._best()  # never bold
     assert repr(comparison) == "Comparison(2 reports: 'fast', '<script>good</script>')"
     assert json.loads(json.dumps(comparison.to_dict()))["rows"][1]["ndcg@10"] == pytest.approx(1.0)
 
@@ -486,3 +491,62 @@ def test_compare_custom_columns_and_empty() -> None:
     assert comparison.rows() == [{"name": "bm25", "queries": 3, "mrr@10": pytest.approx(0.75)}]
     with pytest.raises(InvalidInputError):
         compare([])
+
+
+def test_compare_significance_options() -> None:
+    one, two = _report(name="one"), _report(name="two", rankings={"q1": ["a"], "q2": ["b"], "q3": []})
+    assert "p_rand" not in compare([one, two], significance=None).rows()[1]
+    assert compare([one, two], significance="mrr@10").rows()[1]["p_t"] is not None
+    assert compare([one, two], baseline="two").rows()[1]["p_t"] is None
+    with pytest.raises(InvalidInputError, match="metric"):
+        compare([one, two], significance="ndcg@7")
+    with pytest.raises(InvalidInputError, match="baseline"):
+        compare([one, two], baseline="three")
+    with pytest.raises(InvalidInputError, match="baseline"):
+        compare([one, two], baseline=2)
+    with pytest.raises(InvalidInputError, match="distinct names"):
+        compare([one, one])
+    with pytest.raises(InvalidInputError, match="n_permutations"):
+        compare([one, two], n_permutations=0)
+
+
+# -- paired significance --------------------------------------------------------------------------------
+
+
+def test_paired_t_test_matches_scipy() -> None:
+    import random
+
+    stats = pytest.importorskip("scipy.stats")
+    rng = random.Random(7)
+    for n, shift in ((5, 0.3), (30, 0.05), (300, 0.02), (300, 0.0)):
+        a = [rng.random() for _ in range(n)]
+        b = [x + shift + rng.gauss(0, 0.2) for x in a]
+        assert paired_t_test(a, b) == pytest.approx(stats.ttest_rel(b, a).pvalue, rel=1e-6, abs=1e-12)
+    for t, df in ((0.5, 3), (2.0, 10), (4.0, 299), (-3.0, 7)):
+        assert student_t_sf(t, df) == pytest.approx(2 * stats.t.sf(abs(t), df), rel=1e-7)
+
+
+def test_paired_tests_edge_cases() -> None:
+    assert paired_t_test([0.1, 0.5], [0.1, 0.5]) == 1.0
+    assert paired_t_test([0.0, 0.5, 0.25], [0.25, 0.75, 0.5]) == 0.0  # the same gain on every query
+    assert paired_randomization_test([0.3, 0.4], [0.3, 0.4]) == 1.0
+    with pytest.raises(InvalidInputError):
+        paired_t_test([0.1], [0.1, 0.2])
+    with pytest.raises(InvalidInputError):
+        paired_randomization_test([], [])
+
+
+def test_paired_randomization_test_approaches_the_exact_permutation_p_value() -> None:
+    import itertools
+
+    a = [0.2, 0.5, 0.1, 0.9, 0.4, 0.3, 0.6, 0.7]
+    b = [0.4, 0.6, 0.1, 0.95, 0.7, 0.2, 0.9, 0.8]
+    d = [y - x for x, y in zip(a, b, strict=True)]
+    observed = abs(sum(d))
+    flips = list(itertools.product((-1, 1), repeat=len(d)))
+    exact = sum(abs(sum(s * x for s, x in zip(signs, d, strict=True))) >= observed - 1e-12 for signs in flips)
+    exact_p = exact / len(flips)
+    estimate = paired_randomization_test(a, b, n_permutations=20_000, seed=3)
+    assert estimate == pytest.approx(exact_p, abs=0.01)
+    assert paired_randomization_test(a, b, n_permutations=20_000, seed=3) == estimate  # seeded
+    assert paired_randomization_test(b, a, n_permutations=20_000, seed=3) == estimate  # two-sided

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -97,14 +97,16 @@ def test_subset_keeps_judged_documents_plus_distractors(mini: Any) -> None:
         subset(mini, queries=0)
 
 
-def test_evaluate_relative_score_fusion_is_the_searches_with_that_fusion(
+def test_evaluate_rrf_fusion_is_the_searches_with_that_fusion(
     store: Store, mini: Any, mini_collection: str
 ) -> None:
-    report = evaluate(store, mini, mini_collection, mode="hybrid", fusion="relative_score", top_k=5)
-    assert report.name == "hybrid (relative_score)" and report.config["fusion"] == "relative_score"
-    options: dict[str, Any] = {"collections": mini_collection, "top_k": 5, "fusion": "relative_score"}
+    report = evaluate(store, mini, mini_collection, mode="hybrid", fusion="rrf", top_k=5)
+    assert report.name == "hybrid (rrf)" and report.config["fusion"] == "rrf"
+    options: dict[str, Any] = {"collections": mini_collection, "top_k": 5, "fusion": "rrf"}
     searched = {qid: [h.source for h in store.search(q, **options)] for qid, q in mini.queries.items()}
     assert {r.query_id: list(r.retrieved) for r in report.per_query} == searched
+    default = evaluate(store, mini, mini_collection, mode="hybrid", top_k=5)
+    assert default.name == "hybrid" and default.config["fusion"] == "relative_score"
     with pytest.raises(InvalidInputError, match="fusion"):
         evaluate(store, mini, mini_collection, fusion="linear")
 
@@ -122,7 +124,7 @@ def test_evaluate_matches_scoring_the_searches_by_hand(
         "mode": mode,
         "top_k": 5,
         "depth": 100,
-        **({"fusion": "rrf"} if mode == "hybrid" else {}),
+        **({"fusion": "relative_score"} if mode == "hybrid" else {}),
     }
     rankings = {
         qid: [h.source for h in store.search(q, collections=mini_collection, mode=mode, top_k=5)]
@@ -286,9 +288,14 @@ def test_cli_eval_beir_compare_prints_the_table(
         "qps",
         "p50_ms",
         "p99_ms",
+        "p_rand",
+        "p_t",
     ]
+    assert lines[-1].startswith("p_rand / p_t: two-sided paired") and "against 'vector'" in lines[-1]
+    lines = lines[:-1]
     assert [line.split()[0] for line in lines[1:]] == ["vector", "lexical", "hybrid"]
     assert all(line.split()[1] == "10" for line in lines[1:])
+    assert lines[1].split()[-2:] == ["-", "-"]  # the baseline has no p-value against itself
     assert "BEIR beir_mini (test): 10 queries, 40 documents" in captured.err
     assert "40 added" in captured.err
     # the same figures as the library
@@ -350,3 +357,116 @@ def test_the_embedder_is_warmed_on_every_query_when_the_mode_embeds(
     assert embed_calls(mode="vector") == [[q] for q in chosen] * 2  # warm-up, then the timed searches
     assert embed_calls(mode="hybrid", warm_embedder=False) == [[q] for q in chosen]
     assert embed_calls(mode="lexical") == []
+
+
+# -- rerankers, fusions, splits and the pipeline report ---------------------------------------------
+
+
+class Shortest:
+    """A reranker preferring short texts: an order unlike the fused one, easy to recompute."""
+
+    def rerank(self, query: str, texts: Sequence[str]) -> list[float]:
+        return [-float(len(t)) for t in texts]
+
+
+def test_evaluate_with_a_reranker_scores_the_reranked_candidates(
+    store: Store, mini: Any, mini_collection: str
+) -> None:
+    from agentrag.rerankers import rerank_hits
+
+    report = evaluate(store, mini, mini_collection, top_k=5, reranker=Shortest(), candidates=20, warmup=0)
+    assert report.name == "hybrid + rerank(Shortest)"
+    assert report.config["reranker"] == "Shortest" and report.config["candidates"] == 20
+    expected = {}
+    for qid, query in mini.queries.items():
+        hits = store.search(query, collections=mini_collection, top_k=20)
+        expected[qid] = [h.source for h in rerank_hits(Shortest(), hits.query, hits.hits, candidates=20)[:5]]
+    assert {r.query_id: list(r.retrieved) for r in report.per_query} == expected
+    plain = evaluate(store, mini, mini_collection, top_k=5, warmup=0)
+    assert [r.retrieved for r in plain.per_query] != [r.retrieved for r in report.per_query]
+
+
+def test_evaluate_reranker_failures_and_misuse_raise(store: Store, mini: Any, mini_collection: str) -> None:
+    from agentrag.errors import RerankError
+
+    class Broken:
+        def rerank(self, query: str, texts: Sequence[str]) -> list[float]:
+            return [1.0]
+
+    with pytest.raises(RerankError, match="1 scores"):
+        evaluate(store, mini, mini_collection, reranker=Broken(), warmup=0)
+    with pytest.raises(InvalidInputError, match="rerank step"):
+        evaluate(store, mini, mini_collection, reranker=Shortest(), pipeline=lambda c: c.search())
+    with pytest.raises(InvalidInputError, match="reranker must"):
+        evaluate(store, mini, mini_collection, reranker=object())  # type: ignore[arg-type]
+    with pytest.raises(InvalidInputError, match="candidates"):
+        evaluate(store, mini, mini_collection, reranker=Shortest(), candidates=0)
+
+
+def test_compare_reports_paired_p_values_against_the_baseline(
+    store: Store, mini: Any, mini_collection: str
+) -> None:
+    from agentrag.eval.significance import paired_randomization_test, paired_t_test
+
+    reports = [evaluate(store, mini, mini_collection, mode=m, warmup=0) for m in ("hybrid", "lexical_sql")]
+    comparison = compare(reports)
+    base = [r.metrics["ndcg@10"] for r in reports[0].per_query]
+    other = [r.metrics["ndcg@10"] for r in reports[1].per_query]
+    rows = comparison.rows()
+    assert rows[0]["p_rand"] is None and rows[0]["p_t"] is None
+    assert rows[1]["p_t"] == pytest.approx(paired_t_test(base, other))  # type: ignore[arg-type]
+    assert rows[1]["p_rand"] == paired_randomization_test(base, other)  # type: ignore[arg-type]
+    flipped = compare(reports, baseline="lexical_sql").rows()
+    assert flipped[1]["p_rand"] is None and flipped[0]["p_t"] == pytest.approx(rows[1]["p_t"])
+
+
+def test_cli_eval_compares_fusions_a_hosted_reranker_and_the_pipeline(
+    cli_store: Store,
+    scratch: str,
+    openai_stub: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from agentrag import cli
+    from agentrag.rerankers import APIReranker
+
+    monkeypatch.setenv("COHERE_API_KEY", "sk-test")
+    argv = ["eval", "beir", str(MINI), "-c", scratch, "--compare", "hybrid,hybrid:rrf", "--json"]
+    argv += ["--rerank", "api:cohere/rerank-english-v3.0", "--rerank-api-base", openai_stub.url]
+    argv += ["--rerank-candidates", "20", "--pipeline"]
+    assert cli.main(argv) == 0
+    data = json.loads(capsys.readouterr().out)
+    rows = data["comparison"]["rows"]
+    names = [row["name"] for row in rows]
+    assert names == ["hybrid", "hybrid (rrf)", "hybrid + rerank(cohere/rerank-english-v3.0)", "pipeline"]
+    assert {"p_rand", "p_t", "citation_precision", "grounded"} <= set(data["comparison"]["columns"])
+    assert rows[0]["p_rand"] is None and all(0 < row["p_rand"] <= 1 for row in rows[1:])
+    assert rows[3]["citation_precision"] == 1.0 and rows[3]["grounded"] == 1.0  # extractive answers
+    # the reranked row is the library's figure with the same reranker
+    mini = load_beir(MINI)
+    reranker = APIReranker("cohere/rerank-english-v3.0", api_base=openai_stub.url)
+    same = evaluate(cli_store, mini, scratch, reranker=reranker, candidates=20).summary()
+    assert rows[2]["ndcg@10"] == pytest.approx(same["ndcg@10"])
+    assert len(openai_stub.requests_to("/rerank")) >= 2 * len(mini.queries)
+
+
+def test_cli_eval_any_qrels_split(
+    cli_store: Store, scratch: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import shutil
+
+    from agentrag import cli
+
+    data = tmp_path / "beir_mini"
+    shutil.copytree(MINI, data)
+    lines = (MINI / "qrels" / "test.tsv").read_text().splitlines()
+    kept = [lines[0], *[line for line in lines[1:] if line.split("\t")[0] in {"q1", "q2", "q3"}]]
+    kept = kept if len(kept) > 1 else lines[:4]
+    (data / "qrels" / "dev.tsv").write_text("\n".join(kept) + "\n")
+    dev_queries = {line.split("\t")[0] for line in kept[1:]}
+    assert cli.main(["eval", "beir", str(data), "--split", "dev", "--mode", "lexical", "-c", scratch]) == 0
+    captured = capsys.readouterr()
+    assert f"(dev): {len(dev_queries)} queries" in captured.err
+    assert f"queries {len(dev_queries)}" in captured.out
+    assert cli.main(["eval", "beir", str(data), "--split", "train", "-c", scratch]) == 2
+    assert "train" in capsys.readouterr().err

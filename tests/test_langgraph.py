@@ -182,24 +182,34 @@ def test_session_scope_from_config_is_enforced(sample_store) -> None:
 def _check_session_scope(store: ar.Store, name: str) -> None:
     secret = "The zephyrine onboarding checklist for Orbix requires badge photos and a signed NDA."
     other = "The zephyrine onboarding checklist for Orbix: meet the team on Monday."
-    store.ingest_text(secret, collection=name, source="theirs.md", workspace="w1", session="s-other")
-    store.ingest_text(other, collection=name, source="mine.md", workspace="w1", session="s-mine")
+    store.ingest_text(
+        secret, collection=name, source="theirs.md", tenant="t1", workspace="w1", session="s-other"
+    )
+    store.ingest_text(other, collection=name, source="mine.md", tenant="t1", workspace="w1", session="s-mine")
     app = chat_graph(store, reply_llm(), collections=[name])
     ask = {"messages": [HumanMessage("What does the zephyrine onboarding checklist for Orbix require?")]}
 
-    mine = app.invoke(ask, config={"configurable": {"session_id": "s-mine", "workspace_id": "w1"}})
+    mine = app.invoke(
+        ask, config={"configurable": {"tenant_id": "t1", "session_id": "s-mine", "workspace_id": "w1"}}
+    )
     assert sources(mine) == {"mine.md"}
     assert {c["source"] for c in mine["rag_proof"]["chunks"]} == {"mine.md"}
     assert mine["rag_proof"]["session_id"] == "s-mine" and mine["rag_proof"]["workspace_id"] == "w1"
     assert "badge photos" not in mine["rag_context"]
 
-    theirs = app.invoke(ask, config={"configurable": {"session_id": "s-other", "workspace_id": "w1"}})
+    theirs = app.invoke(
+        ask, config={"configurable": {"tenant_id": "t1", "session_id": "s-other", "workspace_id": "w1"}}
+    )
     assert sources(theirs) == {"theirs.md"}
     # another workspace sees neither; no scope at all on a scoped collection is refused
-    elsewhere = app.invoke(ask, config={"configurable": {"session_id": "s-mine", "workspace_id": "w2"}})
+    elsewhere = app.invoke(
+        ask, config={"configurable": {"tenant_id": "t1", "session_id": "s-mine", "workspace_id": "w2"}}
+    )
     assert elsewhere["rag_citations"] == [] and elsewhere["rag_grounded"] is False
     with pytest.raises(ar.ScopeError):
         app.invoke(ask)
+    with pytest.raises(ar.ScopeError, match="tenant-rooted"):  # a session alone would cross tenants
+        app.invoke(ask, config={"configurable": {"session_id": "s-mine", "workspace_id": "w1"}})
 
 
 def test_config_is_validated_when_the_subgraph_is_built(sample_store) -> None:

@@ -8,12 +8,14 @@ import sys
 import agentrag
 
 PINNED = [
+    "APIReranker",
     "AgentragError",
     "Budget",
     "Collection",
     "CollectionExistsError",
     "CollectionNotFoundError",
     "Context",
+    "CrossEncoderReranker",
     "DatabaseUnavailableError",
     "Degradation",
     "Document",
@@ -42,6 +44,8 @@ PINNED = [
     "LocalEmbedder",
     "MigrationError",
     "Prompts",
+    "RerankError",
+    "Reranker",
     "RetrievalError",
     "Scope",
     "ScopeError",

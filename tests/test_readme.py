@@ -7,8 +7,8 @@ the repository, against a fresh database of their own (``AGENTRAG_DATABASE_URL``
 ``make`` target dry-runs (``make -n``), every extra a ``pip install`` names exists in
 pyproject.toml, its torch pin is constraints.txt's, and every path they name exists. Blocks
 tagged ``sh server`` talk to a long-running ``agentrag serve`` (tested as a real process by the
-server's own tests): they must parse (``bash -n``) and every ``agentrag`` command in them must
-exist (``--help`` succeeds).
+server's own tests), and ``sh bench`` blocks run for minutes on the benchmark data: both must
+parse (``bash -n``) and every ``agentrag`` command in them must exist (``--help`` succeeds).
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ def readme_blocks() -> list[tuple[str, str, int]]:
 
 def test_the_readme_has_the_blocks_we_run() -> None:
     kinds = [info for info, _, _ in readme_blocks()]
-    assert set(kinds) <= {"python", "sh", "sh setup", "sh server"}, kinds
+    assert set(kinds) <= {"python", "sh", "sh setup", "sh server", "sh bench"}, kinds
     assert kinds.count("python") >= 8 and kinds.count("sh") >= 2 and kinds.count("sh setup") >= 3
 
 
@@ -128,7 +128,7 @@ def test_every_readme_block_runs_as_written(readme_database: str, monkeypatch: p
     monkeypatch.delenv("AGENTRAG_LLM", raising=False)
     env = {**os.environ, "AGENTRAG_DATABASE_URL": database_url}
     namespace: dict[str, Any] = {"__name__": "readme"}
-    ran = {"python": 0, "sh": 0, "sh setup": 0, "sh server": 0}
+    ran = {"python": 0, "sh": 0, "sh setup": 0, "sh server": 0, "sh bench": 0}
     try:
         for info, code, line in readme_blocks():
             ran[info] += 1
@@ -150,7 +150,7 @@ def test_every_readme_block_runs_as_written(readme_database: str, monkeypatch: p
                 assert done.returncode == 0, (
                     f"README line {line}:\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}"
                 )
-            elif info == "sh server":
+            elif info in ("sh server", "sh bench"):
                 _check_server_block(code, line, env)
             else:
                 _check_setup_block(code, line)

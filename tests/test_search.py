@@ -142,7 +142,9 @@ def test_every_mode_returns_ranked_hits(store: Store, corpus: dict[str, Any], mo
     if mode in ("lexical", "hybrid"):
         assert top.lexical_rank == 1 and top.lexical_score and top.lexical_score > 0
     if mode == "hybrid":
-        assert top.score == pytest.approx(2 / 61)
+        assert top.score == pytest.approx(1.0)  # relative_score (default): best in both legs
+        rrf_top = store.search(query, collections=corpus["name"], top_k=5, fusion="rrf")[0]
+        assert rrf_top.chunk_id == top.chunk_id and rrf_top.score == pytest.approx(2 / 61)
     if mode == "vector":
         assert top.score == top.vector_score and top.lexical_rank is None
     assert set(result.timings_ms) == {"embed", "vector", "lexical", "fuse", "fetch", "total"}
@@ -157,7 +159,7 @@ def test_hybrid_fuses_both_legs_with_rrf(store: Store, corpus: dict[str, Any]) -
     name, query = corpus["name"], "comet nebula quasar"
     vec = store.search(query, collections=name, mode="vector", top_k=50, depth=50)
     lex = store.search(query, collections=name, mode="lexical", top_k=50, depth=50)
-    hyb = store.search(query, collections=name, mode="hybrid", top_k=10, depth=50)
+    hyb = store.search(query, collections=name, mode="hybrid", top_k=10, depth=50, fusion="rrf")
     expected = rrf([vec.chunk_ids, lex.chunk_ids], k=60)[:10]
     assert [(h.chunk_id, pytest.approx(h.score)) for h in hyb] == [(i, pytest.approx(s)) for i, s in expected]
     vec_rank = {h.chunk_id: h.rank for h in vec}
@@ -165,7 +167,7 @@ def test_hybrid_fuses_both_legs_with_rrf(store: Store, corpus: dict[str, Any]) -
     for hit in hyb:
         assert hit.vector_rank == vec_rank.get(hit.chunk_id)
         assert hit.lexical_rank == lex_rank.get(hit.chunk_id)
-    other = store.search(query, collections=name, mode="hybrid", top_k=10, depth=50, rrf_k=1)
+    other = store.search(query, collections=name, mode="hybrid", top_k=10, depth=50, fusion="rrf", rrf_k=1)
     assert other[0].score == pytest.approx(
         sum(1 / (1 + r) for r in (other[0].vector_rank, other[0].lexical_rank) if r)
     )
@@ -177,9 +179,11 @@ def test_hybrid_relative_score_fuses_the_legs_normalised_scores(store: Store, co
     name, query = corpus["name"], "comet nebula quasar"
     vec = store.search(query, collections=name, mode="vector", top_k=50, depth=50)
     lex = store.search(query, collections=name, mode="lexical", top_k=50, depth=50)
-    for weight in (None, 0.8):
+    for weight, fusion in ((None, None), (None, "relative_score"), (0.8, None)):
         options: dict[str, Any] = {} if weight is None else {"vector_weight": weight}
-        hyb = store.search(query, collections=name, top_k=10, depth=50, fusion="relative_score", **options)
+        if fusion is not None:
+            options["fusion"] = fusion
+        hyb = store.search(query, collections=name, top_k=10, depth=50, **options)
         expected = relative_score(
             [(h.chunk_id, h.score) for h in vec],
             [(h.chunk_id, h.score) for h in lex],
@@ -190,7 +194,8 @@ def test_hybrid_relative_score_fuses_the_legs_normalised_scores(store: Store, co
         ]
         assert hyb.fusion == "relative_score" and hyb.to_dict()["fusion"] == "relative_score"
         assert "mode=hybrid (relative_score)" in str(hyb)
-    assert store.search(query, collections=name).fusion == "rrf"
+    assert store.search(query, collections=name).fusion == "relative_score"  # the default
+    assert store.search(query, collections=name, fusion="rrf").fusion == "rrf"
     assert store.search(query, collections=name, mode="lexical").fusion is None
 
 
@@ -198,8 +203,9 @@ def test_hybrid_relative_score_fuses_the_legs_normalised_scores(store: Store, co
     "kwargs",
     [
         {"fusion": "linear"},
-        {"vector_weight": 0.3},  # rrf takes no weight
-        {"fusion": "relative_score", "rrf_k": 10},  # and relative_score no rrf_k
+        {"fusion": "rrf", "vector_weight": 0.3},  # rrf takes no weight
+        {"rrf_k": 10},  # and relative_score (the default) no rrf_k
+        {"fusion": "relative_score", "rrf_k": 60},
         {"fusion": "relative_score", "vector_weight": 1.5},
     ],
 )
@@ -641,6 +647,11 @@ def test_a_scoped_query_never_returns_another_scopes_chunk(
         # The query is literally another scope's chunk text: that chunk is its nearest neighbour.
         target = data.draw(st.sampled_from(outside)) if outside else 0
         query = f"{docs[target][3]} n{target}"
+        if scope.tenant is None:  # tenant-rooted: a workspace or session alone would cross tenants
+            for mode in MODES:
+                with pytest.raises(ScopeError, match="tenant-rooted"):
+                    store.search(query, collections=name, mode=mode, scope=scope)
+            return
         for mode in MODES:
             result = store.search(query, collections=name, mode=mode, scope=scope, top_k=50)
             found = {h.document_id for h in result}

@@ -13,6 +13,7 @@ import math
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from agentrag.errors import InvalidInputError
@@ -364,24 +365,75 @@ def evaluate_rankings(
 class Comparison:
     """Several reports side by side: one row per report, one column per summary key in ``columns``.
 
-    In HTML and Markdown the best value of each column is bold (highest, or lowest for latencies).
+    With two reports or more and a ``significance`` metric (default ``ndcg@10``), two more
+    columns give each report's two-sided paired p-value against the ``baseline`` report (index,
+    default 0, the first): ``p_rand`` (Fisher's randomisation test, ``n_permutations`` sign
+    flips, seeded) and ``p_t`` (paired t-test), over the per-query values of that metric on the
+    queries both reports scored (see :mod:`agentrag.eval.significance`). The baseline's own
+    cells are empty. In HTML and Markdown the best value of each column is bold (highest, or
+    lowest for latencies).
     """
 
     reports: tuple[EvalReport, ...]
     columns: tuple[str, ...] = DEFAULT_COMPARE_COLUMNS
+    baseline: int = 0
+    significance: str | None = "ndcg@10"
+    n_permutations: int = 10_000
+    seed: int = 0
+
+    @cached_property
+    def p_values(self) -> dict[str, dict[str, float] | None]:
+        """Report name -> ``{"p_rand": ..., "p_t": ..., "queries": n}`` against the baseline (None for it).
+
+        Empty when there is one report or no significance metric.
+        """
+        from agentrag.eval.significance import paired_randomization_test, paired_t_test
+
+        metric = self.significance
+        if metric is None or len(self.reports) < 2:
+            return {}
+        base = self.reports[self.baseline]
+        base_values = {r.query_id: r.metrics.get(metric) for r in base.per_query}
+        out: dict[str, dict[str, float] | None] = {}
+        for index, report in enumerate(self.reports):
+            if index == self.baseline:
+                out[report.name] = None
+                continue
+            pairs = [
+                (base_values[r.query_id], r.metrics.get(metric))
+                for r in report.per_query
+                if base_values.get(r.query_id) is not None and r.metrics.get(metric) is not None
+            ]
+            if not pairs:
+                out[report.name] = None
+                continue
+            a = [float(x) for x, _ in pairs]  # type: ignore[arg-type]
+            b = [float(y) for _, y in pairs]  # type: ignore[arg-type]
+            out[report.name] = {
+                "p_rand": paired_randomization_test(a, b, n_permutations=self.n_permutations, seed=self.seed),
+                "p_t": paired_t_test(a, b),
+                "queries": float(len(pairs)),
+            }
+        return out
 
     def rows(self) -> list[dict[str, Any]]:
-        """One dict per report: ``name``, ``queries`` and each column (``None`` where absent)."""
+        """One dict per report: ``name``, ``queries``, each column (``None`` where absent) and,
+        when significance is computed, ``p_rand`` and ``p_t`` (``None`` for the baseline)."""
         out = []
+        p_values = self.p_values
         for report in self.reports:
             summary = report.summary()
             row: dict[str, Any] = {"name": report.name, "queries": int(summary["queries"])}
             row.update({column: summary.get(column) for column in self.columns})
+            if p_values:
+                tests = p_values.get(report.name)
+                row["p_rand"] = None if tests is None else tests["p_rand"]
+                row["p_t"] = None if tests is None else tests["p_t"]
             out.append(row)
         return out
 
     def _header(self) -> list[str]:
-        return ["name", "queries", *self.columns]
+        return ["name", "queries", *self.columns, *(("p_rand", "p_t") if self.p_values else ())]
 
     def _cells(self) -> list[list[str]]:
         keys = self._header()
@@ -394,7 +446,7 @@ class Comparison:
             return best
         for column in self.columns:
             values = [row[column] for row in rows if row[column] is not None]
-            if values:
+            if values and column not in ("p_rand", "p_t"):
                 best[column] = min(values) if column in _LOWER_IS_BETTER else max(values)
         return best
 
@@ -433,8 +485,50 @@ class Comparison:
         return {"columns": list(self._header()), "rows": _jsonable(self.rows())}
 
 
-def compare(reports: Sequence[EvalReport], *, columns: Sequence[str] = DEFAULT_COMPARE_COLUMNS) -> Comparison:
-    """Put ``reports`` side by side (see :class:`Comparison`); ``columns`` are summary keys."""
+def compare(
+    reports: Sequence[EvalReport],
+    *,
+    columns: Sequence[str] = DEFAULT_COMPARE_COLUMNS,
+    baseline: int | str = 0,
+    significance: str | None = "auto",
+    n_permutations: int = 10_000,
+    seed: int = 0,
+) -> Comparison:
+    """Put ``reports`` side by side (see :class:`Comparison`); ``columns`` are summary keys.
+
+    ``baseline`` (an index or a report name) is what the p-values compare against; ``significance``
+    is the per-query metric they are computed on: ``"auto"`` (default) is ``ndcg@10`` when the
+    reports have it (else no p-values), None none, any other name that metric (InvalidInputError
+    when no report has it).
+    """
     if not reports:
         raise InvalidInputError("compare() needs at least one report")
-    return Comparison(reports=tuple(reports), columns=tuple(columns))
+    names = [report.name for report in reports]
+    if len(set(names)) != len(names):
+        raise InvalidInputError(f"compare() needs reports with distinct names, got {names}")
+    if isinstance(baseline, str):
+        if baseline not in names:
+            raise InvalidInputError(f"baseline {baseline!r} is not one of the reports {names}")
+        baseline = names.index(baseline)
+    if isinstance(baseline, bool) or not isinstance(baseline, int) or not 0 <= baseline < len(reports):
+        raise InvalidInputError(
+            f"baseline must be a report name or an index below {len(reports)}, got {baseline!r}"
+        )
+    if isinstance(n_permutations, bool) or not isinstance(n_permutations, int) or n_permutations < 1:
+        raise InvalidInputError(f"n_permutations must be an integer >= 1, got {n_permutations!r}")
+
+    def has(metric: str) -> bool:
+        return any(metric in r.metrics for report in reports for r in report.per_query)
+
+    if significance == "auto":
+        significance = "ndcg@10" if has("ndcg@10") else None
+    elif significance is not None and not has(significance):
+        raise InvalidInputError(f"no report has the metric {significance!r} for the significance tests")
+    return Comparison(
+        reports=tuple(reports),
+        columns=tuple(columns),
+        baseline=baseline,
+        significance=significance,
+        n_permutations=n_permutations,
+        seed=seed,
+    )

@@ -36,9 +36,12 @@ from agentrag.errors import CollectionNotFoundError, InvalidInputError
 from agentrag.eval.beir import BeirDataset
 from agentrag.eval.metrics import citation_precision
 from agentrag.eval.report import DEFAULT_K_VALUES, EvalReport, QueryEval, evaluate_rankings
+from agentrag.rerankers import DEFAULT_CANDIDATES
+from agentrag.retrieval.fusion import DEFAULT_FUSION
 
 if TYPE_CHECKING:
     from agentrag.context import Context
+    from agentrag.rerankers import Reranker
     from agentrag.retrieval.result import SearchResult
     from agentrag.store.ingest import IngestProgress, IngestReport
     from agentrag.store.store import Store
@@ -176,7 +179,7 @@ def _answer_metrics(ctx: Context) -> dict[str, float | None]:
 
 
 def _default_name(mode: str, fusion: str) -> str:
-    return f"{mode} ({fusion})" if mode == "hybrid" and fusion != "rrf" else mode
+    return f"{mode} ({fusion})" if mode == "hybrid" and fusion != DEFAULT_FUSION else mode
 
 
 def _k_values(top_k: int, k_values: Sequence[int] | None) -> tuple[int, ...]:
@@ -193,10 +196,12 @@ def evaluate(
     mode: str = "hybrid",
     top_k: int = 10,
     depth: int = 100,
-    fusion: str = "rrf",
+    fusion: str = "relative_score",
     name: str | None = None,
     pipeline: Callable[[Context], Context] | None = None,
     llm: Any = None,
+    reranker: Reranker | None = None,
+    candidates: int = DEFAULT_CANDIDATES,
     sample: int | None = None,
     seed: int = 0,
     k_values: Sequence[int] | None = None,
@@ -212,6 +217,12 @@ def evaluate(
     each query runs ``pipeline(new(query, store=store, llm=llm, collections=[collection],
     mode=mode, fusion=fusion, limit=top_k))`` (``top_k`` at most 50) and its ranking is
     ``ctx.hits``; ``depth`` then does not apply.
+
+    With ``reranker`` (a :class:`~agentrag.rerankers.Reranker`: a cross-encoder, a hosted model, your
+    own) each search returns ``max(top_k, candidates)`` hits, the first ``candidates`` are reordered
+    by the reranker (:func:`~agentrag.rerankers.rerank_hits`) and the ranking is cut at ``top_k``; a
+    reranker failure raises RerankError (an evaluation never degrades silently). The default name
+    gets `` + rerank(<model>)``. A pipeline reranks in its own ``rerank`` step instead.
 
     The ranking of a query is its hits mapped to BEIR document ids, each document once at its
     best rank (with :func:`ingest_beir` a document is one chunk, so ``top_k`` hits are ``top_k``
@@ -241,6 +252,17 @@ def evaluate(
         raise InvalidInputError(f"with a pipeline, top_k is the context's limit (1-50), got {top_k}")
     if pipeline is None and llm is not None:
         raise InvalidInputError("llm is used by a pipeline only: pass pipeline= as well")
+    if reranker is not None:
+        from agentrag.rerankers import Reranker as _Reranker
+
+        if pipeline is not None:
+            raise InvalidInputError(
+                "with a pipeline, rerank in the pipeline (its rerank step), not reranker="
+            )
+        if not isinstance(reranker, _Reranker):
+            raise InvalidInputError(f"reranker must have rerank(query, texts) -> scores, got {reranker!r}")
+        _positive("candidates", candidates)
+    fetch = top_k if reranker is None else max(top_k, candidates)
     ks = _k_values(top_k, k_values)
     store.collection(collection)  # CollectionNotFoundError now, not at the first query
 
@@ -257,12 +279,17 @@ def evaluate(
                 query,
                 collections=[collection],
                 mode=mode,
-                top_k=top_k,
-                max_top_k=max(top_k, _MAX_SEARCH_TOP_K),
+                top_k=fetch,
+                max_top_k=max(fetch, _MAX_SEARCH_TOP_K),
                 depth=depth,
                 fusion=fusion,
             )
-            return _doc_ranking(result.hits), result, {}
+            if reranker is None:
+                return _doc_ranking(result.hits), result, {}
+            from agentrag.rerankers import rerank_hits
+
+            reranked = rerank_hits(reranker, result.query, result.hits, candidates=candidates)[:top_k]
+            return _doc_ranking(reranked), replace(result, hits=tuple(reranked)), {}
         from agentrag.steps.new import new
 
         ctx = pipeline(
@@ -304,6 +331,10 @@ def evaluate(
     }
     if mode == "hybrid":
         config["fusion"] = fusion
+    if reranker is not None:
+        from agentrag.rerankers import reranker_name
+
+        config.update(reranker=reranker_name(reranker), candidates=candidates)
     if pipeline is None:
         config["depth"] = depth
     else:
@@ -312,8 +343,11 @@ def evaluate(
             config["llm"] = getattr(llm, "model", None) or str(llm)
     if sample is not None:
         config.update(sample=sample, seed=seed)
+    default_name = _default_name(mode, fusion) if pipeline is None else "pipeline"
+    if reranker is not None:
+        default_name += f" + rerank({config['reranker']})"
     report = evaluate_rankings(
-        name or (_default_name(mode, fusion) if pipeline is None else "pipeline"),
+        name or default_name,
         config,
         rankings,
         qrels,

@@ -16,7 +16,7 @@ scope from the runnable configuration, and writes the ``rag_*`` fields::
     graph.add_edge(START, "rag"); graph.add_edge("rag", "reply"); graph.add_edge("reply", END)
     app = graph.compile()
     app.invoke({"messages": [("user", "Which plans include SSO?")]},
-               config={"configurable": {"session_id": "s-42", "workspace_id": "acme"}})
+               config={"configurable": {"tenant_id": "t1", "session_id": "s-42", "workspace_id": "acme"}})
 
 The subgraph is ``gate -> condense -> rewrite -> search -> rerank -> context`` (``rewrite``
 only when ``enable_query_rewrite`` is on; a skipped or disabled turn goes from ``gate``

@@ -8,7 +8,8 @@ from contextlib import suppress
 from typing import TYPE_CHECKING, Any
 
 from agentrag._sansio import Body, Op, run_async, run_sync
-from agentrag.llm.protocol import LLM, LLMCall, LLMReply, Message, _int_or_none
+from agentrag.errors import AgentragError, LLMError
+from agentrag.llm.protocol import LLM, LLMCall, LLMReply, Message, _int_or_none, _snippet
 from agentrag.telemetry import DEFAULT_TELEMETRY, Telemetry
 
 if TYPE_CHECKING:
@@ -124,6 +125,18 @@ class _Recorder:
         )
 
 
+def foreign_llm_error(llm: Any, exc: Exception) -> LLMError:
+    """:class:`LLMError` for an exception that is not ours, raised by an LLM object.
+
+    Its message names the exception's type only (a provider's text may echo the prompt); the
+    text is kept on ``error.detail``.
+    """
+    name = getattr(llm, "model", type(llm).__name__)
+    error = LLMError(f"{name}: the model call failed: {type(exc).__name__}")
+    error.detail = _snippet(str(exc), 300)  # type: ignore[attr-defined]
+    return error
+
+
 def _call(
     llm: LLM, messages: Sequence[Message], *, purpose: str, telemetry: Telemetry, repair: bool
 ) -> Body[LLMCall]:
@@ -133,6 +146,13 @@ def _call(
         with recorder.current():
             request = recorder.request
             reply = yield Op(lambda: llm.complete(request), lambda: llm.acomplete(request))
+    except AgentragError as exc:
+        recorder.fail(exc)
+        raise
+    except Exception as exc:  # an LLM object outside agentrag raised its own error: typed here
+        error = foreign_llm_error(llm, exc)
+        recorder.fail(error)
+        raise error from None
     except BaseException as exc:
         recorder.fail(exc)
         raise

@@ -206,7 +206,9 @@ class LiteLLM:
     def _error(self, exc: Exception, retries: int) -> LLMError:
         kind, status = _classify(exc)
         attempts = f"after {retries + 1} attempt{'s' if retries else ''}"
-        detail = _snippet(str(exc) or type(exc).__name__, 300)
+        # The provider's message stays off the error's text (it may echo the prompt: the question,
+        # retrieved documents); it is kept on ``error.detail`` for code that wants it.
+        detail = type(exc).__name__
         error: LLMError
         if kind == "timeout":
             error = LLMTimeoutError(f"{self.model}: no reply within {self.timeout}s ({attempts}): {detail}")
@@ -217,7 +219,8 @@ class LiteLLM:
         elif kind == "request":
             error = LLMRequestError(f"{self.model}: request rejected ({status}): {detail}")
         else:
-            error = LLMError(f"{self.model}: call failed {attempts}: {type(exc).__name__}: {detail}")
+            error = LLMError(f"{self.model}: call failed {attempts}: {detail}")
+        error.detail = _snippet(str(exc) or type(exc).__name__, 300)  # type: ignore[attr-defined]
         error.retries = retries  # type: ignore[attr-defined]
         error.status_code = status  # type: ignore[attr-defined]
         return error

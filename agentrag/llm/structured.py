@@ -32,10 +32,20 @@ JSON_REPAIR_PROMPT = (
 
 _FENCE = re.compile(r"```[ \t]*(?:json|JSON)?[ \t]*\n?(.*?)```", re.DOTALL)
 _MAX_SCAN_STARTS = 64
+MAX_JSON_REPLY_CHARS = 200_000
+"""A JSON reply longer than this is refused (LLMOutputError) before it is parsed."""
+MAX_JSON_DEPTH = 64
+"""A JSON reply nested deeper than this is refused before it is parsed (no RecursionError)."""
+_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
+_BRACKETS = re.compile(r"[\[\]{}]")
 
 
 class _UnusableReply(Exception):
     """Why a reply could not be turned into the schema (text for the repair prompt)."""
+
+
+class _RefusedReply(_UnusableReply):
+    """A reply too large or too deeply nested to parse: no repair is asked for."""
 
 
 class _JSONExchange(Generic[M]):
@@ -59,7 +69,7 @@ class _JSONExchange(Generic[M]):
             value = _parse_json_reply(call.reply or "", self.schema)
         except _UnusableReply as problem:
             self.calls.append(replace(call, error=f"LLMOutputError: {problem}"))
-            if self.repair:
+            if self.repair or isinstance(problem, _RefusedReply):
                 error = LLMOutputError(
                     f"{self.schema.__name__}: the reply was unusable even after one repair: {problem}",
                     raw=call.reply,
@@ -136,11 +146,29 @@ async def acomplete_json(
 def _parse_json_reply(text: str, schema: type[M]) -> M:
     from pydantic import ValidationError
 
-    data = _extract_json(text)
+    if len(text) > MAX_JSON_REPLY_CHARS:
+        raise _RefusedReply(f"the reply is {len(text)} characters long (limit {MAX_JSON_REPLY_CHARS}).")
+    if _nesting_depth(text) > MAX_JSON_DEPTH:
+        raise _RefusedReply(f"the reply is nested more than {MAX_JSON_DEPTH} levels deep.")
     try:
+        data = _extract_json(text)
         return schema.model_validate(data)
     except ValidationError as exc:
         raise _UnusableReply(_describe_validation_error(exc)) from None
+    except RecursionError:  # pragma: no cover - the depth check comes first
+        raise _RefusedReply("the reply is nested too deeply to parse.") from None
+
+
+def _nesting_depth(text: str) -> int:
+    """The deepest bracket nesting of ``text`` outside JSON strings (an upper bound is enough)."""
+    depth = deepest = 0
+    for match in _BRACKETS.finditer(_JSON_STRING.sub("", text)):
+        if match.group() in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif depth:
+            depth -= 1
+    return deepest
 
 
 def _extract_json(text: str) -> Any:

@@ -56,6 +56,7 @@ __all__ = [
     "BM25Cache",
     "CachedBM25",
     "bm25_index",
+    "cached_bm25",
     "lexical_leg",
     "lexical_sql_leg",
     "tsquery_text",
@@ -118,8 +119,25 @@ class BM25Cache(dict[int, CachedBM25]):
         self.build_locks: dict[int, threading.Lock] = {}
 
 
+def cached_bm25(cache: BM25Cache, collection_id: int, version: int | None) -> CachedBM25 | None:
+    """The cached index of a collection if it is at ``version`` or later (any, for None); never builds.
+
+    A search holding a pooled connection asks this, never :func:`bm25_index`: building reads the
+    chunks on a connection of its own, and waiting for a second connection while holding one
+    deadlocks a small or busy pool. The search builds with :func:`bm25_index` before checkout.
+    """
+    with cache.lock:
+        entry = cache.get(collection_id)
+    if entry is not None and (version is None or entry.version >= version):
+        return entry
+    return None
+
+
 def bm25_index(cache: BM25Cache, engine: Engine, collection_id: int, version: int) -> CachedBM25:
-    """The cached index of a collection, rebuilt when it is older than ``version``. Thread-safe."""
+    """The cached index of a collection, rebuilt when it is older than ``version``. Thread-safe.
+
+    Takes a pooled connection to build: never call it while holding one (see :func:`cached_bm25`).
+    """
     lock, builds = cache.lock, cache.build_locks
     with lock:
         entry = cache.get(collection_id)
@@ -152,19 +170,21 @@ LIMIT :depth
 
 def lexical_leg(
     conn: Connection,
-    cache: BM25Cache,
+    cached: CachedBM25,
     *,
     collection_id: int,
-    version: int,
     query: str,
     where: str,
     params: dict[str, Any],
     depth: int,
 ) -> list[tuple[str, float]]:
-    """``[(chunk_id, bm25_score), ...]`` best first, at most ``depth``, for one collection."""
+    """``[(chunk_id, bm25_score), ...]`` best first, at most ``depth``, for one collection.
+
+    ``cached`` is the collection's index (:func:`cached_bm25`); the leg itself only runs SQL on
+    ``conn``.
+    """
     from sqlalchemy import text
 
-    cached = bm25_index(cache, conn.engine, collection_id, version)
     if where.strip() == "TRUE":
         # Nothing to enforce: the index holds exactly the collection's chunks at ``version`` (or
         # later), so its top ``depth`` are the answer without a round trip. A chunk deleted since

@@ -66,7 +66,7 @@ class SearchResult:
 
     def _header(self) -> str:
         mode = self.mode if self.used_mode == self.mode else f"{self.mode} -> {self.used_mode}"
-        if self.fusion and self.fusion != "rrf" and self.used_mode == "hybrid":
+        if self.fusion and self.used_mode == "hybrid":
             mode += f" ({self.fusion})"
         total = self.timings_ms.get("total")
         took = f", {total:.1f} ms" if total is not None else ""

@@ -7,7 +7,8 @@ a chunk of another scope can never be ranked, let alone returned. Values are bou
 * ``tenant``: ``d.tenant_id = :s_tenant``
 * ``workspace``: ``d.workspace_id = :s_workspace``
 * ``session``: the document is linked to the session in ``agentrag.document_sessions``
-  (``EXISTS``), whatever its tenant or workspace.
+  (``EXISTS``); on a scoped collection always together with the tenant (:func:`check_scope`
+  refuses a workspace or session without one), so a session never crosses tenants.
 
 The parts combine with AND. A scope applies to unscoped collections too: documents ingested
 without a tenant simply do not match a tenant scope. ``None``, an empty ``Scope()`` and
@@ -61,10 +62,22 @@ def compile_scope(scope: Scope | None) -> tuple[str, dict[str, Any]]:
 
 
 def check_scope(scope: Scope | None, scoped_collections: Iterable[str]) -> None:
-    """Refuse a query without a scope on ``scoped=True`` collections (``Scope.every()`` passes)."""
+    """Refuse a query without a scope on ``scoped=True`` collections (``Scope.every()`` passes).
+
+    Scopes are tenant-rooted: a workspace or a session belongs to a tenant, and two tenants may
+    both have a workspace named "shared". On a scoped collection a scope naming a workspace or a
+    session without its tenant is refused too, instead of crossing tenants.
+    """
+    names = sorted(scoped_collections)
+    if scope is not None and not scope.all_scopes and scope.tenant is None and not scope.is_empty:
+        if names:
+            raise ScopeError(
+                f"collection(s) {', '.join(repr(n) for n in names)} are scoped and scopes are tenant-rooted: "
+                f"{scope!r} names no tenant; pass Scope(tenant=..., workspace=..., session=...)"
+            )
+        return
     if scope is not None and (scope.all_scopes or not scope.is_empty):
         return
-    names = sorted(scoped_collections)
     if names:
         raise ScopeError(
             f"collection(s) {', '.join(repr(n) for n in names)} are scoped: pass scope=Scope(tenant=..., "

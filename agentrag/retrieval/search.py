@@ -1,10 +1,11 @@
-"""``search``: hybrid retrieval over one or more collections (pgvector + BM25 fused with RRF).
+"""``search``: hybrid retrieval over one or more collections (pgvector + BM25, fused).
 
 Modes
     ``"hybrid"`` (default): the vector leg and the BM25 leg each find ``depth`` candidates,
-    fused with Reciprocal Rank Fusion (``rrf_k``, default 60; ``Hit.score`` is the RRF score)
-    or, with ``fusion="relative_score"``, by their min-max normalised scores weighted
-    ``vector_weight`` / ``1 - vector_weight`` (:mod:`agentrag.retrieval.fusion`).
+    fused by their min-max normalised scores weighted ``vector_weight`` / ``1 - vector_weight``
+    (``fusion="relative_score"``, the default, weight 0.5; ``Hit.score`` is the fused score in
+    [0, 1]) or, with ``fusion="rrf"``, by Reciprocal Rank Fusion (``rrf_k``, default 60;
+    ``Hit.score`` is the RRF score). See :mod:`agentrag.retrieval.fusion` for why.
     ``"vector"``: pgvector HNSW only; ``Hit.score`` is the similarity (cosine: ``1 - distance``).
     ``"lexical"``: in-memory BM25 only; ``Hit.score`` is the BM25 score.
     ``"lexical_sql"``: PostgreSQL full text (``to_tsvector`` expression index, OR query,
@@ -30,7 +31,7 @@ Several collections
     comparable because every collection must use the store embedder's model (and, in one search,
     the same distance metric); BM25 scores are merged as they are, as multi-index BM25 engines
     do (each collection's own term statistics), and ts_rank scores need no statistics at all.
-    In hybrid mode the two merged legs are then fused with RRF. Ties anywhere go to the smaller
+    In hybrid mode the two merged legs are then fused. Ties anywhere go to the smaller
     chunk id, so results are deterministic.
 
 Degradation
@@ -65,6 +66,7 @@ from agentrag.errors import (
 )
 from agentrag.hits import Hit
 from agentrag.retrieval.catalog import validate_name
+from agentrag.retrieval.dberrors import guarded
 from agentrag.retrieval.empty import empty_reason
 from agentrag.retrieval.filters import Filters, compile_filters
 from agentrag.retrieval.fusion import (
@@ -77,7 +79,7 @@ from agentrag.retrieval.fusion import (
     relative_score,
     rrf,
 )
-from agentrag.retrieval.lexical import BM25Cache, lexical_leg, lexical_sql_leg
+from agentrag.retrieval.lexical import BM25Cache, bm25_index, cached_bm25, lexical_leg, lexical_sql_leg
 from agentrag.retrieval.result import SearchResult
 from agentrag.retrieval.scope_sql import check_scope, compile_scope
 from agentrag.retrieval.vector import DEFAULT_EF_SEARCH, MAX_EF_SEARCH, configure_hnsw, vector_leg
@@ -117,6 +119,8 @@ class SearchSource(Protocol):
     def embed_queries(self, texts: Sequence[str]) -> np.ndarray: ...
 
     def ensure_text_index(self, collection_id: int, version: int | None = None) -> None: ...
+
+    def text_index_version(self, collection_id: int) -> int | None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -242,17 +246,42 @@ def _embed(store: SearchSource, query: str) -> tuple[np.ndarray, float]:
     return vectors[0], (time.perf_counter() - started) * 1000
 
 
-def _fusion_settings(fusion: str, rrf_k: float, vector_weight: float | None) -> float:
-    """Check the fusion options; return the relative-score vector weight (unused by RRF)."""
+def _fusion_settings(fusion: str, rrf_k: float | None, vector_weight: float | None) -> tuple[float, float]:
+    """Check the fusion options; return ``(rrf_k, vector_weight)``, the other fusion's at its default."""
     check_fusion(fusion)
-    check_rrf_k(rrf_k)
     if fusion == "rrf":
         if vector_weight is not None:
             raise InvalidInputError('vector_weight applies to fusion="relative_score", not to "rrf"')
-        return DEFAULT_VECTOR_WEIGHT
-    if rrf_k != DEFAULT_RRF_K:
-        raise InvalidInputError('rrf_k applies to fusion="rrf", not to "relative_score"')
-    return check_vector_weight(DEFAULT_VECTOR_WEIGHT if vector_weight is None else vector_weight)
+        return check_rrf_k(DEFAULT_RRF_K if rrf_k is None else rrf_k), DEFAULT_VECTOR_WEIGHT
+    if rrf_k is not None:
+        check_rrf_k(rrf_k)
+        raise InvalidInputError('rrf_k applies to fusion="rrf", not to "relative_score" (the default)')
+    return DEFAULT_RRF_K, check_vector_weight(
+        DEFAULT_VECTOR_WEIGHT if vector_weight is None else vector_weight
+    )
+
+
+class _CachesStale(Exception):
+    """The lexical caches are older than the collections just read (raised before any leg runs)."""
+
+    def __init__(self, collections: list[_Collection]) -> None:
+        super().__init__("lexical caches are stale")
+        self.collections = collections
+
+
+def _lexical_stale(store: SearchSource, colls: list[_Collection], mode: str) -> bool:
+    if mode == "lexical_sql":
+        return any((store.text_index_version(c.id) or -1) < c.version for c in colls)
+    return any(cached_bm25(store.bm25_cache, c.id, c.version) is None for c in colls)
+
+
+def _prepare_lexical(store: SearchSource, colls: list[_Collection], mode: str) -> None:
+    """Build the lexical caches of ``colls``; the caller holds no pooled connection."""
+    for c in colls:
+        if mode == "lexical_sql":
+            store.ensure_text_index(c.id, c.version)
+        else:
+            bm25_index(store.bm25_cache, store.engine, c.id, c.version)
 
 
 def _lexical(
@@ -265,28 +294,28 @@ def _lexical(
     params: dict[str, Any],
     depth: int,
 ) -> list[tuple[str, float]]:
-    """The lexical leg over every collection (BM25, or SQL full text for ``lexical_sql``), merged."""
+    """The lexical leg over every collection (BM25, or SQL full text for ``lexical_sql``), merged.
+
+    Runs on ``conn`` only: the caches were brought up to date before the connection was taken
+    (a write since then is seen by the next search, as if this one ran a moment earlier).
+    """
+    per_collection: list[list[tuple[str, float]]] = []
     if mode == "lexical_sql":
-        for c in colls:
-            store.ensure_text_index(c.id, c.version)
         per_collection = [
             lexical_sql_leg(conn, collection_id=c.id, query=query, where=where, params=params, depth=depth)
             for c in colls
         ]
     else:
-        per_collection = [
-            lexical_leg(
-                conn,
-                store.bm25_cache,
-                collection_id=c.id,
-                version=c.version,
-                query=query,
-                where=where,
-                params=params,
-                depth=depth,
+        for c in colls:
+            cached = cached_bm25(store.bm25_cache, c.id, None)
+            if cached is None:  # the collection was deleted meanwhile: nothing of it to find
+                per_collection.append([])
+                continue
+            per_collection.append(
+                lexical_leg(
+                    conn, cached, collection_id=c.id, query=query, where=where, params=params, depth=depth
+                )
             )
-            for c in colls
-        ]
     return merge_by_score(per_collection, depth)
 
 
@@ -301,6 +330,7 @@ WHERE c.id = ANY(CAST(:ids AS text[]))
 """
 
 
+@guarded("searching")
 def search(
     store: SearchSource,
     query: str,
@@ -310,8 +340,8 @@ def search(
     top_k: int = 5,
     max_top_k: int = 50,
     depth: int = 100,
-    fusion: str = "rrf",
-    rrf_k: float = DEFAULT_RRF_K,
+    fusion: str = "relative_score",
+    rrf_k: float | None = None,
     vector_weight: float | None = None,
     min_score: float | None = None,
     filters: Filters | Mapping[str, Any] | None = None,
@@ -321,8 +351,8 @@ def search(
     """Search ``collections`` for ``query``; see the module docstring.
 
     ``top_k`` (1..``max_top_k``) hits are returned; each leg fetches ``max(depth, top_k)``
-    candidates per collection. ``fusion`` (hybrid mode) is ``"rrf"`` (with ``rrf_k``) or
-    ``"relative_score"`` (with ``vector_weight``, default 0.5); giving the other fusion's
+    candidates per collection. ``fusion`` (hybrid mode) is ``"relative_score"`` (the default,
+    with ``vector_weight``, default 0.5) or ``"rrf"`` (with ``rrf_k``, default 60); giving the other fusion's
     parameter is an error. ``ef_search`` sets pgvector's ``hnsw.ef_search`` (1..1000; default
     ``max(100, depth)`` capped at 1000). ``filters`` is a :class:`Filters` or a dict of the same
     shape; ``scope`` a :class:`~agentrag.scope.Scope` (required on ``scoped=True`` collections:
@@ -341,7 +371,7 @@ def search(
     top_k = _int("top_k", top_k, 1, max_top_k)
     depth = _int("depth", depth, 1, MAX_DEPTH)
     leg_depth = max(depth, top_k)
-    weight = _fusion_settings(fusion, rrf_k, vector_weight)
+    k, weight = _fusion_settings(fusion, rrf_k, vector_weight)
     if ef_search is not None:
         ef_search = _int("ef_search", ef_search, 1, MAX_EF_SEARCH)
     if min_score is not None:
@@ -369,97 +399,117 @@ def search(
             if mode == "vector":
                 raise
             used_mode = "lexical"
-            reason = " ".join(str(exc).split())[:200]
-            degraded = f"vector leg unavailable, results are lexical (BM25) only: embedder failed ({reason})"
+            # The error's type only: a provider's message may echo the query.
+            degraded = (
+                "vector leg unavailable, results are lexical (BM25) only: "
+                f"embedder failed ({type(exc).__name__})"
+            )
             warnings.append(degraded)
             _log.warning(
                 "hybrid search degraded to lexical only: the embedder failed (%s)", type(exc).__name__
             )
 
     vector_ranked: list[tuple[str, float]] = []
-    # ---- one transaction: the hnsw.* settings stay local to it ----
-    with store.engine.connect() as conn, conn.begin():
-        colls = _load_collections(conn, names)
-        check_scope(scope, [c.name for c in colls if c.scoped])
-        version_match = True
-        if mode in ("vector", "hybrid"):
-            try:
-                version_warnings = _check_embedder(store, colls)  # EmbeddingMismatchError
-            except EmbeddingMismatchError:
-                raise
-            except EmbeddingError:  # it cannot say its dimensions: the search already degraded
-                version_warnings = []
-            warnings.extend(version_warnings)
-            version_match = not version_warnings
-        if query_vector is not None:
-            t = time.perf_counter()
-            ef = min(MAX_EF_SEARCH, max(DEFAULT_EF_SEARCH, leg_depth)) if ef_search is None else ef_search
-            configure_hnsw(conn, ef_search=ef, iterative=bool(restricted) or ef < leg_depth)
-            per_collection = [
-                vector_leg(
-                    conn,
-                    collection_id=c.id,
-                    dimensions=c.dimensions,
-                    distance=c.distance,
-                    query_vector=query_vector,
-                    where=where,
-                    params=params,
-                    depth=leg_depth,
-                    need=top_k,
-                )
-                for c in colls
-            ]
-            vector_ranked = merge_by_score(per_collection, leg_depth)
-            timings["vector"] = (time.perf_counter() - t) * 1000
+    # ---- one transaction: the hnsw.* settings stay local to it. A cold lexical cache (BM25
+    # index, tsvectors) is never built while the connection is held: the transaction stops,
+    # the caches are built with no connection held, and the transaction runs again once. ----
+    for prepared in (False, True):
+        try:
+            with store.engine.connect() as conn, conn.begin():
+                colls = _load_collections(conn, names)
+                check_scope(scope, [c.name for c in colls if c.scoped])
+                if not prepared and used_mode != "vector" and _lexical_stale(store, colls, mode):
+                    raise _CachesStale(colls)
+                version_match = True
+                if mode in ("vector", "hybrid"):
+                    try:
+                        version_warnings = _check_embedder(store, colls)  # EmbeddingMismatchError
+                    except EmbeddingMismatchError:
+                        raise
+                    except EmbeddingError:  # it cannot say its dimensions: the search already degraded
+                        version_warnings = []
+                    warnings.extend(version_warnings)
+                    version_match = not version_warnings
+                if query_vector is not None:
+                    t = time.perf_counter()
+                    ef = (
+                        min(MAX_EF_SEARCH, max(DEFAULT_EF_SEARCH, leg_depth))
+                        if ef_search is None
+                        else ef_search
+                    )
+                    configure_hnsw(conn, ef_search=ef, iterative=bool(restricted) or ef < leg_depth)
+                    per_collection = [
+                        vector_leg(
+                            conn,
+                            collection_id=c.id,
+                            dimensions=c.dimensions,
+                            distance=c.distance,
+                            query_vector=query_vector,
+                            where=where,
+                            params=params,
+                            depth=leg_depth,
+                            need=top_k,
+                        )
+                        for c in colls
+                    ]
+                    vector_ranked = merge_by_score(per_collection, leg_depth)
+                    timings["vector"] = (time.perf_counter() - t) * 1000
 
-        lexical_ranked: list[tuple[str, float]] = []
-        if used_mode in ("lexical", "hybrid", "lexical_sql"):
-            t = time.perf_counter()
-            lexical_ranked = _lexical(conn, store, colls, mode, query_text, where, params, leg_depth)
-            timings["lexical"] = (time.perf_counter() - t) * 1000
+                lexical_ranked: list[tuple[str, float]] = []
+                if used_mode in ("lexical", "hybrid", "lexical_sql"):
+                    t = time.perf_counter()
+                    lexical_ranked = _lexical(conn, store, colls, mode, query_text, where, params, leg_depth)
+                    timings["lexical"] = (time.perf_counter() - t) * 1000
 
-        # ---- fusion ----
-        t = time.perf_counter()
-        final: list[tuple[str, float]]
-        if used_mode == "hybrid" and fusion == "relative_score":
-            final = relative_score(vector_ranked, lexical_ranked, vector_weight=weight)
-        elif used_mode == "hybrid":
-            final = rrf([[i for i, _ in vector_ranked], [i for i, _ in lexical_ranked]], k=rrf_k)
-        elif used_mode == "vector":
-            final = vector_ranked
-        else:
-            final = lexical_ranked
-        candidates = final
-        if min_score is not None:
-            final = [(i, s) for i, s in final if s >= min_score]
-        final = final[:top_k]
-        timings["fuse"] = (time.perf_counter() - t) * 1000
+                # ---- fusion ----
+                t = time.perf_counter()
+                final: list[tuple[str, float]]
+                if used_mode == "hybrid" and fusion == "relative_score":
+                    final = relative_score(vector_ranked, lexical_ranked, vector_weight=weight)
+                elif used_mode == "hybrid":
+                    final = rrf([[i for i, _ in vector_ranked], [i for i, _ in lexical_ranked]], k=k)
+                elif used_mode == "vector":
+                    final = vector_ranked
+                else:
+                    final = lexical_ranked
+                candidates = final
+                if min_score is not None:
+                    final = [(i, s) for i, s in final if s >= min_score]
+                final = final[:top_k]
+                timings["fuse"] = (time.perf_counter() - t) * 1000
 
-        # ---- the hits' text and provenance ----
-        t = time.perf_counter()
-        rows = {}
-        if final:
-            from sqlalchemy import text
+                # ---- the hits' text and provenance ----
+                t = time.perf_counter()
+                rows = {}
+                if final:
+                    from sqlalchemy import text
 
-            rows = {
-                row.id: row for row in conn.execute(text(_FETCH_SQL), {"ids": [i for i, _ in final]}).all()
-            }
-        timings["fetch"] = (time.perf_counter() - t) * 1000
-        why: str | None = None
-        if not rows:  # only an empty result pays for the counts that explain it
-            why = empty_reason(
-                conn,
-                collections=[(c.id, c.name) for c in colls],
-                scope_sql=scope_sql,
-                filter_sql=filter_sql,
-                params=params,
-                scope=scope,
-                used_mode=used_mode,
-                degraded=degraded,
-                lexical_candidates=len(lexical_ranked),
-                min_score=min_score,
-                candidates=candidates,
-            )
+                    rows = {
+                        row.id: row
+                        for row in conn.execute(text(_FETCH_SQL), {"ids": [i for i, _ in final]}).all()
+                    }
+                timings["fetch"] = (time.perf_counter() - t) * 1000
+                why: str | None = None
+                if not rows:  # only an empty result pays for the counts that explain it
+                    why = empty_reason(
+                        conn,
+                        collections=[(c.id, c.name) for c in colls],
+                        scope_sql=scope_sql,
+                        filter_sql=filter_sql,
+                        params=params,
+                        scope=scope,
+                        used_mode=used_mode,
+                        degraded=degraded,
+                        lexical_candidates=len(lexical_ranked),
+                        min_score=min_score,
+                        candidates=candidates,
+                    )
+        except _CachesStale as stale:
+            if prepared:  # pragma: no cover - the second pass never raises it
+                raise AssertionError("lexical caches still stale after building them") from None
+            _prepare_lexical(store, stale.collections, mode)
+            continue
+        break
 
     vector_at = {chunk_id: (rank, score) for rank, (chunk_id, score) in enumerate(vector_ranked, start=1)}
     lexical_at = {chunk_id: (rank, score) for rank, (chunk_id, score) in enumerate(lexical_ranked, start=1)}

@@ -124,7 +124,7 @@ def new(
     threshold: float = 0.5,
     collections: str | Sequence[str] | None = None,
     mode: str = "hybrid",
-    fusion: str = "rrf",
+    fusion: str = "relative_score",
     scope: Scope | None = None,
     filters: Filters | Mapping[str, Any] | None = None,
     budget: Budget | None = None,

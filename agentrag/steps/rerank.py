@@ -1,4 +1,4 @@
-"""``rerank(strategy="heuristic" | "llm")``: order the retrieved chunks for the answer.
+"""``rerank(strategy="heuristic" | "llm" | "cross-encoder" | "api", reranker=...)``: order the chunks.
 
 The heuristic picks greedily, each time the chunk with the best
 
@@ -8,6 +8,23 @@ so one long document does not crowd out other sources (source diversity), chunks
 a heading that matches the question rise, and newer documents (metadata ``date``) win
 ties. With ``"llm"``, ``prompts/rerank.j2`` orders the chunk labels; any it leaves out
 follow in heuristic order.
+
+With a model, the first ``candidates`` hits (default 50, in fused order) are scored against
+the question and sorted by score; the rest follow in fused order (:func:`agentrag.rerankers.rerank_hits`):
+
+* ``"cross-encoder"``: a sentence-transformers CrossEncoder, ``model`` a name or a local directory
+  (:class:`~agentrag.rerankers.CrossEncoderReranker`, batched, loaded on first use);
+* ``"api"``: a hosted reranker through ``litellm.rerank``, ``model`` e.g. ``"cohere/rerank-english-v3.0"``,
+  with ``api_base`` / ``api_key`` (:class:`~agentrag.rerankers.APIReranker`);
+* ``reranker=obj``: any object with ``rerank(query, texts) -> scores`` (strategy ``"custom"``).
+
+The scores land on the hits (``Hit.rerank_score``) and on the span (``agentrag.rerank.scores``,
+``agentrag.rerank.model``). When the reranker fails (RerankError, or any exception from a user's
+reranker) the step keeps the heuristic order and records a ``heuristic`` degradation. Search
+more than you answer from so the model has candidates to choose among::
+
+    model = "cross-encoder/ms-marco-MiniLM-L6-v2"
+    ctx.search(limit=50).rerank(strategy="cross-encoder", model=model, top_k=5)
 """
 
 from __future__ import annotations
@@ -16,10 +33,11 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import replace
 from datetime import date
+from typing import Any
 
 from pydantic import BaseModel
 
-from agentrag.context import Context
+from agentrag.context import Context, Degradation
 from agentrag.errors import InvalidInputError
 from agentrag.hits import Hit
 from agentrag.llm import LLMCall
@@ -74,16 +92,86 @@ def heuristic_order(question: str, hits: Sequence[Hit]) -> list[Hit]:
     return picked
 
 
-def _rerank(ctx: Context, *, strategy: str = "heuristic", top_k: int | None = None) -> Outcome:
-    if strategy not in ("heuristic", "llm"):
-        raise InvalidInputError(f"rerank(): strategy must be 'heuristic' or 'llm', got {strategy!r}")
+STRATEGIES = ("heuristic", "llm", "cross-encoder", "api")
+
+
+def _model_reranker(strategy: str, model: str | None, reranker: Any, options: dict[str, Any]) -> Any:
+    """The Reranker for a model strategy (or the user's), None for heuristic / llm; checks the options."""
+    from agentrag.rerankers import APIReranker, CrossEncoderReranker, Reranker
+
+    allowed = {"cross-encoder": {"batch_size", "max_length"}, "api": {"api_base", "api_key", "timeout"}}
+    unknown = sorted(set(options) - allowed.get(strategy, set()))
+    if unknown:
+        raise InvalidInputError(f"rerank(strategy={strategy!r}) does not take {', '.join(unknown)}")
+    if reranker is not None:
+        if strategy not in ("heuristic", "custom") or model is not None:
+            raise InvalidInputError("rerank(): reranker= takes no strategy or model")
+        if not isinstance(reranker, Reranker):
+            raise InvalidInputError(
+                f"rerank(): reranker must have rerank(query, texts) -> scores, got {type(reranker).__name__}"
+            )
+        return reranker
+    if strategy not in STRATEGIES:
+        raise InvalidInputError(
+            f"rerank(): strategy must be one of {', '.join(STRATEGIES)}, got {strategy!r}"
+        )
+    if strategy == "cross-encoder":
+        return CrossEncoderReranker(model, **options) if model else CrossEncoderReranker(**options)
+    if strategy == "api":
+        if not model:
+            raise InvalidInputError("rerank(strategy='api') needs model=, e.g. 'cohere/rerank-english-v3.0'")
+        return APIReranker(model, **options)
+    if model is not None:
+        raise InvalidInputError(f"rerank(strategy={strategy!r}) takes no model")
+    return None
+
+
+def _rerank(
+    ctx: Context,
+    *,
+    strategy: str = "heuristic",
+    top_k: int | None = None,
+    model: str | None = None,
+    reranker: Any = None,
+    candidates: int = 50,
+    batch_size: int | None = None,
+    max_length: int | None = None,
+    api_base: str | None = None,
+    api_key: str | None = None,
+    timeout: float | None = None,
+) -> Outcome:
+    from agentrag.rerankers import rerank_hits, reranker_name
+
+    given = {"batch_size": batch_size, "max_length": max_length, "api_base": api_base, "api_key": api_key}
+    model_options = {k: v for k, v in {**given, "timeout": timeout}.items() if v is not None}
+    scorer = _model_reranker(strategy, model, reranker, model_options)
+    if isinstance(candidates, bool) or not isinstance(candidates, int) or candidates < 1:
+        raise InvalidInputError(f"rerank(): candidates must be an integer >= 1, got {candidates!r}")
     if ctx.retrieve is False:
         return Outcome(skipped="gate decided no retrieval is needed")
     hits = list(ctx.hits)
     order = heuristic_order(ctx.question, hits)
     calls: tuple[LLMCall, ...] = ()
     used = "heuristic"
-    if strategy == "llm" and hits:
+    attributes: dict[str, Any] = {}
+    degradations: tuple[Degradation, ...] = ()
+    if scorer is not None and hits:
+        name = reranker_name(scorer)
+        attributes["model"] = name
+        try:
+            order = rerank_hits(scorer, ctx.question, hits, candidates=candidates)
+            used = "custom" if reranker is not None else strategy
+            scores = [h.rerank_score for h in order if h.rerank_score is not None]
+            attributes["scores"] = [round(s, 6) for s in scores]
+            attributes["candidates"] = len(scores)
+        except Exception as exc:  # a model or a user's reranker failed: the heuristic order stands
+            reason = " ".join(str(exc).split())[:200]
+            degradations = (
+                Degradation(
+                    "rerank", "heuristic", f"reranker {name} failed ({type(exc).__name__}: {reason})"
+                ),
+            )
+    elif strategy == "llm" and hits:
         if ctx.deps.llm is None:
             raise InvalidInputError("rerank(strategy='llm') needs an LLM: pass llm=... to new()")
         from agentrag.prompts import new_delimiter
@@ -104,7 +192,11 @@ def _rerank(ctx: Context, *, strategy: str = "heuristic", top_k: int | None = No
         order = order[:top_k]
     ranked = tuple(replace(h, rank=i + 1) for i, h in enumerate(order))
     return Outcome(
-        {"ranked": ranked}, strategy=used, attributes={"result_count": len(ranked)}, llm_calls=calls
+        {"ranked": ranked},
+        strategy=used,
+        attributes={"result_count": len(ranked), **attributes},
+        llm_calls=calls,
+        degradations=degradations,
     )
 
 

@@ -110,7 +110,7 @@ def _search_once(ctx: Context, query: str, collection: str, plan: _Plan) -> Sear
             top_k=plan.limit,
             depth=plan.depth,
             fusion=ctx.options.fusion,
-            rrf_k=plan.rrf_k,
+            rrf_k=plan.rrf_k if ctx.options.fusion == "rrf" else None,  # RRF's constant, nothing else's
             filters=ctx.options.filters,
             scope=ctx.options.scope,
         )

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from agentrag.errors import IngestError, InvalidInputError, StoreError
 from agentrag.store.chunking import DEFAULT_CHUNK_OVERLAP, DEFAULT_CHUNK_SIZE, Chunk, chunk_text
@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 
 __all__ = ["IngestProgress", "IngestReport", "ingest_paths", "ingest_texts", "iter_files"]
 
+T = TypeVar("T")
 EMBED_BATCH_DOCUMENTS = 64
 _COPY_TYPES = ["text", "text", "int8", "int4", "text", "int4", "int4", "int4", "text", "text", "vector"]
 _COPY_SQL = (
@@ -269,7 +270,10 @@ def _ingest(
 
     for start in range(0, len(items), EMBED_BATCH_DOCUMENTS):
         batch = items[start : start + EMBED_BATCH_DOCUMENTS]
-        existing = _existing(store, coll, [i.source for i in batch], tenant, workspace)
+        existing = _retrying(
+            "reading existing documents",
+            functools.partial(_existing, store, coll, [i.source for i in batch], tenant, workspace),
+        )
         todo: list[_Item] = []
         for item in batch:
             try:
@@ -305,26 +309,39 @@ def _ingest(
         for item in todo:
             item_vectors = vectors[offset : offset + len(item.chunks)]
             offset += len(item.chunks)
-            doc_id, was_replaced = _write_document(
-                store,
-                coll,
-                item,
-                item_vectors,
-                tenant,
-                workspace,
-                session,
-                functools.partial(progress, item.source, "writing"),
-            )
+            try:
+                doc_id, status = _retrying(
+                    f"writing {item.source}",
+                    functools.partial(
+                        _write_document,
+                        store,
+                        coll,
+                        item,
+                        item_vectors,
+                        tenant,
+                        workspace,
+                        session,
+                        functools.partial(progress, item.source, "writing"),
+                    ),
+                )
+            except StoreError as exc:  # rolled back, retried once if transient: the others still go in
+                done += 1
+                failed.append((item.source, f"{exc} (rolled back: nothing of it was written)"))
+                progress(item.source, "failed")
+                continue
             done += 1
-            written += len(item.chunks)
             ids[item.source] = doc_id
-            (replaced if was_replaced else added).append(item.source)
-            progress(item.source, "replaced" if was_replaced else "added")
+            if status == "unchanged":  # a concurrent ingest wrote the same content first
+                unchanged.append(item.source)
+            else:
+                written += len(item.chunks)
+                (replaced if status == "replaced" else added).append(item.source)
+            progress(item.source, status)
     if written:
         try:
-            store.ensure_vector_index(coll)
-        except Exception as exc:  # a concurrent ingest may be building the same index
-            if "already exists" not in str(exc):
+            _retrying("building the vector index", functools.partial(store.ensure_vector_index, coll))
+        except StoreError as exc:  # a concurrent ingest may be building the same index (23505)
+            if getattr(exc, "sqlstate", None) not in ("23505", "42P07"):
                 raise
     return IngestReport(
         collection, tuple(added), tuple(replaced), tuple(unchanged), tuple(failed), written, ids
@@ -357,68 +374,104 @@ def _write_document(
     workspace: str | None,
     session: str | None,
     before_commit: Callable[[], None],
-) -> tuple[str, bool]:
-    """Write one document in one transaction; return (document id, whether it replaced one)."""
+) -> tuple[str, str]:
+    """Write one document in one transaction; return (document id, added / replaced / unchanged).
+
+    Idempotent, so safe to retry: under the key's lock, a stored document with the same content
+    and metadata (written by a concurrent ingest, or by a first attempt whose commit was not
+    acknowledged) is left as it is and reported unchanged. Driver errors propagate raw, for
+    :func:`_retrying` to retry or type.
+    """
     from sqlalchemy import text
-    from sqlalchemy.exc import DBAPIError
 
     classification, doc_date = _doc_columns(item)
     # Content-addressed ids: the same content under the same key always gets the same ids,
     # so citations stay stable across rebuilds. A changed text gets new ids.
     doc_id = "doc_" + _digest(coll.name, item.source, tenant or "", workspace or "", item.sha256)
-    try:
-        with store.engine.begin() as conn:
-            # Lock the key so two writers of the same document serialise.
-            conn.execute(
-                text("SELECT pg_advisory_xact_lock(hashtextextended(:key, 0))"),
-                {"key": json.dumps([coll.id, item.source, tenant, workspace])},
-            )
-            old_id = conn.execute(
-                text(
-                    "DELETE FROM agentrag.documents WHERE collection_id = :cid AND source = :source"
-                    " AND coalesce(tenant_id, '') = :tenant AND coalesce(workspace_id, '') = :workspace"
-                    " RETURNING id"
-                ),
-                {"cid": coll.id, "source": item.source, "tenant": tenant or "", "workspace": workspace or ""},
-            ).scalar()
-            conn.execute(
-                text(
-                    "INSERT INTO agentrag.documents"
-                    " (id, collection_id, source, original_filename, sha256, text,"
-                    " metadata, classification, doc_date, tenant_id, workspace_id, chunk_count)"
-                    " VALUES (:id, :cid, :source, :filename, :sha, :text, CAST(:meta AS jsonb), :cls, :date,"
-                    " :tenant, :workspace, :count)"
-                ),
-                {
-                    "id": doc_id,
-                    "cid": coll.id,
-                    "source": item.source,
-                    "filename": item.original_filename,
-                    "sha": item.sha256,
-                    "text": item.text,
-                    "meta": json.dumps(item.metadata, default=_json_default),
-                    "cls": classification,
-                    "date": doc_date,
-                    "tenant": tenant,
-                    "workspace": workspace,
-                    "count": len(item.chunks),
-                },
-            )
-            _copy_chunks(conn, coll.id, doc_id, item.chunks, vectors)
+    key = {"cid": coll.id, "source": item.source, "tenant": tenant or "", "workspace": workspace or ""}
+    with store.engine.begin() as conn:
+        # Lock the key so two writers of the same document serialise.
+        conn.execute(
+            text("SELECT pg_advisory_xact_lock(hashtextextended(:key, 0))"),
+            {"key": json.dumps([coll.id, item.source, tenant, workspace])},
+        )
+        current = conn.execute(
+            text(
+                "SELECT id, metadata FROM agentrag.documents WHERE collection_id = :cid AND source = :source"
+                " AND coalesce(tenant_id, '') = :tenant AND coalesce(workspace_id, '') = :workspace"
+            ),
+            key,
+        ).first()
+        if (
+            current is not None
+            and current.id == doc_id
+            and _canonical(current.metadata or {}, item.source) == _canonical(item.metadata, item.source)
+        ):
             if session is not None:
                 conn.execute(
-                    text("INSERT INTO agentrag.document_sessions (session_id, document_id) VALUES (:s, :d)"),
+                    text(
+                        "INSERT INTO agentrag.document_sessions (session_id, document_id) VALUES (:s, :d)"
+                        " ON CONFLICT DO NOTHING"
+                    ),
                     {"s": session, "d": doc_id},
                 )
+            return doc_id, "unchanged"
+        if current is not None:
+            conn.execute(text("DELETE FROM agentrag.documents WHERE id = :id"), {"id": current.id})
+        conn.execute(
+            text(
+                "INSERT INTO agentrag.documents"
+                " (id, collection_id, source, original_filename, sha256, text,"
+                " metadata, classification, doc_date, tenant_id, workspace_id, chunk_count)"
+                " VALUES (:id, :cid, :source, :filename, :sha, :text, CAST(:meta AS jsonb), :cls, :date,"
+                " :tenant, :workspace, :count)"
+            ),
+            {
+                "id": doc_id,
+                "cid": coll.id,
+                "source": item.source,
+                "filename": item.original_filename,
+                "sha": item.sha256,
+                "text": item.text,
+                "meta": json.dumps(item.metadata, default=_json_default),
+                "cls": classification,
+                "date": doc_date,
+                "tenant": tenant,
+                "workspace": workspace,
+                "count": len(item.chunks),
+            },
+        )
+        _copy_chunks(conn, coll.id, doc_id, item.chunks, vectors)
+        if session is not None:
             conn.execute(
-                text("UPDATE agentrag.collections SET version = version + 1 WHERE id = :id"), {"id": coll.id}
+                text("INSERT INTO agentrag.document_sessions (session_id, document_id) VALUES (:s, :d)"),
+                {"s": session, "d": doc_id},
             )
-            before_commit()
-    except DBAPIError as exc:
-        raise StoreError(
-            f"writing {item.source} failed and was rolled back (nothing of it was written): {exc.orig}"
-        ) from exc
-    return doc_id, old_id is not None
+        conn.execute(
+            text("UPDATE agentrag.collections SET version = version + 1 WHERE id = :id"), {"id": coll.id}
+        )
+        before_commit()
+    return doc_id, "added" if current is None else "replaced"
+
+
+def _retrying(action: str, call: Callable[[], T]) -> T:
+    """``call()``, repeated once on a fresh connection after a transient driver error.
+
+    Only for work that is safe to repeat (a read, one idempotent document write). A driver
+    error that remains becomes a typed StoreError (class name and SQLSTATE, never SQL text).
+    """
+    from agentrag.retrieval.dberrors import database_error, is_driver_error, is_transient
+
+    for attempt in (0, 1):
+        try:
+            return call()
+        except Exception as exc:
+            if not is_driver_error(exc):
+                raise
+            if attempt == 0 and is_transient(exc):
+                continue
+            raise database_error(exc, action) from None
+    raise AssertionError("unreachable")  # pragma: no cover
 
 
 def _digest(*parts: str) -> str:

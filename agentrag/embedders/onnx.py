@@ -1,0 +1,230 @@
+"""The ONNX Runtime backend of :class:`agentrag.embedders.LocalEmbedder`.
+
+The same sentence-transformers model, run without torch: the transformer is exported once
+from the model's own weights to ONNX (torch is imported for that export only), optionally
+quantised to int8, and cached on disk. At embedding time only ``onnxruntime``, ``tokenizers``
+and numpy are imported. Tokenisation (the model's ``tokenizer.json``, truncated at the
+model's ``max_seq_length``), mean pooling over the attention mask and L2 normalisation are
+the ones sentence-transformers applies, so the vectors are the model's vectors.
+
+Cache: ``$AGENTRAG_MODEL_CACHE``, else ``$XDG_CACHE_HOME/agentrag/models``, else
+``~/.cache/agentrag/models``; one directory per model path and version. Files are written to
+a temporary name and renamed, so concurrent first uses never read a half-written model.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+import threading
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from agentrag.errors import EmbeddingError
+
+__all__ = ["OnnxModel", "cpu_threads", "model_cache_dir", "onnx_model_file"]
+
+_QUANTIZED = {"onnx": False, "onnx-int8": True}
+_EXPORT_LOCK = threading.Lock()
+
+
+def cpu_threads() -> int:
+    """Cores this process may run on (the affinity mask, not the machine's count)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # pragma: no cover - not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def model_cache_dir() -> Path:
+    configured = os.environ.get("AGENTRAG_MODEL_CACHE")
+    if configured:
+        return Path(configured).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "agentrag" / "models"
+
+
+def _pooling_is_mean(model_dir: Path) -> bool:
+    modules = model_dir / "modules.json"
+    if not modules.exists():
+        return False
+    types = [m.get("type", "") for m in json.loads(modules.read_text())]
+    if not types or not types[0].endswith("models.Transformer"):
+        return False
+    pooling = [m for m in json.loads(modules.read_text()) if m.get("type", "").endswith("models.Pooling")]
+    if len(pooling) != 1:
+        return False
+    config = json.loads((model_dir / pooling[0]["path"] / "config.json").read_text())
+    others = ("pooling_mode_cls_token", "pooling_mode_max_tokens", "pooling_mode_mean_sqrt_len_tokens")
+    return bool(config.get("pooling_mode_mean_tokens")) and not any(config.get(k) for k in others)
+
+
+def _normalizes(model_dir: Path) -> bool:
+    modules = json.loads((model_dir / "modules.json").read_text())
+    return any(m.get("type", "").endswith("models.Normalize") for m in modules)
+
+
+def onnx_model_file(model_dir: Path, version: str, backend: str) -> Path:
+    """The cached ONNX file for ``model_dir`` (exported, and quantised for ``onnx-int8``, on first use)."""
+    key = hashlib.sha256(f"{model_dir.resolve()}\x1f{version}".encode()).hexdigest()[:12]
+    folder = model_cache_dir() / f"{model_dir.name}-{key}"
+    fp32 = folder / "model.onnx"
+    target = folder / ("model-int8.onnx" if _QUANTIZED[backend] else "model.onnx")
+    if target.exists():
+        return target
+    with _EXPORT_LOCK:
+        if not fp32.exists():
+            _export(model_dir, fp32)
+        if _QUANTIZED[backend] and not target.exists():
+            _quantize(fp32, target)
+    return target
+
+
+def _atomic_target(target: Path) -> Path:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=target.name + ".", suffix=".tmp")
+    os.close(fd)
+    return Path(tmp)
+
+
+def _export(model_dir: Path, target: Path) -> None:
+    """Export the transformer of ``model_dir`` to ONNX (imports torch + transformers, once)."""
+    try:
+        import torch
+        from transformers import AutoModel
+    except ImportError as exc:
+        raise EmbeddingError(
+            "exporting the ONNX model needs torch and transformers once: pip install 'agentrag[local]'"
+        ) from exc
+    tmp = _atomic_target(target)
+    try:
+        # eager attention traces to plain ops whose shapes stay dynamic (SDPA's mask logic does not)
+        model = AutoModel.from_pretrained(str(model_dir), attn_implementation="eager").eval()
+        names = ["input_ids", "attention_mask", "token_type_ids"]
+        dummy = tuple(torch.ones((2, 8), dtype=torch.int64) for _ in names)
+        dynamic = {n: {0: "batch", 1: "sequence"} for n in names}
+        dynamic["last_hidden_state"] = {0: "batch", 1: "sequence"}
+
+        class _Hidden(torch.nn.Module):
+            def __init__(self, inner: Any) -> None:
+                super().__init__()
+                self.inner = inner
+
+            def forward(self, input_ids: Any, attention_mask: Any, token_type_ids: Any) -> Any:
+                out = self.inner(
+                    input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids
+                )
+                return out.last_hidden_state
+
+        with torch.no_grad(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # tracer chatter about constants that do not apply here
+            torch.onnx.export(
+                _Hidden(model),
+                dummy,
+                str(tmp),
+                input_names=names,
+                output_names=["last_hidden_state"],
+                dynamic_axes=dynamic,
+                opset_version=17,
+                dynamo=False,
+            )
+        os.replace(tmp, target)
+    except Exception as exc:
+        tmp.unlink(missing_ok=True)
+        raise EmbeddingError(f"exporting {model_dir} to ONNX failed: {exc}") from exc
+
+
+def _quantize(source: Path, target: Path) -> None:
+    """Dynamic int8 quantisation, per output channel (per tensor loses more: cosine 0.95 vs 0.99)."""
+    try:
+        from onnxruntime.quantization import QuantType, quantize_dynamic
+    except ImportError as exc:
+        raise EmbeddingError("int8 quantisation needs onnx: pip install 'agentrag[local]'") from exc
+    tmp = _atomic_target(target)
+    try:
+        quantize_dynamic(str(source), str(tmp), weight_type=QuantType.QInt8, per_channel=True)
+        os.replace(tmp, target)
+    except Exception as exc:
+        tmp.unlink(missing_ok=True)
+        raise EmbeddingError(f"quantising {source} to int8 failed: {exc}") from exc
+
+
+class OnnxModel:
+    """Tokenizer + ONNX Runtime session + mean pooling + L2 normalisation."""
+
+    def __init__(self, model_dir: Path, version: str, backend: str, *, threads: int | None = None) -> None:
+        if backend not in _QUANTIZED:
+            raise EmbeddingError(f"unknown ONNX backend {backend!r}; expected one of {sorted(_QUANTIZED)}")
+        if not (model_dir / "tokenizer.json").exists() or not _pooling_is_mean(model_dir):
+            raise EmbeddingError(
+                f"backend {backend!r} runs sentence-transformers models with a tokenizer.json and mean "
+                f"pooling; {model_dir} is not one: use backend='torch'"
+            )
+        try:
+            import onnxruntime as ort
+            from tokenizers import Tokenizer
+        except ImportError as exc:
+            raise EmbeddingError(
+                f"backend {backend!r} needs onnxruntime and tokenizers: pip install 'agentrag[local]'"
+            ) from exc
+        st_config = json.loads((model_dir / "sentence_bert_config.json").read_text())
+        hidden = json.loads((model_dir / "config.json").read_text())
+        self.max_length = int(st_config.get("max_seq_length", 512))
+        self.dimensions = int(hidden["hidden_size"])
+        self.normalize = _normalizes(model_dir)
+        self.path = onnx_model_file(model_dir, version, backend)
+        tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
+        tokenizer.no_padding()
+        tokenizer.enable_truncation(max_length=self.max_length)
+        self.tokenizer = tokenizer
+        options = ort.SessionOptions()
+        # One pool of as many threads as the cores we may use, none between operators: on 2 cores
+        # more threads only fight each other (tokenizers' own pool is off: TOKENIZERS_PARALLELISM).
+        options.intra_op_num_threads = threads or cpu_threads()
+        options.inter_op_num_threads = 1
+        options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        # Idle pool threads sleep instead of spinning: a spinning thread burns the core that the
+        # database, the other pool thread or a neighbouring process needs on a small shared machine.
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        try:
+            self.session = ort.InferenceSession(
+                str(self.path), sess_options=options, providers=["CPUExecutionProvider"]
+            )
+        except Exception as exc:
+            raise EmbeddingError(f"could not load the ONNX model {self.path}: {exc}") from exc
+        self._inputs = {i.name for i in self.session.get_inputs()}
+
+    def encode(self, texts: Sequence[str], batch_size: int) -> Any:
+        """Vectors for ``texts`` in order; batches are formed over texts sorted by token count."""
+        import numpy as np
+
+        out = np.zeros((len(texts), self.dimensions), dtype=np.float32)
+        if not texts:
+            return out
+        encodings = self.tokenizer.encode_batch(list(texts))
+        order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids))
+        for start in range(0, len(order), batch_size):
+            idx = order[start : start + batch_size]
+            width = max(len(encodings[i].ids) for i in idx)
+            ids = np.zeros((len(idx), width), dtype=np.int64)
+            mask = np.zeros((len(idx), width), dtype=np.int64)
+            types = np.zeros((len(idx), width), dtype=np.int64)
+            for row, i in enumerate(idx):
+                enc = encodings[i]
+                n = len(enc.ids)
+                ids[row, :n] = enc.ids
+                mask[row, :n] = 1
+                types[row, :n] = enc.type_ids
+            feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
+            hidden = self.session.run(None, {k: v for k, v in feeds.items() if k in self._inputs})[0]
+            weights = mask[:, :, None].astype(np.float32)
+            pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
+            if self.normalize:
+                pooled /= np.clip(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12, None)
+            out[idx] = pooled
+        return out

@@ -1,0 +1,444 @@
+"""Faults injected deterministically, SQLite-style: fail the Nth step, then check the invariants.
+
+After every fault: no exception outside the error tree, no partial document, and the next call
+(with the fault gone) succeeds. Backends are terminated at chosen statements with
+``pg_terminate_backend`` from a second connection, the pool is exhausted by holding its only
+connection, the embedder and the LLM fail at their Nth call.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from sqlalchemy import create_engine, event, text
+from sqlalchemy.pool import NullPool
+
+import agentrag as ar
+from agentrag.errors import AgentragError, DatabaseUnavailableError, EmbeddingError, ScopeError, StoreError
+from agentrag.scope import Scope
+from agentrag.store.store import Store
+from agentrag.testing import FakeEmbedder, FakeLLM
+
+WORDS = ["orbit", "comet", "nebula", "quasar", "pulsar", "galaxy", "meteor", "asteroid", "planet", "star"]
+LEXICAL_MODES = ("lexical", "lexical_sql", "hybrid")
+
+
+def _docs(n: int, salt: str = "") -> list[str]:
+    return [" ".join(WORDS[(i + j) % len(WORDS)] for j in range(40)) + f" doc{i} {salt}" for i in range(n)]
+
+
+def _no_sql(message: str) -> None:
+    for leak in ("SELECT", "INSERT", "DELETE", "[SQL", "parameters", "%(", ":id"):
+        assert leak not in message, message
+
+
+class Killer:
+    """Terminates the backend of the connection about to run the Nth matching statement.
+
+    ``targets`` are 1-based counts of matching statements; ``pg_terminate_backend(pid, 5000)``
+    waits until the backend is gone, so the statement then fails on a dead connection.
+    """
+
+    def __init__(self, store: Store, url: str, targets: set[int], match: str = "") -> None:
+        self.engine = store.engine
+        self.targets = targets
+        self.match = match
+        self.seen = 0
+        self.kills = 0
+        self.admin = create_engine(url, isolation_level="AUTOCOMMIT", poolclass=NullPool)
+        event.listen(self.engine, "before_cursor_execute", self._before)
+
+    def _before(self, conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
+        if self.match not in statement:
+            return
+        self.seen += 1
+        if self.seen in self.targets:
+            pid = conn.connection.driver_connection.info.backend_pid
+            with self.admin.connect() as admin:
+                admin.execute(text("SELECT pg_terminate_backend(:pid, 5000)"), {"pid": pid})
+            self.kills += 1
+
+    def close(self) -> None:
+        event.remove(self.engine, "before_cursor_execute", self._before)
+        self.admin.dispose()
+
+
+def _typed_or_ok(call: Callable[[], Any]) -> Any:
+    """Run ``call``; an error must be in the tree and carry no SQL. Returns the result or the error."""
+    try:
+        return call()
+    except AgentragError as exc:
+        _no_sql(str(exc))
+        assert exc.__cause__ is None or isinstance(exc.__cause__, AgentragError)
+        return exc
+
+
+def _check_documents(store: Store, collection: str) -> list[Any]:
+    """No partial document: every document has exactly its chunks, no chunk lacks its document."""
+    docs = store.documents(collection)
+    cid = store.collection(collection).id
+    with store.engine.connect() as conn:
+        counts = dict(
+            conn.execute(
+                text("SELECT document_id, count(*) FROM agentrag.chunks WHERE collection_id = :c GROUP BY 1"),
+                {"c": cid},
+            ).all()
+        )
+    assert {d.id: d.chunk_count for d in docs} == counts
+    return docs
+
+
+@pytest.fixture
+def folder(tmp_path: Path) -> Path:
+    for i, body in enumerate(_docs(3)):
+        (tmp_path / f"d{i}.md").write_text(body)
+    return tmp_path
+
+
+# ---- connection discipline -------------------------------------------------------------------------
+
+
+def test_lexical_modes_on_a_one_connection_pool_never_wait_for_a_second(
+    database_url: str, fake_embedder: FakeEmbedder, collection_name: str
+) -> None:
+    # pool_timeout=5 only bounds a regression: the old code waited for a second connection here.
+    engine = create_engine(database_url, pool_size=1, max_overflow=0, pool_timeout=5, hide_parameters=True)
+    store = Store(engine=engine, embedder=fake_embedder)
+    store.create_collection(collection_name)
+    for i, body in enumerate(_docs(4)):
+        store.ingest_text(body, collection=collection_name, source=f"d{i}", session="s1")
+    for mode in LEXICAL_MODES:  # first queries: the BM25 index / tsvectors are built now
+        assert len(store.search("comet nebula", collections=collection_name, mode=mode)) > 0
+    store.ingest_text("comet comet comet fresh", collection=collection_name, source="new")
+    for mode in LEXICAL_MODES:  # a changed collection rebuilds, again on one connection
+        hits = store.search("fresh comet", collections=collection_name, mode=mode, scope=Scope(session="s1"))
+        assert "new" not in {h.source for h in hits}
+        assert store.search("fresh", collections=collection_name, mode=mode)[0].source == "new"
+    engine.dispose()
+
+
+@pytest.mark.parametrize("mode", LEXICAL_MODES)
+def test_200_simultaneous_first_queries_on_the_default_pool(
+    database_url: str, fake_embedder: FakeEmbedder, store: Store, collection_name: str, mode: str
+) -> None:
+    store.create_collection(collection_name)
+    for i, body in enumerate(_docs(20)):
+        store.ingest_text(body, collection=collection_name, source=f"d{i}")
+    fresh = Store(database_url, embedder=fake_embedder, migrate=False)  # empty caches, pool 5+5
+    barrier = threading.Barrier(200)
+
+    def query(i: int) -> int:
+        barrier.wait()
+        return len(fresh.search(f"comet doc{i % 20}", collections=collection_name, mode=mode))
+
+    with ThreadPoolExecutor(200) as pool:
+        counts = list(pool.map(query, range(200)))
+    assert all(count > 0 for count in counts)
+    fresh.close()
+
+
+# ---- connections terminated at chosen statements -----------------------------------------------------
+
+
+def test_search_survives_a_terminated_backend_at_every_statement(
+    database_url: str, fake_embedder: FakeEmbedder, store: Store, collection_name: str
+) -> None:
+    store.create_collection(collection_name)
+    for i, body in enumerate(_docs(5)):
+        store.ingest_text(body, collection=collection_name, source=f"d{i}", tenant="t1")
+    query = {"collections": collection_name, "scope": Scope(tenant="t1")}
+    expected = {mode: store.search("comet doc2", mode=mode, **query).chunk_ids for mode in LEXICAL_MODES}
+    n = 1
+    while True:  # kill the Nth statement of a first search on a fresh store, N = 1, 2, ... until none is left
+        fresh = Store(database_url, embedder=fake_embedder, migrate=False)
+        killer = Killer(fresh, database_url, {n})
+        try:
+            for mode in LEXICAL_MODES:
+                assert fresh.search("comet doc2", mode=mode, **query).chunk_ids == expected[mode]
+        finally:
+            killer.close()
+            fresh.close()
+        if not killer.kills:
+            break
+        n += 1
+    assert n > 5  # the loop did walk through the statements
+
+
+def test_search_killed_twice_raises_typed_and_the_next_call_succeeds(
+    database_url: str, fake_embedder: FakeEmbedder, store: Store, collection_name: str
+) -> None:
+    store.create_collection(collection_name)
+    store.ingest_text(_docs(1)[0], collection=collection_name, source="a")
+    killer = Killer(store, database_url, {1, 2}, match="agentrag.collections")
+    try:
+        with pytest.raises(DatabaseUnavailableError) as info:
+            store.search("comet", collections=collection_name, mode="vector")
+    finally:
+        killer.close()
+    assert killer.kills == 2  # the first attempt and its one retry
+    assert info.value.sqlstate == "57P01" or "SQLSTATE" not in str(info.value)  # type: ignore[attr-defined]
+    _no_sql(str(info.value))
+    assert (
+        info.value.__cause__ is None and info.value.__context__ is None
+    ) or info.value.__suppress_context__
+    assert len(store.search("comet", collections=collection_name, mode="vector")) == 1
+
+
+def test_ingest_nth_statement_failure_loop_never_leaves_a_partial_document(
+    database_url: str, fake_embedder: FakeEmbedder, store: Store, folder: Path
+) -> None:
+    n = 1
+    while True:  # kill statements N and N+1 (the retry too): each document is written or reported
+        name = f"chaos_{uuid.uuid4().hex[:8]}"
+        store.create_collection(name)
+        killer = Killer(store, database_url, {n, n + 1})
+        try:
+            outcome = _typed_or_ok(lambda name=name: store.ingest(folder, collection=name))
+        finally:
+            killer.close()
+        docs = _check_documents(store, name)
+        if isinstance(outcome, AgentragError):
+            assert isinstance(outcome, StoreError)
+        else:
+            assert {d.source for d in docs} == set(outcome.added)
+            assert len(outcome.added) + len(outcome.failed) == 3
+            assert all("SQLSTATE" in why for _, why in outcome.failed)
+        rerun = store.ingest(folder, collection=name)  # the next call succeeds and completes it
+        assert rerun.ok and len(_check_documents(store, name)) == 3
+        store.delete_collection(name)
+        if not killer.kills:
+            break
+        n += 1
+    assert n > 5
+
+
+def test_a_backend_killed_once_per_document_is_retried_and_written(
+    database_url: str, store: Store, collection_name: str, folder: Path
+) -> None:
+    store.create_collection(collection_name)
+    killer = Killer(store, database_url, {1, 3, 5}, match="pg_advisory_xact_lock")
+    try:
+        report = store.ingest(folder, collection=collection_name)
+    finally:
+        killer.close()
+    assert killer.kills == 3 and report.ok and len(report.added) == 3
+    assert len(_check_documents(store, collection_name)) == 3
+
+
+def test_concurrent_ingests_of_the_same_document_report_unchanged(store: Store, collection_name: str) -> None:
+    store.create_collection(collection_name)
+    for round_ in range(5):
+        body = _docs(1, salt=f"round{round_}")[0]
+        barrier = threading.Barrier(4)
+
+        def ingest(_: int, body: str = body, barrier: threading.Barrier = barrier) -> ar.IngestReport:
+            barrier.wait()
+            return store.ingest_text(body, collection=collection_name, source="same")
+
+        with ThreadPoolExecutor(4) as pool:
+            reports = list(pool.map(ingest, range(4)))
+        statuses = sorted("added" if r.added else "replaced" if r.replaced else "unchanged" for r in reports)
+        first = "added" if round_ == 0 else "replaced"
+        assert statuses == sorted([first, "unchanged", "unchanged", "unchanged"]), statuses
+        assert len(_check_documents(store, collection_name)) == 1
+
+
+# ---- pool exhaustion ---------------------------------------------------------------------------------
+
+
+def test_an_exhausted_pool_is_a_typed_error_and_recovers(
+    database_url: str, fake_embedder: FakeEmbedder, collection_name: str
+) -> None:
+    engine = create_engine(database_url, pool_size=1, max_overflow=0, pool_timeout=0.2)
+    store = Store(engine=engine, embedder=fake_embedder)
+    store.create_collection(collection_name)
+    store.ingest_text(_docs(1)[0], collection=collection_name, source="a")
+    held = engine.connect()
+    try:
+        for call in (
+            lambda: store.search("comet", collections=collection_name),
+            lambda: store.documents(collection_name),
+            lambda: store.ingest_text("comet x", collection=collection_name, source="b"),
+        ):
+            with pytest.raises(DatabaseUnavailableError, match="TimeoutError"):
+                call()
+    finally:
+        held.close()
+    assert len(store.search("comet", collections=collection_name)) == 1
+    assert [d.source for d in store.documents(collection_name)] == ["a"]
+    engine.dispose()
+
+
+# ---- embedder and LLM failing at the Nth call ----------------------------------------------------------
+
+
+class NthFailingEmbedder(FakeEmbedder):
+    def __init__(self, fail_at: Sequence[int]) -> None:
+        super().__init__(dimensions=64)
+        self.fail_at = set(fail_at)
+        self.count = 0
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        self.count += 1
+        if self.count in self.fail_at:
+            raise EmbeddingError(f"simulated outage at call {self.count}")
+        return super().embed(texts)
+
+
+def test_embedder_failing_at_the_nth_call(database_url: str, collection_name: str, folder: Path) -> None:
+    for n in (1, 2, 3):
+        embedder = NthFailingEmbedder([n])
+        store = Store(database_url, embedder=embedder, migrate=False)
+        name = f"{collection_name}_{n}"
+        store.create_collection(name)
+        outcomes = [
+            _typed_or_ok(lambda name=name, store=store: store.ingest(folder, collection=name)),
+            _typed_or_ok(
+                lambda name=name, store=store: store.search("comet", collections=name, mode="vector")
+            ),
+            _typed_or_ok(lambda name=name, store=store: store.search("nebula", collections=name)),
+        ]
+        failed = [o for o in outcomes if isinstance(o, AgentragError)]
+        assert len(failed) <= 1 and all(isinstance(o, EmbeddingError) for o in failed)
+        docs = _check_documents(store, name)
+        assert len(docs) in (0, 3)  # one embedding call per batch: all or nothing
+        assert store.ingest(folder, collection=name).ok and len(_check_documents(store, name)) == 3
+        assert len(store.search("orbit comet", collections=name)) > 0
+        store.delete_collection(name)
+        store.close()
+
+
+DEEP = "[" * 5000 + "]" * 5000
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 4])
+def test_llm_failing_or_replying_deep_json_at_the_nth_call(
+    store: Store, collection_name: str, n: int
+) -> None:
+    store.create_collection(collection_name)
+    store.ingest_text(_docs(1)[0], collection=collection_name, source="a")
+    for fault in (ar.LLMError("provider down"), RuntimeError("a provider SDK's own error"), DEEP):
+        calls = {"n": 0}
+
+        def reply(messages: list[Any], fault: Any = fault, calls: dict[str, int] = calls) -> str:
+            calls["n"] += 1
+            if calls["n"] == n:
+                if isinstance(fault, BaseException):
+                    raise fault
+                return fault
+            return DEEP  # every other reply is hostile too: nested far past any sane depth
+
+        llm = FakeLLM(fn=reply)
+        ctx = ar.new("what about comet orbit?", store=store, llm=llm, collections=collection_name)
+        try:
+            out = ctx | ar.rewrite() | ar.decompose() | ar.search() | ar.answer()
+        except RecursionError:  # pragma: no cover - the defect this test pins
+            pytest.fail("a RecursionError escaped a step")
+        assert out.error is None or isinstance(out.error, AgentragError)
+    # the next call succeeds
+    ok = ar.new("comet orbit", store=store, collections=collection_name) | ar.search() | ar.answer()
+    assert ok.ok
+
+
+# ---- tenant-rooted scopes -------------------------------------------------------------------------------
+
+
+def test_scopes_are_tenant_rooted_in_search_listing_and_deletion(store: Store, collection_name: str) -> None:
+    store.create_collection(collection_name, scoped=True)
+    ids = {}
+    for tenant in ("t1", "t2"):
+        report = store.ingest_text(
+            f"comet shared {tenant}",
+            collection=collection_name,
+            source="s",
+            tenant=tenant,
+            workspace="shared",
+            session="s1",
+        )
+        ids[tenant] = report.document_ids["s"]
+    for scope in (Scope(workspace="shared"), Scope(session="s1")):
+        with pytest.raises(ScopeError, match="tenant-rooted"):
+            store.search("comet", collections=collection_name, scope=scope)
+        with pytest.raises(ScopeError):
+            store.documents(collection_name, scope=scope)
+    with pytest.raises(ScopeError):
+        store.documents(collection_name)
+    with pytest.raises(ScopeError):
+        store.documents()
+    mine = store.search("comet", collections=collection_name, scope=Scope(tenant="t1", workspace="shared"))
+    assert {h.document_id for h in mine} == {ids["t1"]}
+    assert [d.id for d in store.documents(collection_name, tenant="t1", workspace="shared")] == [ids["t1"]]
+    assert len(store.documents(collection_name, scope=Scope.every())) == 2
+    with pytest.raises(ScopeError):
+        store.delete_document(ids["t1"])
+    with pytest.raises(ar.DocumentNotFoundError):
+        store.delete_document(ids["t1"], scope=Scope(tenant="t2"))
+    store.delete_document(ids["t1"], scope=Scope(tenant="t1"))
+    assert [d.id for d in store.documents(collection_name, scope=Scope.every())] == [ids["t2"]]
+    store.delete_collection(collection_name)  # listing every collection works again without scoped ones
+
+
+# ---- nothing sensitive in spans -------------------------------------------------------------------------
+
+
+def test_span_exception_events_are_redacted_without_capture_content(
+    store: Store, collection_name: str
+) -> None:
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    canary = "CANARY" + uuid.uuid4().hex
+    store.create_collection(collection_name)
+    store.ingest_text(f"comet {canary}", collection=collection_name, source="a")
+
+    def echo(messages: list[Any]) -> str:
+        raise ar.LLMError("provider says: " + " ".join(m["content"] for m in messages))
+
+    def spans(capture: bool) -> Iterator[str]:
+        exporter = InMemorySpanExporter()
+        provider = TracerProvider()
+        provider.add_span_processor(SimpleSpanProcessor(exporter))
+        telemetry = ar.Telemetry(tracer_provider=provider, capture_content=capture)
+        ctx = ar.new(f"comet {canary}?", store=store, llm=FakeLLM(fn=echo), telemetry=telemetry)
+        ctx.rewrite().search(collections=collection_name).answer()
+        for span in exporter.get_finished_spans():
+            yield repr(dict(span.attributes or {})) + str(span.status.description)
+            for ev in span.events:
+                yield repr(dict(ev.attributes or {}))
+
+    assert not [s for s in spans(False) if canary in s]
+    assert [s for s in spans(True) if canary in s]  # opt-in keeps the text (the check can fail)
+
+
+def test_query_log_rows_carry_their_tenant_and_are_read_tenant_rooted(
+    store: Store, collection_name: str
+) -> None:
+    from agentrag import querylog
+
+    store.create_collection(collection_name, scoped=True)
+    asked = {}
+    for tenant in ("t1", "t2"):
+        store.ingest_text(f"comet orbit {tenant}", collection=collection_name, source="s", tenant=tenant)
+        scope = Scope(tenant=tenant, session="s1")
+        ctx = ar.new("comet orbit?", store=store, collections=collection_name, scope=scope, query_log=True)
+        asked[tenant] = ctx.search().answer().query_id
+    querylog.flush(store)
+    mine = store.query_logs(limit=1000, scope=Scope(tenant="t1"))
+    assert asked["t1"] in {e.id for e in mine} and asked["t2"] not in {e.id for e in mine}
+    assert all(e.tenant == "t1" for e in mine) and mine[0].session == "s1"
+    assert {e.id for e in store.query_logs(limit=1000, scope=Scope(tenant="t2", session="s1"))} >= {
+        asked["t2"]
+    }
+    with pytest.raises(ScopeError, match="tenant-rooted"):
+        store.query_logs(scope=Scope(session="s1"))
+    every = {e.id for e in store.query_logs(limit=1000, scope=Scope.every())}
+    assert set(asked.values()) <= every
+    store.delete_collection(collection_name)

@@ -1,0 +1,123 @@
+"""The CLI leaves the embedded server running between calls; `db stop` and the idle watchdog stop it.
+
+These start their own embedded PostgreSQL in a temporary data directory (never the session's).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO, SAMPLES
+
+
+def _postmaster_pid(data: Path) -> int | None:
+    try:
+        pid = int((data / "pgdata" / "postmaster.pid").read_text().splitlines()[0])
+    except (OSError, IndexError, ValueError):
+        return None
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return None
+    return pid
+
+
+def _cli(env: dict[str, str], *argv: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "agentrag", *argv],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+@pytest.fixture
+def cli_env(tmp_path: Path):  # type: ignore[no-untyped-def]
+    env = {k: v for k, v in os.environ.items() if k != "AGENTRAG_DATABASE_URL"}
+    env.update(AGENTRAG_DATA_DIR=str(tmp_path / "data"), AGENTRAG_SERVER_IDLE_TIMEOUT="600")
+    yield env
+    _cli(env, "db", "stop")  # never leave a server behind
+
+
+def test_server_stays_up_between_calls_until_db_stop(cli_env: dict[str, str], tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    first = _cli(cli_env, "db", "status", "--json")
+    assert first.returncode == 0, first.stderr
+    pid = _postmaster_pid(data)
+    assert pid is not None, "the CLI's server should outlive the call"
+    second = _cli(cli_env, "db", "status", "--json")
+    assert (
+        second.returncode == 0
+        and json.loads(second.stdout)["database"] == json.loads(first.stdout)["database"]
+    )
+    assert _postmaster_pid(data) == pid, "the second call reuses the running server"
+    stopped = _cli(cli_env, "db", "stop", "--json")
+    assert stopped.returncode == 0 and json.loads(stopped.stdout)["stopped"] is True
+    assert _postmaster_pid(data) is None
+    again = _cli(cli_env, "db", "stop")
+    assert again.returncode == 0 and "no server running" in again.stdout
+
+
+def test_idle_watchdog_stops_the_server(cli_env: dict[str, str], tmp_path: Path) -> None:
+    cli_env["AGENTRAG_SERVER_IDLE_TIMEOUT"] = "2"
+    assert _cli(cli_env, "db", "status").returncode == 0
+    data = tmp_path / "data"
+    # (that the server outlives a call at all is the test above; here it must stop by itself)
+    deadline = time.monotonic() + 60
+    while _postmaster_pid(data) is not None and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert _postmaster_pid(data) is None, "idle for longer than the timeout, the server should stop"
+    deadline = time.monotonic() + 30
+    while (data / "server-watchdog.pid").exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not (data / "server-watchdog.pid").exists(), "the watchdog exits with its server"
+
+
+def test_bad_idle_timeout_is_a_clear_error(cli_env: dict[str, str]) -> None:
+    cli_env["AGENTRAG_SERVER_IDLE_TIMEOUT"] = "soon"
+    out = _cli(cli_env, "db", "status")
+    assert out.returncode != 0 and "AGENTRAG_SERVER_IDLE_TIMEOUT must be a number" in out.stderr
+
+
+def test_db_stop_refuses_a_database_url(database_url: str) -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "agentrag", "--database-url", database_url, "db", "stop"],
+        capture_output=True,
+        text=True,
+    )
+    assert out.returncode == 2 and "embedded server" in out.stderr
+
+
+def test_search_splits_load_from_search_and_never_imports_torch(database_url: str) -> None:
+    """The default local embedder on the CLI's path: ONNX Runtime, no torch, timing split."""
+    env = {**os.environ, "AGENTRAG_DATABASE_URL": database_url}
+    name = f"cold_{os.getpid()}"
+    ingest = _cli(env, "ingest", str(SAMPLES / "product_docs"), "-c", name, "--create")
+    assert ingest.returncode == 0, ingest.stderr
+    code = (
+        "import sys, json, io, contextlib; from agentrag.cli import main; buf = io.StringIO()\n"
+        "with contextlib.redirect_stdout(buf):\n"
+        f"    main(['search', 'single sign-on', '-c', {name!r}, '--json'])\n"
+        "out = json.loads(buf.getvalue())\n"
+        "print(json.dumps({'hits': len(out['hits']), 'load': out['load_ms'], 'search': out['search_ms'],\n"
+        "  'heavy': [m for m in ('torch', 'sentence_transformers', 'transformers') if m in sys.modules]}))"
+    )
+    run = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    result = json.loads(run.stdout)
+    assert result["heavy"] == [] and result["hits"] > 0
+    assert set(result["load"]) == {"total", "database", "model"} and result["load"]["model"] > 0
+    assert result["search"] > 0
+    text = _cli(env, "search", "single sign-on", "-c", name)
+    assert text.returncode == 0
+    assert "load " in text.stdout and "(database " in text.stdout and "  search " in text.stdout
+    _cli(env, "collections", "delete", name)

@@ -1,0 +1,129 @@
+"""LocalEmbedder backends: ONNX Runtime runs the same model as sentence-transformers on torch.
+
+These load the real all-MiniLM-L6-v2 from the bundled weights; the first run exports the ONNX
+model into the model cache (torch imported once for that), later runs reuse it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from agentrag.embedders import DEFAULT_LOCAL_BACKEND, LOCAL_BACKENDS, LocalEmbedder
+from agentrag.errors import EmbeddingError
+from tests.conftest import REPO, SAMPLES
+
+SCIFACT = "/work/shared/data/beir/scifact/corpus.jsonl"
+
+
+def _real_texts() -> list[str]:
+    """Sample documents split into paragraphs, plus a few long texts that hit the 256-token cut."""
+    texts = []
+    for path in sorted(SAMPLES.rglob("*.md")):
+        texts.extend(p.strip() for p in path.read_text().split("\n\n") if p.strip())
+    texts = texts[:60]
+    long = " ".join(texts)
+    texts += [long, long[: len(long) // 3], "x", "Ünïcödé — naïve café 東京 🚀", "   padded   "]
+    if os.path.exists(SCIFACT):
+        with open(SCIFACT) as fh:
+            for _, line in zip(range(40), fh, strict=False):
+                doc = json.loads(line)
+                texts.append(f"{doc['title']}\n{doc['text']}")
+    return texts
+
+
+@pytest.fixture(scope="module")
+def texts() -> list[str]:
+    return _real_texts()
+
+
+@pytest.fixture(scope="module")
+def torch_vectors(texts: list[str]) -> np.ndarray:
+    return LocalEmbedder(backend="torch").embed(texts)
+
+
+def _cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return np.sum(a * b, axis=1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
+
+
+def test_onnx_vectors_match_torch(texts: list[str], torch_vectors: np.ndarray) -> None:
+    onnx = LocalEmbedder(backend="onnx").embed(texts)
+    assert onnx.shape == torch_vectors.shape == (len(texts), 384)
+    assert onnx.dtype == np.float32
+    cos = _cosines(onnx, torch_vectors)
+    assert cos.min() > 0.999, f"worst text: {texts[int(cos.argmin())][:80]!r} cos={cos.min()}"
+    np.testing.assert_allclose(np.linalg.norm(onnx, axis=1), 1.0, atol=1e-5)
+
+
+def test_int8_vectors_stay_close_to_torch(texts: list[str], torch_vectors: np.ndarray) -> None:
+    int8 = LocalEmbedder(backend="onnx-int8").embed(texts)
+    cos = _cosines(int8, torch_vectors)
+    assert cos.mean() > 0.985 and cos.min() > 0.95
+    # and it really is another model file: not bit-identical to fp32
+    assert not np.allclose(int8, LocalEmbedder(backend="onnx").embed(texts), atol=1e-6)
+
+
+def test_length_sorted_batches_keep_input_order(texts: list[str]) -> None:
+    embedder = LocalEmbedder(backend="onnx", batch_size=7)
+    together = embedder.embed(texts)
+    one_by_one = np.vstack([embedder.embed([t]) for t in texts[:12]])
+    np.testing.assert_allclose(together[:12], one_by_one, atol=2e-5)
+    reversed_ = embedder.embed(texts[::-1])[::-1]
+    np.testing.assert_allclose(together, reversed_, atol=2e-5)
+    assert embedder.embed([]).shape == (0, 384)
+
+
+def test_backends_record_the_same_model() -> None:
+    vectors = {b: LocalEmbedder(backend=b) for b in LOCAL_BACKENDS}
+    assert {e.model_id for e in vectors.values()} == {"sentence-transformers/all-MiniLM-L6-v2"}
+    assert len({e.version for e in vectors.values()}) == 1
+    assert LocalEmbedder().backend == DEFAULT_LOCAL_BACKEND
+    assert repr(LocalEmbedder(backend="torch")) == (
+        "LocalEmbedder('sentence-transformers/all-MiniLM-L6-v2', backend='torch')"
+    )
+
+
+def test_bad_options_raise_at_call_time(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(EmbeddingError, match="unknown backend 'gpu'"):
+        LocalEmbedder(backend="gpu")
+    with pytest.raises(EmbeddingError, match="batch_size"):
+        LocalEmbedder(batch_size=0)
+    # a hub name is not on disk: ONNX cannot export it offline, and says so
+    with pytest.raises(EmbeddingError, match="needs the model's files on disk"):
+        LocalEmbedder("someone/some-model", backend="onnx").embed(["hi"])
+    # a directory that is not a mean-pooled sentence-transformers model
+    (tmp_path / "modules.json").write_text("[]")
+    with pytest.raises(EmbeddingError, match="use backend='torch'"):
+        LocalEmbedder(str(tmp_path), backend="onnx").embed(["hi"])
+    # a hub name without a backend resolves to torch by the documented rule
+    assert LocalEmbedder("someone/some-model").backend == "torch"
+
+
+def test_onnx_path_imports_neither_torch_nor_sentence_transformers() -> None:
+    LocalEmbedder(backend="onnx").load()  # make sure the export is cached
+    code = (
+        "import sys; from agentrag.embedders import LocalEmbedder; "
+        "v = LocalEmbedder().embed(['hello world']); assert v.shape == (1, 384); "
+        "heavy = ['torch', 'sentence_transformers', 'transformers']; "
+        "print([m for m in heavy if m in sys.modules])"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True, timeout=120
+    )
+    assert out.stdout.strip() == "[]"
+
+
+def test_export_is_cached_on_disk() -> None:
+    from agentrag.embedders.onnx import model_cache_dir
+
+    path = LocalEmbedder(backend="onnx")._model().path
+    assert path.exists() and model_cache_dir() in path.parents
+    mtime = path.stat().st_mtime_ns
+    LocalEmbedder._models.pop(("sentence-transformers/all-MiniLM-L6-v2", "onnx"), None)
+    again = LocalEmbedder(backend="onnx")._model().path
+    assert again == path and again.stat().st_mtime_ns == mtime
