@@ -31,6 +31,7 @@ class Hit:
     page: int | None = None
     section: str | None = None
     source: str | None = None
+    original_filename: str | None = None  # the uploaded file's name; None for text ingested as text
     source_sha256: str | None = None
     chunk_sha256: str | None = None
     classification: str | None = None

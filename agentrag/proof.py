@@ -12,26 +12,21 @@ searched (``condensed_question``). So for every chunk::
     sha256(document.text.encode("utf-8")).hexdigest() == chunk.source_sha256
 
 It is plain data: ``proof.to_dict()`` / ``proof.to_json()``; :data:`PROOF_SCHEMA` is its
-JSON Schema. The original filenames are read from the store in one query when the
-context has one (``None`` when unknown, e.g. text ingested with ``ingest_text``).
+JSON Schema. Building it reads nothing from the database: the search fetched each hit's
+original filename with its text (``None`` when unknown, e.g. text ingested with ``ingest_text``).
 """
 
 from __future__ import annotations
 
 import json
-import logging
-from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from agentrag.context import Context
     from agentrag.hits import Hit
-    from agentrag.store.store import Store
 
 __all__ = ["PROOF_SCHEMA", "Generation", "Proof", "ProofChunk", "build_proof"]
-
-_log = logging.getLogger("agentrag")
 
 SCHEMA_VERSION = 1
 
@@ -120,42 +115,24 @@ class Proof:
         return f"Proof({self.query_id}: {len(self.chunks)} chunks{answered})"
 
 
-def _filenames(store: Store | None, hits: Sequence[Hit]) -> dict[str, str | None]:
-    out: dict[str, str | None] = {}
-    for hit in hits:
-        name = hit.metadata.get("original_filename") if hit.metadata else None
-        if isinstance(name, str):
-            out[hit.document_id] = name
-    missing = sorted({h.document_id for h in hits} - out.keys())
-    if store is None or not missing:
-        return out
-    from sqlalchemy import text
-
-    try:
-        with store.engine.connect() as conn:
-            rows = conn.execute(
-                text(
-                    "SELECT id, original_filename FROM agentrag.documents"
-                    " WHERE id = ANY(CAST(:ids AS text[]))"
-                ),
-                {"ids": missing},
-            )
-            out.update({row.id: row.original_filename for row in rows})
-    except Exception as exc:  # the proof is still useful without filenames
-        _log.warning("proof: could not read original filenames: %s", type(exc).__name__)
-    return out
+def _filename(hit: Hit) -> str | None:
+    """The hit's original filename: fetched with the hit by the search (no extra query); a hit
+    built elsewhere may carry it in its metadata instead."""
+    if hit.original_filename is not None:
+        return hit.original_filename
+    name = hit.metadata.get("original_filename") if hit.metadata else None
+    return name if isinstance(name, str) else None
 
 
 def build_proof(ctx: Context) -> Proof:
     """The :class:`Proof` of ``ctx`` (what ``ctx.proof()`` returns)."""
     hits = ctx.hits
-    names = _filenames(ctx.deps.store, hits)
     chunks = tuple(
         ProofChunk(
             chunk_id=h.chunk_id,
             doc_id=h.document_id,
             collection=h.collection,
-            original_filename=names.get(h.document_id),
+            original_filename=_filename(h),
             source=h.source,
             text=h.text,
             page=h.page,
