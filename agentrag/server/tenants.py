@@ -31,8 +31,10 @@ __all__ = [
     "Tenant",
     "TenantNotFoundError",
     "admit",
+    "audit_rows",
     "create_tenant",
     "get_tenant",
+    "insert_audit_rows",
     "list_audit",
     "list_tenants",
     "set_state",
@@ -204,8 +206,12 @@ class Admission:
 # T = period / limit, tat' = max(tat, now) + T is stored when tat' - now <= period (the burst
 # allows it); otherwise tat stays and ``allowed`` records the refusal. The row lock of the upsert
 # serialises concurrent requests of one tenant; RETURNING gives the latest tat either way.
+# ``quiet`` turns off synchronous_commit for this statement's own (autocommit) transaction:
+# rate-limit state is not worth an fsync per request; a crash forgets at most a few slots.
 _ADMIT_SQL = f"""
-WITH t AS (
+WITH quiet AS (
+    SELECT set_config('synchronous_commit', 'off', true) AS synchronous_commit
+), t AS (
     SELECT {_COLUMNS}, make_interval(secs => rate_limit_period_s / rate_limit) AS emission,
            make_interval(secs => rate_limit_period_s) AS period
     FROM agentrag.tenants WHERE id = :tenant
@@ -221,25 +227,25 @@ WITH t AS (
         END
     RETURNING r.tat, r.allowed
 )
-SELECT t.*, slot.allowed AS taken,
+SELECT t.*, quiet.synchronous_commit, slot.allowed AS taken,
        extract(epoch FROM slot.tat + t.emission - t.period - now()) AS wait_s
-FROM t LEFT JOIN slot ON true
+FROM t LEFT JOIN slot ON true CROSS JOIN quiet
 """
 
 
 def admit(engine: Engine, tenant: str) -> Admission:
-    """Look the tenant up and, when ACTIVE, take one rate-limit slot (one atomic statement)."""
+    """Look the tenant up and, when ACTIVE, take one rate-limit slot: one statement in its own
+    (autocommit) transaction, so one round trip to the database (no BEGIN / COMMIT)."""
     from sqlalchemy import text
 
-    with engine.begin() as conn:
-        # rate-limit state is not worth an fsync per request: a crash forgets at most a few slots
-        conn.execute(text("SET LOCAL synchronous_commit = off"))
+    with engine.connect() as conn:
+        conn = conn.execution_options(isolation_level="AUTOCOMMIT")
         row = conn.execute(text(_ADMIT_SQL), {"tenant": tenant}).mappings().first()
     if row is None:
         return Admission(None, False)
     values = dict(row)
     taken, wait = values.pop("taken"), values.pop("wait_s")
-    values.pop("emission"), values.pop("period")
+    values.pop("emission"), values.pop("period"), values.pop("synchronous_commit")
     found = Tenant(**values)
     if not found.active:
         return Admission(found, False)
@@ -265,11 +271,9 @@ class AuditRow:
         return out
 
 
-def write_audit(engine: Engine, events: Iterable[Mapping[str, Any]], *, latency_ms: float | None) -> int:
-    """Persist audit events (``AuditEvent.to_dict()`` shapes) in one statement; returns the count."""
-    from sqlalchemy import text
-
-    rows = [
+def audit_rows(events: Iterable[Mapping[str, Any]], *, latency_ms: float | None) -> list[dict[str, Any]]:
+    """``AuditEvent.to_dict()`` shapes as the parameter rows of :func:`insert_audit_rows`."""
+    return [
         {
             "type": e["type"],
             "query_id": e["query_id"],
@@ -281,6 +285,12 @@ def write_audit(engine: Engine, events: Iterable[Mapping[str, Any]], *, latency_
         }
         for e in events
     ]
+
+
+def insert_audit_rows(engine: Engine, rows: list[dict[str, Any]]) -> int:
+    """Insert rows made by :func:`audit_rows` in one statement and one commit; returns the count."""
+    from sqlalchemy import text
+
     if not rows:
         return 0
     with engine.begin() as conn:
@@ -293,6 +303,12 @@ def write_audit(engine: Engine, events: Iterable[Mapping[str, Any]], *, latency_
             rows,
         )
     return len(rows)
+
+
+def write_audit(engine: Engine, events: Iterable[Mapping[str, Any]], *, latency_ms: float | None) -> int:
+    """Persist audit events (``AuditEvent.to_dict()`` shapes) now, in one statement; returns the count.
+    The server writes through :class:`agentrag.server.auditlog.AuditWriter` instead (batched)."""
+    return insert_audit_rows(engine, audit_rows(events, latency_ms=latency_ms))
 
 
 def list_audit(
