@@ -140,3 +140,16 @@ def new_tenant(store: Any, prefix: str = "t", **settings: Any) -> str:
     name = f"{prefix}_{uuid.uuid4().hex[:8]}"
     create_tenant(store.engine, name, **settings)
     return name
+
+
+def audit_of(engine: Any, query_id: str, count: int, timeout: float = 15.0) -> list[Any]:
+    """The audit rows of ``query_id`` once the server's background writer has written ``count`` of
+    them (it batches every ~50 ms): waits on that condition, fails after ``timeout`` seconds."""
+    from agentrag.server.tenants import list_audit
+
+    deadline = time.monotonic() + timeout
+    while True:
+        rows = list_audit(engine, query_id=query_id)
+        if len(rows) >= count or time.monotonic() > deadline:
+            return rows
+        time.sleep(0.02)

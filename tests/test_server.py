@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.server_support import Server, auth, new_tenant, token
+from tests.server_support import Server, audit_of, auth, new_tenant, token
 
 DOCS = {
     "pay": "The payment terms specify net-30 days for every invoice. Late payments accrue interest monthly.",
@@ -85,11 +85,9 @@ def test_search_applies_filters_and_modes(client: Any, corpus: dict[str, Any]) -
 def test_retrieval_is_audited_with_ids_and_latency_never_text(
     client: Any, corpus: dict[str, Any], store: Any
 ) -> None:
-    from agentrag.server.tenants import list_audit
-
     r = search(client, corpus["a"], body(corpus))
     proof = r.json()
-    rows = list_audit(store.engine, query_id=proof["query_id"])
+    rows = audit_of(store.engine, proof["query_id"], 1)
     assert [row.type for row in rows] == ["RETRIEVAL_EXECUTED"]
     row = rows[0]
     assert row.tenant_id == corpus["a"] and row.latency_ms is not None and row.latency_ms > 0
@@ -102,8 +100,6 @@ def test_retrieval_is_audited_with_ids_and_latency_never_text(
 def test_ask_answers_citing_only_retrieved_chunks_and_audits_generation(
     client: Any, corpus: dict[str, Any], store: Any
 ) -> None:
-    from agentrag.server.tenants import list_audit
-
     r = client.post(f"/api/v1/query/{corpus['a']}/ask", json=body(corpus), headers=auth(corpus["a"]))
     assert r.status_code == 200, r.text
     proof = r.json()
@@ -111,7 +107,7 @@ def test_ask_answers_citing_only_retrieved_chunks_and_audits_generation(
     assert generation["answer"] and generation["cited_chunks"]
     assert set(generation["cited_chunks"]) <= {c["chunk_id"] for c in proof["chunks"]}
     assert generation["ungrounded_claims"] == []
-    types = sorted(row.type for row in list_audit(store.engine, query_id=proof["query_id"]))
+    types = sorted(row.type for row in audit_of(store.engine, proof["query_id"], 2))
     assert types == ["GENERATION_EXECUTED", "RETRIEVAL_EXECUTED"]
 
 
@@ -365,6 +361,7 @@ def test_tenants_and_audit_commands(
     assert search(client, name, body(corpus, "x")).status_code == 200
     assert name in cli("tenants", "list")
     query_id = search(client, corpus["a"], body(corpus)).json()["query_id"]
+    assert audit_of(store.engine, query_id, 1)  # the server's writer has written it
     rows = json.loads(cli("audit", "list", "--tenant", corpus["a"], "--json"))
     assert any(r["query_id"] == query_id and r["type"] == "RETRIEVAL_EXECUTED" for r in rows)
     assert all(r["tenant_id"] == corpus["a"] for r in rows)

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.server_support import Server, auth, new_tenant
+from tests.server_support import Server, audit_of, auth, new_tenant
 
 MODES = ("hybrid", "vector", "lexical", "lexical_sql")
 WORDS = [
@@ -128,6 +128,8 @@ def test_a_canary_in_the_query_appears_in_no_log_span_audit_row_or_error_body(
     for endpoint, payload, headers, status in requests:
         r = client.post(f"{url}/{endpoint}", json=payload, headers=headers)
         assert r.status_code == status, (endpoint, r.text)
+        if status == 200 and r.headers["content-type"].startswith("application/json"):
+            audit_of(store.engine, r.json()["query_id"], 1)  # written by the server's audit writer
         if status >= 400:
             bodies.append(r.text)
     for _ in range(2):

@@ -3,7 +3,8 @@
 Built on the library's public API only (``import agentrag as ar``): a search is
 ``ar.new(..., scope=ar.Scope(tenant=...)) | ar.search()`` and its ``proof()``; an ask adds
 ``ar.answer()`` (or ``ar.aanswer_stream`` for SSE). The pipeline's audit events are collected
-per request and persisted (with the request latency) in ``agentrag.audit_events``.
+per request and persisted (with the request latency) in ``agentrag.audit_events`` by a
+background :class:`~agentrag.server.auditlog.AuditWriter` (batched, off the request path).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from agentrag.server.auth import AuthError, ForbiddenError, TokenVerifier, autho
 from agentrag.server.config import ServerConfig
 from agentrag.server.models import AskRequest, ErrorBody, ProofResponse, SearchRequest
 from agentrag.server.observe import BodyTooLarge, JsonLinesExporter, ObserveMiddleware
+from agentrag.server.auditlog import AuditWriter
 from agentrag.server.tenants import Tenant, admit, write_audit
 
 if TYPE_CHECKING:
@@ -144,6 +146,13 @@ def create_app(
     engine = store.engine
     default_collections = [c for c in (config.default_collections or "").split(",") if c] or None
     executor: list[ThreadPoolExecutor] = []
+    writers: list[AuditWriter] = []  # the background audit writer, while the app runs
+
+    def audit(events: list[dict[str, Any]], latency_ms: float | None) -> None:
+        if writers:
+            writers[0].submit(events, latency_ms=latency_ms)
+        else:  # served without the lifespan: write through
+            write_audit(engine, events, latency_ms=latency_ms)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -153,7 +162,9 @@ def create_app(
         executor.append(pool)
         asyncio.get_running_loop().set_default_executor(pool)
         await asyncio.to_thread(store.embedder.embed, ["warm up"])  # load the model before serving
+        writers.append(AuditWriter(engine))
         yield
+        await asyncio.to_thread(writers.pop().close)  # every queued audit event is written
         for provider in owned:
             provider.shutdown()
         if close_store:
@@ -266,14 +277,14 @@ def create_app(
             kinds = {r.error.split(":", 1)[0] for r in ctx.results if r.error}
             embedding = {EmbeddingError.__name__, EmbeddingMismatchError.__name__}
             code = "EMBEDDING_FAILED" if kinds & embedding else "RETRIEVAL_FAILED"
-            write_audit(engine, sink.events, latency_ms=None)
+            audit(sink.events, None)
             raise ApiError(500, code, "retrieval failed")
         return ctx, sink
 
     def respond(ctx: ar.Context, sink: _Collect, started: float) -> dict[str, Any]:
         proof = ctx.proof().to_dict()
         latency = (time.perf_counter() - started) * 1000.0
-        write_audit(engine, sink.events, latency_ms=latency)
+        audit(sink.events, latency)
         warnings = [MODEL_MISMATCH_WARNING] if proof["model_version_match"] is False else []
         proof["warnings"] = warnings + [f"degraded: {d}" for d in proof["degradations"]]
         return proof
@@ -293,7 +304,7 @@ def create_app(
             ctx, sink = start(body, tenant, generate=True)
         ctx = ctx | ar.answer(suppress_ungrounded=tenant.suppress_ungrounded)
         if ctx.error is not None:
-            write_audit(engine, sink.events, latency_ms=None)
+            audit(sink.events, None)
             raise ApiError(500, "GENERATION_FAILED", "answer generation failed")
         return respond(ctx, sink, started)
 
