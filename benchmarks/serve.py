@@ -110,8 +110,10 @@ async def http(url: str, token: str, queries: list[str], c: int, n: int) -> dict
                 ok = r.status_code == 200
                 if not ok and errors == 0:
                     print("first error:", r.status_code, r.text[:300], file=sys.stderr)
-            except httpx.HTTPError:
+            except httpx.HTTPError as exc:
                 ok = False
+                if errors == 0:
+                    print("first error:", type(exc).__name__, str(exc)[:300], file=sys.stderr)
             if ok:
                 latencies.append((time.perf_counter() - t) * 1000)
             else:

@@ -321,7 +321,8 @@ def _lexical(
 
 _FETCH_SQL = """
 SELECT c.id, c.document_id, c.text, c.start_char, c.end_char, c.chunk_index, c.page, c.section,
-       c.sha256 AS chunk_sha256, d.source, d.original_filename, d.sha256 AS source_sha256, d.classification, d.metadata,
+       c.sha256 AS chunk_sha256, d.source, d.original_filename, d.sha256 AS source_sha256,
+       d.classification, d.metadata,
        k.name AS collection, k.embed_model, k.embed_version
 FROM agentrag.chunks c
 JOIN agentrag.documents d ON d.id = c.document_id

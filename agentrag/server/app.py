@@ -33,11 +33,11 @@ from agentrag.errors import (
     EmbeddingMismatchError,
     InvalidInputError,
 )
+from agentrag.server.auditlog import AuditWriter
 from agentrag.server.auth import AuthError, ForbiddenError, TokenVerifier, authorize
 from agentrag.server.config import ServerConfig
 from agentrag.server.models import AskRequest, ErrorBody, ProofResponse, SearchRequest
 from agentrag.server.observe import BodyTooLarge, JsonLinesExporter, ObserveMiddleware
-from agentrag.server.auditlog import AuditWriter
 from agentrag.server.tenants import Tenant, admit, write_audit
 
 if TYPE_CHECKING:
@@ -218,14 +218,19 @@ def create_app(
         return _error(request, 500, "INTERNAL", "internal error")
 
     # ---- the request flow, steps 1-4 ----------------------------------------------------------------
-    async def admitted(tenant_id: str, request: Request) -> Tenant:
+    # Authentication runs on the event loop (no I/O); admission (the tenant + rate-limit statement)
+    # runs in the same worker thread as the search that follows: one thread hop per request.
+    async def authenticated(tenant_id: str, request: Request) -> str:
         try:
             authorize(verifier, request.headers.get("authorization"), tenant_id)
         except AuthError as exc:
             raise ApiError(401, "UNAUTHENTICATED", str(exc), headers={"WWW-Authenticate": "Bearer"}) from None
         except ForbiddenError as exc:
             raise ApiError(403, exc.code, str(exc)) from None
-        admission = await asyncio.to_thread(admit, engine, tenant_id)
+        return tenant_id
+
+    def admitted(tenant_id: str) -> Tenant:
+        admission = admit(engine, tenant_id)
         if admission.tenant is None:
             raise ApiError(404, "TENANT_NOT_FOUND", "no such tenant")
         if not admission.tenant.active:
@@ -294,12 +299,14 @@ def create_app(
     # every connection and wait forever for a second one.
     searches = threading.BoundedSemaphore(max(1, config.pool_size // 2))
 
-    def run_search(body: SearchRequest, tenant: Tenant, started: float) -> dict[str, Any]:
+    def run_search(body: SearchRequest, tenant_id: str, started: float) -> dict[str, Any]:
+        tenant = admitted(tenant_id)
         with searches:
             ctx, sink = start(body, tenant, generate=False)
         return respond(ctx, sink, started)
 
-    def run_ask(body: AskRequest, tenant: Tenant, started: float) -> dict[str, Any]:
+    def run_ask(body: AskRequest, tenant_id: str, started: float) -> dict[str, Any]:
+        tenant = admitted(tenant_id)
         with searches:
             ctx, sink = start(body, tenant, generate=True)
         ctx = ctx | ar.answer(suppress_ungrounded=tenant.suppress_ungrounded)
@@ -308,9 +315,10 @@ def create_app(
             raise ApiError(500, "GENERATION_FAILED", "answer generation failed")
         return respond(ctx, sink, started)
 
-    def start_stream(body: AskRequest, tenant: Tenant) -> tuple[ar.Context, _Collect]:
+    def start_stream(body: AskRequest, tenant_id: str) -> tuple[ar.Context, _Collect, Tenant]:
+        tenant = admitted(tenant_id)
         with searches:
-            return start(body, tenant, generate=True)
+            return (*start(body, tenant, generate=True), tenant)
 
     # ---- routes ---------------------------------------------------------------------------------------
     @app.post(
@@ -319,9 +327,9 @@ def create_app(
         responses=_ERRORS,  # type: ignore[arg-type]
         summary="Search the tenant's documents; returns the retrieval proof",
     )
-    async def search(body: SearchRequest, tenant: Tenant = Depends(admitted)) -> JSONResponse:  # noqa: B008
+    async def search(body: SearchRequest, tenant_id: str = Depends(authenticated)) -> JSONResponse:
         started = time.perf_counter()
-        return JSONResponse(await asyncio.to_thread(run_search, body, tenant, started))
+        return JSONResponse(await asyncio.to_thread(run_search, body, tenant_id, started))
 
     @app.post(
         "/api/v1/query/{tenant_id}/ask",
@@ -332,12 +340,12 @@ def create_app(
     async def ask(
         request: Request,
         body: AskRequest,
-        tenant: Tenant = Depends(admitted),  # noqa: B008
+        tenant_id: str = Depends(authenticated),
     ) -> Any:
         started = time.perf_counter()
         if "text/event-stream" not in request.headers.get("accept", ""):
-            return JSONResponse(await asyncio.to_thread(run_ask, body, tenant, started))
-        ctx, sink = await asyncio.to_thread(start_stream, body, tenant)
+            return JSONResponse(await asyncio.to_thread(run_ask, body, tenant_id, started))
+        ctx, sink, tenant = await asyncio.to_thread(start_stream, body, tenant_id)
         return StreamingResponse(
             _sse(ctx, sink, tenant, started),
             media_type="text/event-stream",
