@@ -95,7 +95,9 @@ def floor(store: ar.Store, queries: list[str], c: int, n: int) -> dict[str, Any]
 async def http(url: str, token: str, queries: list[str], c: int, n: int) -> dict[str, Any]:
     import httpx
 
-    limits = httpx.Limits(max_connections=c, max_keepalive_connections=c)
+    # A client must not reuse a connection the server may be closing: uvicorn closes idle keep-alive
+    # connections after 5 s (at c=200 a warm-up task can idle that long), so expire them client-side first.
+    limits = httpx.Limits(max_connections=c, max_keepalive_connections=c, keepalive_expiry=2.0)
     headers = {"Authorization": f"Bearer {token}"}
     latencies: list[float] = []
     errors = 0
