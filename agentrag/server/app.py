@@ -13,7 +13,6 @@ import asyncio
 import json
 import logging
 import math
-import threading
 import time
 import traceback
 from collections.abc import AsyncIterator
@@ -294,21 +293,16 @@ def create_app(
         proof["warnings"] = warnings + [f"degraded: {d}" for d in proof["degradations"]]
         return proof
 
-    # A search may hold two pooled connections at once (its own, and one to build a collection's
-    # BM25 index or sync its tsvectors), so at most pool_size // 2 run at a time: more could take
-    # every connection and wait forever for a second one.
-    searches = threading.BoundedSemaphore(max(1, config.pool_size // 2))
-
+    # No admission cap beyond the pool: a search never holds a pooled connection while waiting for
+    # another (it builds a cold BM25 index or the tsvectors before taking its connection).
     def run_search(body: SearchRequest, tenant_id: str, started: float) -> dict[str, Any]:
         tenant = admitted(tenant_id)
-        with searches:
-            ctx, sink = start(body, tenant, generate=False)
+        ctx, sink = start(body, tenant, generate=False)
         return respond(ctx, sink, started)
 
     def run_ask(body: AskRequest, tenant_id: str, started: float) -> dict[str, Any]:
         tenant = admitted(tenant_id)
-        with searches:
-            ctx, sink = start(body, tenant, generate=True)
+        ctx, sink = start(body, tenant, generate=True)
         ctx = ctx | ar.answer(suppress_ungrounded=tenant.suppress_ungrounded)
         if ctx.error is not None:
             audit(sink.events, None)
@@ -317,8 +311,7 @@ def create_app(
 
     def start_stream(body: AskRequest, tenant_id: str) -> tuple[ar.Context, _Collect, Tenant]:
         tenant = admitted(tenant_id)
-        with searches:
-            return (*start(body, tenant, generate=True), tenant)
+        return (*start(body, tenant, generate=True), tenant)
 
     # ---- routes ---------------------------------------------------------------------------------------
     @app.post(
