@@ -424,9 +424,25 @@ def cmd_chat(args: argparse.Namespace) -> int:
     return chat_main(args)
 
 
+def _relation_scope(args: argparse.Namespace) -> Any:
+    """--tenant / --workspace / --session, or --every-scope (listing only)."""
+    from agentrag.scope import Scope
+
+    if getattr(args, "every_scope", False):
+        if args.tenant or args.workspace or args.session:
+            raise InvalidInputError(
+                "--every-scope cannot be combined with --tenant, --workspace or --session"
+            )
+        return Scope.every()
+    return _scope_of(args)
+
+
 def cmd_relations_add(args: argparse.Namespace) -> int:
     added = _store(args).add_relations(
-        args.collection, [(args.subject, args.relation, args.object)], source=args.source
+        args.collection,
+        [(args.subject, args.relation, args.object)],
+        source=args.source,
+        scope=_relation_scope(args),
     )
     triple = f"{args.subject} --{args.relation}--> {args.object}"
     if args.json:
@@ -440,7 +456,9 @@ def cmd_relations_import(args: argparse.Namespace) -> int:
     from agentrag.store.relations import read_triples
 
     triples = read_triples(args.file)
-    added = _store(args).add_relations(args.collection, triples, source=args.source)
+    added = _store(args).add_relations(
+        args.collection, triples, source=args.source, scope=_relation_scope(args)
+    )
     if args.json:
         _print_json({"read": len(triples), "added": added})
     else:
@@ -451,10 +469,11 @@ def cmd_relations_import(args: argparse.Namespace) -> int:
 
 def cmd_relations_list(args: argparse.Namespace) -> int:
     store = _store(args)
+    scope = _relation_scope(args)
     if args.entity and args.depth > 1:
-        found = store.neighbourhood(args.collection, args.entity, args.depth, limit=args.limit)
+        found = store.neighbourhood(args.collection, args.entity, args.depth, limit=args.limit, scope=scope)
     else:
-        found = store.relations(args.collection, entity=args.entity, limit=args.limit)
+        found = store.relations(args.collection, entity=args.entity, limit=args.limit, scope=scope)
     if args.json:
         _print_json([r.to_dict() for r in found])
         return 0
@@ -801,15 +820,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("object")
     p.add_argument("--collection", "-c", required=True)
     p.add_argument("--source", help="where the triple comes from (e.g. a document)")
+    _scope_options(p)
     p = add(rel, "import", cmd_relations_import, "import triples from a .csv or .jsonl file")
     p.add_argument("file")
     p.add_argument("--collection", "-c", required=True)
     p.add_argument("--source", help="default source for triples without one")
+    _scope_options(p)
     p = add(rel, "list", cmd_relations_list, "list triples, or an entity's neighbourhood")
     p.add_argument("--collection", "-c", required=True)
     p.add_argument("--entity", help="only triples with this subject or object (case-insensitive)")
     p.add_argument("--depth", type=int, default=1, help="with --entity: hops to follow (default 1)")
     p.add_argument("--limit", type=int, default=1000)
+    _scope_options(p)
+    p.add_argument("--every-scope", action="store_true", help="list every tenant's (scoped collections)")
 
     p = add(sub, "log", cmd_log, "show the query log (written for new(..., query_log=True))")
     p.add_argument("--limit", "-n", type=int, default=20)

@@ -8,11 +8,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from agentrag import cli
-from agentrag.errors import CollectionNotFoundError, InvalidInputError
+from agentrag import Scope, cli
+from agentrag.errors import CollectionNotFoundError, InvalidInputError, ScopeError
 from agentrag.steps import aenrich, enrich, new
-from agentrag.store.relations import format_triples, read_triples
+from agentrag.store.relations import Relation, format_triples, read_triples
 from agentrag.store.store import Store
 
 
@@ -216,3 +218,182 @@ def test_cli_relations_add_import_list(
     assert "Lumen Sync --depends on--> Storage" in out and "Notes" not in out
     assert cli.main(["relations", "list", "-c", graph_collection, "--entity", "storage", "--depth", "2"]) == 0
     assert "PostgreSQL --stores--> Notes" in capsys.readouterr().out
+
+
+# ---- tenant-rooted scopes (issue #14) -------------------------------------------------------------
+A, B = Scope(tenant="acme"), Scope(tenant="globex")
+
+
+@pytest.fixture
+def scoped_graph(store: Store) -> str:
+    name = f"gs_{uuid.uuid4().hex[:8]}"
+    store.create_collection(name, description="scoped graph test", scoped=True)
+    return name
+
+
+def _pairs(rows: list[Relation]) -> set[tuple[str, str]]:
+    return {(r.subject, r.object) for r in rows}
+
+
+def test_scoped_triples_are_recorded_and_read_only_in_their_tenant(store: Store, scoped_graph: str) -> None:
+    assert store.add_relations(scoped_graph, [("X", "uses", "Y")], scope=A) == 1
+    # the same triple in another tenant is another row, and a repeat in either is a no-op
+    assert store.add_relations(scoped_graph, [("X", "uses", "Y"), ("X", "leaks", "Secret")], scope=B) == 2
+    assert store.add_relations(scoped_graph, [("X", "uses", "Y")], scope=A) == 0
+    mine = store.relations(scoped_graph, scope=A)
+    assert _pairs(mine) == {("X", "Y")} and {r.tenant for r in mine} == {"acme"}
+    assert _pairs(store.relations(scoped_graph, entity="x", scope=A)) == {("X", "Y")}
+    assert store.relations(scoped_graph, relation="leaks", scope=A) == []
+    assert _pairs(store.relations(scoped_graph, scope=B)) == {("X", "Y"), ("X", "Secret")}
+    assert len(store.relations(scoped_graph, scope=Scope.every())) == 3
+    assert store.relations(scoped_graph, scope=Scope(tenant="initech")) == []
+    # a scoped collection refuses reads without a tenant, as search does
+    for bad in (None, Scope(), Scope(workspace="shared"), Scope(session="s1")):
+        with pytest.raises(ScopeError):
+            store.relations(scoped_graph, scope=bad)
+        with pytest.raises(ScopeError):
+            store.neighbourhood(scoped_graph, "X", 2, scope=bad)
+
+
+def test_writes_need_a_tenant_rooted_scope(store: Store, scoped_graph: str) -> None:
+    for bad in (Scope.every(), Scope(workspace="shared"), Scope(session="s1")):
+        with pytest.raises(ScopeError):
+            store.add_relations(scoped_graph, [("X", "uses", "Y")], scope=bad)
+    with pytest.raises(ScopeError):
+        store.add_relations(scoped_graph, [("X", "uses", "Y")], scope=Scope(tenant="a\x00b"))
+    assert store.relations(scoped_graph, scope=Scope.every()) == []  # nothing half-written
+
+
+def test_workspace_and_session_narrow_within_the_tenant(store: Store, scoped_graph: str) -> None:
+    store.add_relations(scoped_graph, [("X", "in", "W1")], scope=Scope(tenant="acme", workspace="w1"))
+    store.add_relations(scoped_graph, [("X", "in", "W2")], scope=Scope(tenant="acme", workspace="w2"))
+    store.add_relations(scoped_graph, [("X", "in", "S1")], scope=Scope(tenant="acme", session="s1"))
+    store.add_relations(scoped_graph, [("X", "in", "Other W1")], scope=Scope(tenant="globex", workspace="w1"))
+    assert _pairs(store.relations(scoped_graph, scope=Scope(tenant="acme", workspace="w1"))) == {("X", "W1")}
+    assert _pairs(store.relations(scoped_graph, scope=Scope(tenant="acme", session="s1"))) == {("X", "S1")}
+    assert _pairs(store.relations(scoped_graph, scope=A)) == {("X", "W1"), ("X", "W2"), ("X", "S1")}
+    (row,) = store.relations(scoped_graph, scope=Scope(tenant="globex", workspace="w1"))
+    assert (row.tenant, row.workspace, row.session) == ("globex", "w1", None)
+
+
+def test_neighbourhood_never_walks_through_another_tenants_triples(store: Store, scoped_graph: str) -> None:
+    # acme: X -> Y and Q -> R; globex holds the only bridge Y -> Q and a tail R -> Z
+    store.add_relations(scoped_graph, [("X", "calls", "Y"), ("Q", "calls", "R")], scope=A)
+    store.add_relations(scoped_graph, [("Y", "calls", "Q"), ("R", "calls", "Z")], scope=B)
+    assert _pairs(store.neighbourhood(scoped_graph, "x", 5, scope=A)) == {("X", "Y")}
+    # in globex, R -> Z is reachable from Q only through acme's Q -> R: not reached
+    assert _pairs(store.neighbourhood(scoped_graph, "Q", 5, scope=B)) == {("Y", "Q")}
+    assert _pairs(store.neighbourhood(scoped_graph, "R", 5, scope=B)) == {("R", "Z")}
+    # across every scope the bridge joins the whole chain
+    every = store.neighbourhood(scoped_graph, "X", 5, scope=Scope.every())
+    assert _pairs(every) == {("X", "Y"), ("Y", "Q"), ("Q", "R"), ("R", "Z")}
+    assert [r.hop for r in every] == [1, 2, 3, 4]
+
+
+def test_enrich_reads_the_graph_in_the_contexts_scope(store: Store, scoped_graph: str) -> None:
+    store.add_relations(scoped_graph, [("Lumen Sync", "depends on", "Storage Service")], scope=A)
+    store.add_relations(scoped_graph, [("Storage Service", "leaks", "Globex Secret")], scope=B)
+    store.add_relations(scoped_graph, [("Globex Billing", "owns", "Lumen Sync")], scope=B)
+    ctx = new("Is Lumen Sync slow?", store=store, collections=scoped_graph, scope=A).enrich(depth=3)
+    assert ctx.graph_context is not None
+    assert ctx.graph_context.splitlines()[0].endswith("Lumen Sync --depends on--> Storage Service")
+    assert "Globex" not in ctx.graph_context and len(ctx.graph_context.splitlines()) == 1
+    # the entities named in the question come from the tenant's own triples only
+    asked = new("What does Globex Billing own?", store=store, collections=scoped_graph, scope=A).enrich()
+    assert asked.graph_context is None and asked.steps[-1].skipped
+    theirs = new("What does Globex Billing own?", store=store, collections=scoped_graph, scope=B).enrich(
+        depth=2
+    )
+    assert theirs.graph_context and "Globex Billing --owns--> Lumen Sync" in theirs.graph_context
+    assert "depends on" not in theirs.graph_context  # Lumen Sync's acme edge, one hop further
+    with pytest.raises(ScopeError):
+        new("Is Lumen Sync slow?", store=store, collections=scoped_graph).enrich(entity="Lumen Sync")
+
+
+def test_unscoped_rows_are_seen_only_without_a_tenant(store: Store, graph_collection: str) -> None:
+    """On an unscoped collection: None / Scope() and Scope.every() read every row; a tenant scope
+    reads only that tenant's rows (unscoped rows never match it, as for documents)."""
+    assert store.add_relations(graph_collection, [("X", "uses", "Y")]) == 1
+    assert store.add_relations(graph_collection, [("X", "uses", "Y")]) == 0  # NULL scope: still a no-op
+    assert store.add_relations(graph_collection, [("X", "uses", "Y"), ("Y", "uses", "Z")], scope=A) == 2
+    assert len(store.relations(graph_collection)) == 3
+    assert len(store.relations(graph_collection, scope=Scope())) == 3
+    assert len(store.relations(graph_collection, scope=Scope.every())) == 3
+    mine = store.relations(graph_collection, scope=A)
+    assert len(mine) == 2 and {r.tenant for r in mine} == {"acme"}
+    assert store.relations(graph_collection, scope=B) == []
+    assert [r.tenant for r in store.neighbourhood(graph_collection, "X", 1)] == [None, "acme"]
+
+
+def test_cli_relations_scope_options(
+    cli_store: Store, scoped_graph: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli.main(["relations", "add", "-c", scoped_graph, "X", "uses", "Y", "--tenant", "acme"]) == 0
+    assert cli.main(["relations", "add", "-c", scoped_graph, "X", "leaks", "S", "--tenant", "globex"]) == 0
+    capsys.readouterr()
+    assert cli.main(["relations", "list", "-c", scoped_graph, "--tenant", "acme", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [(r["object"], r["tenant"]) for r in rows] == [("Y", "acme")]
+    assert cli.main(["relations", "list", "-c", scoped_graph, "--every-scope", "--json"]) == 0
+    assert len(json.loads(capsys.readouterr().out)) == 2
+    assert cli.main(["relations", "list", "-c", scoped_graph]) != 0  # refused: no tenant
+    assert "scoped" in capsys.readouterr().err
+    assert cli.main(["relations", "list", "-c", scoped_graph, "--every-scope", "--tenant", "acme"]) != 0
+
+
+# ---- property: no scope returns another tenant's triple --------------------------------------------
+_ENTITIES = ["a", "b", "c", "d", "e"]
+_SCOPES = [
+    None,
+    ("acme", None, None),
+    ("acme", "w1", None),
+    ("acme", None, "s1"),
+    ("globex", None, None),
+    ("globex", "w1", None),
+]
+_row_st = st.tuples(st.sampled_from(_ENTITIES), st.sampled_from(_ENTITIES), st.sampled_from(_SCOPES))
+_query_st = st.sampled_from([*_SCOPES[1:], ("initech", None, None)])
+
+
+def _matches(row: tuple[str | None, str | None, str | None] | None, want: tuple[str, ...]) -> bool:
+    have = row or (None, None, None)
+    return all(w is None or h == w for h, w in zip(have, want, strict=True))
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=list(HealthCheck))
+@given(rows=st.lists(_row_st, max_size=12), query=_query_st, entity=st.sampled_from(_ENTITIES),
+       depth=st.integers(1, 4))  # fmt: skip
+def test_no_scope_returns_another_tenants_triple(
+    store: Store, scoped_graph: str, rows: list[Any], query: tuple[Any, ...], entity: str, depth: int
+) -> None:
+    from sqlalchemy import text
+
+    with store.engine.begin() as conn:
+        conn.execute(
+            text("DELETE FROM agentrag.relations WHERE collection_id = :c"),
+            {"c": store.collection(scoped_graph).id},
+        )
+    stored: dict[tuple[str, str, Any], None] = {}
+    for subject, obj, scope in rows:
+        stored[(subject, obj, scope)] = None
+        store.add_relations(scoped_graph, [(subject, "to", obj)], scope=Scope(*scope) if scope else None)
+    scope = Scope(*query)
+    listed = store.relations(scoped_graph, scope=scope)
+    walked = store.neighbourhood(scoped_graph, entity, depth, scope=scope)
+    for r in [*listed, *walked]:
+        assert r.tenant == scope.tenant and _matches((r.tenant, r.workspace, r.session), query)
+    # the listing is exactly the rows in scope, and the walk equals a walk over them alone
+    visible = [(s, o) for s, o, sc in stored if sc is not None and _matches(sc, query)]
+    assert sorted((r.subject, r.object) for r in listed) == sorted(visible)
+    reached = {entity: 0}
+    for hop in range(1, depth):
+        for s, o in visible:
+            for here, there in ((s, o), (o, s)):
+                if reached.get(here) == hop - 1 and there not in reached:
+                    reached[there] = hop
+    expected = {}
+    for s, o in visible:
+        hops = [reached[e] + 1 for e in (s, o) if e in reached]
+        if hops:
+            expected[(s, o)] = min(hops)
+    assert {(r.subject, r.object): r.hop for r in walked} == expected

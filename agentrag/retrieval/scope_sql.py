@@ -25,7 +25,7 @@ from agentrag.errors import ScopeError
 from agentrag.retrieval.catalog import is_valid_unicode
 from agentrag.scope import Scope
 
-__all__ = ["check_scope", "compile_scope"]
+__all__ = ["check_scope", "compile_row_scope", "compile_scope"]
 
 
 def _value(value: str, name: str) -> str:
@@ -59,6 +59,29 @@ def compile_scope(scope: Scope | None) -> tuple[str, dict[str, Any]]:
     if not clauses:
         return "TRUE", {}
     return " AND ".join(f"({clause})" for clause in clauses), params
+
+
+def compile_row_scope(scope: Scope | None, alias: str) -> tuple[str, dict[str, Any]]:
+    """``(sql, params)`` for a table carrying its own ``tenant_id`` / ``workspace_id`` /
+    ``session_id`` columns (knowledge-graph relations): each named part must equal its column,
+    so a row without a tenant never matches a tenant scope. ``alias`` is an identifier of the
+    caller's own SQL text (allow-listed here), never user input."""
+    if alias not in ("r", "r2"):
+        raise ValueError(f"unknown table alias {alias!r}")
+    if scope is None:
+        return "TRUE", {}
+    if not isinstance(scope, Scope):
+        raise TypeError(f"scope must be an agentrag.Scope or None, got {type(scope).__name__}")
+    clauses: list[str] = []
+    params: dict[str, Any] = {}
+    for name in ("tenant", "workspace", "session"):
+        value = getattr(scope, name)
+        if value is not None:
+            clauses.append(f"{alias}.{name}_id = :s_{name}")
+            params[f"s_{name}"] = _value(value, name)
+    if not clauses:
+        return "TRUE", {}
+    return " AND ".join(clauses), params
 
 
 def check_scope(scope: Scope | None, scoped_collections: Iterable[str]) -> None:

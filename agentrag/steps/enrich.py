@@ -5,6 +5,9 @@ context's collections, else ``collections=``, else all) become ``ctx.graph_conte
 ``[rel_<id>] subject --relation--> object`` line each, which the answer prompt shows
 inside the request's delimiters; the ``rel_<id>`` labels are citable. Without ``entity``,
 the entities named in the question are used (up to ``max_entities``, longest first).
+Both reads run in the context's scope (``ctx.options.scope``, tenant-rooted, enforced in SQL
+on every hop): another tenant's triples never reach ``graph_context``, and a scoped
+collection without a tenant scope is refused with ``ScopeError`` as search refuses it.
 
 When the graph cannot be read (database down), the step records a ``graph-unavailable``
 degradation and leaves ``graph_context`` as it was: enrichment is never fatal. When search
@@ -49,15 +52,20 @@ def _enrich(
         raise InvalidInputError(f"limit must be an integer from 1 to 1000, got {limit!r}")
     if entity is not None and (not isinstance(entity, str) or not entity.strip()):
         raise InvalidInputError(f"entity must be a non-empty string, got {entity!r}")
+    scope = ctx.options.scope
     try:
         names = _collections(ctx, collections)
         found: dict[int, Relation] = {}
         entities: list[str] = []
         for name in names:
-            wanted = [entity] if entity else mentioned_entities(store, name, ctx.question, limit=max_entities)
+            wanted = (
+                [entity]
+                if entity
+                else mentioned_entities(store, name, ctx.question, limit=max_entities, scope=scope)
+            )
             entities.extend(wanted)
             for one in wanted:
-                for triple in neighbourhood(store, name, one, depth, limit=limit):
+                for triple in neighbourhood(store, name, one, depth, limit=limit, scope=scope):
                     known = found.get(triple.id)
                     if known is None or (triple.hop or 0) < (known.hop or 0):
                         found[triple.id] = triple

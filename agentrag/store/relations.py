@@ -6,6 +6,14 @@ directions up to ``depth`` hops with a recursive CTE: entities match case-insens
 each (entity, hop) is visited once (so cycles terminate), and the result is capped at
 ``limit`` rows. Every value reaches SQL as a bound parameter.
 
+Scopes (issue #14) are tenant-rooted as for documents: a triple added with
+``scope=Scope(tenant=..., workspace=..., session=...)`` records them, and reads filter by the
+scope inside SQL (every hop of the walk included), so a path never crosses into another
+tenant's triples. Each named part must equal the row's column: unscoped rows (added without a
+scope) match only ``None`` / ``Scope()`` (every row, unscoped collections only) and
+``Scope.every()``, never a tenant scope. A ``scoped=True`` collection refuses reads without a
+tenant (``ScopeError``, as search does) unless ``Scope.every()``.
+
 :func:`format_triples` renders triples as the compact text the answer prompt shows
 (``ctx.graph_context``): one ``[rel_<id>] subject --relation--> object`` line each; the
 ``rel_<id>`` labels can be cited like chunk ids.
@@ -23,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 from agentrag.errors import InvalidInputError
 
 if TYPE_CHECKING:
+    from agentrag.scope import Scope
     from agentrag.store.store import Store
 
 __all__ = [
@@ -55,6 +64,9 @@ class Relation:
     collection: str
     source: str | None = None
     hop: int | None = None
+    tenant: str | None = None
+    workspace: str | None = None
+    session: str | None = None
 
     @property
     def label(self) -> str:
@@ -72,6 +84,9 @@ class Relation:
             "collection": self.collection,
             "source": self.source,
             "hop": self.hop,
+            "tenant": self.tenant,
+            "workspace": self.workspace,
+            "session": self.session,
         }
 
 
@@ -116,31 +131,73 @@ def _limit(limit: int) -> int:
     return limit
 
 
+def _write_scope(scope: Scope | None) -> tuple[str | None, str | None, str | None]:
+    from agentrag.errors import ScopeError
+    from agentrag.retrieval.scope_sql import compile_row_scope
+    from agentrag.scope import Scope
+
+    if scope is None:
+        return None, None, None
+    if not isinstance(scope, Scope):
+        raise TypeError(f"scope must be an agentrag.Scope or None, got {type(scope).__name__}")
+    if scope.all_scopes:
+        raise ScopeError("relations are added in one scope: Scope.every() is for reading")
+    if scope.tenant is None and not scope.is_empty:
+        raise ScopeError(f"scopes are tenant-rooted: {scope!r} names no tenant")
+    compile_row_scope(scope, "r")  # validates the values (NUL bytes, lone surrogates)
+    return scope.tenant, scope.workspace, scope.session
+
+
+def _read_scope(
+    store: Store, collection: str, scope: Scope | None, alias: str = "r"
+) -> tuple[int, str, dict[str, Any]]:
+    """The collection id and the scope's SQL over ``alias``; refuses as search does."""
+    from agentrag.retrieval.scope_sql import check_scope, compile_row_scope
+
+    found = store.collection(collection)
+    sql, params = compile_row_scope(scope, alias)
+    check_scope(scope, [found.name] if found.scoped else [])
+    return found.id, sql, params
+
+
 def add_relations(
-    store: Store, collection: str, triples: Iterable[Triple], *, source: str | None = None
+    store: Store,
+    collection: str,
+    triples: Iterable[Triple],
+    *,
+    source: str | None = None,
+    scope: Scope | None = None,
 ) -> int:
     """Add triples to ``collection``; returns how many were new (existing ones are left as they are).
 
     A triple is ``(subject, relation, object)``, ``(subject, relation, object, source)`` or a
     mapping with those keys. ``source`` is the default source (e.g. the document they came from).
-    Idempotent: the table's UNIQUE (collection, subject, relation, object) makes a repeat a no-op.
+    ``scope`` (tenant-rooted: a workspace or session needs its tenant) is recorded on every row;
+    reads see the triples only inside a scope naming it.
+    Idempotent: the unique index over (collection, scope, subject, relation, object) makes a
+    repeat a no-op; the same triple in two tenants is two rows.
     """
     from sqlalchemy import text
 
+    tenant, workspace, session = _write_scope(scope)
     rows = [_triple(item, source) for item in triples]
     if not rows:
         return 0
     cid = store.collection(collection).id
-    params = [{"cid": cid, "s": s, "r": r, "o": o, "src": src} for s, r, o, src in dict.fromkeys(rows)]
+    params = [
+        {"cid": cid, "s": s, "r": r, "o": o, "src": src, "t": tenant, "w": workspace, "ses": session}
+        for s, r, o, src in dict.fromkeys(rows)
+    ]
     with store.engine.begin() as conn:
         inserted = 0
         for batch_start in range(0, len(params), 500):
             batch = params[batch_start : batch_start + 500]
             result = conn.execute(
                 text(
-                    "INSERT INTO agentrag.relations (collection_id, subject, relation, object, source)"
-                    " SELECT :cid, :s, :r, :o, :src"
-                    " ON CONFLICT (collection_id, subject, relation, object) DO NOTHING"
+                    "INSERT INTO agentrag.relations"
+                    " (collection_id, subject, relation, object, source, tenant_id, workspace_id, session_id)"
+                    " SELECT :cid, :s, :r, :o, :src, :t, :w, :ses"
+                    " ON CONFLICT DO NOTHING"
                 ),
                 batch,
             )
@@ -149,7 +206,10 @@ def add_relations(
 
 
 def _row(row: Any, hop: int | None = None) -> Relation:
-    return Relation(row.id, row.subject, row.relation, row.object, row.collection, row.source, hop)
+    return Relation(
+        row.id, row.subject, row.relation, row.object, row.collection, row.source, hop,
+        row.tenant_id, row.workspace_id, row.session_id,
+    )  # fmt: skip
 
 
 def relations(
@@ -159,14 +219,15 @@ def relations(
     entity: str | None = None,
     relation: str | None = None,
     limit: int = 1000,
+    scope: Scope | None = None,
 ) -> list[Relation]:
-    """Triples of ``collection``, optionally those with ``entity`` as subject or object and/or
-    of one ``relation`` type (both case-insensitive), ordered by id."""
+    """Triples of ``collection`` in ``scope``, optionally those with ``entity`` as subject or
+    object and/or of one ``relation`` type (both case-insensitive), ordered by id."""
     from sqlalchemy import text
 
-    cid = store.collection(collection).id
-    clauses = ["r.collection_id = :cid"]
-    params: dict[str, Any] = {"cid": cid, "limit": _limit(limit)}
+    cid, scope_sql, scope_params = _read_scope(store, collection, scope)
+    clauses = ["r.collection_id = :cid", f"({scope_sql})"]
+    params: dict[str, Any] = {"cid": cid, "limit": _limit(limit), **scope_params}
     if entity is not None:
         clauses.append("(lower(r.subject) = lower(:entity) OR lower(r.object) = lower(:entity))")
         params["entity"] = _clean(entity, "entity")
@@ -174,7 +235,8 @@ def relations(
         clauses.append("lower(r.relation) = lower(:relation)")
         params["relation"] = _clean(relation, "relation")
     sql = (
-        "SELECT r.id, r.subject, r.relation, r.object, r.source, c.name AS collection"
+        "SELECT r.id, r.subject, r.relation, r.object, r.source, c.name AS collection,"
+        " r.tenant_id, r.workspace_id, r.session_id"
         " FROM agentrag.relations r JOIN agentrag.collections c ON c.id = r.collection_id"
         f" WHERE {' AND '.join(clauses)} ORDER BY r.id LIMIT :limit"
     )
@@ -185,7 +247,9 @@ def relations(
 # The walk: frontier rows (entity, hop). UNION (not UNION ALL) visits each (entity, hop) once,
 # and hop < :depth bounds the recursion, so cycles terminate and the work is at most
 # depth x (entities reachable). The edges are then every relation touching an entity reached
-# at hop < depth, each at its smallest hop + 1.
+# at hop < depth, each at its smallest hop + 1. {scope} (the scope over the alias r, from
+# compile_row_scope: this module's text, values bound) sits in both joins, so every hop stays
+# inside the scope and a path cannot pass through another tenant's triples.
 _NEIGHBOURHOOD_SQL = """
 WITH RECURSIVE walk(entity, hop) AS (
     SELECT lower(CAST(:entity AS text)), 0
@@ -193,7 +257,8 @@ WITH RECURSIVE walk(entity, hop) AS (
     SELECT CASE WHEN lower(r.subject) = w.entity THEN lower(r.object) ELSE lower(r.subject) END, w.hop + 1
     FROM walk w
     JOIN agentrag.relations r
-      ON r.collection_id = :cid AND (lower(r.subject) = w.entity OR lower(r.object) = w.entity)
+      ON r.collection_id = :cid AND ({scope})
+     AND (lower(r.subject) = w.entity OR lower(r.object) = w.entity)
     WHERE w.hop + 1 < :depth
 ),
 reached AS (
@@ -203,10 +268,12 @@ edges AS (
     SELECT r.id, min(x.hop) + 1 AS hop
     FROM reached x
     JOIN agentrag.relations r
-      ON r.collection_id = :cid AND (lower(r.subject) = x.entity OR lower(r.object) = x.entity)
+      ON r.collection_id = :cid AND ({scope})
+     AND (lower(r.subject) = x.entity OR lower(r.object) = x.entity)
     GROUP BY r.id
 )
-SELECT r.id, r.subject, r.relation, r.object, r.source, c.name AS collection, e.hop
+SELECT r.id, r.subject, r.relation, r.object, r.source, c.name AS collection, e.hop,
+       r.tenant_id, r.workspace_id, r.session_id
 FROM edges e
 JOIN agentrag.relations r ON r.id = e.id
 JOIN agentrag.collections c ON c.id = r.collection_id
@@ -216,9 +283,15 @@ LIMIT :limit
 
 
 def neighbourhood(
-    store: Store, collection: str, entity: str, depth: int = 1, *, limit: int = 200
+    store: Store,
+    collection: str,
+    entity: str,
+    depth: int = 1,
+    *,
+    limit: int = 200,
+    scope: Scope | None = None,
 ) -> list[Relation]:
-    """Every triple within ``depth`` hops of ``entity`` (either direction), nearest first.
+    """Every triple in ``scope`` within ``depth`` hops of ``entity`` (either direction), nearest first.
 
     ``depth`` is 1 to :data:`MAX_DEPTH`; at most ``limit`` rows come back.
     """
@@ -226,22 +299,27 @@ def neighbourhood(
 
     if isinstance(depth, bool) or not isinstance(depth, int) or not 1 <= depth <= MAX_DEPTH:
         raise InvalidInputError(f"depth must be an integer from 1 to {MAX_DEPTH}, got {depth!r}")
-    params = {"cid": store.collection(collection).id, "entity": _clean(entity, "entity"), "depth": depth}
-    params["limit"] = _limit(limit)
+    cid, scope_sql, scope_params = _read_scope(store, collection, scope)
+    params: dict[str, Any] = {"cid": cid, "entity": _clean(entity, "entity"), "depth": depth}
+    params.update(limit=_limit(limit), **scope_params)
+    sql = _NEIGHBOURHOOD_SQL.replace("{scope}", scope_sql)
     with store.engine.connect() as conn:
-        return [_row(row, row.hop) for row in conn.execute(text(_NEIGHBOURHOOD_SQL), params)]
+        return [_row(row, row.hop) for row in conn.execute(text(sql), params)]
 
 
-def mentioned_entities(store: Store, collection: str, question: str, *, limit: int = 3) -> list[str]:
-    """Subjects and objects of ``collection`` that occur in ``question`` (case-insensitive), longest first."""
+def mentioned_entities(
+    store: Store, collection: str, question: str, *, limit: int = 3, scope: Scope | None = None
+) -> list[str]:
+    """Subjects and objects of ``collection``'s triples in ``scope`` that occur in ``question``
+    (case-insensitive), longest first."""
     from sqlalchemy import text
 
     sql = """
     SELECT name FROM (
         SELECT DISTINCT ON (lower(name)) name FROM (
-            SELECT subject AS name FROM agentrag.relations WHERE collection_id = :cid
+            SELECT r.subject AS name FROM agentrag.relations r WHERE r.collection_id = :cid AND ({scope})
             UNION ALL
-            SELECT object FROM agentrag.relations WHERE collection_id = :cid
+            SELECT r.object FROM agentrag.relations r WHERE r.collection_id = :cid AND ({scope})
         ) names
         WHERE length(name) >= 3 AND strpos(lower(CAST(:text AS text)), lower(name)) > 0
         ORDER BY lower(name), name
@@ -249,9 +327,10 @@ def mentioned_entities(store: Store, collection: str, question: str, *, limit: i
     ORDER BY length(name) DESC, name
     LIMIT :limit
     """
-    params = {"cid": store.collection(collection).id, "text": question, "limit": _limit(limit)}
+    cid, scope_sql, scope_params = _read_scope(store, collection, scope)
+    params = {"cid": cid, "text": question, "limit": _limit(limit), **scope_params}
     with store.engine.connect() as conn:
-        return [row.name for row in conn.execute(text(sql), params)]
+        return [row.name for row in conn.execute(text(sql.replace("{scope}", scope_sql)), params)]
 
 
 def format_triples(triples: Iterable[Relation]) -> str:

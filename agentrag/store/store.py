@@ -625,29 +625,45 @@ class Store:
 
     # ---- relations (knowledge graph) and the query log: see their modules -----------------
     @guarded("adding relations")
-    def add_relations(self, collection: str, triples: Iterable[Triple], *, source: str | None = None) -> int:
-        """Add (subject, relation, object) triples; returns how many were new (idempotent)."""
+    def add_relations(
+        self,
+        collection: str,
+        triples: Iterable[Triple],
+        *,
+        source: str | None = None,
+        scope: Scope | None = None,
+    ) -> int:
+        """Add (subject, relation, object) triples in ``scope`` (tenant-rooted); returns how many
+        were new (idempotent)."""
         from agentrag.store.relations import add_relations
 
-        return add_relations(self, collection, triples, source=source)
+        return add_relations(self, collection, triples, source=source, scope=scope)
 
     @guarded("reading relations")
     def relations(
-        self, collection: str, *, entity: str | None = None, relation: str | None = None, limit: int = 1000
+        self,
+        collection: str,
+        *,
+        entity: str | None = None,
+        relation: str | None = None,
+        limit: int = 1000,
+        scope: Scope | None = None,
     ) -> list[Relation]:
-        """Triples of ``collection`` (optionally touching ``entity`` / of one ``relation`` type)."""
+        """Triples of ``collection`` in ``scope`` (optionally touching ``entity`` / of one
+        ``relation`` type)."""
         from agentrag.store.relations import relations
 
-        return relations(self, collection, entity=entity, relation=relation, limit=limit)
+        return relations(self, collection, entity=entity, relation=relation, limit=limit, scope=scope)
 
     @guarded("reading relations")
     def neighbourhood(
-        self, collection: str, entity: str, depth: int = 1, *, limit: int = 200
+        self, collection: str, entity: str, depth: int = 1, *, limit: int = 200, scope: Scope | None = None
     ) -> list[Relation]:
-        """Triples within ``depth`` hops of ``entity`` (case-insensitive), nearest first."""
+        """Triples in ``scope`` within ``depth`` hops of ``entity`` (case-insensitive), nearest first;
+        every hop stays inside the scope."""
         from agentrag.store.relations import neighbourhood
 
-        return neighbourhood(self, collection, entity, depth, limit=limit)
+        return neighbourhood(self, collection, entity, depth, limit=limit, scope=scope)
 
     @guarded("reading the query log")
     def query_logs(self, *, limit: int = 20, scope: Scope | None = None) -> list[QueryLogEntry]:
