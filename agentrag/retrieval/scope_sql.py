@@ -66,7 +66,7 @@ def compile_row_scope(scope: Scope | None, alias: str) -> tuple[str, dict[str, A
     ``session_id`` columns (knowledge-graph relations): each named part must equal its column,
     so a row without a tenant never matches a tenant scope. ``alias`` is an identifier of the
     caller's own SQL text (allow-listed here), never user input."""
-    if alias not in ("r", "r2"):
+    if alias not in ("r",):
         raise ValueError(f"unknown table alias {alias!r}")
     if scope is None:
         return "TRUE", {}
