@@ -46,7 +46,7 @@ class ProofChunk:
     start_char: int
     end_char: int
     rank: int
-    score: float  # the final score of the search mode that ran (RRF for hybrid)
+    score: float  # the final score of the search mode that ran (the fused score for hybrid)
     similarity_score: float | None  # vector similarity; None when the vector leg did not find it
     classification: str | None
     embed_model: str | None

@@ -36,12 +36,17 @@ def _value(value: str, name: str) -> str:
     return value
 
 
+def _checked(scope: Scope | None) -> Scope | None:
+    """``scope`` itself; ``TypeError`` for anything but a Scope or None."""
+    if scope is not None and not isinstance(scope, Scope):
+        raise TypeError(f"scope must be an agentrag.Scope or None, got {type(scope).__name__}")
+    return scope
+
+
 def compile_scope(scope: Scope | None) -> tuple[str, dict[str, Any]]:
     """``(sql, params)``: a boolean SQL expression over the documents alias ``d``."""
-    if scope is None:
+    if (scope := _checked(scope)) is None:
         return "TRUE", {}
-    if not isinstance(scope, Scope):
-        raise TypeError(f"scope must be an agentrag.Scope or None, got {type(scope).__name__}")
     clauses: list[str] = []
     params: dict[str, Any] = {}
     if scope.tenant is not None:
@@ -68,10 +73,8 @@ def compile_row_scope(scope: Scope | None, alias: str) -> tuple[str, dict[str, A
     caller's own SQL text (allow-listed here), never user input."""
     if alias not in ("r",):
         raise ValueError(f"unknown table alias {alias!r}")
-    if scope is None:
+    if (scope := _checked(scope)) is None:
         return "TRUE", {}
-    if not isinstance(scope, Scope):
-        raise TypeError(f"scope must be an agentrag.Scope or None, got {type(scope).__name__}")
     clauses: list[str] = []
     params: dict[str, Any] = {}
     for name in ("tenant", "workspace", "session"):
