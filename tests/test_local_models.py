@@ -14,13 +14,9 @@ import pytest
 from agentrag.embedders import LocalEmbedder
 from agentrag.store.ingest import ingest_texts
 from agentrag.store.store import Store
+from tests.tiny_models import save_tiny_bert
 
 WORDS = [
-    "[PAD]",
-    "[UNK]",
-    "[CLS]",
-    "[SEP]",
-    "[MASK]",
     "the",
     "a",
     "and",
@@ -45,24 +41,8 @@ WORDS = [
 
 def build_bi_encoder(path: Path, seed: int) -> str:
     """A one-layer BERT with mean pooling, saved as a sentence-transformers model directory."""
-    torch = pytest.importorskip("torch")
-    transformers = pytest.importorskip("transformers")
     st = pytest.importorskip("sentence_transformers")
-    raw = path / f"raw-{seed}"
-    raw.mkdir(parents=True)
-    (raw / "vocab.txt").write_text("\n".join(WORDS) + "\n")
-    config = transformers.BertConfig(
-        vocab_size=len(WORDS),
-        hidden_size=16,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        intermediate_size=32,
-        max_position_embeddings=64,
-        initializer_range=0.5,
-    )
-    torch.manual_seed(seed)
-    transformers.BertModel(config).save_pretrained(raw)
-    transformers.BertTokenizer(str(raw / "vocab.txt")).save_pretrained(raw)
+    raw = save_tiny_bert(path / f"raw-{seed}", WORDS, seed=seed)
     model_dir = path / "model"
     # a plain transformers directory loads with mean pooling; saved, it is a sentence-transformers model
     st.SentenceTransformer(str(raw), device="cpu").save(str(model_dir))

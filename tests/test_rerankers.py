@@ -15,15 +15,11 @@ from agentrag.rerankers import APIReranker, CrossEncoderReranker, rerank_hits
 from tests.grounded_support import Traced, attributes
 from tests.openai_stub import OpenAIStub, error, rerank_results
 from tests.pipeline_fixtures import Q_COMPARE, sample_store
+from tests.tiny_models import save_tiny_bert
 
 __all__ = ["sample_store"]  # the fixture is used by name
 
 WORDS = [
-    "[PAD]",
-    "[UNK]",
-    "[CLS]",
-    "[SEP]",
-    "[MASK]",
     "the",
     "a",
     "and",
@@ -56,27 +52,10 @@ WORDS = [
 
 @pytest.fixture(scope="module")
 def tiny_cross_encoder(tmp_path_factory: pytest.TempPathFactory) -> str:
-    """A one-layer BERT cross-encoder with random weights and a 30-word vocabulary, saved to a
+    """A one-layer BERT cross-encoder with random weights and a 27-word vocabulary, saved to a
     temporary directory: a real model directory for sentence-transformers, with no download."""
-    torch = pytest.importorskip("torch")
-    transformers = pytest.importorskip("transformers")
     path = tmp_path_factory.mktemp("tiny-cross-encoder")
-    (path / "vocab.txt").write_text("\n".join(WORDS) + "\n")
-    tokenizer = transformers.BertTokenizer(str(path / "vocab.txt"))
-    config = transformers.BertConfig(
-        vocab_size=len(WORDS),
-        hidden_size=16,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        intermediate_size=32,
-        max_position_embeddings=128,
-        num_labels=1,
-        initializer_range=0.5,  # large random weights: scores that differ clearly between texts
-    )
-    torch.manual_seed(0)
-    transformers.BertForSequenceClassification(config).save_pretrained(path)
-    tokenizer.save_pretrained(path)
-    return str(path)
+    return str(save_tiny_bert(path, WORDS, seed=0, classifier=True, max_positions=128))
 
 
 def searched(store: ar.Store, **options: Any) -> ar.Context:
