@@ -13,12 +13,12 @@ export TOKENIZERS_PARALLELISM := false
 
 setup: $(STAMP)
 
-$(STAMP): pyproject.toml constraints.txt
+$(STAMP): pyproject.toml constraints.txt Makefile
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install --quiet --upgrade pip
 	# CPU torch first, pinned: never let pip pull the CUDA wheels.
 	$(PIP) install --quiet -c constraints.txt torch==2.13.0
-	$(PIP) install --quiet -c constraints.txt -e '.[local,embedded,pdf,server,dev,langgraph]'
+	$(PIP) install --quiet -c constraints.txt -e '.[local,embedded,pdf,server,dev,langgraph,tokens,pandas]'
 	touch $(STAMP)
 
 demo: setup
