@@ -39,6 +39,12 @@ TENANT = "bench_serve"
 COLLECTION = "bench_serve"
 SECRET = "bench-secret-" + "b" * 40
 DIMS = 384
+FLOOR = "in-process Store.search (floor)"
+BARE = "bare Starlette, canned JSON"
+HTTP = "HTTP /search"
+AGAINST = "HTTP /search, --against checkout"
+# what ``agentrag serve`` passes uvicorn besides host, port, workers, log level (the bare floor too)
+UVICORN_FLAGS = ["--no-access-log", "--no-server-header"]
 
 
 def _percentile(values: list[float], q: float) -> float:
@@ -76,23 +82,74 @@ def prepare(store: ar.Store, docs: int) -> list[str]:
         return [json.loads(line)["text"] for line in f][:300]
 
 
-def floor(store: ar.Store, queries: list[str], c: int, n: int) -> dict[str, Any]:
+Block = tuple[list[float], float, int]  # latencies (ms) of the successful requests, elapsed s, errors
+
+
+def floor_side(store: ar.Store, queries: list[str], c: int) -> Any:
+    """The floor: ``Store.search`` from ``c`` threads in this process; a function of request ids."""
     scope = ar.Scope(tenant=TENANT)
+    pool = ThreadPoolExecutor(c)
 
     def one(i: int) -> float:
         t = time.perf_counter()
         store.search(queries[i % len(queries)], collections=COLLECTION, top_k=10, scope=scope)
         return (time.perf_counter() - t) * 1000
 
-    with ThreadPoolExecutor(c) as pool:
-        list(pool.map(one, range(min(n, 2 * c))))  # warm-up
+    def block(ids: range) -> Block:
         t = time.perf_counter()
-        latencies = list(pool.map(one, range(n)))
-        elapsed = time.perf_counter() - t
-    return _row("in-process Store.search (floor)", c, latencies, elapsed, 0)
+        latencies = list(pool.map(one, ids))
+        return latencies, time.perf_counter() - t, 0
+
+    block.close = pool.shutdown  # type: ignore[attr-defined]
+    return block
 
 
-async def http(url: str, token: str, queries: list[str], c: int, n: int) -> dict[str, Any]:
+def _bodies(queries: list[str], n: int) -> list[bytes]:
+    return [
+        json.dumps({"query_text": q, "top_k": 10, "collections": [COLLECTION]}).encode()
+        for q in (queries[i % len(queries)] for i in range(n))
+    ]
+
+
+def raw_side(url: str, token: str, queries: list[str], c: int, n: int) -> Any:
+    """The HTTP side with the minimal load generator (benchmarks/_loadgen.py) on uvloop."""
+    from urllib.parse import urlsplit
+
+    from benchmarks._loadgen import request_bytes, run
+
+    parts = urlsplit(url)
+    host, port = parts.hostname or "127.0.0.1", int(parts.port or 80)
+    path = f"/api/v1/query/{TENANT}/search"
+    headers = {"Authorization": f"Bearer {token}"}
+    encoded = [request_bytes(host, port, path, headers, b) for b in _bodies(queries, n)]
+    runner = _event_loop_runner()
+
+    def block(ids: range) -> Block:
+        tally, elapsed = runner(run(host, port, [encoded[i] for i in ids], c))
+        return tally.latencies, elapsed, tally.errors
+
+    return block
+
+
+def _event_loop_runner() -> Any:
+    try:
+        import uvloop
+
+        return uvloop.run
+    except ImportError:  # pragma: no cover - uvloop comes with the server extra
+        return asyncio.run
+
+
+def httpx_side(url: str, token: str, queries: list[str], c: int) -> Any:
+    """The HTTP side with httpx.AsyncClient (the method before: ~1 ms of client CPU per request)."""
+
+    def block(ids: range) -> Block:
+        return asyncio.run(_httpx_block(url, token, queries, c, ids))
+
+    return block
+
+
+async def _httpx_block(url: str, token: str, queries: list[str], c: int, ids: range) -> Block:
     import httpx
 
     # A client must not reuse a connection the server may be closing: uvicorn closes idle keep-alive
@@ -121,44 +178,98 @@ async def http(url: str, token: str, queries: list[str], c: int, n: int) -> dict
             else:
                 errors += 1
 
-        async def worker(ids: range) -> None:
-            for i in ids:
+        async def worker(ws: range) -> None:
+            for i in ws:
                 await one(i)
 
-        await asyncio.gather(*(worker(range(w, min(n, 2 * c), c)) for w in range(c)))  # warm-up
-        latencies.clear()
-        errors = 0
         t = time.perf_counter()
-        await asyncio.gather(*(worker(range(w, n, c)) for w in range(c)))
+        await asyncio.gather(*(worker(ids[w::c]) for w in range(c)))
         elapsed = time.perf_counter() - t
-    return _row("HTTP /search", c, latencies, elapsed, errors)
+    return latencies, elapsed, errors
 
 
-def start_server(url: str, workers: int, log: Path) -> tuple[Any, str]:
-    import subprocess
+def measure_level(sides: dict[str, Any], c: int, n: int, rounds: int) -> list[dict[str, Any]]:
+    """Every side at concurrency ``c``: a warm-up of ``2c`` requests each, then ``rounds`` rounds in
+    which each side in turn sends ``n / rounds`` requests. Interleaving keeps the sides comparable
+    on a shared machine whose load changes from one minute to the next."""
+    for block in sides.values():
+        block(range(min(n, 2 * c)))
+    per_round = max(c, n // rounds)
+    totals: dict[str, list[Any]] = {name: [[], 0.0, 0] for name in sides}
+    for r in range(rounds):
+        ids = range(r * per_round, (r + 1) * per_round)
+        for name, block in sides.items():
+            latencies, elapsed, errors = block(ids)
+            total = totals[name]
+            total[0] += latencies
+            total[1] += elapsed
+            total[2] += errors
+    return [_row(name, c, *totals[name]) for name in sides]
 
+
+def _wait_ready(process: Any, base: str, probe: str, log: Path) -> None:
     import httpx
 
-    from tests.server_support import free_port
-
-    port = free_port()
-    env = {**os.environ, "AGENTRAG_DATABASE_URL": url, "AGENTRAG_JWT_SECRET": SECRET}
-    cmd = [sys.executable, "-m", "agentrag", "serve", "--port", str(port), "--embedder", f"fake:{DIMS}"]
-    cmd += ["--workers", str(workers), "--pool-size", "10", "--log-level", "warning"]
-    process = subprocess.Popen(cmd, env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT)
-    base = f"http://127.0.0.1:{port}"
     for _ in range(600):
         try:
-            if httpx.get(base + "/readyz", timeout=1).status_code == 200:
-                return process, base
+            if httpx.get(base + probe, timeout=1).status_code in (200, 405):
+                return
         except httpx.HTTPError:
             pass
+        if process.poll() is not None:
+            break
         time.sleep(0.1)
     process.kill()
     raise SystemExit(f"the server did not start:\n{log.read_text()}")
 
 
+def start_server(url: str, workers: int, log: Path, source: Path | None = None) -> tuple[Any, str]:
+    """``agentrag serve`` from this checkout, or from ``source`` (another checkout, for A/B runs)."""
+    import subprocess
+
+    from tests.server_support import free_port
+
+    port = free_port()
+    env = {**os.environ, "AGENTRAG_DATABASE_URL": url, "AGENTRAG_JWT_SECRET": SECRET}
+    if source is not None:
+        env["PYTHONPATH"] = str(source)
+    cmd = [sys.executable, "-m", "agentrag", "serve", "--port", str(port), "--embedder", f"fake:{DIMS}"]
+    cmd += ["--workers", str(workers), "--pool-size", "10", "--log-level", "warning"]
+    if source is None:  # an older checkout may not know the flag
+        cmd.append("--no-access-log")
+    process = subprocess.Popen(
+        cmd, env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT, cwd=source or Path.cwd()
+    )
+    base = f"http://127.0.0.1:{port}"
+    _wait_ready(process, base, "/readyz", log)
+    return process, base
+
+
+def start_bare(response: bytes, workers: int, log: Path) -> tuple[Any, str]:
+    """The HTTP floor (benchmarks/_bare_app.py) on the settings ``agentrag serve`` gives uvicorn."""
+    import subprocess
+
+    from tests.server_support import free_port
+
+    body = log.with_name("response.json")
+    body.write_bytes(response)
+    port = free_port()
+    env = {**os.environ, "BENCH_BARE_RESPONSE": str(body)}
+    cmd = [sys.executable, "-m", "uvicorn", "benchmarks._bare_app:app", "--host", "127.0.0.1"]
+    cmd += ["--port", str(port), "--workers", str(workers), "--log-level", "warning", *UVICORN_FLAGS]
+    process = subprocess.Popen(cmd, env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{port}"
+    _wait_ready(process, base, f"/api/v1/query/{TENANT}/search", log)
+    return process, base
+
+
+def _stop(process: Any) -> None:
+    process.terminate()
+    process.wait(timeout=30)
+
+
 def main() -> int:
+    import httpx
     import jwt
 
     parser = argparse.ArgumentParser(
@@ -168,6 +279,21 @@ def main() -> int:
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--levels", default="1,16,64,200")
     parser.add_argument("--requests", type=int, default=400, help="requests per level (at least 3 x c)")
+    parser.add_argument(
+        "--client",
+        default="raw",
+        choices=["raw", "httpx", "both"],
+        help="the HTTP load generator: raw (benchmarks/_loadgen.py, default), httpx.AsyncClient, or both",
+    )
+    parser.add_argument("--no-bare", action="store_true", help="skip the bare-Starlette HTTP floor")
+    parser.add_argument(
+        "--against",
+        type=Path,
+        help="also serve from this checkout (e.g. a git worktree of main) and measure it in the same rounds",
+    )
+    parser.add_argument(
+        "--rounds", type=int, default=8, help="interleaved rounds per level (the sides take turns)"
+    )
     args = parser.parse_args()
     levels = [int(x) for x in args.levels.split(",")]
     url = bench_url()
@@ -176,19 +302,44 @@ def main() -> int:
     token = jwt.encode(
         {"tenant_id": TENANT, "scope": "query", "exp": int(time.time()) + 7200}, SECRET, algorithm="HS256"
     )
-    log = Path(tempfile.mkdtemp()) / "server.log"
-    process, base = start_server(url, args.workers, log)
+    logs = Path(tempfile.mkdtemp())
+    process, base = start_server(url, args.workers, logs / "server.log")
+    bare = bare_base = None
+    other = other_base = None
     rows = []
     try:
+        if args.against is not None:
+            other, other_base = start_server(url, args.workers, logs / "against.log", args.against.resolve())
+        if not args.no_bare:
+            sample = httpx.post(
+                f"{base}/api/v1/query/{TENANT}/search",
+                json={"query_text": queries[0], "top_k": 10, "collections": [COLLECTION]},
+                headers={"Authorization": f"Bearer {token}"},
+            )
+            sample.raise_for_status()
+            bare, bare_base = start_bare(sample.content, args.workers, logs / "bare.log")
         for c in levels:
             n = max(args.requests, 3 * c)
-            rows.append(floor(store, queries, c, n))
-            rows.append(asyncio.run(http(base, token, queries, c, n)))
-            for row in rows[-2:]:
+            ids = max(n, args.rounds * max(c, n // args.rounds), 2 * c)
+            sides = {FLOOR: floor_side(store, queries, c)}
+            if bare_base is not None:
+                sides[BARE] = raw_side(bare_base, token, queries, c, ids)
+            if args.client in ("raw", "both"):
+                sides[HTTP] = raw_side(base, token, queries, c, ids)
+            if args.client in ("httpx", "both"):
+                sides[HTTP + " (httpx)"] = httpx_side(base, token, queries, c)
+            if other_base is not None:
+                sides[AGAINST] = raw_side(other_base, token, queries, c, ids)
+            level = measure_level(sides, c, n, args.rounds)
+            sides[FLOOR].close()
+            for row in level:
                 print(json.dumps(row), flush=True)
+            rows += level
     finally:
-        process.terminate()
-        process.wait(timeout=30)
+        _stop(process)
+        for extra in (bare, other):
+            if extra is not None:
+                _stop(extra)
         store.close()
     print(f"\n{args.docs} SciFact docs, 1 tenant, hybrid top_k 10, pool 10, {args.workers} server worker(s)")
     print(f"{'concurrency':>11}  {'side':<34} {'req/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'errors':>6}")
@@ -197,14 +348,21 @@ def main() -> int:
             f"{row['concurrency']:>11}  {row['side']:<34} {row['rps']:>8} {row['p50_ms']!s:>8}"
             f" {row['p99_ms']!s:>8} {row['errors']:>6}"
         )
-    by = {(r["side"].startswith("HTTP"), r["concurrency"]): r for r in rows}
+    by = {(r["side"], r["concurrency"]): r for r in rows}
     for c in levels:
-        h, f = by[(True, c)], by[(False, c)]
-        if h["p50_ms"] is not None and f["p50_ms"] is not None:
-            print(
-                f"c={c}: HTTP overhead p50 {h['p50_ms'] - f['p50_ms']:+.2f} ms;"
+        f, b = by[(FLOOR, c)], by.get((BARE, c))
+        for side in (HTTP, HTTP + " (httpx)", AGAINST):
+            h = by.get((side, c))
+            if h is None or h["p50_ms"] is None or f["p50_ms"] is None:
+                continue
+            line = (
+                f"c={c} {side}: overhead p50 {h['p50_ms'] - f['p50_ms']:+.2f} ms"
+                f" over the floor's {f['p50_ms']:.2f};"
                 f" throughput {100 * h['rps'] / f['rps']:.0f}% of the floor's"
             )
+            if b is not None and b["p50_ms"] is not None:
+                line += f"; bare HTTP floor p50 {b['p50_ms']:.2f} ms, {b['rps']:.0f} req/s"
+            print(line)
     return 0
 
 

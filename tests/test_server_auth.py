@@ -233,3 +233,44 @@ def test_configuration_refuses_weak_or_ambiguous_keys(tmp_path: Path) -> None:
     with pytest.raises(InvalidInputError, match="one of"):
         ServerConfig(jwt_secret="s" * 40, jwt_jwks="x.json")
     assert "s" * 40 not in repr(ServerConfig(jwt_secret="s" * 40))
+
+
+def test_a_remembered_token_is_still_refused_once_it_expires(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The verified-token cache skips the signature check only: ``exp`` is checked on every use,
+    a token that failed is never remembered, and callers get copies of the claims."""
+    import jwt
+
+    from agentrag.server import auth
+    from agentrag.server.auth import AuthError, TokenVerifier, authorize
+    from agentrag.server.config import ServerConfig
+
+    verifier = TokenVerifier(ServerConfig(jwt_secret=SECRET, jwt_leeway_s=5))
+    now = time.time()
+    good = jwt.encode(_claims(exp=int(now) + 60), SECRET, algorithm="HS256")
+    claims = verifier.verify(good)
+    claims["tenant_id"] = "someone-else"  # a caller's copy: the remembered claims do not change
+    assert authorize(verifier, f"Bearer {good}", "t1").tenant == "t1"
+    assert good in verifier._verified
+
+    monkeypatch.setattr(auth.time, "time", lambda: now + 64)  # inside the leeway
+    assert verifier.verify(good)["tenant_id"] == "t1"
+    monkeypatch.setattr(auth.time, "time", lambda: now + 66)  # past exp + leeway
+    with pytest.raises(AuthError, match="expired"):
+        verifier.verify(good)
+    assert good not in verifier._verified
+    monkeypatch.undo()
+    with pytest.raises(AuthError):  # and the cache did not keep it alive for PyJWT's own check either
+        TokenVerifier(ServerConfig(jwt_secret=SECRET)).verify(
+            jwt.encode(_claims(exp=int(now) - 1), SECRET, algorithm="HS256")
+        )
+
+    forged = good[: good.rindex(".") + 1] + _b64(b"\x00" * 32)  # same header and claims, bad signature
+    for _ in range(2):
+        with pytest.raises(AuthError, match="signature"):
+            verifier.verify(forged)
+    assert forged not in verifier._verified
+
+    for i in range(auth.CACHE_SIZE + 10):  # bounded: the oldest are forgotten first
+        verifier.verify(jwt.encode(_claims(n=i), SECRET, algorithm="HS256"))
+    assert len(verifier._verified) == auth.CACHE_SIZE
+    assert good not in verifier._verified

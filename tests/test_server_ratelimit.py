@@ -60,3 +60,29 @@ def test_admit_is_one_atomic_statement_under_concurrency(store: Any) -> None:
     assert sum(a.allowed for a in admissions) == 40
     waits = [a.retry_after_s for a in admissions if not a.allowed]
     assert all(80 <= w <= 91 for w in waits)  # the next slot: one emission interval (90 s) away
+
+
+def test_the_admitter_replaces_a_dead_connection_and_takes_one_slot(store: Any) -> None:
+    """No pre-ping: a connection killed under the admitter fails its statement once, is replaced,
+    and the request takes exactly one slot."""
+    from sqlalchemy import text
+
+    from agentrag.server.tenants import Admitter
+
+    tenant = new_tenant(store, rate_limit=10, rate_limit_period_s=3600)
+    admitter = Admitter(store.engine, pool_size=1)
+    try:
+        assert admitter(tenant).allowed
+        with admitter.engine.connect() as conn:
+            pid = conn.execute(text("SELECT pg_backend_pid()")).scalar()
+        with store.engine.connect() as conn:
+            assert conn.execute(text("SELECT pg_terminate_backend(:pid)"), {"pid": pid}).scalar()
+        admission = admitter(tenant)  # the pooled connection is dead: replaced, statement sent again
+        assert admission.allowed and admission.tenant is not None and admission.tenant.id == tenant
+        with admitter.engine.connect() as conn:
+            assert conn.execute(text("SELECT pg_backend_pid()")).scalar() != pid
+        admissions = [admitter(tenant) for _ in range(10)]
+        assert sum(a.allowed for a in admissions) == 8  # 2 slots taken above, exactly one each
+        assert admitter(f"{tenant}-missing").tenant is None
+    finally:
+        admitter.close()

@@ -37,7 +37,7 @@ from agentrag.server.auth import AuthError, ForbiddenError, TokenVerifier, autho
 from agentrag.server.config import ServerConfig
 from agentrag.server.models import AskRequest, ErrorBody, ProofResponse, SearchRequest
 from agentrag.server.observe import BodyTooLarge, JsonLinesExporter, ObserveMiddleware
-from agentrag.server.tenants import Tenant, admit, write_audit
+from agentrag.server.tenants import Admitter, Tenant, write_audit
 
 if TYPE_CHECKING:
     from concurrent.futures import ThreadPoolExecutor
@@ -143,6 +143,7 @@ def create_app(
     if not config.has_key:
         _log.warning("no JWT key configured: every query request will be refused with 401")
     engine = store.engine
+    admit = Admitter(engine)  # the tenant + rate-limit statement: one round trip, no pre-ping
     default_collections = [c for c in (config.default_collections or "").split(",") if c] or None
     executor: list[ThreadPoolExecutor] = []
     writers: list[AuditWriter] = []  # the background audit writer, while the app runs
@@ -166,6 +167,7 @@ def create_app(
         await asyncio.to_thread(writers.pop().close)  # every queued audit event is written
         for provider in owned:
             provider.shutdown()
+        admit.close()
         if close_store:
             store.close()
 
@@ -229,7 +231,7 @@ def create_app(
         return tenant_id
 
     def admitted(tenant_id: str) -> Tenant:
-        admission = admit(engine, tenant_id)
+        admission = admit(tenant_id)
         if admission.tenant is None:
             raise ApiError(404, "TENANT_NOT_FOUND", "no such tenant")
         if not admission.tenant.active:

@@ -13,11 +13,19 @@ required and checked when configured. Then the claims must carry the ``query`` s
 (``scope``: space-separated, or ``scp``: a list) and the tenant claim (``tenant_id`` by
 default) equal to the path's tenant. Failures are :class:`AuthError` (401: who are you?) or
 :class:`ForbiddenError` (403: not allowed); their messages never echo the token.
+
+A token that verified is remembered (its exact text, at most ``CACHE_SIZE`` of them): a client
+sends the same token on every request, and checking its signature again (HMAC or RSA) would
+give the same answer, since the keys are fixed for the process's life. ``exp``, the only check
+whose answer changes with time, is checked again on every use; ``nbf``, ``iat`` and the rest can
+only stay true. Nothing that failed is remembered.
 """
 
 from __future__ import annotations
 
 import json
+import threading
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +36,7 @@ from agentrag.server.config import ServerConfig
 __all__ = ["AuthError", "ForbiddenError", "Principal", "TokenVerifier", "authorize"]
 
 MAX_TOKEN_CHARS = 8192
+CACHE_SIZE = 1024
 REQUIRED_SCOPE = "query"
 
 
@@ -72,6 +81,8 @@ class TokenVerifier:
     def __init__(self, config: ServerConfig) -> None:
         self.config = config
         self._keys: dict[str | None, tuple[Any, str]] = {}  # kid -> (key, algorithm)
+        self._verified: dict[str, dict[str, Any]] = {}  # token -> its claims, oldest first
+        self._lock = threading.Lock()
         if config.jwt_secret:
             self._keys[None] = (config.jwt_secret.encode(), "HS256")
         elif config.jwt_public_key:
@@ -111,7 +122,22 @@ class TokenVerifier:
         raise AuthError("unknown signing key")
 
     def verify(self, token: str) -> dict[str, Any]:
-        """The verified claims of ``token``, or :class:`AuthError`."""
+        """The verified claims of ``token`` (a copy), or :class:`AuthError`."""
+        claims = self._verified.get(token)
+        if claims is not None:
+            if time.time() < claims["exp"] + self.config.jwt_leeway_s:  # PyJWT's own expiry test
+                return dict(claims)
+            self._verified.pop(token, None)
+            raise AuthError("token expired")
+        claims = self._verify(token)
+        if isinstance(claims.get("exp"), int | float) and not isinstance(claims["exp"], bool):
+            with self._lock:
+                while len(self._verified) >= CACHE_SIZE:
+                    self._verified.pop(next(iter(self._verified)), None)
+                self._verified[token] = dict(claims)
+        return claims
+
+    def _verify(self, token: str) -> dict[str, Any]:
         import jwt
 
         if not self._keys:

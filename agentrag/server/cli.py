@@ -139,6 +139,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         port=args.port,
         workers=args.workers,
         log_level=args.log_level,
+        access_log=args.access_log,
+        server_header=False,  # no "server: uvicorn" on every response
     )
     return 0
 
@@ -200,6 +202,12 @@ def register(sub: Any, add: Callable[..., argparse.ArgumentParser]) -> None:
     p.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
     p.add_argument(
         "--demo", action="store_true", help="ingest the samples for tenant 'demo' and print a token"
+    )
+    p.add_argument(
+        "--no-access-log",
+        dest="access_log",
+        action="store_false",
+        help="no uvicorn access-log line per request (method, path, status; never a body)",
     )
     for flag, field, kind, help in _OPTIONS:
         p.add_argument(flag, dest=field, type=kind, help=help)

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Admission",
+    "Admitter",
     "AuditRow",
     "Tenant",
     "TenantNotFoundError",
@@ -241,6 +242,10 @@ def admit(engine: Engine, tenant: str) -> Admission:
     with engine.connect() as conn:
         conn = conn.execution_options(isolation_level="AUTOCOMMIT")
         row = conn.execute(text(_ADMIT_SQL), {"tenant": tenant}).mappings().first()
+    return _admission(row)
+
+
+def _admission(row: Mapping[str, Any] | None) -> Admission:
     if row is None:
         return Admission(None, False)
     values = dict(row)
@@ -250,6 +255,52 @@ def admit(engine: Engine, tenant: str) -> Admission:
     if not found.active:
         return Admission(found, False)
     return Admission(found, bool(taken), 0.0 if taken else max(float(wait or 0.0), 0.0))
+
+
+class Admitter:
+    """:func:`admit` on a small pool of its own: autocommit connections, no pre-ping.
+
+    The store's pool checks each connection with a round trip (``pool_pre_ping``) before handing
+    it out; for a one-statement request that doubles the admission's round trips. Here a
+    connection found dead by the statement itself is replaced and the statement sent once more
+    (SQLAlchemy invalidates the pool on a disconnect, so the retry gets a fresh connection). A
+    disconnect after PostgreSQL committed the slot but before the reply arrived costs the tenant
+    one extra slot: the limit errs on the strict side, never the lenient one.
+    """
+
+    def __init__(self, engine: Engine, *, pool_size: int = 4) -> None:
+        from sqlalchemy import create_engine
+
+        self.engine = create_engine(
+            engine.url,
+            pool_size=pool_size,
+            max_overflow=0,
+            pool_pre_ping=False,
+            pool_use_lifo=True,  # the most recently used connection: its backend is the warmest
+            pool_timeout=30,
+            hide_parameters=True,
+            isolation_level="AUTOCOMMIT",
+        )
+
+    def __repr__(self) -> str:
+        return f"Admitter({self.engine.pool.status()})"
+
+    def __call__(self, tenant: str) -> Admission:
+        from sqlalchemy import text
+        from sqlalchemy.exc import DBAPIError
+
+        for attempt in (1, 2):
+            try:
+                with self.engine.connect() as conn:
+                    row = conn.execute(text(_ADMIT_SQL), {"tenant": tenant}).mappings().first()
+                return _admission(row)
+            except DBAPIError as exc:
+                if attempt == 2 or not exc.connection_invalidated:
+                    raise
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def close(self) -> None:
+        self.engine.dispose()
 
 
 # ---- audit ---------------------------------------------------------------------------------------
