@@ -19,7 +19,7 @@ original filename with its text (``None`` when unknown, e.g. text ingested with 
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -90,12 +90,15 @@ class Proof:
     schema_version: int = field(default=SCHEMA_VERSION)
 
     def to_dict(self) -> dict[str, Any]:
-        out = asdict(self)
+        # Field by field, not dataclasses.asdict: every leaf is an immutable str / number / bool /
+        # None or a tuple of str, so nothing needs asdict's recursive copy (the serving API calls
+        # this once per request; asdict cost as much as the JSON encoding).
+        out = {name: getattr(self, name) for name in _PROOF_FIELDS}
         out["collections"] = list(self.collections)
         out["degradations"] = list(self.degradations)
-        out["chunks"] = [asdict(c) for c in self.chunks]
+        out["chunks"] = [{name: getattr(c, name) for name in _CHUNK_FIELDS} for c in self.chunks]
         if self.generation is not None:
-            g = asdict(self.generation)
+            g = {name: getattr(self.generation, name) for name in _GENERATION_FIELDS}
             for key in ("cited_chunks", "ungrounded_claims", "invalid_citations", "context_chunks"):
                 g[key] = list(g[key])
             out["generation"] = g
@@ -113,6 +116,11 @@ class Proof:
     def __repr__(self) -> str:
         answered = f", cited={list(self.generation.cited_chunks)}" if self.generation else ""
         return f"Proof({self.query_id}: {len(self.chunks)} chunks{answered})"
+
+
+_PROOF_FIELDS = tuple(f.name for f in fields(Proof))
+_CHUNK_FIELDS = tuple(f.name for f in fields(ProofChunk))
+_GENERATION_FIELDS = tuple(f.name for f in fields(Generation))
 
 
 def _filename(hit: Hit) -> str | None:

@@ -39,8 +39,11 @@ def error_response_bytes(code: str, message: str, request_id: str | None) -> byt
 
 class ObserveMiddleware:
     def __init__(self, app: ASGIApp, *, tracer: Any, meter: Any, max_body_bytes: int) -> None:
+        from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
         self.app = app
         self.tracer = tracer
+        self.propagator = TraceContextTextMapPropagator()
         self.max_body_bytes = max_body_bytes
         self.duration = meter.create_histogram(
             "http.server.request.duration", unit="s", description="Duration of HTTP server requests"
@@ -55,13 +58,12 @@ class ObserveMiddleware:
             return
         from opentelemetry import context as otel_context
         from opentelemetry.trace import SpanKind, Status, StatusCode, set_span_in_context
-        from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
         method = scope["method"]
         headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope.get("headers", [])}
         request_id = uuid.uuid4().hex
         scope.setdefault("state", {})["request_id"] = request_id
-        parent = TraceContextTextMapPropagator().extract(headers)
+        parent = self.propagator.extract(headers)
         server = scope.get("server") or (None, None)
         attributes = {
             "http.request.method": method,
