@@ -51,38 +51,62 @@ async def _read_response(reader: asyncio.StreamReader) -> tuple[int, bytes]:
     return status, await reader.readexactly(length)
 
 
+class Connection:
+    """One keep-alive connection; reopened when idle longer than ``expiry`` seconds (uvicorn closes
+    idle connections after 5 s: a client must not reuse one the server may be closing)."""
+
+    def __init__(self, host: str, port: int, expiry: float = 2.0) -> None:
+        self.host, self.port, self.expiry = host, port, expiry
+        self.reader: asyncio.StreamReader | None = None
+        self.writer: asyncio.StreamWriter | None = None
+        self.used = 0.0
+
+    async def request(self, data: bytes) -> tuple[int, bytes]:
+        if self.writer is None or time.monotonic() - self.used > self.expiry:
+            self.close()
+            self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
+        assert self.reader is not None
+        try:
+            self.writer.write(data)
+            return await _read_response(self.reader)
+        except BaseException:
+            self.close()
+            raise
+        finally:
+            self.used = time.monotonic()
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+        self.reader = self.writer = None
+
+
 async def run(
-    host: str,
-    port: int,
+    connections: Sequence[Connection],
     requests: Sequence[bytes],
-    concurrency: int,
     *,
     check: Callable[[int, bytes], bool] = lambda status, _body: status == 200,
 ) -> tuple[Tally, float]:
-    """Send every request in ``requests`` (pre-encoded) from ``concurrency`` keep-alive connections;
-    returns the tally (latencies in ms of the successful ones) and the elapsed seconds."""
+    """Send every request in ``requests`` (pre-encoded), ``len(connections)`` at a time, one per
+    connection; returns the tally (latencies in ms of the successful ones) and the elapsed seconds."""
     tally = Tally()
+    concurrency = len(connections)
 
-    async def client(ids: range) -> None:
-        reader, writer = await asyncio.open_connection(host, port)
-        try:
-            for i in ids:
-                t = time.perf_counter()
-                try:
-                    writer.write(requests[i])
-                    status, body = await _read_response(reader)
-                except (OSError, asyncio.IncompleteReadError, ValueError) as exc:
-                    tally.fail(f"{type(exc).__name__}: {exc}")
-                    writer.close()
-                    reader, writer = await asyncio.open_connection(host, port)
-                    continue
-                if check(status, body):
-                    tally.latencies.append((time.perf_counter() - t) * 1000)
-                else:
-                    tally.fail(f"{status} {body[:300]!r}")
-        finally:
-            writer.close()
+    async def client(conn: Connection, ids: range) -> None:
+        for i in ids:
+            t = time.perf_counter()
+            try:
+                status, body = await conn.request(requests[i])
+            except (OSError, asyncio.IncompleteReadError, ValueError) as exc:
+                tally.fail(f"{type(exc).__name__}: {exc}")
+                continue
+            if check(status, body):
+                tally.latencies.append((time.perf_counter() - t) * 1000)
+            else:
+                tally.fail(f"{status} {body[:300]!r}")
 
     started = time.perf_counter()
-    await asyncio.gather(*(client(range(w, len(requests), concurrency)) for w in range(concurrency)))
+    await asyncio.gather(
+        *(client(conn, range(w, len(requests), concurrency)) for w, conn in enumerate(connections))
+    )
     return tally, time.perf_counter() - started

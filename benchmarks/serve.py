@@ -112,32 +112,41 @@ def _bodies(queries: list[str], n: int) -> list[bytes]:
 
 
 def raw_side(url: str, token: str, queries: list[str], c: int, n: int) -> Any:
-    """The HTTP side with the minimal load generator (benchmarks/_loadgen.py) on uvloop."""
+    """The HTTP side with the minimal load generator (benchmarks/_loadgen.py) on uvloop: one event
+    loop and ``c`` keep-alive connections for the whole level."""
     from urllib.parse import urlsplit
 
-    from benchmarks._loadgen import request_bytes, run
+    from benchmarks._loadgen import Connection, request_bytes, run
 
     parts = urlsplit(url)
     host, port = parts.hostname or "127.0.0.1", int(parts.port or 80)
     path = f"/api/v1/query/{TENANT}/search"
     headers = {"Authorization": f"Bearer {token}"}
     encoded = [request_bytes(host, port, path, headers, b) for b in _bodies(queries, n)]
-    runner = _event_loop_runner()
+    loop = _new_event_loop()
+    connections = [Connection(host, port) for _ in range(c)]
 
     def block(ids: range) -> Block:
-        tally, elapsed = runner(run(host, port, [encoded[i] for i in ids], c))
+        tally, elapsed = loop.run_until_complete(run(connections, [encoded[i] for i in ids]))
         return tally.latencies, elapsed, tally.errors
 
+    def close() -> None:
+        for conn in connections:
+            conn.close()
+        loop.run_until_complete(asyncio.sleep(0))
+        loop.close()
+
+    block.close = close  # type: ignore[attr-defined]
     return block
 
 
-def _event_loop_runner() -> Any:
+def _new_event_loop() -> asyncio.AbstractEventLoop:
     try:
         import uvloop
 
-        return uvloop.run
+        return uvloop.new_event_loop()
     except ImportError:  # pragma: no cover - uvloop comes with the server extra
-        return asyncio.run
+        return asyncio.new_event_loop()
 
 
 def httpx_side(url: str, token: str, queries: list[str], c: int) -> Any:
@@ -146,6 +155,7 @@ def httpx_side(url: str, token: str, queries: list[str], c: int) -> Any:
     def block(ids: range) -> Block:
         return asyncio.run(_httpx_block(url, token, queries, c, ids))
 
+    block.close = lambda: None  # type: ignore[attr-defined]
     return block
 
 
@@ -189,11 +199,12 @@ async def _httpx_block(url: str, token: str, queries: list[str], c: int, ids: ra
 
 
 def measure_level(sides: dict[str, Any], c: int, n: int, rounds: int) -> list[dict[str, Any]]:
-    """Every side at concurrency ``c``: a warm-up of ``2c`` requests each, then ``rounds`` rounds in
-    which each side in turn sends ``n / rounds`` requests. Interleaving keeps the sides comparable
-    on a shared machine whose load changes from one minute to the next."""
+    """Every side at concurrency ``c``: a warm-up of ``max(2c, 50)`` requests each (psycopg prepares
+    a statement on its 5th run on a connection: 10 pooled connections need 50), then ``rounds``
+    rounds in which each side in turn sends ``n / rounds`` requests. Interleaving keeps the sides
+    comparable on a shared machine whose load changes from one minute to the next."""
     for block in sides.values():
-        block(range(min(n, 2 * c)))
+        block(range(min(n, max(2 * c, 50))))
     per_round = max(c, n // rounds)
     totals: dict[str, list[Any]] = {name: [[], 0.0, 0] for name in sides}
     for r in range(rounds):
@@ -320,7 +331,7 @@ def main() -> int:
             bare, bare_base = start_bare(sample.content, args.workers, logs / "bare.log")
         for c in levels:
             n = max(args.requests, 3 * c)
-            ids = max(n, args.rounds * max(c, n // args.rounds), 2 * c)
+            ids = max(n, args.rounds * max(c, n // args.rounds), 2 * c, 50)
             sides = {FLOOR: floor_side(store, queries, c)}
             if bare_base is not None:
                 sides[BARE] = raw_side(bare_base, token, queries, c, ids)
@@ -330,8 +341,10 @@ def main() -> int:
                 sides[HTTP + " (httpx)"] = httpx_side(base, token, queries, c)
             if other_base is not None:
                 sides[AGAINST] = raw_side(other_base, token, queries, c, ids)
-            level = measure_level(sides, c, n, args.rounds)
-            sides[FLOOR].close()
+            # at c=1 the sides take turns request by request: paired, as close in time as can be
+            level = measure_level(sides, c, n, n if c == 1 else args.rounds)
+            for block in sides.values():
+                block.close()
             for row in level:
                 print(json.dumps(row), flush=True)
             rows += level
