@@ -7,6 +7,10 @@ request waits) rather than dropping an event. :meth:`AuditWriter.close` (the ser
 shutdown) writes everything still queued, so a clean shutdown loses nothing; a crash (kill -9,
 power loss) loses at most the events of the last ``interval_s`` and whatever is queued.
 A failed insert is retried (with backoff) until it succeeds or the writer closes.
+
+The writer has a connection of its own (a one-connection pool on the same URL): a batch insert
+waits for its commit's fsync, and it must not hold one of the connections the searches share
+while it does.
 """
 
 from __future__ import annotations
@@ -35,7 +39,11 @@ class AuditWriter:
     def __init__(
         self, engine: Engine, *, max_queue: int = 10_000, batch: int = 500, interval_s: float = 0.05
     ) -> None:
-        self.engine = engine
+        from sqlalchemy import create_engine
+
+        self.engine = create_engine(
+            engine.url, pool_size=1, max_overflow=0, pool_pre_ping=True, hide_parameters=True
+        )
         self.batch = batch
         self.interval_s = interval_s
         self._queue: queue.Queue[Any] = queue.Queue(maxsize=max_queue)
@@ -75,6 +83,8 @@ class AuditWriter:
         self._thread.join(timeout)
         if self._thread.is_alive():
             _log.error("audit writer: %d events not written at shutdown", self._submitted - self._written)
+        else:
+            self.engine.dispose()  # a later submit() writes through on a new connection
 
     def _run(self) -> None:
         stopping = False
