@@ -245,7 +245,7 @@ def admit(engine: Engine, tenant: str) -> Admission:
     return _admission(row)
 
 
-def _admission(row: Mapping[str, Any] | None) -> Admission:
+def _admission(row: Any) -> Admission:  # a RowMapping or None
     if row is None:
         return Admission(None, False)
     values = dict(row)
