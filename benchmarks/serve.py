@@ -1,19 +1,31 @@
 """The serving API under load, beside the in-process floor measured in the same run.
 
     .venv/bin/python -m benchmarks.serve [--docs 2000] [--workers 1] [--levels 1,16,64,200]
+        [--client raw|httpx|both] [--no-bare] [--rounds 8] [--against CHECKOUT]
 
 Indexes ``--docs`` SciFact abstracts for one tenant (FakeEmbedder, 384 dimensions: hashing, so
 neither side waits on a model), starts ``agentrag serve`` on 127.0.0.1 (database pool of 10)
 and sends ``POST /api/v1/query/{tenant}/search`` (hybrid, top_k 10) from ``c`` concurrent
-clients (httpx.AsyncClient in this process), for each concurrency level. The floor is the same
-search, ``Store.search(query, scope=Scope(tenant=...))``, called in-process from ``c`` threads
-over a pool of 10. Query vectors are cached on both sides after the first pass (the queries
-cycle), so both sides time retrieval, not embedding.
+keep-alive connections, for each concurrency level. Sides, all in the same run:
+
+* the floor: the same search, ``Store.search(query, scope=Scope(tenant=...))``, called
+  in-process from ``c`` threads over a pool of 10 (timed inside the thread: no client at all);
+* the HTTP floor: a bare Starlette endpoint on the same uvicorn settings answering a canned
+  ``/search`` response (benchmarks/_bare_app.py): what HTTP itself costs on this machine;
+* ``HTTP /search``: the server, driven by benchmarks/_loadgen.py (pre-encoded requests on asyncio
+  streams: a client that spends as little CPU as possible, since on 2 cores every millisecond it
+  spends is taken from the server it measures); ``--client httpx`` uses httpx.AsyncClient instead
+  (about 1 ms of client CPU per request), ``both`` measures both;
+* ``--against DIR``: the same server started from another checkout (e.g. a worktree of main),
+  for A/B comparisons in the same run.
+
+The sides take turns: each level runs ``--rounds`` rounds in which every side sends its share of
+the requests (at concurrency 1, request by request), so a change in the machine's load hits
+every side alike. Query vectors are cached on both sides after the warm-up (the queries cycle),
+so both sides time retrieval, not embedding.
 
 Per request the server does more than the floor: JWT check, the tenant + rate-limit statement,
-the pipeline's search step, the proof (a filename lookup) and the audit insert. Client and
-server share the machine's cores, so at high concurrency the load generator competes with the
-server it measures.
+the pipeline's search step, the proof, the JSON body and the hand-off to the audit writer.
 """
 
 from __future__ import annotations
@@ -30,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 import agentrag as ar
-from agentrag.server.tenants import create_tenant
+from agentrag.server.tenants import Admitter, create_tenant
 from agentrag.testing import FakeEmbedder
 from benchmarks._db import bench_url
 
@@ -40,6 +52,7 @@ COLLECTION = "bench_serve"
 SECRET = "bench-secret-" + "b" * 40
 DIMS = 384
 FLOOR = "in-process Store.search (floor)"
+FLOOR_ADMIT = "in-process rate-limit stmt + search"
 BARE = "bare Starlette, canned JSON"
 HTTP = "HTTP /search"
 AGAINST = "HTTP /search, --against checkout"
@@ -85,13 +98,16 @@ def prepare(store: ar.Store, docs: int) -> list[str]:
 Block = tuple[list[float], float, int]  # latencies (ms) of the successful requests, elapsed s, errors
 
 
-def floor_side(store: ar.Store, queries: list[str], c: int) -> Any:
-    """The floor: ``Store.search`` from ``c`` threads in this process; a function of request ids."""
+def floor_side(store: ar.Store, queries: list[str], c: int, admitter: Any = None) -> Any:
+    """The floor: ``Store.search`` from ``c`` threads in this process; a function of request ids.
+    With ``admitter``, each search is preceded by the server's tenant + rate-limit statement."""
     scope = ar.Scope(tenant=TENANT)
     pool = ThreadPoolExecutor(c)
 
     def one(i: int) -> float:
         t = time.perf_counter()
+        if admitter is not None and not admitter(TENANT).allowed:
+            raise RuntimeError("the benchmark tenant was rate limited")
         store.search(queries[i % len(queries)], collections=COLLECTION, top_k=10, scope=scope)
         return (time.perf_counter() - t) * 1000
 
@@ -298,6 +314,11 @@ def main() -> int:
     )
     parser.add_argument("--no-bare", action="store_true", help="skip the bare-Starlette HTTP floor")
     parser.add_argument(
+        "--admit-floor",
+        action="store_true",
+        help="also the floor plus the server's tenant + rate-limit statement (in-process, same pool kind)",
+    )
+    parser.add_argument(
         "--against",
         type=Path,
         help="also serve from this checkout (e.g. a git worktree of main) and measure it in the same rounds",
@@ -313,6 +334,7 @@ def main() -> int:
     token = jwt.encode(
         {"tenant_id": TENANT, "scope": "query", "exp": int(time.time()) + 7200}, SECRET, algorithm="HS256"
     )
+    admitter = Admitter(store.engine)
     logs = Path(tempfile.mkdtemp())
     process, base = start_server(url, args.workers, logs / "server.log")
     bare = bare_base = None
@@ -333,6 +355,8 @@ def main() -> int:
             n = max(args.requests, 3 * c)
             ids = max(n, args.rounds * max(c, n // args.rounds), 2 * c, 50)
             sides = {FLOOR: floor_side(store, queries, c)}
+            if args.admit_floor:
+                sides[FLOOR_ADMIT] = floor_side(store, queries, c, admitter)
             if bare_base is not None:
                 sides[BARE] = raw_side(bare_base, token, queries, c, ids)
             if args.client in ("raw", "both"):
@@ -353,6 +377,7 @@ def main() -> int:
         for extra in (bare, other):
             if extra is not None:
                 _stop(extra)
+        admitter.close()
         store.close()
     print(f"\n{args.docs} SciFact docs, 1 tenant, hybrid top_k 10, pool 10, {args.workers} server worker(s)")
     print(f"{'concurrency':>11}  {'side':<34} {'req/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'errors':>6}")
@@ -373,6 +398,9 @@ def main() -> int:
                 f" over the floor's {f['p50_ms']:.2f};"
                 f" throughput {100 * h['rps'] / f['rps']:.0f}% of the floor's"
             )
+            a = by.get((FLOOR_ADMIT, c))
+            if a is not None and a["p50_ms"] is not None:
+                line += f"; {h['p50_ms'] - a['p50_ms']:+.2f} ms over floor + rate-limit statement"
             if b is not None and b["p50_ms"] is not None:
                 line += f"; bare HTTP floor p50 {b['p50_ms']:.2f} ms, {b['rps']:.0f} req/s"
             print(line)
