@@ -215,6 +215,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
             workspace=args.workspace,
             session=args.session,
             on_progress=progress,
+            bulk=True if args.bulk else None,
         )
     _print_json(report.to_dict()) if args.json else print(report)
     return 0 if report.ok else 1
@@ -745,6 +746,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--create", action="store_true", help="create the collection if it does not exist")
     p.add_argument("--description", help="description for --create")
     p.add_argument("--metadata", "-m", action="append", metavar="KEY=VALUE")
+    p.add_argument(
+        "--bulk",
+        action="store_true",
+        help="drop the collection's vector index before the load and rebuild it after (large loads;"
+        " without it, decided by the load's size)",
+    )
     _scope_options(p)
 
     docs = sub.add_parser("documents", help="list, delete documents").add_subparsers(

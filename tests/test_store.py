@@ -289,9 +289,18 @@ def test_unreadable_files_are_named_and_others_still_go_in(
     assert "UTF-8" in failed["bad.txt"] and "ISO date" in failed["baddate.md"]
 
 
+@pytest.mark.parametrize("batch_size", [1, 4, 8, 64])
 def test_connection_killed_mid_ingest_leaves_no_partial_document(
-    database_url: str, fake_embedder: FakeEmbedder, collection_name: str, tmp_path: Path
+    database_url: str,
+    fake_embedder: FakeEmbedder,
+    collection_name: str,
+    tmp_path: Path,
+    batch_size: int,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    from agentrag.store import ingest
+
+    monkeypatch.setattr(ingest, "WRITE_BATCH_DOCUMENTS", batch_size)
     store = Store(database_url, embedder=fake_embedder)
     store.create_collection(collection_name)
     for i in range(6):
@@ -299,7 +308,8 @@ def test_connection_killed_mid_ingest_leaves_no_partial_document(
     killer = create_engine(make_url(database_url), isolation_level="AUTOCOMMIT")
 
     def kill_inside_fourth_document(event) -> None:  # type: ignore[no-untyped-def]
-        if event.status == "writing" and event.done == 3:
+        # inside the transaction that writes doc3.md: its batch's, then its own (and its retry's)
+        if event.status == "writing" and event.source == "doc3.md":
             with killer.connect() as conn:
                 killed = conn.execute(
                     text(
@@ -310,13 +320,16 @@ def test_connection_killed_mid_ingest_leaves_no_partial_document(
                 ).scalar()
                 assert killed == 1
 
-    # The fourth document is killed, retried once on a fresh connection, killed again: it is
-    # reported failed, the others still go in.
+    # The batch holding the fourth document is killed (nothing of it stays) and written again one
+    # document at a time; the fourth is killed, retried once on a fresh connection, killed again:
+    # it is reported failed, the others still go in.
     report = store.ingest(tmp_path, collection=collection_name, on_progress=kill_inside_fourth_document)
     killer.dispose()
     [(source, why)] = report.failed
     assert source == "doc3.md" and "rolled back" in why and "SQLSTATE" in why
     assert len(report.added) == 5
+    # the documents of the killed batch (doc0-doc3 at 4, all six above) were written one by one
+    assert report.retried_alone == (0 if batch_size == 1 else min(batch_size, 6))
 
     docs = store.documents(collection_name)
     assert len(docs) == 5 and "doc3.md" not in {d.source for d in docs}

@@ -1,18 +1,30 @@
-"""Ingestion: files or strings -> chunks -> embeddings -> one transaction per document.
+"""Ingestion: files or strings -> chunks -> embeddings -> many documents per transaction.
 
 * Content-addressed: a document whose text and metadata are unchanged is skipped; a
-  changed one replaces the old version inside one transaction.
-* Never a partial document: the document row, its chunks (binary COPY) and its session
-  link commit together or not at all.
+  changed one replaces the old version inside the transaction that writes the new one.
+* Never a partial document: a write batch (up to ``WRITE_BATCH_DOCUMENTS`` documents or
+  ``WRITE_BATCH_CHUNKS`` chunks) commits its document rows, all their chunks (one binary COPY)
+  and their session links together or not at all. A batch that fails for any reason is rolled
+  back and written again document by document (one transaction each, retried once when the
+  error is transient), so one bad document fails alone and the others still go in.
 * Embedding runs before the transaction opens, batched across documents.
+* The collection's HNSW index: built after the first load; ``bulk=True`` (or automatically,
+  when a load adds at least ``AUTO_BULK_MIN_CHUNKS`` chunks and at least as many as the
+  collection holds) drops it before the load and rebuilds it after, instead of maintaining
+  it row by row.
 * A file that cannot be read is reported by name; the others still go in.
+* :func:`write_documents` is the write stage on its own: prepared documents (text, chunks,
+  vectors) in, one :class:`WriteOutcome` per document out. Executors that read, chunk and
+  embed elsewhere write through it.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import json
+import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import date
@@ -30,11 +42,27 @@ if TYPE_CHECKING:
 
     from agentrag.store.store import Store
 
-__all__ = ["IngestProgress", "IngestReport", "ingest_paths", "ingest_texts", "iter_files"]
+__all__ = [
+    "IngestProgress",
+    "IngestReport",
+    "PreparedDocument",
+    "WriteOutcome",
+    "ingest_paths",
+    "ingest_texts",
+    "iter_files",
+    "write_documents",
+]
 
 T = TypeVar("T")
-EMBED_BATCH_DOCUMENTS = 64
-_COPY_TYPES = ["text", "text", "int8", "int4", "text", "int4", "int4", "int4", "text", "text", "vector"]
+PREPARE_BATCH_DOCUMENTS = 256  # documents chunked and embedded together (bounds memory)
+WRITE_BATCH_DOCUMENTS = 256  # documents per write transaction (one advisory lock each)
+WRITE_BATCH_CHUNKS = 8192  # chunks per write transaction (one document may exceed it alone)
+AUTO_BULK_MIN_CHUNKS = 10_000  # bulk=None: defer the HNSW index past this many new chunks ...
+# ... and when the load brings at least as many chunks as the collection already has
+_LOOKUP_SLICE = 2000  # sources per "which of these exist" query
+# The embedding goes in pre-encoded (vector's binary wire format, see _encode_vectors): declared
+# bytea so psycopg passes the bytes through; the server reads them with vector's receive function.
+_COPY_TYPES = ["text", "text", "int8", "int4", "text", "int4", "int4", "int4", "text", "text", "bytea"]
 _COPY_SQL = (
     "COPY agentrag.chunks (id, document_id, collection_id, chunk_index, text, start_char, end_char,"
     " page, section, sha256, embedding) FROM STDIN WITH (FORMAT BINARY)"
@@ -60,6 +88,12 @@ class IngestReport:
     failed: tuple[tuple[str, str], ...] = ()
     chunks_written: int = 0
     document_ids: dict[str, str] = field(default_factory=dict)
+    #: what happened to the collection's HNSW index: "unchanged" (nothing written), "maintained"
+    #: (updated row by row), "built" (created after the load), "rebuilt" (dropped before a bulk
+    #: load and built after it)
+    vector_index: str = "unchanged"
+    index_seconds: float = 0.0  # building the index after the load (0 when not built)
+    retried_alone: int = 0  # documents written in a transaction of their own after their batch failed
 
     @property
     def ok(self) -> bool:
@@ -73,7 +107,13 @@ class IngestReport:
         line = (
             f"{self.collection}: {len(self.added)} added, {len(self.replaced)} replaced, "
             f"{len(self.unchanged)} unchanged, {len(self.failed)} failed "
-            f"({self.chunks_written} chunks written)"
+            f"({self.chunks_written} chunks written"
+            + (
+                f"; vector index {self.vector_index} in {self.index_seconds:.1f}s"
+                if self.index_seconds
+                else ""
+            )
+            + ")"
         )
         return "\n".join([line] + [f"  failed: {why}" for _source, why in self.failed])
 
@@ -115,11 +155,19 @@ class IngestReport:
             "failed": [{"source": s, "error": e} for s, e in self.failed],
             "chunks_written": self.chunks_written,
             "document_ids": dict(self.document_ids),
+            "vector_index": self.vector_index,
+            "index_seconds": round(self.index_seconds, 3),
+            "retried_alone": self.retried_alone,
         }
 
 
 @dataclass(slots=True)
-class _Item:
+class PreparedDocument:
+    """One document on its way in: its key (``source``), text and metadata; then its chunks,
+    the sha256 of its text and one vector per chunk (row ``i`` of ``vectors`` for ``chunks[i]``).
+
+    :func:`write_documents` takes documents with all of these set (see :func:`prepare`)."""
+
     source: str
     text: str
     metadata: dict[str, Any]
@@ -127,6 +175,19 @@ class _Item:
     page_starts: tuple[int, ...] | None = None
     chunks: list[Chunk] = field(default_factory=list)
     sha256: str = ""
+    vectors: Any = None  # np.ndarray (len(chunks), dimensions), float32
+
+
+@dataclass(frozen=True, slots=True)
+class WriteOutcome:
+    """What :func:`write_documents` did with one document."""
+
+    source: str
+    status: str  # added / replaced / unchanged / failed
+    document_id: str | None = None
+    chunks_written: int = 0
+    error: str | None = None
+    alone: bool = False  # its batch failed: written (or failed) in a transaction of its own
 
 
 def iter_files(sources: str | Path | Iterable[str | Path]) -> Iterator[tuple[Path, str]]:
@@ -161,7 +222,7 @@ def ingest_paths(
     on_progress: Callable[[IngestProgress], None] | None = None,
     **options: Any,
 ) -> IngestReport:
-    items: list[_Item] = []
+    items: list[PreparedDocument] = []
     failed: list[tuple[str, str]] = []
     for path, key in iter_files(sources):
         try:
@@ -172,18 +233,10 @@ def ingest_paths(
             failed.append((key, str(exc)))
             continue
         meta = {**read.metadata, **(metadata or {})}
-        items.append(_Item(key, read.text, meta, path.name, read.page_starts))
+        items.append(PreparedDocument(key, read.text, meta, path.name, read.page_starts))
     report = _ingest(store, items, collection=collection, on_progress=on_progress, **options)
     if failed:
-        report = IngestReport(
-            report.collection,
-            report.added,
-            report.replaced,
-            report.unchanged,
-            tuple(failed) + report.failed,
-            report.chunks_written,
-            report.document_ids,
-        )
+        report = dataclasses.replace(report, failed=tuple(failed) + report.failed)
     return report
 
 
@@ -196,11 +249,11 @@ def ingest_texts(
     **options: Any,
 ) -> IngestReport:
     """Ingest ``(source, text, metadata)`` triples."""
-    items = [_Item(source, text, dict(meta)) for source, text, meta in texts]
+    items = [PreparedDocument(source, text, dict(meta)) for source, text, meta in texts]
     return _ingest(store, items, collection=collection, on_progress=on_progress, **options)
 
 
-def _doc_columns(item: _Item) -> tuple[str | None, date | None]:
+def _doc_columns(item: PreparedDocument) -> tuple[str | None, date | None]:
     classification = item.metadata.get("classification")
     if classification is not None and not isinstance(classification, str):
         raise IngestError(f"{item.source}: metadata 'classification' must be a string", source=item.source)
@@ -232,7 +285,7 @@ def _json_default(value: Any) -> Any:
 
 def _ingest(
     store: Store,
-    items: list[_Item],
+    items: list[PreparedDocument],
     *,
     collection: str,
     tenant: str | None = None,
@@ -240,6 +293,7 @@ def _ingest(
     session: str | None = None,
     chunk_size: int | None = None,
     chunk_overlap: int | None = None,
+    bulk: bool | None = None,
     on_progress: Callable[[IngestProgress], None] | None = None,
 ) -> IngestReport:
     from agentrag.embedders import embed_batched
@@ -247,6 +301,8 @@ def _ingest(
     for name, value in (("tenant", tenant), ("workspace", workspace), ("session", session)):
         if value is not None and (not isinstance(value, str) or not value.strip()):
             raise InvalidInputError(f"{name} must be a non-empty string, got {value!r}")
+    if bulk is not None and not isinstance(bulk, bool):
+        raise InvalidInputError(f"bulk must be True, False or None (automatic), got {bulk!r}")
     coll = store.collection(collection)
     embedder = store.embedder
     check_embedder(coll, embedder)  # before anything is read, embedded or written
@@ -261,6 +317,7 @@ def _ingest(
     failed: list[tuple[str, str]] = []
     ids: dict[str, str] = {}
     written = 0
+    retried = 0
     total = len(items)
     done = 0
 
@@ -268,13 +325,14 @@ def _ingest(
         if on_progress is not None:
             on_progress(IngestProgress(done, total, source, status))
 
-    for start in range(0, len(items), EMBED_BATCH_DOCUMENTS):
-        batch = items[start : start + EMBED_BATCH_DOCUMENTS]
+    # 1. Validate and hash everything, skip what is stored unchanged: what is left is the load.
+    todo: list[PreparedDocument] = []
+    for start in range(0, len(items), _LOOKUP_SLICE):
+        batch = items[start : start + _LOOKUP_SLICE]
         existing = _retrying(
             "reading existing documents",
             functools.partial(_existing, store, coll, [i.source for i in batch], tenant, workspace),
         )
-        todo: list[_Item] = []
         for item in batch:
             try:
                 item.sha256 = hashlib.sha256(item.text.encode("utf-8")).hexdigest()
@@ -300,52 +358,260 @@ def _ingest(
                 ids[item.source] = old[0]
                 progress(item.source, "unchanged")
                 continue
-            item.chunks = chunk_text(item.text, size=size, overlap=overlap, page_starts=item.page_starts)
             todo.append(item)
-        if not todo:
-            continue
-        vectors = embed_batched(embedder, [c.text for item in todo for c in item.chunks])
-        offset = 0
-        for item in todo:
-            item_vectors = vectors[offset : offset + len(item.chunks)]
-            offset += len(item.chunks)
-            try:
-                doc_id, status = _retrying(
-                    f"writing {item.source}",
-                    functools.partial(
-                        _write_document,
-                        store,
-                        coll,
-                        item,
-                        item_vectors,
-                        tenant,
-                        workspace,
-                        session,
-                        functools.partial(progress, item.source, "writing"),
-                    ),
-                )
-            except StoreError as exc:  # rolled back, retried once if transient: the others still go in
+
+    # 2. The HNSW index: maintained row by row, or dropped now and rebuilt after a bulk load.
+    index_state = _index_plan(store, coll, todo, size - overlap, bulk) if todo else "unchanged"
+    try:
+        # 3. Chunk and embed a batch of documents, then write it (many documents per transaction).
+        for start in range(0, len(todo), PREPARE_BATCH_DOCUMENTS):
+            batch = todo[start : start + PREPARE_BATCH_DOCUMENTS]
+            for item in batch:
+                item.chunks = chunk_text(item.text, size=size, overlap=overlap, page_starts=item.page_starts)
+            vectors = embed_batched(embedder, [c.text for item in batch for c in item.chunks])
+            offset = 0
+            for item in batch:
+                item.vectors = vectors[offset : offset + len(item.chunks)]
+                offset += len(item.chunks)
+            for outcome in write_documents(
+                store,
+                coll,
+                batch,
+                tenant=tenant,
+                workspace=workspace,
+                session=session,
+                on_writing=lambda item: progress(item.source, "writing"),
+            ):
                 done += 1
-                failed.append((item.source, f"{exc} (rolled back: nothing of it was written)"))
-                progress(item.source, "failed")
-                continue
-            done += 1
-            ids[item.source] = doc_id
-            if status == "unchanged":  # a concurrent ingest wrote the same content first
-                unchanged.append(item.source)
-            else:
-                written += len(item.chunks)
-                (replaced if status == "replaced" else added).append(item.source)
-            progress(item.source, status)
-    if written:
-        try:
-            _retrying("building the vector index", functools.partial(store.ensure_vector_index, coll))
-        except StoreError as exc:  # a concurrent ingest may be building the same index (23505)
-            if getattr(exc, "sqlstate", None) not in ("23505", "42P07"):
-                raise
+                retried += outcome.alone
+                if outcome.status == "failed":
+                    failed.append((outcome.source, outcome.error or "failed"))
+                else:
+                    assert outcome.document_id is not None
+                    ids[outcome.source] = outcome.document_id
+                    written += outcome.chunks_written
+                    {"added": added, "replaced": replaced, "unchanged": unchanged}[outcome.status].append(
+                        outcome.source
+                    )
+                progress(outcome.source, outcome.status)
+            for item in batch:  # written: let the memory go
+                item.chunks, item.vectors = [], None
+    except BaseException:
+        if index_state == "rebuilt":  # never leave the collection without the index it had
+            _build_index(store, coll, bulk_load=True)
+        raise
+    index_seconds = 0.0
+    if written or index_state == "rebuilt":
+        t0 = time.perf_counter()
+        if _build_index(store, coll, bulk_load=index_state != "maintained"):
+            index_seconds = time.perf_counter() - t0
+            if index_state == "maintained":  # dropped by someone else meanwhile
+                index_state = "built"
+    else:
+        index_state = "unchanged"
     return IngestReport(
-        collection, tuple(added), tuple(replaced), tuple(unchanged), tuple(failed), written, ids
+        collection,
+        tuple(added),
+        tuple(replaced),
+        tuple(unchanged),
+        tuple(failed),
+        written,
+        ids,
+        vector_index=index_state,
+        index_seconds=index_seconds,
+        retried_alone=retried,
     )
+
+
+def _index_plan(
+    store: Store, coll: Collection, todo: list[PreparedDocument], step: int, bulk: bool | None
+) -> str:
+    """Decide what happens to the collection's HNSW index during this load; drop it for a bulk load.
+
+    Returns "maintained" (it exists and stays), "built" (it does not exist: built after the
+    load) or "rebuilt" (dropped here, built after the load). ``bulk=None`` drops it when the
+    load brings at least ``AUTO_BULK_MIN_CHUNKS`` chunks (estimated from the text lengths) and
+    at least as many as the collection holds: rebuilding is then cheaper than row-by-row
+    maintenance. While it is missing, vector searches of the collection scan exactly (slower).
+    """
+    from sqlalchemy import text
+
+    if bulk is False:
+        return "maintained" if _index_exists(store, coll) else "built"
+    if not _index_exists(store, coll):
+        return "built"
+    if bulk is None:
+        estimate = sum(len(item.text) // max(step, 1) + 1 for item in todo)
+        if estimate < AUTO_BULK_MIN_CHUNKS:
+            return "maintained"
+        stored = _retrying(
+            "counting chunks",
+            functools.partial(
+                _scalar,
+                store,
+                "SELECT count(*) FROM agentrag.chunks WHERE collection_id = :c",
+                {"c": coll.id},
+            ),
+        )
+        if estimate < int(stored or 0):
+            return "maintained"
+
+    def drop() -> None:
+        with store.engine.begin() as conn:
+            conn.execute(text(f"DROP INDEX IF EXISTS agentrag.{coll.hnsw_index}"))
+
+    _retrying("dropping the vector index for a bulk load", drop)
+    return "rebuilt"
+
+
+def _scalar(store: Store, sql: str, params: dict[str, Any]) -> Any:
+    from sqlalchemy import text
+
+    with store.engine.connect() as conn:
+        return conn.execute(text(sql), params).scalar()
+
+
+def _count_chunks(store: Store, coll: Collection) -> int:
+    sql = "SELECT count(*) FROM agentrag.chunks WHERE collection_id = :c"
+    return int(_retrying("counting chunks", functools.partial(_scalar, store, sql, {"c": coll.id})) or 0)
+
+
+def _index_exists(store: Store, coll: Collection) -> bool:
+    found = _retrying(
+        "looking up the vector index",
+        functools.partial(
+            _scalar, store, "SELECT to_regclass(:name) IS NOT NULL", {"name": f"agentrag.{coll.hnsw_index}"}
+        ),
+    )
+    return bool(found)
+
+
+def _build_index(store: Store, coll: Collection, *, bulk_load: bool) -> bool:
+    """Build the collection's HNSW index if missing; True when this call built it."""
+    if _index_exists(store, coll):
+        return False
+    options: dict[str, Any] = {}
+    if bulk_load:
+        stored = _retrying(
+            "counting chunks",
+            functools.partial(
+                _scalar,
+                store,
+                "SELECT count(*) FROM agentrag.chunks WHERE collection_id = :c",
+                {"c": coll.id},
+            ),
+        )
+        options = {"maintenance_work_mem": _graph_memory(int(stored or 0), coll.dimensions)}
+    try:
+        _retrying("building the vector index", functools.partial(store.ensure_vector_index, coll, **options))
+    except StoreError as exc:  # a concurrent ingest may be building the same index (23505)
+        if getattr(exc, "sqlstate", None) not in ("23505", "42P07"):
+            raise
+        return False
+    return True
+
+
+def _graph_memory(rows: int, dimensions: int) -> str:
+    """maintenance_work_mem for an HNSW build of ``rows`` vectors: the whole graph in memory
+    (about the vector plus 0.5 kB of neighbour lists per row at m=16), between 1 GB and 4 GB."""
+    need = rows * (4 * dimensions + 512) * 5 // 4
+    return f"{min(max(need // 2**20 + 1, 1024), 4096)}MB"
+
+
+def write_documents(
+    store: Store,
+    coll: Collection,
+    documents: Sequence[PreparedDocument],
+    *,
+    tenant: str | None = None,
+    workspace: str | None = None,
+    session: str | None = None,
+    on_writing: Callable[[PreparedDocument], None] | None = None,
+) -> Iterator[WriteOutcome]:
+    """Write prepared documents (chunks and vectors set), many per transaction; yield one outcome
+    each, in order, as soon as it is committed (a generator: nothing is written until iterated).
+
+    Documents are grouped into write batches (``WRITE_BATCH_DOCUMENTS`` documents,
+    ``WRITE_BATCH_CHUNKS`` chunks, never the same key twice). A batch is one transaction: the
+    keys' advisory locks (in a fixed order, so concurrent writers never deadlock), one read of
+    the stored versions, one DELETE of those replaced, the document rows, ONE binary COPY of all
+    the batch's chunks, the session links and one collection version bump. If it fails for any
+    reason, it is rolled back and each of its documents is written in a transaction of its own
+    (retried once when the error is transient); a document that still fails is reported
+    ``failed`` and nothing of it is stored. Idempotent: under the locks, a document stored with
+    the same content and metadata is left as it is and reported ``unchanged``.
+
+    ``on_writing(document)`` is called inside the transaction, just before its commit, for each
+    document in it.
+    """
+    for batch in _write_batches(documents):
+        results: list[tuple[str, str]] | None = None
+        if len(batch) > 1:
+
+            def before_commit(batch: list[PreparedDocument] = batch) -> None:
+                for doc in batch:
+                    if on_writing is not None:
+                        on_writing(doc)
+
+            try:
+                results = _write_batch(store, coll, batch, tenant, workspace, session, before_commit)
+            except Exception:  # rolled back: written again one by one below
+                results = None
+        if results is not None:
+            for doc, (doc_id, status) in zip(batch, results, strict=True):
+                chunks = 0 if status == "unchanged" else len(doc.chunks)
+                yield WriteOutcome(doc.source, status, doc_id, chunks)
+            continue
+        for doc in batch:
+            outcome = _write_one(store, coll, doc, tenant, workspace, session, on_writing)
+            yield dataclasses.replace(outcome, alone=True) if len(batch) > 1 else outcome
+
+
+def _write_one(
+    store: Store,
+    coll: Collection,
+    doc: PreparedDocument,
+    tenant: str | None,
+    workspace: str | None,
+    session: str | None,
+    on_writing: Callable[[PreparedDocument], None] | None,
+) -> WriteOutcome:
+    try:
+        doc_id, status = _retrying(
+            f"writing {doc.source}",
+            functools.partial(
+                _write_batch,
+                store,
+                coll,
+                [doc],
+                tenant,
+                workspace,
+                session,
+                (lambda: on_writing(doc)) if on_writing else (lambda: None),
+            ),
+        )[0]
+    except StoreError as exc:  # rolled back, retried once if transient: the others still go in
+        return WriteOutcome(doc.source, "failed", error=f"{exc} (rolled back: nothing of it was written)")
+    return WriteOutcome(doc.source, status, doc_id, 0 if status == "unchanged" else len(doc.chunks))
+
+
+def _write_batches(documents: Sequence[PreparedDocument]) -> Iterator[list[PreparedDocument]]:
+    batch: list[PreparedDocument] = []
+    keys: set[str] = set()
+    chunks = 0
+    for doc in documents:
+        if batch and (
+            len(batch) >= WRITE_BATCH_DOCUMENTS
+            or chunks + len(doc.chunks) > WRITE_BATCH_CHUNKS
+            or doc.source in keys
+        ):
+            yield batch
+            batch, keys, chunks = [], set(), 0
+        batch.append(doc)
+        keys.add(doc.source)
+        chunks += len(doc.chunks)
+    if batch:
+        yield batch
 
 
 def _existing(
@@ -365,93 +631,119 @@ def _existing(
         return {row.source: (row.id, row.sha256, row.metadata) for row in rows}
 
 
-def _write_document(
+# One statement takes every key's lock, in hash order: two batches sharing keys never deadlock
+# (a single-document write holds one key only). Counting forces every row to be evaluated.
+_LOCK_SQL = (
+    "SELECT count(pg_advisory_xact_lock(h)) FROM (SELECT DISTINCT hashtextextended(k, 0) AS h"
+    " FROM unnest(CAST(:keys AS text[])) AS k ORDER BY h) AS keys"
+)
+
+
+def _write_batch(
     store: Store,
     coll: Collection,
-    item: _Item,
-    vectors: np.ndarray,
+    docs: Sequence[PreparedDocument],
     tenant: str | None,
     workspace: str | None,
     session: str | None,
-    before_commit: Callable[[], None],
-) -> tuple[str, str]:
-    """Write one document in one transaction; return (document id, added / replaced / unchanged).
+    before_commit: Callable[[], Any],
+) -> list[tuple[str, str]]:
+    """Write documents with distinct keys in one transaction; (document id, added / replaced /
+    unchanged) for each, in order.
 
-    Idempotent, so safe to retry: under the key's lock, a stored document with the same content
+    Idempotent, so safe to retry: under the keys' locks, a stored document with the same content
     and metadata (written by a concurrent ingest, or by a first attempt whose commit was not
     acknowledged) is left as it is and reported unchanged. Driver errors propagate raw, for
     :func:`_retrying` to retry or type.
     """
     from sqlalchemy import text
 
-    classification, doc_date = _doc_columns(item)
     # Content-addressed ids: the same content under the same key always gets the same ids,
     # so citations stay stable across rebuilds. A changed text gets new ids.
-    doc_id = "doc_" + _digest(coll.name, item.source, tenant or "", workspace or "", item.sha256)
-    key = {"cid": coll.id, "source": item.source, "tenant": tenant or "", "workspace": workspace or ""}
+    doc_ids = ["doc_" + _digest(coll.name, d.source, tenant or "", workspace or "", d.sha256) for d in docs]
     with store.engine.begin() as conn:
-        # Lock the key so two writers of the same document serialise.
+        # Lock the keys so two writers of the same document serialise.
         conn.execute(
-            text("SELECT pg_advisory_xact_lock(hashtextextended(:key, 0))"),
-            {"key": json.dumps([coll.id, item.source, tenant, workspace])},
+            text(_LOCK_SQL), {"keys": [json.dumps([coll.id, d.source, tenant, workspace]) for d in docs]}
         )
-        current = conn.execute(
-            text(
-                "SELECT id, metadata FROM agentrag.documents WHERE collection_id = :cid AND source = :source"
-                " AND coalesce(tenant_id, '') = :tenant AND coalesce(workspace_id, '') = :workspace"
-            ),
-            key,
-        ).first()
-        if (
-            current is not None
-            and current.id == doc_id
-            and _canonical(current.metadata or {}, item.source) == _canonical(item.metadata, item.source)
-        ):
-            if session is not None:
-                conn.execute(
-                    text(
-                        "INSERT INTO agentrag.document_sessions (session_id, document_id) VALUES (:s, :d)"
-                        " ON CONFLICT DO NOTHING"
-                    ),
-                    {"s": session, "d": doc_id},
-                )
-            return doc_id, "unchanged"
-        if current is not None:
-            conn.execute(text("DELETE FROM agentrag.documents WHERE id = :id"), {"id": current.id})
-        conn.execute(
-            text(
-                "INSERT INTO agentrag.documents"
-                " (id, collection_id, source, original_filename, sha256, text,"
-                " metadata, classification, doc_date, tenant_id, workspace_id, chunk_count)"
-                " VALUES (:id, :cid, :source, :filename, :sha, :text, CAST(:meta AS jsonb), :cls, :date,"
-                " :tenant, :workspace, :count)"
-            ),
-            {
-                "id": doc_id,
-                "cid": coll.id,
-                "source": item.source,
-                "filename": item.original_filename,
-                "sha": item.sha256,
-                "text": item.text,
-                "meta": json.dumps(item.metadata, default=_json_default),
-                "cls": classification,
-                "date": doc_date,
-                "tenant": tenant,
-                "workspace": workspace,
-                "count": len(item.chunks),
-            },
-        )
-        _copy_chunks(conn, coll.id, doc_id, item.chunks, vectors)
+        current = {
+            row.source: row
+            for row in conn.execute(
+                text(
+                    "SELECT source, id, metadata FROM agentrag.documents WHERE collection_id = :cid"
+                    " AND source = ANY(:sources)"
+                    " AND coalesce(tenant_id, '') = :tenant AND coalesce(workspace_id, '') = :workspace"
+                ),
+                {
+                    "cid": coll.id,
+                    "sources": [d.source for d in docs],
+                    "tenant": tenant or "",
+                    "workspace": workspace or "",
+                },
+            )
+        }
+        results: list[tuple[str, str]] = []
+        replaced_ids: list[str] = []
+        rows: list[dict[str, Any]] = []
+        new: list[tuple[str, PreparedDocument]] = []
+        for doc, doc_id in zip(docs, doc_ids, strict=True):
+            old = current.get(doc.source)
+            if (
+                old is not None
+                and old.id == doc_id
+                and _canonical(old.metadata or {}, doc.source) == _canonical(doc.metadata, doc.source)
+            ):
+                results.append((doc_id, "unchanged"))
+                continue
+            if old is not None:
+                replaced_ids.append(old.id)
+            results.append((doc_id, "added" if old is None else "replaced"))
+            classification, doc_date = _doc_columns(doc)
+            new.append((doc_id, doc))
+            rows.append(
+                {
+                    "id": doc_id,
+                    "cid": coll.id,
+                    "source": doc.source,
+                    "filename": doc.original_filename,
+                    "sha": doc.sha256,
+                    "text": doc.text,
+                    "meta": json.dumps(doc.metadata, default=_json_default),
+                    "cls": classification,
+                    "date": doc_date,
+                    "tenant": tenant,
+                    "workspace": workspace,
+                    "count": len(doc.chunks),
+                }
+            )
+        if replaced_ids:  # their chunks, session links and tsvectors go with them (ON DELETE CASCADE)
+            conn.execute(text("DELETE FROM agentrag.documents WHERE id = ANY(:ids)"), {"ids": replaced_ids})
+        if rows:
+            conn.execute(
+                text(
+                    "INSERT INTO agentrag.documents"
+                    " (id, collection_id, source, original_filename, sha256, text,"
+                    " metadata, classification, doc_date, tenant_id, workspace_id, chunk_count)"
+                    " VALUES (:id, :cid, :source, :filename, :sha, :text, CAST(:meta AS jsonb), :cls, :date,"
+                    " :tenant, :workspace, :count)"
+                ),
+                rows,
+            )
+            _copy_chunks(conn, coll.id, new)
         if session is not None:
             conn.execute(
-                text("INSERT INTO agentrag.document_sessions (session_id, document_id) VALUES (:s, :d)"),
-                {"s": session, "d": doc_id},
+                text(
+                    "INSERT INTO agentrag.document_sessions (session_id, document_id)"
+                    " SELECT :s, d FROM unnest(CAST(:ids AS text[])) AS d ON CONFLICT DO NOTHING"
+                ),
+                {"s": session, "ids": doc_ids},
             )
-        conn.execute(
-            text("UPDATE agentrag.collections SET version = version + 1 WHERE id = :id"), {"id": coll.id}
-        )
+        if rows:
+            conn.execute(
+                text("UPDATE agentrag.collections SET version = version + 1 WHERE id = :id"), {"id": coll.id}
+            )
         before_commit()
-    return doc_id, "added" if current is None else "replaced"
+    return results
 
 
 def _retrying(action: str, call: Callable[[], T]) -> T:
@@ -478,26 +770,38 @@ def _digest(*parts: str) -> str:
     return hashlib.sha256("\x1f".join(parts).encode("utf-8")).hexdigest()[:16]
 
 
-def _copy_chunks(
-    conn: Connection, collection_id: int, doc_id: str, chunks: list[Chunk], vectors: np.ndarray
-) -> None:
+def _encode_vectors(vectors: np.ndarray) -> list[bytes]:
+    """pgvector's binary wire format for each row: dimensions and a zero (int16, big-endian),
+    then the float32 values big-endian; converted for the whole array at once."""
+    import numpy as np
+
+    array = np.ascontiguousarray(vectors, dtype=">f4")
+    header = np.array([array.shape[1], 0], dtype=">i2").tobytes()
+    return [header + row.tobytes() for row in array]
+
+
+def _copy_chunks(conn: Connection, collection_id: int, documents: list[tuple[str, PreparedDocument]]) -> None:
+    """One binary COPY of the chunks of ``(document id, document)`` pairs."""
     raw = conn.connection.driver_connection
     assert raw is not None
+    sha256 = hashlib.sha256
     with raw.cursor() as cur, cur.copy(_COPY_SQL) as copy:
         copy.set_types(_COPY_TYPES)
-        for chunk, vector in zip(chunks, vectors, strict=True):
-            copy.write_row(
-                (
-                    "chk_" + _digest(doc_id, str(chunk.index)),
-                    doc_id,
-                    collection_id,
-                    chunk.index,
-                    chunk.text,
-                    chunk.start_char,
-                    chunk.end_char,
-                    chunk.page,
-                    chunk.section,
-                    hashlib.sha256(chunk.text.encode("utf-8")).hexdigest(),
-                    vector,
+        for doc_id, doc in documents:
+            encoded = _encode_vectors(doc.vectors) if len(doc.chunks) else []
+            for chunk, vector in zip(doc.chunks, encoded, strict=True):
+                copy.write_row(
+                    (
+                        "chk_" + _digest(doc_id, str(chunk.index)),
+                        doc_id,
+                        collection_id,
+                        chunk.index,
+                        chunk.text,
+                        chunk.start_char,
+                        chunk.end_char,
+                        chunk.page,
+                        chunk.section,
+                        sha256(chunk.text.encode("utf-8")).hexdigest(),
+                        vector,
+                    )
                 )
-            )

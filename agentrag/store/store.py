@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import re
 import threading
 import time
@@ -421,11 +422,19 @@ class Store:
         self._text_synced[cid] = current
 
     @guarded("building the vector index")
-    def ensure_vector_index(self, collection: Collection, *, maintenance_work_mem: str = "1GB") -> None:
+    def ensure_vector_index(
+        self,
+        collection: Collection,
+        *,
+        maintenance_work_mem: str = "1GB",
+        parallel_workers: int | None = None,
+    ) -> None:
         """Build the collection's HNSW index if it is missing (a partial expression index).
 
         ``maintenance_work_mem`` is raised for the build only: an HNSW graph that does not fit
-        in PostgreSQL's 64 MB default builds many times slower.
+        in PostgreSQL's 64 MB default builds many times slower. ``parallel_workers`` sets
+        ``max_parallel_maintenance_workers`` for the build (default: one less than the CPUs
+        this process sees, at most 7; the server caps it by its own worker limits).
         """
         from sqlalchemy import text
 
@@ -439,9 +448,17 @@ class Store:
             f"CREATE INDEX IF NOT EXISTS {collection.hnsw_index} ON agentrag.chunks "
             f"USING hnsw ((embedding::vector({dims})) {opclass}) WHERE collection_id = {int(collection.id)}"
         )
+        if parallel_workers is None:
+            parallel_workers = min(max((os.cpu_count() or 1) - 1, 0), 7)
+        if not isinstance(parallel_workers, int) or not 0 <= parallel_workers <= 64:
+            raise InvalidInputError(f"parallel_workers must be an int in [0, 64], got {parallel_workers!r}")
         with self.engine.begin() as conn:
             conn.execute(
                 text("SELECT set_config('maintenance_work_mem', :m, true)"), {"m": maintenance_work_mem}
+            )
+            conn.execute(
+                text("SELECT set_config('max_parallel_maintenance_workers', :w, true)"),
+                {"w": str(parallel_workers)},
             )
             conn.execute(text(sql))
 
@@ -460,12 +477,20 @@ class Store:
         chunk_overlap: int | None = None,
         on_progress: Callable[[IngestProgress], None] | None = None,
         strict: bool = False,
+        bulk: bool | None = None,
     ) -> IngestReport:
         """Ingest files and directories (``.txt``, ``.md``, ``.pdf``) into ``collection``.
 
         A file that cannot be read or ingested is recorded in ``report.failed`` (shown in the
         report's repr) and the others go on; ``strict=True`` raises IngestError instead, once
-        every file was tried (the error's ``.report`` has the details)."""
+        every file was tried (the error's ``.report`` has the details).
+
+        Documents are written many per transaction, each one all or nothing. ``bulk=True`` drops
+        the collection's HNSW index before writing and rebuilds it after (faster for a large
+        load; vector searches of this collection scan exactly meanwhile); ``bulk=False`` keeps
+        it and maintains it row by row; ``None`` (default) decides: bulk when the load brings at
+        least ``ingest.AUTO_BULK_MIN_CHUNKS`` chunks and at least as many as the collection
+        holds. ``report.vector_index`` and ``report.index_seconds`` say what happened."""
         from agentrag.store.ingest import ingest_paths
 
         report = ingest_paths(
@@ -479,6 +504,7 @@ class Store:
             chunk_size=chunk_size,
             chunk_overlap=chunk_overlap,
             on_progress=on_progress,
+            bulk=bulk,
         )
         return report.raise_for_failures() if strict else report
 
@@ -495,8 +521,10 @@ class Store:
         session: str | None = None,
         chunk_size: int | None = None,
         chunk_overlap: int | None = None,
+        bulk: bool | None = None,
     ) -> IngestReport:
-        """Ingest one string under the key ``source`` (re-ingesting the same text is a no-op)."""
+        """Ingest one string under the key ``source`` (re-ingesting the same text is a no-op;
+        ``bulk`` as in :meth:`ingest`)."""
         from agentrag.store.ingest import ingest_texts
 
         return ingest_texts(
@@ -508,6 +536,7 @@ class Store:
             session=session,
             chunk_size=chunk_size,
             chunk_overlap=chunk_overlap,
+            bulk=bulk,
         )
 
     @guarded("listing documents")
