@@ -54,9 +54,10 @@ __all__ = [
 ]
 
 T = TypeVar("T")
-PREPARE_BATCH_DOCUMENTS = 256  # documents chunked and embedded together (bounds memory)
+PREPARE_BATCH_DOCUMENTS = 256  # documents chunked and embedded together (bounds memory) ...
 WRITE_BATCH_DOCUMENTS = 256  # documents per write transaction (one advisory lock each)
-WRITE_BATCH_CHUNKS = 8192  # chunks per write transaction (one document may exceed it alone)
+WRITE_BATCH_CHUNKS = 4096  # chunks per write transaction (one document may exceed it alone) ...
+# ... and, estimated from the text length, per prepare batch
 AUTO_BULK_MIN_CHUNKS = 10_000  # bulk=None: defer the HNSW index past this many new chunks ...
 # ... and when the load brings at least as many chunks as the collection already has
 _LOOKUP_SLICE = 2000  # sources per "which of these exist" query
@@ -176,6 +177,8 @@ class PreparedDocument:
     chunks: list[Chunk] = field(default_factory=list)
     sha256: str = ""
     vectors: Any = None  # np.ndarray (len(chunks), dimensions), float32
+    # (document id, its chunks' COPY rows), computed ahead of the write when known
+    copy_rows: tuple[str, list[tuple[Any, ...]]] | None = field(default=None, repr=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -362,17 +365,25 @@ def _ingest(
 
     # 2. The HNSW index: maintained row by row, or dropped now and rebuilt after a bulk load.
     index_state = _index_plan(store, coll, todo, size - overlap, bulk) if todo else "unchanged"
+
+    def prepare(batch: list[PreparedDocument]) -> list[PreparedDocument]:
+        for item in batch:
+            item.chunks = chunk_text(item.text, size=size, overlap=overlap, page_starts=item.page_starts)
+        vectors = embed_batched(embedder, [c.text for item in batch for c in item.chunks])
+        offset = 0
+        for item in batch:
+            item.vectors = vectors[offset : offset + len(item.chunks)]
+            offset += len(item.chunks)
+            doc_id = _document_id(coll, item, tenant, workspace)
+            item.copy_rows = (doc_id, _chunk_rows(coll.id, doc_id, item))
+        return batch
+
     try:
-        # 3. Chunk and embed a batch of documents, then write it (many documents per transaction).
-        for start in range(0, len(todo), PREPARE_BATCH_DOCUMENTS):
-            batch = todo[start : start + PREPARE_BATCH_DOCUMENTS]
-            for item in batch:
-                item.chunks = chunk_text(item.text, size=size, overlap=overlap, page_starts=item.page_starts)
-            vectors = embed_batched(embedder, [c.text for item in batch for c in item.chunks])
-            offset = 0
-            for item in batch:
-                item.vectors = vectors[offset : offset + len(item.chunks)]
-                offset += len(item.chunks)
+        # 3. Chunk and embed a batch of documents (in a worker thread, one batch ahead) while the
+        #    previous one is written, many documents per transaction.
+        batches = _prepare_batches(todo, size - overlap)
+        prepared = _ahead(map(prepare, batches)) if len(batches) > 1 else map(prepare, batches)
+        for batch in prepared:
             for outcome in write_documents(
                 store,
                 coll,
@@ -395,7 +406,7 @@ def _ingest(
                     )
                 progress(outcome.source, outcome.status)
             for item in batch:  # written: let the memory go
-                item.chunks, item.vectors = [], None
+                item.chunks, item.vectors, item.copy_rows = [], None, None
     except BaseException:
         if index_state == "rebuilt":  # never leave the collection without the index it had
             _build_index(store, coll, bulk_load=True)
@@ -421,6 +432,73 @@ def _ingest(
         index_seconds=index_seconds,
         retried_alone=retried,
     )
+
+
+def _prepare_batches(todo: list[PreparedDocument], step: int) -> list[list[PreparedDocument]]:
+    """Documents chunked and embedded together: up to ``PREPARE_BATCH_DOCUMENTS`` documents or
+    about ``WRITE_BATCH_CHUNKS`` chunks (estimated from the text length), at least one document."""
+    batches: list[list[PreparedDocument]] = []
+    batch: list[PreparedDocument] = []
+    chunks = 0
+    for item in todo:
+        estimate = len(item.text) // max(step, 1) + 1
+        if batch and (len(batch) >= PREPARE_BATCH_DOCUMENTS or chunks + estimate > WRITE_BATCH_CHUNKS):
+            batches.append(batch)
+            batch, chunks = [], 0
+        batch.append(item)
+        chunks += estimate
+    if batch:
+        batches.append(batch)
+    return batches
+
+
+def _ahead(values: Iterator[T]) -> Iterator[T]:
+    """Iterate ``values`` in a worker thread, one value ahead of the caller (the next batch is
+    chunked and embedded while this one is written). The worker's exception is raised here, in
+    its place in the sequence; when the caller stops early the worker stops after its current
+    value. The worker runs in a copy of the caller's context (telemetry spans carry over)."""
+    import contextvars
+    import queue
+    import threading
+
+    slot: queue.Queue[tuple[bool, Any]] = queue.Queue(maxsize=1)
+    stop = threading.Event()
+
+    def put(entry: tuple[bool, Any]) -> bool:
+        while not stop.is_set():
+            try:
+                slot.put(entry, timeout=0.05)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def run() -> None:
+        try:
+            for value in values:
+                if not put((True, value)):
+                    return
+        except BaseException as exc:  # handed to the caller, raised there
+            put((False, exc))
+            return
+        put((False, None))
+
+    worker = threading.Thread(
+        target=contextvars.copy_context().run, args=(run,), name="agentrag-ingest-prepare", daemon=True
+    )
+    worker.start()
+    try:
+        while True:
+            ok, value = slot.get()
+            if ok:
+                yield value
+            elif value is None:
+                return
+            else:
+                raise value
+    finally:
+        stop.set()
+        worker.join()
 
 
 def _index_plan(
@@ -658,9 +736,7 @@ def _write_batch(
     """
     from sqlalchemy import text
 
-    # Content-addressed ids: the same content under the same key always gets the same ids,
-    # so citations stay stable across rebuilds. A changed text gets new ids.
-    doc_ids = ["doc_" + _digest(coll.name, d.source, tenant or "", workspace or "", d.sha256) for d in docs]
+    doc_ids = [_document_id(coll, d, tenant, workspace) for d in docs]
     with store.engine.begin() as conn:
         # Lock the keys so two writers of the same document serialise.
         conn.execute(
@@ -780,28 +856,43 @@ def _encode_vectors(vectors: np.ndarray) -> list[bytes]:
     return [header + row.tobytes() for row in array]
 
 
+def _document_id(coll: Collection, doc: PreparedDocument, tenant: str | None, workspace: str | None) -> str:
+    # Content-addressed ids: the same content under the same key always gets the same ids,
+    # so citations stay stable across rebuilds. A changed text gets new ids.
+    return "doc_" + _digest(coll.name, doc.source, tenant or "", workspace or "", doc.sha256)
+
+
+def _chunk_rows(collection_id: int, doc_id: str, doc: PreparedDocument) -> list[tuple[Any, ...]]:
+    """The COPY rows of a document's chunks (ids, hashes, encoded vectors)."""
+    if not doc.chunks:
+        return []
+    sha256 = hashlib.sha256
+    return [
+        (
+            "chk_" + _digest(doc_id, str(chunk.index)),
+            doc_id,
+            collection_id,
+            chunk.index,
+            chunk.text,
+            chunk.start_char,
+            chunk.end_char,
+            chunk.page,
+            chunk.section,
+            sha256(chunk.text.encode("utf-8")).hexdigest(),
+            vector,
+        )
+        for chunk, vector in zip(doc.chunks, _encode_vectors(doc.vectors), strict=True)
+    ]
+
+
 def _copy_chunks(conn: Connection, collection_id: int, documents: list[tuple[str, PreparedDocument]]) -> None:
-    """One binary COPY of the chunks of ``(document id, document)`` pairs."""
+    """One binary COPY of the chunks of ``(document id, document)`` pairs (their rows computed
+    ahead by the prepare stage when it could, see :func:`_ingest`)."""
     raw = conn.connection.driver_connection
     assert raw is not None
-    sha256 = hashlib.sha256
     with raw.cursor() as cur, cur.copy(_COPY_SQL) as copy:
         copy.set_types(_COPY_TYPES)
         for doc_id, doc in documents:
-            encoded = _encode_vectors(doc.vectors) if len(doc.chunks) else []
-            for chunk, vector in zip(doc.chunks, encoded, strict=True):
-                copy.write_row(
-                    (
-                        "chk_" + _digest(doc_id, str(chunk.index)),
-                        doc_id,
-                        collection_id,
-                        chunk.index,
-                        chunk.text,
-                        chunk.start_char,
-                        chunk.end_char,
-                        chunk.page,
-                        chunk.section,
-                        sha256(chunk.text.encode("utf-8")).hexdigest(),
-                        vector,
-                    )
-                )
+            rows = doc.copy_rows if doc.copy_rows is not None and doc.copy_rows[0] == doc_id else None
+            for row in rows[1] if rows is not None else _chunk_rows(collection_id, doc_id, doc):
+                copy.write_row(row)
