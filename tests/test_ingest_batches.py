@@ -344,3 +344,35 @@ def test_any_split_into_batches_stores_the_same_rows(
             store.delete_collection(name)
     assert results[0] == results[1]
     assert results[1][1] == sorted(f"d{i:03}.md" for i in changed)
+
+
+def test_write_documents_takes_prepared_documents(store: Store, collection_name: str) -> None:
+    """The write stage on its own (what an executor that chunks and embeds elsewhere calls)."""
+    from agentrag.store.chunking import chunk_text
+    from agentrag.store.ingest import PreparedDocument, write_documents
+
+    store.create_collection(collection_name)
+    coll = store.collection(collection_name)
+    prepared = []
+    for source, body, meta in _docs(5):
+        chunks = chunk_text(body, size=200, overlap=0)
+        vectors = store.embedder.embed([c.text for c in chunks])
+        prepared.append(PreparedDocument(source, body, meta, chunks=chunks, vectors=vectors))
+    prepared[3].metadata = {"date": "not a date"}
+    outcomes = list(write_documents(store, coll, prepared, session="s"))
+    assert [(o.source, o.status) for o in outcomes] == [
+        (f"d{i:03}.md", "failed" if i == 3 else "added") for i in range(5)
+    ]
+    assert "ISO date" in (outcomes[3].error or "") and all(o.alone for o in outcomes)
+    assert [o.chunks_written for o in outcomes] == [
+        0 if i == 3 else len(prepared[i].chunks) for i in range(5)
+    ]
+    # the same documents through ingest get the same content-addressed ids
+    same = ingest_texts(
+        store, [(s, t, m) for i, (s, t, m) in enumerate(_docs(5)) if i != 3], collection=collection_name
+    )
+    assert len(same.unchanged) == 4 and same.document_ids == {
+        o.source: o.document_id for o in outcomes if o.status == "added"
+    }
+    assert all(d.sessions == ["s"] for d in store.documents(collection_name))
+    _check_whole(store, collection_name)

@@ -72,7 +72,9 @@ _COPY_SQL = (
 
 @dataclass(frozen=True, slots=True)
 class IngestProgress:
-    """One event per document: ``status`` is writing, added, replaced, unchanged or failed."""
+    """One event per document: ``status`` is added, replaced, unchanged or failed; before those,
+    ``writing`` events come from inside a write transaction, just before its commit (one per
+    document of the batch; again for each document written alone after its batch failed)."""
 
     done: int
     total: int
@@ -620,8 +622,12 @@ def write_documents(
     the same content and metadata is left as it is and reported ``unchanged``.
 
     ``on_writing(document)`` is called inside the transaction, just before its commit, for each
-    document in it.
+    document in it. A document whose ``sha256`` is empty gets it computed here; one whose metadata
+    the document columns refuse (``classification``, ``date``) is reported failed.
     """
+    for doc in documents:
+        if not doc.sha256:
+            doc.sha256 = hashlib.sha256(doc.text.encode("utf-8")).hexdigest()
     for batch in _write_batches(documents):
         results: list[tuple[str, str]] | None = None
         if len(batch) > 1:
@@ -670,6 +676,8 @@ def _write_one(
         )[0]
     except StoreError as exc:  # rolled back, retried once if transient: the others still go in
         return WriteOutcome(doc.source, "failed", error=f"{exc} (rolled back: nothing of it was written)")
+    except IngestError as exc:  # its metadata (checked before anything is written)
+        return WriteOutcome(doc.source, "failed", error=str(exc))
     return WriteOutcome(doc.source, status, doc_id, 0 if status == "unchanged" else len(doc.chunks))
 
 
