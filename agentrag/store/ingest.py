@@ -179,7 +179,7 @@ class PreparedDocument:
     chunks: list[Chunk] = field(default_factory=list)
     sha256: str = ""
     vectors: Any = None  # np.ndarray (len(chunks), dimensions), float32
-    # (document id, its chunks' COPY rows), computed ahead of the write when known
+    # (document id, its chunks' COPY rows), computed before the write transaction when known
     copy_rows: tuple[str, list[tuple[Any, ...]]] | None = field(default=None, repr=False)
 
 
@@ -368,24 +368,22 @@ def _ingest(
     # 2. The HNSW index: maintained row by row, or dropped now and rebuilt after a bulk load.
     index_state = _index_plan(store, coll, todo, size - overlap, bulk) if todo else "unchanged"
 
-    def prepare(batch: list[PreparedDocument]) -> list[PreparedDocument]:
+    def chunk(batch: list[PreparedDocument]) -> list[str]:
         for item in batch:
             item.chunks = chunk_text(item.text, size=size, overlap=overlap, page_starts=item.page_starts)
-        vectors = embed_batched(embedder, [c.text for item in batch for c in item.chunks])
-        offset = 0
-        for item in batch:
-            item.vectors = vectors[offset : offset + len(item.chunks)]
-            offset += len(item.chunks)
-            doc_id = _document_id(coll, item, tenant, workspace)
-            item.copy_rows = (doc_id, _chunk_rows(coll.id, doc_id, item))
-        return batch
+        return [c.text for item in batch for c in item.chunks]
+
+    def embed(texts: list[str]) -> np.ndarray:
+        return embed_batched(embedder, texts)
 
     try:
-        # 3. Chunk and embed a batch of documents (in a worker thread, one batch ahead) while the
-        #    previous one is written, many documents per transaction.
-        batches = _prepare_batches(todo, size - overlap)
-        prepared = _ahead(map(prepare, batches)) if len(batches) > 1 else map(prepare, batches)
+        # 3. Chunk a batch of documents, embed it in a worker thread while the previous batch is
+        #    written (many documents per transaction), then write it.
+        prepared = _embedded_ahead(_prepare_batches(todo, size - overlap), chunk, embed)
         for batch in prepared:
+            for item in batch:  # before the transaction: measured faster than building them while sending
+                doc_id = _document_id(coll, item, tenant, workspace)
+                item.copy_rows = (doc_id, _chunk_rows(coll.id, doc_id, item))
             for outcome in write_documents(
                 store,
                 coll,
@@ -454,53 +452,39 @@ def _prepare_batches(todo: list[PreparedDocument], step: int) -> list[list[Prepa
     return batches
 
 
-def _ahead(values: Iterator[T]) -> Iterator[T]:
-    """Iterate ``values`` in a worker thread, one value ahead of the caller (the next batch is
-    chunked and embedded while this one is written). The worker's exception is raised here, in
-    its place in the sequence; when the caller stops early the worker stops after its current
-    value. The worker runs in a copy of the caller's context (telemetry spans carry over)."""
+def _embedded_ahead(
+    batches: list[list[PreparedDocument]],
+    chunk: Callable[[list[PreparedDocument]], list[str]],
+    embed: Callable[[list[str]], np.ndarray],
+) -> Iterator[list[PreparedDocument]]:
+    """Yield each batch with its chunks and vectors set, embedding the next batch in a worker
+    thread while the caller writes this one.
+
+    Only the embedding runs there: models (ONNX Runtime, torch) and HTTP calls release the GIL,
+    while chunking and building COPY rows are pure Python and would only contend with the
+    writer for it (measured: slower). The worker runs in a copy of the caller's context
+    (telemetry spans carry over); its exception is raised here, in its place in the sequence.
+    """
     import contextvars
-    import queue
-    import threading
+    from concurrent.futures import ThreadPoolExecutor
 
-    slot: queue.Queue[tuple[bool, Any]] = queue.Queue(maxsize=1)
-    stop = threading.Event()
+    if not batches:
+        return
+    with ThreadPoolExecutor(1, thread_name_prefix="agentrag-embed") as pool:
 
-    def put(entry: tuple[bool, Any]) -> bool:
-        while not stop.is_set():
-            try:
-                slot.put(entry, timeout=0.05)
-                return True
-            except queue.Full:
-                continue
-        return False
+        def submit(batch: list[PreparedDocument]) -> Any:
+            return pool.submit(contextvars.copy_context().run, embed, chunk(batch))
 
-    def run() -> None:
-        try:
-            for value in values:
-                if not put((True, value)):
-                    return
-        except BaseException as exc:  # handed to the caller, raised there
-            put((False, exc))
-            return
-        put((False, None))
-
-    worker = threading.Thread(
-        target=contextvars.copy_context().run, args=(run,), name="agentrag-ingest-prepare", daemon=True
-    )
-    worker.start()
-    try:
-        while True:
-            ok, value = slot.get()
-            if ok:
-                yield value
-            elif value is None:
-                return
-            else:
-                raise value
-    finally:
-        stop.set()
-        worker.join()
+        pending = submit(batches[0])
+        for i, batch in enumerate(batches):
+            vectors = pending.result()
+            if i + 1 < len(batches):
+                pending = submit(batches[i + 1])
+            offset = 0
+            for item in batch:
+                item.vectors = vectors[offset : offset + len(item.chunks)]
+                offset += len(item.chunks)
+            yield batch
 
 
 def _index_plan(
@@ -894,13 +878,12 @@ def _chunk_rows(collection_id: int, doc_id: str, doc: PreparedDocument) -> list[
 
 
 def _copy_chunks(conn: Connection, collection_id: int, documents: list[tuple[str, PreparedDocument]]) -> None:
-    """One binary COPY of the chunks of ``(document id, document)`` pairs (their rows computed
-    ahead by the prepare stage when it could, see :func:`_ingest`)."""
+    """One binary COPY of the chunks of ``(document id, document)`` pairs."""
     raw = conn.connection.driver_connection
     assert raw is not None
     with raw.cursor() as cur, cur.copy(_COPY_SQL) as copy:
         copy.set_types(_COPY_TYPES)
         for doc_id, doc in documents:
-            rows = doc.copy_rows if doc.copy_rows is not None and doc.copy_rows[0] == doc_id else None
-            for row in rows[1] if rows is not None else _chunk_rows(collection_id, doc_id, doc):
+            ready = doc.copy_rows is not None and doc.copy_rows[0] == doc_id
+            for row in doc.copy_rows[1] if ready else _chunk_rows(collection_id, doc_id, doc):  # type: ignore[index]
                 copy.write_row(row)
