@@ -18,7 +18,7 @@ $(STAMP): pyproject.toml constraints.txt Makefile
 	$(PIP) install --quiet --upgrade pip
 	# CPU torch first, pinned: never let pip pull the CUDA wheels.
 	$(PIP) install --quiet -c constraints.txt torch==2.13.0
-	$(PIP) install --quiet -c constraints.txt -e '.[local,embedded,pdf,server,dev,langgraph,tokens,pandas]'
+	$(PIP) install --quiet -c constraints.txt -e '.[local,embedded,pdf,server,dev,langgraph,tokens,pandas,ray]'
 	touch $(STAMP)
 
 demo: setup

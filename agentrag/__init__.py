@@ -86,6 +86,11 @@ _LAZY: dict[str, str] = {
     "Document": "agentrag.store.store",
     "Collection": "agentrag.store.collections",
     "IngestReport": "agentrag.store.ingest",
+    "Executor": "agentrag.store.prepare",
+    "LocalExecutor": "agentrag.store.prepare",
+    "PreparedDocument": "agentrag.store.prepare",
+    "prepare_documents": "agentrag.store.prepare",
+    "embed_documents": "agentrag.store.prepare",
     "Hit": "agentrag.hits",
     "Scope": "agentrag.scope",
     "Filters": "agentrag.retrieval.filters",
@@ -122,6 +127,7 @@ __all__ = [
     "EmbeddingError",
     "EmbeddingMismatchError",
     "EmptyQueryError",
+    "Executor",
     "ExtensionMissingError",
     "FilterError",
     "Filters",
@@ -139,7 +145,9 @@ __all__ = [
     "LiteLLM",
     "LiteLLMEmbedder",
     "LocalEmbedder",
+    "LocalExecutor",
     "MigrationError",
+    "PreparedDocument",
     "Prompts",
     "RerankError",
     "Reranker",
@@ -169,9 +177,11 @@ __all__ = [
     "condense",
     "connect",
     "decompose",
+    "embed_documents",
     "enrich",
     "gate",
     "new",
+    "prepare_documents",
     "rerank",
     "rewrite",
     "route",
@@ -237,5 +247,12 @@ if TYPE_CHECKING:
     asearch: AsyncStep
     from agentrag.store.collections import Collection
     from agentrag.store.ingest import IngestReport
+    from agentrag.store.prepare import (
+        Executor,
+        LocalExecutor,
+        PreparedDocument,
+        embed_documents,
+        prepare_documents,
+    )
     from agentrag.store.store import Document, Store, connect
     from agentrag.telemetry import Telemetry

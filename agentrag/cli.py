@@ -205,6 +205,9 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         if not args.create:
             raise
         store.create_collection(args.collection, description=args.description or "")
+    # an extension (e.g. agentrag.executors.cli: --ray) may say where documents are prepared
+    factory = getattr(args, "executor_factory", None)
+    executor = factory(args) if factory is not None else None
     bars = not args.json and sys.stderr.isatty()
     with _progress(sum(1 for _ in iter_files(args.paths)) if bars else 0, bars) as progress:
         report = store.ingest(
@@ -216,6 +219,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
             session=args.session,
             on_progress=progress,
             bulk=True if args.bulk else None,
+            executor=executor,
         )
     _print_json(report.to_dict()) if args.json else print(report)
     return 0 if report.ok else 1

@@ -13,9 +13,10 @@
   collection holds) drops it before the load and rebuilds it after, instead of maintaining
   it row by row.
 * A file that cannot be read is reported by name; the others still go in.
-* :func:`write_documents` is the write stage on its own: prepared documents (text, chunks,
-  vectors) in, one :class:`WriteOutcome` per document out. Executors that read, chunk and
-  embed elsewhere write through it.
+* Two stages: prepare (read, validate, chunk, embed: ``agentrag.store.prepare``, run by an
+  executor, in this process or on Ray workers) and write (:func:`write_documents`, here, in the
+  process holding the connection): prepared documents in, one :class:`WriteOutcome` per
+  document out.
 """
 
 from __future__ import annotations
@@ -32,9 +33,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from agentrag.errors import IngestError, InvalidInputError, StoreError
-from agentrag.store.chunking import DEFAULT_CHUNK_OVERLAP, DEFAULT_CHUNK_SIZE, Chunk, chunk_text
 from agentrag.store.collections import Collection, check_embedder
-from agentrag.store.readers import SUPPORTED_SUFFIXES, read_file
+from agentrag.store.prepare import (
+    Executor,
+    LocalExecutor,
+    PreparedDocument,
+    canonical_metadata,
+    chunk_options,
+    document_columns,
+    estimated_length,
+    json_default,
+)
+from agentrag.store.readers import SUPPORTED_SUFFIXES
 
 if TYPE_CHECKING:
     import numpy as np
@@ -164,25 +174,6 @@ class IngestReport:
         }
 
 
-@dataclass(slots=True)
-class PreparedDocument:
-    """One document on its way in: its key (``source``), text and metadata; then its chunks,
-    the sha256 of its text and one vector per chunk (row ``i`` of ``vectors`` for ``chunks[i]``).
-
-    :func:`write_documents` takes documents with all of these set (see :func:`prepare`)."""
-
-    source: str
-    text: str
-    metadata: dict[str, Any]
-    original_filename: str | None = None
-    page_starts: tuple[int, ...] | None = None
-    chunks: list[Chunk] = field(default_factory=list)
-    sha256: str = ""
-    vectors: Any = None  # np.ndarray (len(chunks), dimensions), float32
-    # (document id, its chunks' COPY rows), computed before the write transaction when known
-    copy_rows: tuple[str, list[tuple[Any, ...]]] | None = field(default=None, repr=False)
-
-
 @dataclass(frozen=True, slots=True)
 class WriteOutcome:
     """What :func:`write_documents` did with one document."""
@@ -227,22 +218,11 @@ def ingest_paths(
     on_progress: Callable[[IngestProgress], None] | None = None,
     **options: Any,
 ) -> IngestReport:
-    items: list[PreparedDocument] = []
-    failed: list[tuple[str, str]] = []
-    for path, key in iter_files(sources):
-        try:
-            if not path.exists():
-                raise IngestError(f"{path}: no such file or directory", source=key)
-            read = read_file(path)
-        except IngestError as exc:
-            failed.append((key, str(exc)))
-            continue
-        meta = {**read.metadata, **(metadata or {})}
-        items.append(PreparedDocument(key, read.text, meta, path.name, read.page_starts))
-    report = _ingest(store, items, collection=collection, on_progress=on_progress, **options)
-    if failed:
-        report = dataclasses.replace(report, failed=tuple(failed) + report.failed)
-    return report
+    # read on the prepare stage (by the executor: here or on a worker), not here
+    items = [
+        PreparedDocument(key, "", dict(metadata or {}), path=str(path)) for path, key in iter_files(sources)
+    ]
+    return _ingest(store, items, collection=collection, on_progress=on_progress, **options)
 
 
 def ingest_texts(
@@ -259,33 +239,11 @@ def ingest_texts(
 
 
 def _doc_columns(item: PreparedDocument) -> tuple[str | None, date | None]:
-    classification = item.metadata.get("classification")
-    if classification is not None and not isinstance(classification, str):
-        raise IngestError(f"{item.source}: metadata 'classification' must be a string", source=item.source)
-    raw_date = item.metadata.get("date")
-    doc_date = None
-    if raw_date is not None:
-        try:
-            doc_date = raw_date if isinstance(raw_date, date) else date.fromisoformat(str(raw_date))
-        except ValueError as exc:
-            raise IngestError(
-                f"{item.source}: metadata 'date' must be an ISO date (YYYY-MM-DD), got {raw_date!r}",
-                source=item.source,
-            ) from exc
-    return classification, doc_date
+    return document_columns(item.metadata, item.source)
 
 
-def _canonical(metadata: dict[str, Any], source: str) -> str:
-    try:
-        return json.dumps(metadata, sort_keys=True, default=_json_default)
-    except TypeError as exc:
-        raise IngestError(f"{source}: metadata is not JSON-serialisable ({exc})", source=source) from exc
-
-
-def _json_default(value: Any) -> Any:
-    if isinstance(value, date):
-        return value.isoformat()
-    raise TypeError(f"{type(value).__name__} is not JSON-serialisable")
+_canonical = canonical_metadata
+_json_default = json_default
 
 
 def _ingest(
@@ -300,9 +258,15 @@ def _ingest(
     chunk_overlap: int | None = None,
     bulk: bool | None = None,
     on_progress: Callable[[IngestProgress], None] | None = None,
+    executor: Executor | None = None,
 ) -> IngestReport:
-    from agentrag.embedders import embed_batched
-
+    if executor is None:  # the batch sizes read at call time (tests and benchmarks set them)
+        executor = LocalExecutor(batch_documents=PREPARE_BATCH_DOCUMENTS, batch_chunks=WRITE_BATCH_CHUNKS)
+    elif not isinstance(executor, Executor):
+        raise InvalidInputError(
+            "executor must have a run(documents, *, embedder, chunk_size, chunk_overlap) method"
+            f" (agentrag.LocalExecutor, agentrag.executors.ray.RayExecutor), got {type(executor).__name__}"
+        )
     for name, value in (("tenant", tenant), ("workspace", workspace), ("session", session)):
         if value is not None and (not isinstance(value, str) or not value.strip()):
             raise InvalidInputError(f"{name} must be a non-empty string, got {value!r}")
@@ -311,10 +275,7 @@ def _ingest(
     coll = store.collection(collection)
     embedder = store.embedder
     check_embedder(coll, embedder)  # before anything is read, embedded or written
-    size = chunk_size or DEFAULT_CHUNK_SIZE
-    overlap = DEFAULT_CHUNK_OVERLAP if chunk_overlap is None else chunk_overlap
-    if overlap >= size:
-        overlap = size // 5
+    size, overlap = chunk_options(chunk_size, chunk_overlap)
 
     added: list[str] = []
     replaced: list[str] = []
@@ -330,8 +291,9 @@ def _ingest(
         if on_progress is not None:
             on_progress(IngestProgress(done, total, source, status))
 
-    # 1. Validate and hash everything, skip what is stored unchanged: what is left is the load.
-    todo: list[PreparedDocument] = []
+    # 1. The stored versions, read here: the prepare stage skips a document stored unchanged
+    #    before chunking or embedding it.
+    stored: dict[str, str] = {}  # source -> id of its stored version
     for start in range(0, len(items), _LOOKUP_SLICE):
         batch = items[start : start + _LOOKUP_SLICE]
         existing = _retrying(
@@ -339,80 +301,84 @@ def _ingest(
             functools.partial(_existing, store, coll, [i.source for i in batch], tenant, workspace),
         )
         for item in batch:
-            try:
-                item.sha256 = hashlib.sha256(item.text.encode("utf-8")).hexdigest()
-                meta_json = _canonical(item.metadata, item.source)
-                _doc_columns(item)
-                if "\x00" in item.text:
-                    raise IngestError(
-                        f"{item.source}: the text contains NUL bytes (binary file?)", source=item.source
-                    )
-                if not item.text.strip():
-                    raise IngestError(f"{item.source}: the document has no text", source=item.source)
-            except IngestError as exc:
-                done += 1
-                failed.append((item.source, str(exc)))
-                progress(item.source, "failed")
-                continue
             old = existing.get(item.source)
-            if old is not None and old[1] == item.sha256 and _canonical(old[2], item.source) == meta_json:
-                if session is not None:
-                    store.link_session(old[0], session)
-                done += 1
-                unchanged.append(item.source)
-                ids[item.source] = old[0]
-                progress(item.source, "unchanged")
-                continue
-            todo.append(item)
+            if old is not None:
+                stored[item.source] = old[0]
+                item.known = (old[1], _canonical(old[2], item.source))
 
-    # 2. The HNSW index: maintained row by row, or dropped now and rebuilt after a bulk load.
-    index_state = _index_plan(store, coll, todo, size - overlap, bulk) if todo else "unchanged"
-
-    def chunk(batch: list[PreparedDocument]) -> list[str]:
-        for item in batch:
-            item.chunks = chunk_text(item.text, size=size, overlap=overlap, page_starts=item.page_starts)
-        return [c.text for item in batch for c in item.chunks]
-
-    def embed(texts: list[str]) -> np.ndarray:
-        return embed_batched(embedder, texts)
-
-    try:
-        # 3. Chunk a batch of documents, embed it in a worker thread while the previous batch is
-        #    written (many documents per transaction), then write it.
-        prepared = _embedded_ahead(_prepare_batches(todo, size - overlap), chunk, embed)
-        for batch in prepared:
-            for item in batch:  # before the transaction: measured faster than building them while sending
+    def with_copy_rows(documents: Iterable[PreparedDocument]) -> Iterator[PreparedDocument]:
+        for item in documents:  # the COPY rows, built before the write transaction
+            if item.needs_write:
                 doc_id = _document_id(coll, item, tenant, workspace)
                 item.copy_rows = (doc_id, _chunk_rows(coll.id, doc_id, item))
-            for outcome in write_documents(
-                store,
-                coll,
-                batch,
-                tenant=tenant,
-                workspace=workspace,
-                session=session,
-                on_writing=lambda item: progress(item.source, "writing"),
-            ):
+            yield item
+
+    # 2. Prepare (read, validate, chunk, embed: the executor, here or elsewhere; LocalExecutor
+    #    embeds the next batch in a worker thread while this one is written) and 3. write, many
+    #    documents per transaction. The HNSW plan is made when the first document to write
+    #    arrives (its estimate: the new keys).
+    index_state: str | None = None
+    pending: list[PreparedDocument] = []
+
+    def write_pending() -> None:
+        nonlocal done, retried, written
+        for outcome in write_documents(
+            store,
+            coll,
+            pending,
+            tenant=tenant,
+            workspace=workspace,
+            session=session,
+            on_writing=lambda item: progress(item.source, "writing"),
+        ):
+            done += 1
+            retried += outcome.alone
+            if outcome.status == "failed":
+                failed.append((outcome.source, outcome.error or "failed"))
+            else:
+                assert outcome.document_id is not None
+                ids[outcome.source] = outcome.document_id
+                written += outcome.chunks_written
+                {"added": added, "replaced": replaced, "unchanged": unchanged}[outcome.status].append(
+                    outcome.source
+                )
+            progress(outcome.source, outcome.status)
+        for item in pending:  # written: let the memory go
+            item.chunks, item.vectors, item.copy_rows = [], None, None
+        pending.clear()
+
+    try:
+        prepared = executor.run(items, embedder=embedder, chunk_size=size, chunk_overlap=overlap)
+        pending_chunks = 0
+        for item in with_copy_rows(prepared):
+            if item.error is not None:
                 done += 1
-                retried += outcome.alone
-                if outcome.status == "failed":
-                    failed.append((outcome.source, outcome.error or "failed"))
-                else:
-                    assert outcome.document_id is not None
-                    ids[outcome.source] = outcome.document_id
-                    written += outcome.chunks_written
-                    {"added": added, "replaced": replaced, "unchanged": unchanged}[outcome.status].append(
-                        outcome.source
-                    )
-                progress(outcome.source, outcome.status)
-            for item in batch:  # written: let the memory go
-                item.chunks, item.vectors, item.copy_rows = [], None, None
+                failed.append((item.source, item.error))
+                progress(item.source, "failed")
+                continue
+            if item.unchanged:
+                if session is not None:
+                    store.link_session(stored[item.source], session)
+                done += 1
+                unchanged.append(item.source)
+                ids[item.source] = stored[item.source]
+                progress(item.source, "unchanged")
+                continue
+            if index_state is None:
+                new = [i for i in items if i.source not in stored]
+                index_state = _index_plan(store, coll, new, size - overlap, bulk)
+            pending.append(item)
+            pending_chunks += len(item.chunks)
+            if len(pending) >= WRITE_BATCH_DOCUMENTS or pending_chunks >= WRITE_BATCH_CHUNKS:
+                write_pending()
+                pending_chunks = 0
+        write_pending()
     except BaseException:
         if index_state == "rebuilt":  # never leave the collection without the index it had
             _build_index(store, coll, bulk_load=True)
         raise
     index_seconds = 0.0
-    if written or index_state == "rebuilt":
+    if index_state is not None and (written or index_state == "rebuilt"):
         t0 = time.perf_counter()
         if _build_index(store, coll, bulk_load=index_state != "maintained"):
             index_seconds = time.perf_counter() - t0
@@ -434,59 +400,6 @@ def _ingest(
     )
 
 
-def _prepare_batches(todo: list[PreparedDocument], step: int) -> list[list[PreparedDocument]]:
-    """Documents chunked and embedded together: up to ``PREPARE_BATCH_DOCUMENTS`` documents or
-    about ``WRITE_BATCH_CHUNKS`` chunks (estimated from the text length), at least one document."""
-    batches: list[list[PreparedDocument]] = []
-    batch: list[PreparedDocument] = []
-    chunks = 0
-    for item in todo:
-        estimate = len(item.text) // max(step, 1) + 1
-        if batch and (len(batch) >= PREPARE_BATCH_DOCUMENTS or chunks + estimate > WRITE_BATCH_CHUNKS):
-            batches.append(batch)
-            batch, chunks = [], 0
-        batch.append(item)
-        chunks += estimate
-    if batch:
-        batches.append(batch)
-    return batches
-
-
-def _embedded_ahead(
-    batches: list[list[PreparedDocument]],
-    chunk: Callable[[list[PreparedDocument]], list[str]],
-    embed: Callable[[list[str]], np.ndarray],
-) -> Iterator[list[PreparedDocument]]:
-    """Yield each batch with its chunks and vectors set, embedding the next batch in a worker
-    thread while the caller writes this one.
-
-    Only the embedding runs there: models (ONNX Runtime, torch) and HTTP calls release the GIL,
-    while chunking and building COPY rows are pure Python and would only contend with the
-    writer for it (measured: slower). The worker runs in a copy of the caller's context
-    (telemetry spans carry over); its exception is raised here, in its place in the sequence.
-    """
-    import contextvars
-    from concurrent.futures import ThreadPoolExecutor
-
-    if not batches:
-        return
-    with ThreadPoolExecutor(1, thread_name_prefix="agentrag-embed") as pool:
-
-        def submit(batch: list[PreparedDocument]) -> Any:
-            return pool.submit(contextvars.copy_context().run, embed, chunk(batch))
-
-        pending = submit(batches[0])
-        for i, batch in enumerate(batches):
-            vectors = pending.result()
-            if i + 1 < len(batches):
-                pending = submit(batches[i + 1])
-            offset = 0
-            for item in batch:
-                item.vectors = vectors[offset : offset + len(item.chunks)]
-                offset += len(item.chunks)
-            yield batch
-
-
 def _index_plan(
     store: Store, coll: Collection, todo: list[PreparedDocument], step: int, bulk: bool | None
 ) -> str:
@@ -505,7 +418,7 @@ def _index_plan(
     if not _index_exists(store, coll):
         return "built"
     if bulk is None:
-        estimate = sum(len(item.text) // max(step, 1) + 1 for item in todo)
+        estimate = sum(estimated_length(item) // max(step, 1) + 1 for item in todo)
         if estimate < AUTO_BULK_MIN_CHUNKS:
             return "maintained"
         stored = _retrying(

@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from agentrag.scope import Scope
     from agentrag.store.ingest import IngestProgress, IngestReport
     from agentrag.store.migrate import Migration, SchemaStatus
+    from agentrag.store.prepare import Executor
     from agentrag.store.relations import Relation, Triple
 
 __all__ = ["Document", "Store", "connect"]
@@ -478,6 +479,7 @@ class Store:
         on_progress: Callable[[IngestProgress], None] | None = None,
         strict: bool = False,
         bulk: bool | None = None,
+        executor: Executor | None = None,
     ) -> IngestReport:
         """Ingest files and directories (``.txt``, ``.md``, ``.pdf``) into ``collection``.
 
@@ -490,7 +492,12 @@ class Store:
         load; vector searches of this collection scan exactly meanwhile); ``bulk=False`` keeps
         it and maintains it row by row; ``None`` (default) decides: bulk when the load brings at
         least ``ingest.AUTO_BULK_MIN_CHUNKS`` chunks and at least as many as the collection
-        holds. ``report.vector_index`` and ``report.index_seconds`` say what happened."""
+        holds. ``report.vector_index`` and ``report.index_seconds`` say what happened.
+
+        ``executor`` says where files are read, chunked and embedded: in this process
+        (:class:`~agentrag.LocalExecutor`, the default) or on Ray workers
+        (``agentrag.executors.ray.RayExecutor``, the ``ray`` extra). Writing always happens
+        here, each document all or nothing, so the report is the same either way."""
         from agentrag.store.ingest import ingest_paths
 
         report = ingest_paths(
@@ -505,6 +512,7 @@ class Store:
             chunk_overlap=chunk_overlap,
             on_progress=on_progress,
             bulk=bulk,
+            executor=executor,
         )
         return report.raise_for_failures() if strict else report
 
