@@ -3,5 +3,5 @@
 * :mod:`agentrag.executors.ray`: ``RayExecutor``, on Ray workers (``pip install 'agentrag[ray]'``).
 
 The default, :class:`agentrag.LocalExecutor`, runs in the calling process. Writing always
-happens in the calling process (one transaction per document), whatever the executor.
+happens in the calling process (each document all or nothing), whatever the executor.
 """

@@ -43,4 +43,6 @@ def executor_from_args(args: argparse.Namespace) -> Any:
         raise InvalidInputError("--ray needs Ray: pip install 'agentrag[ray]'")
     from agentrag.executors.ray import RayExecutor
 
-    return RayExecutor(args.ray, actors=args.ray_actors, gpus_per_actor=args.ray_gpus_per_actor)
+    return RayExecutor(
+        args.ray, actors=args.ray_actors, gpus_per_actor=args.ray_gpus_per_actor, progress=False
+    )

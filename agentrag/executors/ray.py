@@ -9,7 +9,8 @@ What runs where:
 
 * **driver** (the calling process): lists the files, looks up the stored versions (so workers
   skip unchanged documents without embedding them), and writes every prepared document through
-  the same atomic per-document write path as a single-process ingest. The report is the same.
+  the same write path as a single-process ingest (``write_documents``: each document all or
+  nothing). The report is the same.
 * **Ray tasks**: read and chunk (:func:`agentrag.prepare_documents`), ``batch_documents`` documents
   per batch. Files are read where the task runs: on a cluster the paths must be visible to the
   workers (a shared filesystem), as they are on a local instance.
@@ -31,7 +32,7 @@ import pickle
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from agentrag.errors import EmbeddingError, IngestError, InvalidInputError
+from agentrag.errors import AgentragError, EmbeddingError, IngestError, InvalidInputError
 
 if TYPE_CHECKING:
     from agentrag import Embedder, PreparedDocument
@@ -44,6 +45,7 @@ _OPTIONS = (
     "cpus_per_actor",
     "gpus_per_actor",
     "num_cpus",
+    "progress",
     "runtime_env",
 )
 
@@ -60,6 +62,8 @@ class RayExecutor:
     * ``cpus_per_actor`` (1.0), ``gpus_per_actor`` (0.0): resources each embedding actor reserves
       (a GPU actor needs an embedder that uses the GPU; LocalEmbedder runs on the CPU).
     * ``num_cpus`` (None: all): CPUs of a local instance this executor starts.
+    * ``progress`` (True): Ray Data's progress reporting for the run (the CLI turns it off and
+      shows its own).
     * ``runtime_env`` (None): Ray's runtime environment for the workers (e.g. ``{"pip": [...]}``
       on a cluster whose workers lack agentrag).
     """
@@ -83,6 +87,10 @@ class RayExecutor:
         if runtime_env is not None and not isinstance(runtime_env, dict):
             raise InvalidInputError(f"runtime_env must be a dict or None, got {type(runtime_env).__name__}")
         self.runtime_env = runtime_env
+        progress = options.get("progress", True)
+        if not isinstance(progress, bool):
+            raise InvalidInputError(f"progress must be True or False, got {progress!r}")
+        self.progress = progress
 
     def __repr__(self) -> str:
         return (
@@ -129,12 +137,13 @@ class RayExecutor:
         dataset = dataset.map_batches(
             _EmbedBatch,
             fn_constructor_kwargs={"embedder": embedder},
-            concurrency=self.actors,
+            compute=ray.data.ActorPoolStrategy(size=self.actors),
             num_cpus=self.cpus_per_actor,
             num_gpus=self.gpus_per_actor,
             batch_size=self.batch_documents,
             batch_format="numpy",
         )
+        dataset.context.enable_progress_bars = self.progress  # this run's own copy of the context
         pending: dict[int, PreparedDocument] = {}
         following = 0
         try:
@@ -147,6 +156,9 @@ class RayExecutor:
                     yield pending.pop(following)
                     following += 1
         except ray.exceptions.RayError as exc:
+            cause = getattr(exc, "cause", None)
+            if isinstance(cause, AgentragError):  # e.g. the model would not load in an actor
+                raise cause from None
             raise IngestError(
                 f"the Ray pipeline failed ({type(exc).__name__}); {following} of {len(docs)} documents"
                 " were prepared and handed to the write stage"
