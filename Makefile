@@ -8,6 +8,7 @@ export LITELLM_LOCAL_MODEL_COST_MAP := True
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
+export RAY_USAGE_STATS_ENABLED := 0
 
 .PHONY: setup demo test bench lint notebooks clean-db serve
 

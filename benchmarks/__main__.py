@@ -35,6 +35,11 @@ RUNS = [
         ["benchmarks.embed", "--quality"],
         ["benchmarks.embed", "--passages", "300"],
     ),
+    (
+        "ingest on Ray beside single-process",
+        ["benchmarks.ray_ingest"],
+        ["benchmarks.ray_ingest", "--passages", "100"],
+    ),
     ("CLI cold start", ["benchmarks.coldstart"], ["benchmarks.coldstart", "--runs", "2"]),
     (
         "reliability under load, faults and hostile input",

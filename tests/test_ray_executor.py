@@ -165,3 +165,15 @@ def test_cli_ingest_on_ray(
     assert sorted(f["source"] for f in report["failed"]) == ["bad.md", "binary.txt", "empty.md"]
     with ar.Store(database_url) as store:
         assert sorted(d.source for d in store.documents(collection_name)) == sorted(report["added"])
+
+
+def test_a_pool_this_instance_cannot_host_is_refused_before_it_starts(
+    ray_session: RayExecutor, store: ar.Store, collection_name: str, tmp_path: Path
+) -> None:
+    (tmp_path / "a.txt").write_text("some text", encoding="utf-8")
+    store.create_collection(collection_name)
+    with pytest.raises(ar.InvalidInputError, match=r"1 GPUs; this Ray instance has 0"):
+        store.ingest(tmp_path, collection=collection_name, executor=RayExecutor(gpus_per_actor=1))
+    with pytest.raises(ar.InvalidInputError, match=r"3 CPUs; this Ray instance has 2"):
+        store.ingest(tmp_path, collection=collection_name, executor=RayExecutor(actors=3))
+    assert store.documents(collection_name) == []

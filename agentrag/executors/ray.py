@@ -110,6 +110,18 @@ class RayExecutor:
             kwargs["address"] = self.address
         ray.init(**kwargs)
 
+    def _check_resources(self, ray: Any) -> None:
+        """On a local instance (no autoscaler to add nodes), refuse a pool that could never start."""
+        if self.address not in (None, "local"):
+            return
+        have = ray.cluster_resources()
+        for resource, each in (("CPU", self.cpus_per_actor), ("GPU", self.gpus_per_actor)):
+            if each and each * self.actors > have.get(resource, 0.0):
+                raise InvalidInputError(
+                    f"{self.actors} embedding actor(s) x {each:g} {resource} need "
+                    f"{each * self.actors:g} {resource}s; this Ray instance has {have.get(resource, 0.0):g}"
+                )
+
     def run(
         self,
         documents: Iterable[PreparedDocument],
@@ -124,6 +136,8 @@ class RayExecutor:
             return
         self.connect()
         import ray.data
+
+        self._check_resources(ray)
 
         rows = [{"index": i, "doc": pickle.dumps(doc)} for i, doc in enumerate(docs)]
         blocks = max(1, math.ceil(len(rows) / self.batch_documents))
