@@ -421,16 +421,7 @@ def _index_plan(
         estimate = sum(estimated_length(item) // max(step, 1) + 1 for item in todo)
         if estimate < AUTO_BULK_MIN_CHUNKS:
             return "maintained"
-        stored = _retrying(
-            "counting chunks",
-            functools.partial(
-                _scalar,
-                store,
-                "SELECT count(*) FROM agentrag.chunks WHERE collection_id = :c",
-                {"c": coll.id},
-            ),
-        )
-        if estimate < int(stored or 0):
+        if estimate < _count_chunks(store, coll):
             return "maintained"
 
     def drop() -> None:
@@ -469,16 +460,7 @@ def _build_index(store: Store, coll: Collection, *, bulk_load: bool) -> bool:
         return False
     options: dict[str, Any] = {}
     if bulk_load:
-        stored = _retrying(
-            "counting chunks",
-            functools.partial(
-                _scalar,
-                store,
-                "SELECT count(*) FROM agentrag.chunks WHERE collection_id = :c",
-                {"c": coll.id},
-            ),
-        )
-        options = {"maintenance_work_mem": _graph_memory(int(stored or 0), coll.dimensions)}
+        options = {"maintenance_work_mem": _graph_memory(_count_chunks(store, coll), coll.dimensions)}
     try:
         _retrying("building the vector index", functools.partial(store.ensure_vector_index, coll, **options))
     except StoreError as exc:  # a concurrent ingest may be building the same index (23505)
