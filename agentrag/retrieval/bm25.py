@@ -75,9 +75,22 @@ class _Scorer(Protocol):
     @property
     def vocab_size(self) -> int: ...
 
+    @property
+    def nbytes(self) -> int:
+        """The memory the scorer holds (arrays, vocabulary), in bytes."""
+        ...
+
     def match(self, tokens: list[str]) -> tuple[Positions, Scores]:
         """Chunks with a positive score, unique, in no particular order."""
         ...
+
+
+def _dict_bytes(mapping: dict[str, Any]) -> int:
+    """A dict's own memory plus its keys' and values' (shared small objects counted each time)."""
+    import sys
+
+    getsize = sys.getsizeof
+    return getsize(mapping) + sum(getsize(k) + getsize(v) for k, v in mapping.items())
 
 
 def _empty() -> tuple[Positions, Scores]:
@@ -123,6 +136,11 @@ class _Bm25sScorer:
     def vocab_size(self) -> int:
         return len(self._vocab)
 
+    @property
+    def nbytes(self) -> int:
+        arrays = self._data.nbytes + self._rows.nbytes + self._indptr.nbytes
+        return arrays + _dict_bytes(self._vocab)
+
     def match(self, tokens: list[str]) -> tuple[Positions, Scores]:
         import numpy as np
 
@@ -166,6 +184,12 @@ class _RankBm25Scorer:
     @property
     def vocab_size(self) -> int:
         return 0 if self._model is None else len(self._model.idf)
+
+    @property
+    def nbytes(self) -> int:
+        if self._model is None:
+            return 0
+        return _dict_bytes(self._model.idf) + sum(map(_dict_bytes, self._model.doc_freqs))
 
     def match(self, tokens: list[str]) -> tuple[Positions, Scores]:
         import numpy as np
@@ -266,6 +290,11 @@ class BM25Index:
     def vocab_size(self) -> int:
         """Number of distinct tokens (stems) in the index."""
         return self._scorer.vocab_size
+
+    @property
+    def nbytes(self) -> int:
+        """The memory the index holds (postings, vocabulary), in bytes; computed on each call."""
+        return self._scorer.nbytes
 
     def scores(self, query: str) -> tuple[Positions, Scores]:
         """Every chunk with a score > 0 for ``query``: (positions, scores), best first.

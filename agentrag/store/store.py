@@ -22,7 +22,7 @@ from agentrag.errors import (
     InvalidInputError,
 )
 from agentrag.retrieval.dberrors import database_error, guarded
-from agentrag.retrieval.lexical import BM25Cache
+from agentrag.retrieval.lexical import DEFAULT_BM25_MEMORY_BUDGET, BM25Cache
 from agentrag.retrieval.search import asearch as retrieval_asearch
 from agentrag.retrieval.search import search as retrieval_search
 from agentrag.store.collections import DISTANCES, Collection, check_embedder, validate_name
@@ -100,7 +100,10 @@ class Store:
     ``Store()`` uses ``AGENTRAG_DATABASE_URL`` or else the embedded server; ``Store(url)``
     or ``Store(engine=...)`` point at any PostgreSQL 15+ with pgvector. The schema is
     upgraded on first use unless ``migrate=False``. ``embedder`` (default: local
-    all-MiniLM-L6-v2, loaded on first use) embeds chunks and queries.
+    all-MiniLM-L6-v2, loaded on first use) embeds chunks and queries. ``bm25_memory_budget``
+    (bytes, default 4 GiB, None for no limit) caps one collection's in-memory BM25 index: a
+    collection over it is searched lexically with ``lexical_sql``, recorded on each result
+    (``lexical_fallback``; see :mod:`agentrag.retrieval.lexical`).
     """
 
     def __init__(
@@ -113,6 +116,7 @@ class Store:
         max_overflow: int = 5,
         migrate: bool = True,
         query_cache_size: int = 1024,
+        bm25_memory_budget: int | None = DEFAULT_BM25_MEMORY_BUDGET,
     ) -> None:
         from sqlalchemy import create_engine, event
 
@@ -120,6 +124,7 @@ class Store:
 
         if type(query_cache_size) is not int or query_cache_size < 0:  # type(): True is refused too
             raise InvalidInputError(f"query_cache_size must be an integer >= 0, got {query_cache_size!r}")
+        bm25 = BM25Cache(bm25_memory_budget)  # InvalidInputError for a bad budget, before connecting
         if engine is None:
             self._url = database_url(url)
             engine = create_engine(
@@ -137,8 +142,9 @@ class Store:
         self.engine = engine
         self._embedder = embedder
         # BM25 cache of the lexical leg (agentrag.retrieval.lexical.bm25_index): collection id ->
-        # index tagged with the collection version it was built at; one build lock per collection.
-        self._bm25 = BM25Cache()
+        # index tagged with the collection version it was built at; one build lock per collection;
+        # the collections over the memory budget.
+        self._bm25 = bm25
         self._text_synced: dict[int, int] = {}  # collection id -> version its tsvectors were synced to
         # Query vectors by (model, version, text), most recently used last: a pipeline embeds the
         # same question in route and in every collection's search. Bounded; 0 turns it off.
@@ -358,7 +364,7 @@ class Store:
             conn.execute(text(f"DROP INDEX IF EXISTS agentrag.{collection.hnsw_index}"))
             conn.execute(text(f"DROP INDEX IF EXISTS agentrag.chunk_tsv_gin_{int(collection.id)}"))
             conn.execute(text("DELETE FROM agentrag.collections WHERE id = :id"), {"id": collection.id})
-        self._bm25.pop(collection.id, None)
+        self._bm25.drop(collection.id)
         self._text_synced.pop(collection.id, None)
         self._described.pop(name, None)
 
