@@ -251,6 +251,53 @@ def test_selective_filter_returns_min_k_matches(
     assert len({h.chunk_id for h in result}) == len(result)
 
 
+@pytest.mark.parametrize("depth", [1, 3, 10, 40])
+@pytest.mark.parametrize(
+    "restriction",
+    [{"filters": {"classification": "secret"}}, {"filters": {"classification": "nonexistent"}}, {}],
+)
+def test_the_lexical_leg_sends_its_candidates_in_slices_with_the_same_result(
+    store: Store,
+    corpus: dict[str, Any],
+    monkeypatch: pytest.MonkeyPatch,
+    depth: int,
+    restriction: dict[str, Any],
+) -> None:
+    """Slices of the BM25 ranking (20 x depth, then 10x more) give what one statement over all gives."""
+    from sqlalchemy import event
+
+    from agentrag.retrieval import lexical
+
+    statements: list[str] = []
+
+    def count(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        if "jsonb_array_elements_text" in statement:
+            statements.append(statement)
+
+    query = "record " + " ".join(WORDS[:6])
+    options = {"collections": corpus["name"], "mode": "lexical", "top_k": depth, "depth": depth}
+    event.listen(store.engine, "before_cursor_execute", count)
+    try:
+        monkeypatch.setattr(lexical, "FIRST_SLICE", 10**9)  # one statement over every candidate
+        whole = store.search(query, **options, **restriction)
+        one = len(statements)
+        monkeypatch.setattr(lexical, "FIRST_SLICE", 1)
+        sliced = store.search(query, **options, **restriction)
+        many = len(statements) - one
+    finally:
+        event.remove(store.engine, "before_cursor_execute", count)
+    assert [(h.chunk_id, h.score) for h in sliced] == [(h.chunk_id, h.score) for h in whole]
+    if restriction:
+        assert one == 1
+        matching = 0 if restriction["filters"]["classification"] == "nonexistent" else N_DOCS // SECRET_EVERY
+        assert len(sliced) == min(depth, matching)
+        if 20 * depth < N_DOCS and (matching == 0 or depth > 20 * depth * matching // N_DOCS):
+            assert many > 1  # the first slice did not hold enough matches: more slices were sent
+    else:
+        assert one == many == 0  # unrestricted: the index's own top, no round trip
+        assert len(sliced) == depth
+
+
 def test_hnsw_iterative_scan_fills_k_under_a_selective_filter(store: Store, corpus: dict[str, Any]) -> None:
     """The raw HNSW path (no exact fallback): the index is used and relaxed iterative scans fill k."""
     coll = store.collection(corpus["name"])

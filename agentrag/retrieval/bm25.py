@@ -52,7 +52,7 @@ if TYPE_CHECKING:
     Positions: TypeAlias = NDArray[np.int64]
     Scores: TypeAlias = NDArray[np.float32]
 
-__all__ = ["BACKENDS", "DEFAULT_BACKEND", "BM25Index", "Backend"]
+__all__ = ["BACKENDS", "DEFAULT_BACKEND", "BM25Index", "Backend", "first_ranked"]
 
 Backend: TypeAlias = Literal["bm25s", "rank_bm25"]
 
@@ -205,6 +205,25 @@ class _RankBm25Scorer:
         return positions.astype(np.int64, copy=False), dense[positions]
 
 
+def first_ranked(positions: Positions, scores: Scores, k: int) -> tuple[Positions, Scores]:
+    """The first ``k`` of (positions, scores) in rank order: score descending, ties by position.
+
+    Exactly the first ``k`` of the whole ranking (a prefix of :meth:`BM25Index.scores`), in
+    O(n + k log k) rather than a sort of all ``n``.
+    """
+    import numpy as np
+
+    if len(scores) > k:
+        if k <= 0:
+            return _empty()
+        # Keep every score >= the k-th best (ties at the cut included), then order those.
+        kth = np.partition(scores, len(scores) - k)[len(scores) - k]
+        keep = scores >= kth
+        positions, scores = positions[keep], scores[keep]
+    order = np.lexsort((positions, -scores))[:k]
+    return positions[order], scores[order]
+
+
 class BM25Index:
     """BM25 over a fixed list of texts; immutable once built, safe to query from many threads.
 
@@ -310,20 +329,13 @@ class BM25Index:
 
     def top(self, query: str, k: int) -> tuple[Positions, Scores]:
         """The first ``k`` of :meth:`scores` (fewer if fewer chunks match), computed faster."""
-        import numpy as np
-
         if k < 0:
             raise ValueError(f"k must be >= 0, got {k!r}")
-        positions, scores = self._scorer.match(tokenize(query))
-        if len(scores) > k:
-            if k == 0:
-                return _empty()
-            # Keep every score >= the k-th best (ties at the cut included), then order those.
-            kth = np.partition(scores, len(scores) - k)[len(scores) - k]
-            keep = scores >= kth
-            positions, scores = positions[keep], scores[keep]
-        order = np.lexsort((positions, -scores))[:k]
-        return positions[order], scores[order]
+        return first_ranked(*self.match(query), k)
+
+    def match(self, query: str) -> tuple[Positions, Scores]:
+        """Every chunk with a score > 0 for ``query``, unordered: rank them with :func:`first_ranked`."""
+        return self._scorer.match(tokenize(query))
 
     def __repr__(self) -> str:
         return (

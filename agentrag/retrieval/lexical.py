@@ -20,11 +20,15 @@ BM25 (mode ``"lexical"``, and the lexical leg of ``"hybrid"``)
     ``search`` step records it as a degradation (kind ``bm25-over-budget``) on the Context and
     its span.
 
-    The index knows nothing of scopes or filters. Every chunk with a positive BM25 score goes
-    to PostgreSQL in BM25 order (score descending, ties by chunk id) as one JSON array of ids,
+    The index knows nothing of scopes or filters. The chunks with a positive BM25 score go
+    to PostgreSQL in BM25 order (score descending, ties by chunk id) as a JSON array of ids,
     unnested ``WITH ORDINALITY`` and joined to chunks and documents under the scope and filter
     WHERE clauses, ``ORDER BY rank LIMIT depth`` (the ordinality *is* the score order, so this is
-    ``ORDER BY score DESC, id``): ranked rows are never filtered in Python. With neither scope
+    ``ORDER BY score DESC, id``): ranked rows are never filtered in Python. They go in slices of
+    the ranking (the first max(:data:`FIRST_SLICE`, 20 x depth) candidates, then 10x more each
+    time) until ``depth`` rows passed or every candidate was sent: the same rows as one
+    statement over all the candidates, without sending half a million ids for a filter that
+    keeps a hundred. With neither scope
     nor filter there is nothing to enforce: the index's top ``depth`` are the leg's result, with
     no round trip (chunks deleted since the index was built are dropped at the hits' fetch).
 
@@ -58,7 +62,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from agentrag.retrieval.bm25 import BM25Index
+from agentrag.retrieval.bm25 import BM25Index, first_ranked
 from agentrag.retrieval.tokenize import STOPWORDS_EN
 
 if TYPE_CHECKING:
@@ -67,6 +71,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_BM25_MEMORY_BUDGET",
+    "FIRST_SLICE",
     "MAX_TSQUERY_TERMS",
     "BM25Cache",
     "CachedBM25",
@@ -81,6 +86,8 @@ __all__ = [
 ]
 
 MAX_TSQUERY_TERMS = 256
+#: The lexical leg's first slice of BM25 candidates under a scope or filter (at least 20 x depth).
+FIRST_SLICE = 2000
 #: The default per-collection memory budget of an in-memory BM25 index, in bytes (4 GiB).
 DEFAULT_BM25_MEMORY_BUDGET = 4 * 2**30
 # estimate_bm25_bytes: fitted on SciFact abstracts and benchmarks/scale.py's chunks (see there)
@@ -331,17 +338,26 @@ def lexical_leg(
         # is dropped when the hits are fetched, as in the vector leg.
         positions, scores = cached.index.top(query, depth)
         return [(str(i), float(s)) for i, s in zip(cached.chunk_ids[positions], scores, strict=True)]
-    positions, scores = cached.index.scores(query)
-    if len(positions) == 0:
-        return []
+    positions, scores = cached.index.match(query)
+    n = len(positions)
     # The candidates go in BM25 order (score descending, ties by chunk id: positions follow
-    # ``ORDER BY id COLLATE "C"``) as one JSON array; WITH ORDINALITY carries that order, so
+    # ``ORDER BY id COLLATE "C"``) as JSON arrays; WITH ORDINALITY carries that order, so
     # ``ORDER BY b.rank`` is ``ORDER BY score DESC, id``. The scores stay here: binding a
     # text[] and a float4[] of thousands of elements costs ~10x more than one JSON string.
-    ids = json.dumps(cached.chunk_ids[positions].tolist())
+    # In slices of the ranking, each 10x the last: the rows of a slice that pass the WHERE
+    # clause rank below every row of the slices before, so the leg stops as soon as ``depth``
+    # rows passed, exactly as one statement over all the candidates would (a query term in
+    # half of a million chunks would otherwise send 500,000 ids for a filter to keep 100).
     sql = _LEXICAL_SQL.format(cid=int(collection_id), where=where)
-    rows = conn.execute(text(sql), {**params, "ids": ids, "depth": int(depth)}).all()
-    return [(row.id, float(scores[row.rank - 1])) for row in rows]
+    found: list[tuple[str, float]] = []
+    start, end = 0, min(n, max(FIRST_SLICE, 20 * depth))
+    while start < n and len(found) < depth:
+        ranked, ranked_scores = first_ranked(positions, scores, end)
+        ids = json.dumps(cached.chunk_ids[ranked[start:end]].tolist())
+        rows = conn.execute(text(sql), {**params, "ids": ids, "depth": int(depth - len(found))}).all()
+        found.extend((row.id, float(ranked_scores[start + row.rank - 1])) for row in rows)
+        start, end = end, min(n, end * 10)
+    return found
 
 
 def tsquery_text(query: str) -> str:
