@@ -20,7 +20,7 @@ RUNS = [
         ["benchmarks.ingest", "--chunks", "10000", "--embed-sample", "200"],
     ),
     (
-        "one collection at scale: load, BM25 memory, latency per mode and filter, recall (1M: --chunks 1000000)",
+        "one collection at scale: load, BM25 memory, latency and recall (1M: --chunks 1000000)",
         ["benchmarks.scale"],
         ["benchmarks.scale", "--chunks", "20000", "--queries", "20"],
     ),

@@ -79,9 +79,9 @@ __all__ = [
     "bm25_index",
     "cached_bm25",
     "estimate_bm25_bytes",
-    "over_budget",
     "lexical_leg",
     "lexical_sql_leg",
+    "over_budget",
     "tsquery_text",
 ]
 
