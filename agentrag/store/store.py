@@ -440,7 +440,11 @@ class Store:
         ``maintenance_work_mem`` is raised for the build only: an HNSW graph that does not fit
         in PostgreSQL's 64 MB default builds many times slower. ``parallel_workers`` sets
         ``max_parallel_maintenance_workers`` for the build (default: one less than the CPUs
-        this process sees, at most 7; the server caps it by its own worker limits).
+        this process sees, at most 7; the server caps it by its own worker limits). A build
+        follows a load, so the chunks' and documents' planner statistics are refreshed with it
+        (``ANALYZE``): until autovacuum gets to a freshly loaded table, the planner believes the
+        collection holds a few rows and sorts all of them instead of using this index (a
+        1M-chunk collection: seconds per query instead of milliseconds, benchmarks/scale.py).
         """
         from sqlalchemy import text
 
@@ -459,6 +463,9 @@ class Store:
         if not isinstance(parallel_workers, int) or not 0 <= parallel_workers <= 64:
             raise InvalidInputError(f"parallel_workers must be an int in [0, 64], got {parallel_workers!r}")
         with self.engine.begin() as conn:
+            missing = conn.execute(
+                text("SELECT to_regclass(:name) IS NULL"), {"name": f"agentrag.{collection.hnsw_index}"}
+            ).scalar()
             conn.execute(
                 text("SELECT set_config('maintenance_work_mem', :m, true)"), {"m": maintenance_work_mem}
             )
@@ -467,6 +474,9 @@ class Store:
                 {"w": str(parallel_workers)},
             )
             conn.execute(text(sql))
+        if missing:
+            with self.engine.begin() as conn:
+                conn.execute(text("ANALYZE agentrag.chunks, agentrag.documents"))
 
     # ---- documents ------------------------------------------------------------------------
     @guarded("ingesting", retry=False)
