@@ -1062,6 +1062,49 @@ def test_lexical_sql_stores_tsvectors_on_first_use_and_tops_them_up(store, colle
     assert state() == (False, 0, None)
 
 
+def test_the_first_tsvector_fill_builds_its_index_once_with_more_memory(store, collection_name) -> None:  # type: ignore[no-untyped-def]
+    from sqlalchemy import event, text
+
+    from agentrag.store.store import TEXT_INDEX_BUILD_MEMORY
+
+    c = store.create_collection(collection_name)
+    store.ingest_text("Cursor pagination with next_cursor.", collection=collection_name, source="p.md")
+    seen: list[tuple[str, str]] = []  # (statement kind, the transaction's maintenance_work_mem then)
+
+    def after(conn, cursor, statement, parameters, context, executemany) -> None:  # type: ignore[no-untyped-def]
+        kind = statement.split()[0].upper()
+        if "chunk_tsv" in statement and kind in ("INSERT", "CREATE"):
+            cursor.execute("SHOW maintenance_work_mem")
+            seen.append((kind, cursor.fetchone()[0]))
+
+    with store.engine.connect() as conn:
+        default = conn.execute(text("SHOW maintenance_work_mem")).scalar()
+    assert default != TEXT_INDEX_BUILD_MEMORY
+    event.listen(store.engine, "after_cursor_execute", after)
+    try:
+        # first use: the rows first, then one index build with the raised memory
+        assert store.search("pagination", collections=collection_name, mode="lexical_sql")
+        assert seen == [("INSERT", default), ("CREATE", TEXT_INDEX_BUILD_MEMORY)]
+        # a top-up inserts into the index that exists: no build, no raised memory
+        seen.clear()
+        store.ingest_text("Webhooks retry with backoff.", collection=collection_name, source="w.md")
+        hits = store.search("webhooks backoff", collections=collection_name, mode="lexical_sql")
+        assert hits[0].text.startswith("Webhooks retry")
+        assert seen == [("INSERT", default)]
+    finally:
+        event.remove(store.engine, "after_cursor_execute", after)
+    # SET LOCAL: no pooled connection keeps the raised memory
+    conns = [store.engine.connect() for _ in range(3)]
+    try:
+        assert {conn.execute(text("SHOW maintenance_work_mem")).scalar() for conn in conns} == {default}
+    finally:
+        for conn in conns:
+            conn.close()
+    with store.engine.connect() as conn:
+        assert conn.execute(text("SELECT to_regclass(:n)"), {"n": f"agentrag.chunk_tsv_gin_{c.id}"}).scalar()
+    store.delete_collection(collection_name)
+
+
 def test_a_tsvector_sync_that_meets_a_concurrent_delete_is_retried(
     store, collection_name, monkeypatch
 ) -> None:  # type: ignore[no-untyped-def]

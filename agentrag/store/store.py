@@ -42,6 +42,9 @@ __all__ = ["Document", "Store", "connect"]
 
 _log = logging.getLogger("agentrag.store")
 _TSV_LOCK = 0x61727473  # advisory-lock space of the tsvector syncs ("arts"); the key is the collection id
+#: maintenance_work_mem of the transaction that builds a collection's GIN index over its tsvectors
+#: (PostgreSQL's 64 MB default makes a large build flush its posting lists many times over)
+TEXT_INDEX_BUILD_MEMORY = "1GB"
 
 _COLLECTION_SQL = """
 SELECT c.id, c.name, c.description, c.embed_model, c.embed_version, c.dimensions, c.distance,
@@ -377,7 +380,9 @@ class Store:
         without a row are converted), never at ingest: a tsvector per chunk would cost ingestion
         most of its speed. ``version`` is the collection version the caller read; when this store
         already synced that version, nothing runs. Concurrent syncs of one collection wait for each
-        other (an advisory lock), never for ingestion.
+        other (an advisory lock), never for ingestion. The first fill inserts the tsvectors, then
+        builds the index once with ``maintenance_work_mem`` raised to ``TEXT_INDEX_BUILD_MEMORY``
+        for that transaction only; top-ups insert into the existing index.
         """
         from sqlalchemy.exc import IntegrityError
 
@@ -419,12 +424,23 @@ class Store:
                     {"v": current, "cid": cid},
                 )
             if synced != current or cid not in self._text_synced:
-                conn.execute(
-                    text(
-                        f"CREATE INDEX IF NOT EXISTS chunk_tsv_gin_{cid} ON agentrag.chunk_tsv"
-                        f" USING gin (tsv) WHERE collection_id = {cid}"
+                # A first fill inserts into a table without this collection's index, then builds it
+                # once (cheaper than growing a GIN index row by row), with more memory than the
+                # server's default for that build only (SET LOCAL: this transaction alone).
+                missing = conn.execute(
+                    text("SELECT to_regclass(:name) IS NULL"), {"name": f"agentrag.chunk_tsv_gin_{cid}"}
+                ).scalar()
+                if missing:
+                    conn.execute(
+                        text("SELECT set_config('maintenance_work_mem', :m, true)"),
+                        {"m": TEXT_INDEX_BUILD_MEMORY},
                     )
-                )
+                    conn.execute(
+                        text(
+                            f"CREATE INDEX IF NOT EXISTS chunk_tsv_gin_{cid} ON agentrag.chunk_tsv"
+                            f" USING gin (tsv) WHERE collection_id = {cid}"
+                        )
+                    )
         self._text_synced[cid] = current
 
     @guarded("building the vector index")
