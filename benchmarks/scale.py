@@ -9,8 +9,16 @@ Every speed is printed beside its floor, measured in the same run.
   takes a primary passage and one of its 10 nearest passages (by real all-MiniLM-L6-v2
   vectors), sentences from both (the primary's share of the text is the weight ``w`` in
   0.55..0.9, 520..980 characters in all), and the vector ``normalise(w v_a + (1 - w) v_b +
-  noise)``, the noise about 0.45 of the vector's length: so the vectors cluster like real ones
-  and the lexical and vector legs agree on what a chunk is about. The passages' and the test
+  noise)``, the noise isotropic and 0.45 of the vector's length (``--noise``): so the vectors
+  cluster like real ones and the lexical and vector legs agree on what a chunk is about. The
+  noise is not what makes recall@10 hard here (``benchmarks/scale_synthesis.py``, RESULTS.md
+  "Scale"): against the real passages at SciFact's size, the gap between a query's 10th and
+  11th..20th nearest neighbours is the same with noise 0.45, with 2-3-passage mixtures and noise
+  0.05, and in the real corpus; pgvector's recall at 100k and 300k chunks is the same for both
+  syntheses; what lowers it is the number of chunks per source passage (at 100k chunks, recall
+  at ef_search 100 falls from 0.96 to 0.81 when the same chunks come from 1,000 passages instead
+  of 5,183). 1M chunks from SciFact's 5,183 passages are ~190 near-duplicates per passage,
+  denser than a real million-chunk corpus: the recall figure at 1M is a hard case. The passages' and the test
   queries' real vectors are computed once with ``LocalEmbedder`` and cached as ``.npy`` files
   (``--cache``, default ``$AGENTRAG_DATA_DIR/bench-cache``). 100 chunks per document; each
   document has ``metadata.topic`` in 0..99 (``{"metadata": {"topic": t}}`` is a 1 %-selective
@@ -64,7 +72,7 @@ CHUNKS_PER_DOC = 100
 TENANTS = 20
 TOPICS = 100
 NEIGHBOURS = 10
-NOISE = 0.45  # length of the noise vector added to a unit-length mixture
+NOISE = 0.45  # default length of the noise vector added to a unit-length mixture (--noise)
 MIN_CHARS, MAX_CHARS = 520, 980  # with chunk_size=1000, chunk_overlap=0 each one is its own chunk
 TOP_K = 10
 DEPTH = 100  # the library's default depth per leg
@@ -132,7 +140,9 @@ def scifact(data: Path) -> tuple[list[str], list[str]]:
     return passages, list(ds.queries.values())
 
 
-def synthesize(n: int, passages: list[str], base: np.ndarray, seed: int = 0) -> tuple[list[str], np.ndarray]:
+def synthesize(
+    n: int, passages: list[str], base: np.ndarray, seed: int = 0, noise: float = NOISE
+) -> tuple[list[str], np.ndarray]:
     """``n`` chunk texts and their unit vectors, recombined from ``passages`` (see the docstring)."""
     rng = np.random.default_rng(seed)
     sentences = [_SENTENCE.split(p) for p in passages]
@@ -152,7 +162,7 @@ def synthesize(n: int, passages: list[str], base: np.ndarray, seed: int = 0) -> 
         w = weight[lo:hi, None]
         v = w * base[primary[lo:hi]] + (1 - w) * base[partner[lo:hi]]
         v /= np.linalg.norm(v, axis=1, keepdims=True)
-        v += rng.standard_normal((hi - lo, DIMS), dtype=np.float32) * (NOISE / np.sqrt(DIMS))
+        v += rng.standard_normal((hi - lo, DIMS), dtype=np.float32) * (noise / np.sqrt(DIMS))
         v /= np.linalg.norm(v, axis=1, keepdims=True)
         vectors[lo:hi] = v
 
@@ -318,7 +328,7 @@ def load(args: argparse.Namespace) -> None:
     base = real_vectors(passages, cache, f"{label}-passages")
     real_vectors(queries, cache, f"{label}-queries")  # for the search phase
     t = time.perf_counter()
-    texts, vectors = synthesize(args.chunks, passages, base)
+    texts, vectors = synthesize(args.chunks, passages, base, noise=args.noise)
     _log(f"synthesized {len(texts):,} chunks in {time.perf_counter() - t:.0f} s")
     groups = documents(texts)
 
@@ -388,7 +398,10 @@ def load(args: argparse.Namespace) -> None:
         if bulk
         else "the index build held back to after the last tenant (this library has no bulk=True)"
     )
-    print(f"\n### Load: {n:,} chunks in {len(texts) // CHUNKS_PER_DOC:,} documents, {TENANTS} tenants\n")
+    print(
+        f"\n### Load: {n:,} chunks in {len(texts) // CHUNKS_PER_DOC:,} documents, {TENANTS} tenants "
+        f"(vector noise {args.noise})\n"
+    )
     print("| what | chunks | seconds | chunks/s | / floor |")
     print("|---|---:|---:|---:|---:|")
     print(
@@ -706,6 +719,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--queries", type=int, default=100, help="SciFact test queries per mode and restriction"
     )
     parser.add_argument("--modes", default=",".join(MODES), help="search modes to measure (comma-separated)")
+    parser.add_argument(
+        "--noise",
+        type=float,
+        default=NOISE,
+        help=f"length of the isotropic noise added to each chunk's unit vector (default {NOISE}; see above)",
+    )
     parser.add_argument("--data", default=str(DEFAULT_DATA))
     parser.add_argument("--cache", default=None, help="where the real vectors are cached (.npy)")
     parser.add_argument("--maintenance-work-mem", default="2GB", help="for the HNSW build")
@@ -717,6 +736,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--keep", action="store_true", help="keep the collection (to rerun --phase search)")
     args = parser.parse_args(argv)
+    if not 0 <= args.noise <= 2:
+        parser.error("--noise must be in [0, 2]")
     if args.chunks < CHUNKS_PER_DOC * TENANTS:
         parser.error(f"--chunks must be at least {CHUNKS_PER_DOC * TENANTS}")
     if args.phase != "load":

@@ -57,3 +57,36 @@ def test_the_scale_benchmark_runs_and_every_filtered_result_is_complete(tmp_path
     # recall against the exact scan
     recall = re.search(r"\| agentrag vector mode, unfiltered \| ([\d.]+) \|", out)
     assert recall and float(recall.group(1)) > 0.9
+
+
+def test_noise_is_the_only_part_of_a_synthetic_vector_outside_the_real_passages_span() -> None:
+    import numpy as np
+
+    from benchmarks.scale import DIMS, synthesize
+
+    rng = np.random.default_rng(3)
+    base = rng.standard_normal((30, DIMS)).astype(np.float32)
+    base /= np.linalg.norm(base, axis=1, keepdims=True)
+    passages = [f"Passage {i} says one thing. It says another thing about {i}." for i in range(30)]
+    q, _r = np.linalg.qr(base.T.astype(np.float64))  # an orthonormal basis of the passages' span
+
+    def outside(noise: float) -> float:
+        texts, vectors = synthesize(200, passages, base, noise=noise)
+        assert len(texts) == 200 and vectors.shape == (200, DIMS)
+        assert np.allclose(np.linalg.norm(vectors, axis=1), 1, atol=1e-5)
+        residual = vectors - (vectors @ q) @ q.T
+        return float(np.linalg.norm(residual, axis=1).mean())
+
+    assert outside(0.0) < 1e-5  # mixtures of real passages' vectors only
+    assert 0.3 < outside(0.45) < 0.5  # isotropic noise: almost all of it leaves the span
+
+
+def test_noise_out_of_range_is_refused(capsys) -> None:  # type: ignore[no-untyped-def]
+    import pytest
+
+    from benchmarks.scale import main
+
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--noise", "-0.1", "--phase", "search"])
+    assert exit_info.value.code == 2
+    assert "--noise must be in [0, 2]" in capsys.readouterr().err
