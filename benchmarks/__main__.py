@@ -19,6 +19,11 @@ RUNS = [
         ["benchmarks.ingest"],
         ["benchmarks.ingest", "--chunks", "10000", "--embed-sample", "200"],
     ),
+    (
+        "one collection at scale: load, BM25 memory, latency and recall (1M: --chunks 1000000)",
+        ["benchmarks.scale"],
+        ["benchmarks.scale", "--chunks", "20000", "--queries", "20"],
+    ),
     ("pipeline overhead per question", ["benchmarks.pipeline"], ["benchmarks.pipeline", "--questions", "20"]),
     (
         "chat follow-ups: recall@5 condensed vs raw, condense + subgraph overhead per turn",

@@ -251,6 +251,53 @@ def test_selective_filter_returns_min_k_matches(
     assert len({h.chunk_id for h in result}) == len(result)
 
 
+@pytest.mark.parametrize("depth", [1, 3, 10, 40])
+@pytest.mark.parametrize(
+    "restriction",
+    [{"filters": {"classification": "secret"}}, {"filters": {"classification": "nonexistent"}}, {}],
+)
+def test_the_lexical_leg_sends_its_candidates_in_slices_with_the_same_result(
+    store: Store,
+    corpus: dict[str, Any],
+    monkeypatch: pytest.MonkeyPatch,
+    depth: int,
+    restriction: dict[str, Any],
+) -> None:
+    """Slices of the BM25 ranking (20 x depth, then 10x more) give what one statement over all gives."""
+    from sqlalchemy import event
+
+    from agentrag.retrieval import lexical
+
+    statements: list[str] = []
+
+    def count(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        if "jsonb_array_elements_text" in statement:
+            statements.append(statement)
+
+    query = "record " + " ".join(WORDS[:6])
+    options = {"collections": corpus["name"], "mode": "lexical", "top_k": depth, "depth": depth}
+    event.listen(store.engine, "before_cursor_execute", count)
+    try:
+        monkeypatch.setattr(lexical, "FIRST_SLICE", 10**9)  # one statement over every candidate
+        whole = store.search(query, **options, **restriction)
+        one = len(statements)
+        monkeypatch.setattr(lexical, "FIRST_SLICE", 1)
+        sliced = store.search(query, **options, **restriction)
+        many = len(statements) - one
+    finally:
+        event.remove(store.engine, "before_cursor_execute", count)
+    assert [(h.chunk_id, h.score) for h in sliced] == [(h.chunk_id, h.score) for h in whole]
+    if restriction:
+        assert one == 1
+        matching = 0 if restriction["filters"]["classification"] == "nonexistent" else N_DOCS // SECRET_EVERY
+        assert len(sliced) == min(depth, matching)
+        if 20 * depth < N_DOCS and (matching == 0 or depth > 20 * depth * matching // N_DOCS):
+            assert many > 1  # the first slice did not hold enough matches: more slices were sent
+    else:
+        assert one == many == 0  # unrestricted: the index's own top, no round trip
+        assert len(sliced) == depth
+
+
 def test_hnsw_iterative_scan_fills_k_under_a_selective_filter(store: Store, corpus: dict[str, Any]) -> None:
     """The raw HNSW path (no exact fallback): the index is used and relaxed iterative scans fill k."""
     coll = store.collection(corpus["name"])
@@ -1013,6 +1060,49 @@ def test_lexical_sql_stores_tsvectors_on_first_use_and_tops_them_up(store, colle
     assert len(store.search("webhooks backoff", collections=collection_name, mode="lexical_sql")) == 0
     store.delete_collection(collection_name)
     assert state() == (False, 0, None)
+
+
+def test_the_first_tsvector_fill_builds_its_index_once_with_more_memory(store, collection_name) -> None:  # type: ignore[no-untyped-def]
+    from sqlalchemy import event, text
+
+    from agentrag.store.store import TEXT_INDEX_BUILD_MEMORY
+
+    c = store.create_collection(collection_name)
+    store.ingest_text("Cursor pagination with next_cursor.", collection=collection_name, source="p.md")
+    seen: list[tuple[str, str]] = []  # (statement kind, the transaction's maintenance_work_mem then)
+
+    def after(conn, cursor, statement, parameters, context, executemany) -> None:  # type: ignore[no-untyped-def]
+        kind = statement.split()[0].upper()
+        if "chunk_tsv" in statement and kind in ("INSERT", "CREATE"):
+            cursor.execute("SHOW maintenance_work_mem")
+            seen.append((kind, cursor.fetchone()[0]))
+
+    with store.engine.connect() as conn:
+        default = conn.execute(text("SHOW maintenance_work_mem")).scalar()
+    assert default != TEXT_INDEX_BUILD_MEMORY
+    event.listen(store.engine, "after_cursor_execute", after)
+    try:
+        # first use: the rows first, then one index build with the raised memory
+        assert store.search("pagination", collections=collection_name, mode="lexical_sql")
+        assert seen == [("INSERT", default), ("CREATE", TEXT_INDEX_BUILD_MEMORY)]
+        # a top-up inserts into the index that exists: no build, no raised memory
+        seen.clear()
+        store.ingest_text("Webhooks retry with backoff.", collection=collection_name, source="w.md")
+        hits = store.search("webhooks backoff", collections=collection_name, mode="lexical_sql")
+        assert hits[0].text.startswith("Webhooks retry")
+        assert seen == [("INSERT", default)]
+    finally:
+        event.remove(store.engine, "after_cursor_execute", after)
+    # SET LOCAL: no pooled connection keeps the raised memory
+    conns = [store.engine.connect() for _ in range(3)]
+    try:
+        assert {conn.execute(text("SHOW maintenance_work_mem")).scalar() for conn in conns} == {default}
+    finally:
+        for conn in conns:
+            conn.close()
+    with store.engine.connect() as conn:
+        assert conn.execute(text("SELECT to_regclass(:n)"), {"n": f"agentrag.chunk_tsv_gin_{c.id}"}).scalar()
+    store.delete_collection(collection_name)
 
 
 def test_a_tsvector_sync_that_meets_a_concurrent_delete_is_retried(

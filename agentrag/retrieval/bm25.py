@@ -52,7 +52,7 @@ if TYPE_CHECKING:
     Positions: TypeAlias = NDArray[np.int64]
     Scores: TypeAlias = NDArray[np.float32]
 
-__all__ = ["BACKENDS", "DEFAULT_BACKEND", "BM25Index", "Backend"]
+__all__ = ["BACKENDS", "DEFAULT_BACKEND", "BM25Index", "Backend", "first_ranked"]
 
 Backend: TypeAlias = Literal["bm25s", "rank_bm25"]
 
@@ -75,9 +75,22 @@ class _Scorer(Protocol):
     @property
     def vocab_size(self) -> int: ...
 
+    @property
+    def nbytes(self) -> int:
+        """The memory the scorer holds (arrays, vocabulary), in bytes."""
+        ...
+
     def match(self, tokens: list[str]) -> tuple[Positions, Scores]:
         """Chunks with a positive score, unique, in no particular order."""
         ...
+
+
+def _dict_bytes(mapping: dict[str, Any]) -> int:
+    """A dict's own memory plus its keys' and values' (shared small objects counted each time)."""
+    import sys
+
+    getsize = sys.getsizeof
+    return getsize(mapping) + sum(getsize(k) + getsize(v) for k, v in mapping.items())
 
 
 def _empty() -> tuple[Positions, Scores]:
@@ -123,6 +136,11 @@ class _Bm25sScorer:
     def vocab_size(self) -> int:
         return len(self._vocab)
 
+    @property
+    def nbytes(self) -> int:
+        arrays = self._data.nbytes + self._rows.nbytes + self._indptr.nbytes
+        return arrays + _dict_bytes(self._vocab)
+
     def match(self, tokens: list[str]) -> tuple[Positions, Scores]:
         import numpy as np
 
@@ -167,6 +185,12 @@ class _RankBm25Scorer:
     def vocab_size(self) -> int:
         return 0 if self._model is None else len(self._model.idf)
 
+    @property
+    def nbytes(self) -> int:
+        if self._model is None:
+            return 0
+        return _dict_bytes(self._model.idf) + sum(map(_dict_bytes, self._model.doc_freqs))
+
     def match(self, tokens: list[str]) -> tuple[Positions, Scores]:
         import numpy as np
 
@@ -179,6 +203,25 @@ class _RankBm25Scorer:
         dense = np.asarray(self._model.get_scores(known), dtype=np.float32)
         positions = np.flatnonzero(dense > 0)
         return positions.astype(np.int64, copy=False), dense[positions]
+
+
+def first_ranked(positions: Positions, scores: Scores, k: int) -> tuple[Positions, Scores]:
+    """The first ``k`` of (positions, scores) in rank order: score descending, ties by position.
+
+    Exactly the first ``k`` of the whole ranking (a prefix of :meth:`BM25Index.scores`), in
+    O(n + k log k) rather than a sort of all ``n``.
+    """
+    import numpy as np
+
+    if len(scores) > k:
+        if k <= 0:
+            return _empty()
+        # Keep every score >= the k-th best (ties at the cut included), then order those.
+        kth = np.partition(scores, len(scores) - k)[len(scores) - k]
+        keep = scores >= kth
+        positions, scores = positions[keep], scores[keep]
+    order = np.lexsort((positions, -scores))[:k]
+    return positions[order], scores[order]
 
 
 class BM25Index:
@@ -267,6 +310,11 @@ class BM25Index:
         """Number of distinct tokens (stems) in the index."""
         return self._scorer.vocab_size
 
+    @property
+    def nbytes(self) -> int:
+        """The memory the index holds (postings, vocabulary), in bytes; computed on each call."""
+        return self._scorer.nbytes
+
     def scores(self, query: str) -> tuple[Positions, Scores]:
         """Every chunk with a score > 0 for ``query``: (positions, scores), best first.
 
@@ -281,20 +329,13 @@ class BM25Index:
 
     def top(self, query: str, k: int) -> tuple[Positions, Scores]:
         """The first ``k`` of :meth:`scores` (fewer if fewer chunks match), computed faster."""
-        import numpy as np
-
         if k < 0:
             raise ValueError(f"k must be >= 0, got {k!r}")
-        positions, scores = self._scorer.match(tokenize(query))
-        if len(scores) > k:
-            if k == 0:
-                return _empty()
-            # Keep every score >= the k-th best (ties at the cut included), then order those.
-            kth = np.partition(scores, len(scores) - k)[len(scores) - k]
-            keep = scores >= kth
-            positions, scores = positions[keep], scores[keep]
-        order = np.lexsort((positions, -scores))[:k]
-        return positions[order], scores[order]
+        return first_ranked(*self.match(query), k)
+
+    def match(self, query: str) -> tuple[Positions, Scores]:
+        """Every chunk with a score > 0 for ``query``, unordered: rank them with :func:`first_ranked`."""
+        return self._scorer.match(tokenize(query))
 
     def __repr__(self) -> str:
         return (

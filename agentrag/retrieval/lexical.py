@@ -7,11 +7,28 @@ BM25 (mode ``"lexical"``, and the lexical leg of ``"hybrid"``)
     at; every write bumps the version, so a changed collection is rebuilt on its next search).
     Building is serialised per collection; searching a built index is lock-free.
 
-    The index knows nothing of scopes or filters. Every chunk with a positive BM25 score goes
-    to PostgreSQL in BM25 order (score descending, ties by chunk id) as one JSON array of ids,
+    Memory budget: an index costs memory in every process that searches the collection (about
+    700 bytes per chunk of ~750 characters, ``CachedBM25.nbytes``; benchmarks/scale.py). Each
+    cache has a per-collection budget (``Store(bm25_memory_budget=...)``, default
+    :data:`DEFAULT_BM25_MEMORY_BUDGET`, 4 GiB: about 5M such chunks; None: no limit). Before
+    building, the index's size is estimated from the collection's chunk count and text bytes
+    (:func:`estimate_bm25_bytes`); after building, it is measured. Either over the budget, the
+    index is not kept and the collection is marked :class:`OverBudget` (until its next change):
+    the lexical leg of a search over it then runs ``lexical_sql`` (below) instead of BM25, for
+    every collection of that search (BM25 and ``ts_rank`` scores do not compare). The switch is
+    never silent: ``SearchResult.lexical_fallback`` says why, a warning repeats it, and the
+    ``search`` step records it as a degradation (kind ``bm25-over-budget``) on the Context and
+    its span.
+
+    The index knows nothing of scopes or filters. The chunks with a positive BM25 score go
+    to PostgreSQL in BM25 order (score descending, ties by chunk id) as a JSON array of ids,
     unnested ``WITH ORDINALITY`` and joined to chunks and documents under the scope and filter
     WHERE clauses, ``ORDER BY rank LIMIT depth`` (the ordinality *is* the score order, so this is
-    ``ORDER BY score DESC, id``): ranked rows are never filtered in Python. With neither scope
+    ``ORDER BY score DESC, id``): ranked rows are never filtered in Python. They go in slices of
+    the ranking (the first max(:data:`FIRST_SLICE`, 20 x depth) candidates, then 10x more each
+    time) until ``depth`` rows passed or every candidate was sent: the same rows as one
+    statement over all the candidates, without sending half a million ids for a filter that
+    keeps a hundred. With neither scope
     nor filter there is nothing to enforce: the index's top ``depth`` are the leg's result, with
     no round trip (chunks deleted since the index was built are dropped at the hits' fetch).
 
@@ -37,6 +54,7 @@ tsvector (mode ``"lexical_sql"``), for collections too large to hold in memory
 from __future__ import annotations
 
 import json
+import math
 import re
 import threading
 import unicodedata
@@ -44,7 +62,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from agentrag.retrieval.bm25 import BM25Index
+from agentrag.retrieval.bm25 import BM25Index, first_ranked
 from agentrag.retrieval.tokenize import STOPWORDS_EN
 
 if TYPE_CHECKING:
@@ -52,17 +70,30 @@ if TYPE_CHECKING:
     from sqlalchemy.engine import Connection, Engine
 
 __all__ = [
+    "DEFAULT_BM25_MEMORY_BUDGET",
+    "FIRST_SLICE",
     "MAX_TSQUERY_TERMS",
     "BM25Cache",
     "CachedBM25",
+    "OverBudget",
     "bm25_index",
     "cached_bm25",
+    "estimate_bm25_bytes",
     "lexical_leg",
     "lexical_sql_leg",
+    "over_budget",
     "tsquery_text",
 ]
 
 MAX_TSQUERY_TERMS = 256
+#: The lexical leg's first slice of BM25 candidates under a scope or filter (at least 20 x depth).
+FIRST_SLICE = 2000
+#: The default per-collection memory budget of an in-memory BM25 index, in bytes (4 GiB).
+DEFAULT_BM25_MEMORY_BUDGET = 4 * 2**30
+# estimate_bm25_bytes: fitted on SciFact abstracts and benchmarks/scale.py's chunks (see there)
+_BYTES_PER_CHUNK = 100  # the chunk id (a Python str and its pointer) and the per-chunk arrays
+_BYTES_PER_TEXT_BYTE = 0.55  # postings (float32 score + int32 row, one per distinct term of a chunk)
+_VOCABULARY_BYTES = 1300  # x sqrt(text bytes): Heaps' law (~10 sqrt(bytes) terms, ~130 bytes each)
 _MAX_TERM_BYTES = 200  # PostgreSQL refuses tsquery words over 2047 bytes; real words are far shorter
 _WORDS = re.compile(r"\w+")
 
@@ -75,6 +106,50 @@ class CachedBM25:
     version: int
     chunk_ids: np.ndarray  # object array of str, aligned with the index positions
     index: BM25Index
+    nbytes: int = 0  # the index's own memory, chunk ids included (measured at build)
+
+
+@dataclass(frozen=True, slots=True)
+class OverBudget:
+    """A collection whose BM25 index would exceed the cache's memory budget, at ``version``.
+
+    ``nbytes`` is the estimate (``measured=False``, nothing was built) or the size of the index
+    that was built and then dropped (``measured=True``).
+    """
+
+    collection_id: int
+    version: int
+    nbytes: int
+    budget: int
+    measured: bool
+
+    def reason(self, name: str) -> str:
+        how = "measured" if self.measured else "estimated"
+        return (
+            f"collection {name!r}: its BM25 index would take {self.nbytes / 2**20:,.0f} MB ({how}), over "
+            f"the memory budget of {self.budget / 2**20:,.0f} MB (Store(bm25_memory_budget=...)); the "
+            "lexical leg ran lexical_sql (PostgreSQL full text) instead of BM25"
+        )
+
+
+def estimate_bm25_bytes(chunks: int, text_bytes: int) -> int:
+    """The memory an index of ``chunks`` chunks holding ``text_bytes`` bytes of text will take.
+
+    Chunk ids per chunk, postings per byte of text and a vocabulary growing with the square root
+    of the text (Heaps' law), fitted to measured ``nbytes``: within about 15 % on English prose.
+    The measured size after a build is what finally decides.
+    """
+    return int(
+        chunks * _BYTES_PER_CHUNK
+        + text_bytes * _BYTES_PER_TEXT_BYTE
+        + _VOCABULARY_BYTES * math.sqrt(max(text_bytes, 0))
+    )
+
+
+def _measure(chunk_ids: np.ndarray, index: BM25Index) -> int:
+    import sys
+
+    return index.nbytes + chunk_ids.nbytes + sum(map(sys.getsizeof, chunk_ids))
 
 
 def _build(engine: Engine, collection_id: int) -> CachedBM25:
@@ -102,7 +177,25 @@ def _build(engine: Engine, collection_id: int) -> CachedBM25:
         conn.rollback()
     chunk_ids = np.empty(len(ids), dtype=object)
     chunk_ids[:] = ids
-    return CachedBM25(collection_id, int(version or 0), chunk_ids, index)
+    return CachedBM25(collection_id, int(version or 0), chunk_ids, index, _measure(chunk_ids, index))
+
+
+def _estimate(engine: Engine, collection_id: int) -> tuple[int, int]:
+    """(collection version, estimated index bytes), read in one statement."""
+    from sqlalchemy import text
+
+    with engine.connect() as conn:
+        row = conn.execute(
+            text(
+                "SELECT k.version, count(c.id) AS n, coalesce(sum(octet_length(c.text)), 0) AS size"
+                " FROM agentrag.collections k LEFT JOIN agentrag.chunks c ON c.collection_id = k.id"
+                " WHERE k.id = :id GROUP BY k.version"
+            ),
+            {"id": collection_id},
+        ).one_or_none()
+    if row is None:
+        return 0, 0
+    return int(row.version), estimate_bm25_bytes(int(row.n), int(row.size))
 
 
 class BM25Cache(dict[int, CachedBM25]):
@@ -113,10 +206,26 @@ class BM25Cache(dict[int, CachedBM25]):
     at a time (other collections are not blocked).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, memory_budget: int | None = DEFAULT_BM25_MEMORY_BUDGET) -> None:
         super().__init__()
+        if memory_budget is not None and (type(memory_budget) is not int or memory_budget < 0):
+            from agentrag.errors import InvalidInputError
+
+            raise InvalidInputError(
+                f"bm25_memory_budget must be an integer number of bytes >= 0 or None, got {memory_budget!r}"
+            )
+        #: bytes one collection's index may take; None: no limit
+        self.memory_budget = memory_budget
+        #: collections whose index is over the budget (their lexical leg runs lexical_sql)
+        self.over_budget: dict[int, OverBudget] = {}
         self.lock = threading.Lock()
         self.build_locks: dict[int, threading.Lock] = {}
+
+    def drop(self, collection_id: int) -> None:
+        """Forget a collection (deleted): its index and its over-budget mark."""
+        with self.lock:
+            self.pop(collection_id, None)
+            self.over_budget.pop(collection_id, None)
 
 
 def cached_bm25(cache: BM25Cache, collection_id: int, version: int | None) -> CachedBM25 | None:
@@ -133,28 +242,66 @@ def cached_bm25(cache: BM25Cache, collection_id: int, version: int | None) -> Ca
     return None
 
 
-def bm25_index(cache: BM25Cache, engine: Engine, collection_id: int, version: int) -> CachedBM25:
+def over_budget(cache: BM25Cache, collection_id: int, version: int | None) -> OverBudget | None:
+    """The collection's over-budget mark if it is at ``version`` or later (any, for None)."""
+    with cache.lock:
+        entry = cache.over_budget.get(collection_id)
+    if entry is not None and (version is None or entry.version >= version):
+        return entry
+    return None
+
+
+def bm25_index(cache: BM25Cache, engine: Engine, collection_id: int, version: int) -> CachedBM25 | OverBudget:
     """The cached index of a collection, rebuilt when it is older than ``version``. Thread-safe.
 
+    :class:`OverBudget` instead when the index would exceed ``cache.memory_budget`` (estimated
+    before building, measured after; see the module docstring): nothing is kept in memory then.
     Takes a pooled connection to build: never call it while holding one (see :func:`cached_bm25`).
     """
     lock, builds = cache.lock, cache.build_locks
-    with lock:
+
+    def current() -> CachedBM25 | OverBudget | None:
         entry = cache.get(collection_id)
         if entry is not None and entry.version >= version:
             return entry
+        mark = cache.over_budget.get(collection_id)
+        if mark is not None and mark.version >= version:
+            return mark
+        return None
+
+    with lock:
+        found = current()
+        if found is not None:
+            return found
         build_lock = builds.setdefault(collection_id, threading.Lock())
     with build_lock:  # one build per collection at a time; other collections are not blocked
         with lock:
-            entry = cache.get(collection_id)
-        if entry is not None and entry.version >= version:
-            return entry
+            found = current()
+        if found is not None:
+            return found
+        budget = cache.memory_budget
+        if budget is not None:
+            at, estimate = _estimate(engine, collection_id)
+            if estimate > budget:
+                return _mark(cache, OverBudget(collection_id, at, estimate, budget, measured=False))
         built = _build(engine, collection_id)
+        if budget is not None and built.nbytes > budget:
+            return _mark(cache, OverBudget(collection_id, built.version, built.nbytes, budget, measured=True))
         with lock:
-            current = cache.get(collection_id)
-            if current is None or current.version <= built.version:
+            entry = cache.get(collection_id)
+            if entry is None or entry.version <= built.version:
                 cache[collection_id] = built
+                cache.over_budget.pop(collection_id, None)
         return built
+
+
+def _mark(cache: BM25Cache, mark: OverBudget) -> OverBudget:
+    with cache.lock:
+        entry = cache.over_budget.get(mark.collection_id)
+        if entry is None or entry.version <= mark.version:
+            cache.over_budget[mark.collection_id] = mark
+            cache.pop(mark.collection_id, None)
+    return mark
 
 
 _LEXICAL_SQL = """
@@ -191,17 +338,26 @@ def lexical_leg(
         # is dropped when the hits are fetched, as in the vector leg.
         positions, scores = cached.index.top(query, depth)
         return [(str(i), float(s)) for i, s in zip(cached.chunk_ids[positions], scores, strict=True)]
-    positions, scores = cached.index.scores(query)
-    if len(positions) == 0:
-        return []
+    positions, scores = cached.index.match(query)
+    n = len(positions)
     # The candidates go in BM25 order (score descending, ties by chunk id: positions follow
-    # ``ORDER BY id COLLATE "C"``) as one JSON array; WITH ORDINALITY carries that order, so
+    # ``ORDER BY id COLLATE "C"``) as JSON arrays; WITH ORDINALITY carries that order, so
     # ``ORDER BY b.rank`` is ``ORDER BY score DESC, id``. The scores stay here: binding a
     # text[] and a float4[] of thousands of elements costs ~10x more than one JSON string.
-    ids = json.dumps(cached.chunk_ids[positions].tolist())
+    # In slices of the ranking, each 10x the last: the rows of a slice that pass the WHERE
+    # clause rank below every row of the slices before, so the leg stops as soon as ``depth``
+    # rows passed, exactly as one statement over all the candidates would (a query term in
+    # half of a million chunks would otherwise send 500,000 ids for a filter to keep 100).
     sql = _LEXICAL_SQL.format(cid=int(collection_id), where=where)
-    rows = conn.execute(text(sql), {**params, "ids": ids, "depth": int(depth)}).all()
-    return [(row.id, float(scores[row.rank - 1])) for row in rows]
+    found: list[tuple[str, float]] = []
+    start, end = 0, min(n, max(FIRST_SLICE, 20 * depth))
+    while start < n and len(found) < depth:
+        ranked, ranked_scores = first_ranked(positions, scores, end)
+        ids = json.dumps(cached.chunk_ids[ranked[start:end]].tolist())
+        rows = conn.execute(text(sql), {**params, "ids": ids, "depth": int(depth - len(found))}).all()
+        found.extend((row.id, float(ranked_scores[start + row.rank - 1])) for row in rows)
+        start, end = end, min(n, end * 10)
+    return found
 
 
 def tsquery_text(query: str) -> str:

@@ -30,7 +30,8 @@ class SearchResult:
     fused its legs (``"rrf"`` or ``"relative_score"``); None for the single-leg modes.
     ``empty_reason`` says why a search found nothing (an empty collection, a scope or filters
     that exclude every document, no lexical match ...; see :mod:`agentrag.retrieval.empty`);
-    None when there are hits.
+    None when there are hits. ``lexical_fallback`` says why the lexical leg ran ``lexical_sql``
+    instead of BM25 (a collection's BM25 index over the store's memory budget); None otherwise.
     """
 
     query: str
@@ -43,6 +44,7 @@ class SearchResult:
     model_version_match: bool = True
     fusion: str | None = None
     empty_reason: str | None = None
+    lexical_fallback: str | None = None
     timings_ms: dict[str, float] = field(default_factory=dict, compare=False)
 
     def __len__(self) -> int:
@@ -80,7 +82,10 @@ class SearchResult:
         lines = [self._header()]
         if self.degraded:
             lines.append(f"  degraded: {self.degraded}")
-        lines.extend(f"  warning: {warning}" for warning in self.warnings if warning != self.degraded)
+        if self.lexical_fallback:
+            lines.append(f"  lexical fallback: {self.lexical_fallback}")
+        shown = (self.degraded, self.lexical_fallback)
+        lines.extend(f"  warning: {warning}" for warning in self.warnings if warning not in shown)
         if not self.hits and self.empty_reason:
             lines.append(f"  no hits: {self.empty_reason}")
         if self.hits:
@@ -134,6 +139,7 @@ class SearchResult:
             "model_version_match": self.model_version_match,
             "fusion": self.fusion,
             "empty_reason": self.empty_reason,
+            "lexical_fallback": self.lexical_fallback,
             "timings_ms": dict(self.timings_ms),
             "hits": [hit.to_dict() for hit in self.hits],
         }

@@ -34,6 +34,13 @@ Several collections
     In hybrid mode the two merged legs are then fused. Ties anywhere go to the smaller
     chunk id, so results are deterministic.
 
+BM25 memory budget
+    A collection whose in-memory BM25 index would exceed the store's ``bm25_memory_budget`` (default
+    4 GiB) has no BM25 index: the lexical leg of a ``"lexical"`` or ``"hybrid"`` search over it runs
+    ``lexical_sql`` instead, for every collection of that search (see
+    :mod:`agentrag.retrieval.lexical`). ``lexical_fallback`` says so (and a warning repeats it); a
+    ``"lexical"`` search reports ``used_mode="lexical_sql"``.
+
 Degradation
     When the embedder fails (:class:`~agentrag.errors.EmbeddingError`: the model cannot load,
     the provider is down), a hybrid search runs its lexical leg alone, returns
@@ -79,7 +86,15 @@ from agentrag.retrieval.fusion import (
     relative_score,
     rrf,
 )
-from agentrag.retrieval.lexical import BM25Cache, bm25_index, cached_bm25, lexical_leg, lexical_sql_leg
+from agentrag.retrieval.lexical import (
+    BM25Cache,
+    OverBudget,
+    bm25_index,
+    cached_bm25,
+    lexical_leg,
+    lexical_sql_leg,
+    over_budget,
+)
 from agentrag.retrieval.result import SearchResult
 from agentrag.retrieval.scope_sql import check_scope, compile_scope
 from agentrag.retrieval.vector import DEFAULT_EF_SEARCH, MAX_EF_SEARCH, configure_hnsw, vector_leg
@@ -269,19 +284,43 @@ class _CachesStale(Exception):
         self.collections = collections
 
 
-def _lexical_stale(store: SearchSource, colls: list[_Collection], mode: str) -> bool:
+def _over_budget(store: SearchSource, colls: list[_Collection], mode: str, *, current: bool) -> list[str]:
+    """Why the BM25 leg of this search runs lexical_sql: one reason per collection over the budget.
+
+    ``current``: only marks at the collections' versions count (a changed collection is estimated
+    again); otherwise any mark does (the caches were prepared for this search).
+    """
     if mode == "lexical_sql":
+        return []
+    cache = store.bm25_cache
+    marks = [(c, over_budget(cache, c.id, c.version if current else None)) for c in colls]
+    return [mark.reason(c.name) for c, mark in marks if mark is not None]
+
+
+def _lexical_stale(store: SearchSource, colls: list[_Collection], mode: str) -> bool:
+    if mode == "lexical_sql" or _over_budget(store, colls, mode, current=True):
         return any((store.text_index_version(c.id) or -1) < c.version for c in colls)
-    return any(cached_bm25(store.bm25_cache, c.id, c.version) is None for c in colls)
+    cache = store.bm25_cache
+    return any(
+        cached_bm25(cache, c.id, c.version) is None and over_budget(cache, c.id, c.version) is None
+        for c in colls
+    )
 
 
 def _prepare_lexical(store: SearchSource, colls: list[_Collection], mode: str) -> None:
-    """Build the lexical caches of ``colls``; the caller holds no pooled connection."""
-    for c in colls:
-        if mode == "lexical_sql":
+    """Build the lexical caches of ``colls``; the caller holds no pooled connection.
+
+    A collection whose BM25 index is over the memory budget makes the whole lexical leg SQL full
+    text: every collection of the search then needs its tsvectors.
+    """
+    sql = mode == "lexical_sql"
+    if not sql:
+        for c in colls:
+            if isinstance(bm25_index(store.bm25_cache, store.engine, c.id, c.version), OverBudget):
+                sql = True
+    if sql:
+        for c in colls:
             store.ensure_text_index(c.id, c.version)
-        else:
-            bm25_index(store.bm25_cache, store.engine, c.id, c.version)
 
 
 def _lexical(
@@ -300,7 +339,7 @@ def _lexical(
     (a write since then is seen by the next search, as if this one ran a moment earlier).
     """
     per_collection: list[list[tuple[str, float]]] = []
-    if mode == "lexical_sql":
+    if mode == "lexical_sql" or _over_budget(store, colls, mode, current=False):
         per_collection = [
             lexical_sql_leg(conn, collection_id=c.id, query=query, where=where, params=params, depth=depth)
             for c in colls
@@ -411,6 +450,7 @@ def search(
             )
 
     vector_ranked: list[tuple[str, float]] = []
+    lexical_fallback: str | None = None
     # ---- one transaction: the hnsw.* settings stay local to it. A cold lexical cache (BM25
     # index, tsvectors) is never built while the connection is held: the transaction stops,
     # the caches are built with no connection held, and the transaction runs again once. ----
@@ -458,6 +498,10 @@ def search(
 
                 lexical_ranked: list[tuple[str, float]] = []
                 if used_mode in ("lexical", "hybrid", "lexical_sql"):
+                    # A collection over the BM25 memory budget: the leg is SQL full text, on record.
+                    lexical_fallback = "; ".join(_over_budget(store, colls, mode, current=False)) or None
+                    if lexical_fallback is not None and used_mode == "lexical":
+                        used_mode = "lexical_sql"
                     t = time.perf_counter()
                     lexical_ranked = _lexical(conn, store, colls, mode, query_text, where, params, leg_depth)
                     timings["lexical"] = (time.perf_counter() - t) * 1000
@@ -512,6 +556,9 @@ def search(
             continue
         break
 
+    if lexical_fallback is not None:
+        warnings.append(lexical_fallback)
+        _log.warning("lexical leg ran lexical_sql: a collection's BM25 index is over the memory budget")
     vector_at = {chunk_id: (rank, score) for rank, (chunk_id, score) in enumerate(vector_ranked, start=1)}
     lexical_at = {chunk_id: (rank, score) for rank, (chunk_id, score) in enumerate(lexical_ranked, start=1)}
     hits: list[Hit] = []
@@ -560,6 +607,7 @@ def search(
         model_version_match=version_match,
         fusion=fusion if used_mode == "hybrid" else None,
         empty_reason=why if not hits else None,
+        lexical_fallback=lexical_fallback,
         timings_ms={key: round(value, 3) for key, value in timings.items()},
     )
 

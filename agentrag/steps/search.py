@@ -18,7 +18,9 @@ StoreError, EmbeddingError, RetrievalError, SQLAlchemyError) the unit keeps the 
 has (none) and its record carries ``error``: a ``retrieval-failed`` degradation, not
 ``ctx.error``. When every unit failed the span status is ERROR; ``answer()`` then answers
 from the graph context (``graph-only``) or sets ``ctx.error`` to a RetrievalError. A
-hybrid search whose vector leg failed is recorded as a ``lexical-only`` degradation.
+hybrid search whose vector leg failed is recorded as a ``lexical-only`` degradation; a
+lexical leg that ran ``lexical_sql`` because a collection's BM25 index is over the store's
+memory budget (``SearchResult.lexical_fallback``) as a ``bm25-over-budget`` one.
 Each ``store.search`` call records the ``retriever.*`` metrics; the step ends with the
 ``RETRIEVAL_EXECUTED`` audit event.
 """
@@ -219,6 +221,10 @@ def _run_unit(
                 known = out.model_version_match
                 out.model_version_match = result.model_version_match and known is not False
             out.warnings.extend(result.warnings)
+            if result.lexical_fallback and not any(
+                d.reason == result.lexical_fallback for d in out.degradations
+            ):
+                out.degradations.append(Degradation("search", "bm25-over-budget", result.lexical_fallback))
             found.extend(result.hits)
             tried.append(query)
         new_ids = {h.chunk_id for h in found} - best.keys()

@@ -22,7 +22,7 @@ from agentrag.errors import (
     InvalidInputError,
 )
 from agentrag.retrieval.dberrors import database_error, guarded
-from agentrag.retrieval.lexical import BM25Cache
+from agentrag.retrieval.lexical import DEFAULT_BM25_MEMORY_BUDGET, BM25Cache
 from agentrag.retrieval.search import asearch as retrieval_asearch
 from agentrag.retrieval.search import search as retrieval_search
 from agentrag.store.collections import DISTANCES, Collection, check_embedder, validate_name
@@ -43,6 +43,9 @@ __all__ = ["Document", "Store", "connect"]
 
 _log = logging.getLogger("agentrag.store")
 _TSV_LOCK = 0x61727473  # advisory-lock space of the tsvector syncs ("arts"); the key is the collection id
+#: maintenance_work_mem of the transaction that builds a collection's GIN index over its tsvectors
+#: (PostgreSQL's 64 MB default makes a large build flush its posting lists many times over)
+TEXT_INDEX_BUILD_MEMORY = "1GB"
 
 _COLLECTION_SQL = """
 SELECT c.id, c.name, c.description, c.embed_model, c.embed_version, c.dimensions, c.distance,
@@ -101,7 +104,10 @@ class Store:
     ``Store()`` uses ``AGENTRAG_DATABASE_URL`` or else the embedded server; ``Store(url)``
     or ``Store(engine=...)`` point at any PostgreSQL 15+ with pgvector. The schema is
     upgraded on first use unless ``migrate=False``. ``embedder`` (default: local
-    all-MiniLM-L6-v2, loaded on first use) embeds chunks and queries.
+    all-MiniLM-L6-v2, loaded on first use) embeds chunks and queries. ``bm25_memory_budget``
+    (bytes, default 4 GiB, None for no limit) caps one collection's in-memory BM25 index: a
+    collection over it is searched lexically with ``lexical_sql``, recorded on each result
+    (``lexical_fallback``; see :mod:`agentrag.retrieval.lexical`).
     """
 
     def __init__(
@@ -114,6 +120,7 @@ class Store:
         max_overflow: int = 5,
         migrate: bool = True,
         query_cache_size: int = 1024,
+        bm25_memory_budget: int | None = DEFAULT_BM25_MEMORY_BUDGET,
     ) -> None:
         from sqlalchemy import create_engine, event
 
@@ -121,6 +128,7 @@ class Store:
 
         if type(query_cache_size) is not int or query_cache_size < 0:  # type(): True is refused too
             raise InvalidInputError(f"query_cache_size must be an integer >= 0, got {query_cache_size!r}")
+        bm25 = BM25Cache(bm25_memory_budget)  # InvalidInputError for a bad budget, before connecting
         if engine is None:
             self._url = database_url(url)
             engine = create_engine(
@@ -138,8 +146,9 @@ class Store:
         self.engine = engine
         self._embedder = embedder
         # BM25 cache of the lexical leg (agentrag.retrieval.lexical.bm25_index): collection id ->
-        # index tagged with the collection version it was built at; one build lock per collection.
-        self._bm25 = BM25Cache()
+        # index tagged with the collection version it was built at; one build lock per collection;
+        # the collections over the memory budget.
+        self._bm25 = bm25
         self._text_synced: dict[int, int] = {}  # collection id -> version its tsvectors were synced to
         # Query vectors by (model, version, text), most recently used last: a pipeline embeds the
         # same question in route and in every collection's search. Bounded; 0 turns it off.
@@ -359,7 +368,7 @@ class Store:
             conn.execute(text(f"DROP INDEX IF EXISTS agentrag.{collection.hnsw_index}"))
             conn.execute(text(f"DROP INDEX IF EXISTS agentrag.chunk_tsv_gin_{int(collection.id)}"))
             conn.execute(text("DELETE FROM agentrag.collections WHERE id = :id"), {"id": collection.id})
-        self._bm25.pop(collection.id, None)
+        self._bm25.drop(collection.id)
         self._text_synced.pop(collection.id, None)
         self._described.pop(name, None)
 
@@ -372,7 +381,9 @@ class Store:
         without a row are converted), never at ingest: a tsvector per chunk would cost ingestion
         most of its speed. ``version`` is the collection version the caller read; when this store
         already synced that version, nothing runs. Concurrent syncs of one collection wait for each
-        other (an advisory lock), never for ingestion.
+        other (an advisory lock), never for ingestion. The first fill inserts the tsvectors, then
+        builds the index once with ``maintenance_work_mem`` raised to ``TEXT_INDEX_BUILD_MEMORY``
+        for that transaction only; top-ups insert into the existing index.
         """
         from sqlalchemy.exc import IntegrityError
 
@@ -414,12 +425,23 @@ class Store:
                     {"v": current, "cid": cid},
                 )
             if synced != current or cid not in self._text_synced:
-                conn.execute(
-                    text(
-                        f"CREATE INDEX IF NOT EXISTS chunk_tsv_gin_{cid} ON agentrag.chunk_tsv"
-                        f" USING gin (tsv) WHERE collection_id = {cid}"
+                # A first fill inserts into a table without this collection's index, then builds it
+                # once (cheaper than growing a GIN index row by row), with more memory than the
+                # server's default for that build only (SET LOCAL: this transaction alone).
+                missing = conn.execute(
+                    text("SELECT to_regclass(:name) IS NULL"), {"name": f"agentrag.chunk_tsv_gin_{cid}"}
+                ).scalar()
+                if missing:
+                    conn.execute(
+                        text("SELECT set_config('maintenance_work_mem', :m, true)"),
+                        {"m": TEXT_INDEX_BUILD_MEMORY},
                     )
-                )
+                    conn.execute(
+                        text(
+                            f"CREATE INDEX IF NOT EXISTS chunk_tsv_gin_{cid} ON agentrag.chunk_tsv"
+                            f" USING gin (tsv) WHERE collection_id = {cid}"
+                        )
+                    )
         self._text_synced[cid] = current
 
     @guarded("building the vector index")
@@ -435,7 +457,11 @@ class Store:
         ``maintenance_work_mem`` is raised for the build only: an HNSW graph that does not fit
         in PostgreSQL's 64 MB default builds many times slower. ``parallel_workers`` sets
         ``max_parallel_maintenance_workers`` for the build (default: one less than the CPUs
-        this process sees, at most 7; the server caps it by its own worker limits).
+        this process sees, at most 7; the server caps it by its own worker limits). A build
+        follows a load, so the chunks' and documents' planner statistics are refreshed with it
+        (``ANALYZE``): until autovacuum gets to a freshly loaded table, the planner believes the
+        collection holds a few rows and sorts all of them instead of using this index (a
+        1M-chunk collection: seconds per query instead of milliseconds, benchmarks/scale.py).
         """
         from sqlalchemy import text
 
@@ -454,6 +480,9 @@ class Store:
         if not isinstance(parallel_workers, int) or not 0 <= parallel_workers <= 64:
             raise InvalidInputError(f"parallel_workers must be an int in [0, 64], got {parallel_workers!r}")
         with self.engine.begin() as conn:
+            missing = conn.execute(
+                text("SELECT to_regclass(:name) IS NULL"), {"name": f"agentrag.{collection.hnsw_index}"}
+            ).scalar()
             conn.execute(
                 text("SELECT set_config('maintenance_work_mem', :m, true)"), {"m": maintenance_work_mem}
             )
@@ -462,6 +491,9 @@ class Store:
                 {"w": str(parallel_workers)},
             )
             conn.execute(text(sql))
+        if missing:
+            with self.engine.begin() as conn:
+                conn.execute(text("ANALYZE agentrag.chunks, agentrag.documents"))
 
     # ---- documents ------------------------------------------------------------------------
     @guarded("ingesting", retry=False)
