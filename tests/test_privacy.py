@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -16,6 +17,7 @@ from agentrag.steps import answer_stream, new
 from agentrag.store.store import Store
 from agentrag.testing import FakeLLM
 from tests.grounded_support import Traced
+from tests.openai_stub import OpenAIStub, reply
 
 CANARY = "CANARY-7f3a9c1e-ZEBRA"
 DOCUMENT = (
@@ -101,3 +103,43 @@ def test_the_canary_never_leaves_the_context(
         assert CANARY not in event.to_json()
     audit_logs = [r for r in caplog.records if r.name == "agentrag.audit"]
     assert audit_logs, "the default sink logs the events"
+
+
+def test_litellm_does_not_copy_prompts_into_the_logs(
+    openai_stub: OpenAIStub, caplog: pytest.LogCaptureFixture, restore_logger_levels: None
+) -> None:
+    """litellm and the OpenAI client print whole requests at DEBUG; a DEBUG root must not get them."""
+    from agentrag.llm import LiteLLM
+
+    openai_stub.enqueue(reply("fine"))
+    llm = LiteLLM("openai/stub-model", api_base=openai_stub.url, api_key="sk-test")
+    with caplog.at_level(logging.DEBUG):
+        result = llm.complete([{"role": "user", "content": QUESTION}])
+    assert result.text == "fine"
+    assert CANARY in openai_stub.requests[-1].json["messages"][0]["content"]  # it was sent...
+    assert [r.name for r in caplog.records if CANARY in r.getMessage()] == []  # ...and not logged
+
+
+def test_an_explicit_logger_level_is_the_opt_in(
+    openai_stub: OpenAIStub, caplog: pytest.LogCaptureFixture, restore_logger_levels: None
+) -> None:
+    from agentrag.llm import LiteLLM
+
+    logging.getLogger("openai").setLevel(logging.DEBUG)
+    openai_stub.enqueue(reply("fine"))
+    with caplog.at_level(logging.DEBUG):
+        LiteLLM("openai/stub-model", api_base=openai_stub.url, api_key="sk-test").complete([{"role": "user", "content": QUESTION}])
+    assert logging.getLogger("openai").level == logging.DEBUG
+    assert any(CANARY in r.getMessage() for r in caplog.records if r.name.startswith("openai"))
+
+
+@pytest.fixture
+def restore_logger_levels() -> Iterator[None]:
+    from agentrag._lazy import PROMPT_ECHOING_LOGGERS
+
+    levels = {name: logging.getLogger(name).level for name in PROMPT_ECHOING_LOGGERS}
+    for name in PROMPT_ECHOING_LOGGERS:
+        logging.getLogger(name).setLevel(logging.NOTSET)
+    yield
+    for name, level in levels.items():
+        logging.getLogger(name).setLevel(level)
