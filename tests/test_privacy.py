@@ -128,7 +128,9 @@ def test_an_explicit_logger_level_is_the_opt_in(
     logging.getLogger("openai").setLevel(logging.DEBUG)
     openai_stub.enqueue(reply("fine"))
     with caplog.at_level(logging.DEBUG):
-        LiteLLM("openai/stub-model", api_base=openai_stub.url, api_key="sk-test").complete([{"role": "user", "content": QUESTION}])
+        LiteLLM("openai/stub-model", api_base=openai_stub.url, api_key="sk-test").complete(
+            [{"role": "user", "content": QUESTION}]
+        )
     assert logging.getLogger("openai").level == logging.DEBUG
     assert any(CANARY in r.getMessage() for r in caplog.records if r.name.startswith("openai"))
 
