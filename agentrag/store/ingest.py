@@ -27,6 +27,7 @@ import hashlib
 import json
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import closing
 from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
@@ -68,6 +69,7 @@ PREPARE_BATCH_DOCUMENTS = 256  # documents chunked and embedded together (bounds
 WRITE_BATCH_DOCUMENTS = 256  # documents per write transaction (one advisory lock each)
 WRITE_BATCH_CHUNKS = 4096  # chunks per write transaction (one document may exceed it alone) ...
 # ... and, estimated from the text length, per prepare batch
+PREPARE_AHEAD_BATCHES = 1  # write batches prepared and queued ahead of the one being written
 AUTO_BULK_MIN_CHUNKS = 10_000  # bulk=None: defer the HNSW index past this many new chunks ...
 # ... and when the load brings at least as many chunks as the collection already has
 _LOOKUP_SLICE = 2000  # sources per "which of these exist" query
@@ -311,12 +313,13 @@ def _ingest(
             if item.needs_write:
                 doc_id = _document_id(coll, item, tenant, workspace)
                 item.copy_rows = (doc_id, _chunk_rows(coll.id, doc_id, item))
+            time.sleep(0)  # let the writer thread have the GIL now, not at the next 5 ms switch
             yield item
 
-    # 2. Prepare (read, validate, chunk, embed: the executor, here or elsewhere; LocalExecutor
-    #    embeds the next batch in a worker thread while this one is written) and 3. write, many
-    #    documents per transaction. The HNSW plan is made when the first document to write
-    #    arrives (its estimate: the new keys).
+    # 2. Prepare (read, validate, chunk, embed, build the COPY rows) in a producer thread, one
+    #    write batch ahead, and 3. write here, one batch per transaction, while the producer
+    #    prepares the next one (the database works in its own process: both cores are busy).
+    #    The HNSW plan is made when the first document to write arrives (its estimate: the new keys).
     index_state: str | None = None
     pending: list[PreparedDocument] = []
 
@@ -347,32 +350,34 @@ def _ingest(
             item.chunks, item.vectors, item.copy_rows = [], None, None
         pending.clear()
 
+    def prepared_groups() -> Iterator[list[PreparedDocument]]:
+        return _write_groups(
+            with_copy_rows(executor.run(items, embedder=embedder, chunk_size=size, chunk_overlap=overlap))
+        )
+
     try:
-        prepared = executor.run(items, embedder=embedder, chunk_size=size, chunk_overlap=overlap)
-        pending_chunks = 0
-        for item in with_copy_rows(prepared):
-            if item.error is not None:
-                done += 1
-                failed.append((item.source, item.error))
-                progress(item.source, "failed")
-                continue
-            if item.unchanged:
-                if session is not None:
-                    store.link_session(stored[item.source], session)
-                done += 1
-                unchanged.append(item.source)
-                ids[item.source] = stored[item.source]
-                progress(item.source, "unchanged")
-                continue
-            if index_state is None:
-                new = [i for i in items if i.source not in stored]
-                index_state = _index_plan(store, coll, new, size - overlap, bulk)
-            pending.append(item)
-            pending_chunks += len(item.chunks)
-            if len(pending) >= WRITE_BATCH_DOCUMENTS or pending_chunks >= WRITE_BATCH_CHUNKS:
+        # closed on the way out, an exception included: the producer stopped and joined
+        with closing(run_ahead(prepared_groups, PREPARE_AHEAD_BATCHES)) as groups:
+            for group in groups:
+                for item in group:
+                    if item.error is not None:
+                        done += 1
+                        failed.append((item.source, item.error))
+                        progress(item.source, "failed")
+                        continue
+                    if item.unchanged:
+                        if session is not None:
+                            store.link_session(stored[item.source], session)
+                        done += 1
+                        unchanged.append(item.source)
+                        ids[item.source] = stored[item.source]
+                        progress(item.source, "unchanged")
+                        continue
+                    if index_state is None:
+                        new = [i for i in items if i.source not in stored]
+                        index_state = _index_plan(store, coll, new, size - overlap, bulk)
+                    pending.append(item)
                 write_pending()
-                pending_chunks = 0
-        write_pending()
     except BaseException:
         if index_state == "rebuilt":  # never leave the collection without the index it had
             _build_index(store, coll, bulk_load=True)
@@ -577,6 +582,85 @@ def _write_batches(documents: Sequence[PreparedDocument]) -> Iterator[list[Prepa
         chunks += len(doc.chunks)
     if batch:
         yield batch
+
+
+def _write_groups(documents: Iterable[PreparedDocument]) -> Iterator[list[PreparedDocument]]:
+    """Prepared documents in groups of at most one write batch each (the rule of
+    :func:`_write_batches`; a document failed or unchanged travels with its neighbours)."""
+    group: list[PreparedDocument] = []
+    keys: set[str] = set()
+    chunks = 0
+    for doc in documents:
+        if doc.needs_write and keys and (chunks + len(doc.chunks) > WRITE_BATCH_CHUNKS or doc.source in keys):
+            yield group
+            group, keys, chunks = [], set(), 0
+        group.append(doc)
+        if doc.needs_write:
+            keys.add(doc.source)
+            chunks += len(doc.chunks)
+        if len(group) >= WRITE_BATCH_DOCUMENTS or chunks >= WRITE_BATCH_CHUNKS:  # full: hand it over now
+            yield group
+            group, keys, chunks = [], set(), 0
+    if group:
+        yield group
+
+
+def run_ahead(produce: Callable[[], Iterable[T]], depth: int) -> Iterator[T]:
+    """Iterate ``produce()`` in a producer thread, at most ``depth`` items ahead of the caller.
+
+    The items come out in order. An exception raised by the producer is raised here, at the
+    point of the stream where it happened (after every item before it), with its own type. When
+    the caller stops early (an exception, ``close()``), the producer is told to stop, its
+    iterator closed, and its thread joined before this returns. The producer runs in a copy of
+    the caller's context (telemetry spans carry over)."""
+    import contextvars
+    import queue
+    import threading
+
+    box: queue.Queue[tuple[int, Any]] = queue.Queue(maxsize=max(depth, 1))
+    stop = threading.Event()
+
+    def put(entry: tuple[int, Any]) -> bool:
+        while not stop.is_set():
+            try:
+                box.put(entry, timeout=0.05)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def work() -> None:
+        try:
+            iterator = iter(produce())
+            try:
+                for item in iterator:
+                    if not put((0, item)):
+                        return
+            finally:
+                close = getattr(iterator, "close", None)
+                if close is not None:
+                    close()
+        except BaseException as exc:  # handed to the consumer, raised there
+            put((2, exc))
+            return
+        put((1, None))
+
+    thread = threading.Thread(
+        target=contextvars.copy_context().run, args=(work,), name="agentrag-prepare", daemon=True
+    )
+    thread.start()
+    try:
+        while True:
+            kind, value = box.get()
+            if kind == 0:
+                yield value
+            elif kind == 1:
+                return
+            else:
+                raise value
+    finally:
+        stop.set()
+        thread.join()
 
 
 def _existing(
