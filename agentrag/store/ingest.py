@@ -17,6 +17,10 @@
   executor, in this process or on Ray workers) and write (:func:`write_documents`, here, in the
   process holding the connection): prepared documents in, one :class:`WriteOutcome` per
   document out.
+* The two overlap: the prepare stage (and the COPY rows) runs in a producer thread
+  (:func:`run_ahead`), one write batch ahead, while the caller's thread writes; the database
+  backend, a process of its own, is then never idle waiting for Python. A failure there is
+  raised in the caller's thread, with its own type, after the batches before it are written.
 """
 
 from __future__ import annotations

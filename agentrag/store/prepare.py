@@ -100,10 +100,10 @@ class LocalExecutor:
     ``batch_chunks`` chunks (estimated from the text or file length), read, chunked and embedded
     together; at least one document per batch.
 
-    Reading and chunking run in the caller's thread; the embedding of a batch runs in a worker
-    thread while the caller writes the batch before it (models and HTTP calls release the GIL;
-    pure-Python work in a second thread would only contend with the writer for it). The worker
-    runs in a copy of the caller's context, so telemetry spans carry over."""
+    Reading and chunking run in the thread iterating ``run`` (ingest's producer thread, while
+    the caller's thread writes); the embedding of a batch runs in a worker thread meanwhile
+    (models and HTTP calls release the GIL), so reading and chunking the next batch overlaps it.
+    The worker runs in a copy of the caller's context, so telemetry spans carry over."""
 
     def __init__(
         self, *, batch_documents: int = EMBED_BATCH_DOCUMENTS, batch_chunks: int = EMBED_BATCH_CHUNKS
