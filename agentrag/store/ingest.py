@@ -30,7 +30,7 @@ import functools
 import hashlib
 import json
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from contextlib import closing
 from dataclasses import dataclass, field
 from datetime import date
@@ -609,7 +609,7 @@ def _write_groups(documents: Iterable[PreparedDocument]) -> Iterator[list[Prepar
         yield group
 
 
-def run_ahead(produce: Callable[[], Iterable[T]], depth: int) -> Iterator[T]:
+def run_ahead(produce: Callable[[], Iterable[T]], depth: int) -> Generator[T, None, None]:
     """Iterate ``produce()`` in a producer thread, at most ``depth`` items ahead of the caller.
 
     The items come out in order. An exception raised by the producer is raised here, at the
