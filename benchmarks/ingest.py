@@ -14,7 +14,8 @@ document rows, one binary COPY per write batch, commits).
   ``agentrag.documents``, then the chunks' COPY), and the physical floor (the same COPY into a
   bare unlogged table). The HNSW build after the load is reported separately. Beside the wall
   time, the CPU seconds of the database's processes and of this process (embedded server only),
-  steadier than wall time on a shared machine.
+  steadier than wall time on a shared machine. Before each timed write (untimed): VACUUM of the
+  rows deleted before and a CHECKPOINT, so no measurement pays for another's cleanup.
 * HNSW maintained row by row: ``bulk=False`` into a collection whose index exists, beside the
   same raw COPY with the floor collection's index present.
 * bulk: ``bulk=True`` into a collection whose index exists: the write (index dropped) and the
@@ -25,6 +26,7 @@ document rows, one binary COPY per write batch, commits).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import statistics
 import time
@@ -216,6 +218,16 @@ def _server_cpu(store: Any) -> float | None:
         return None
 
 
+def settle(store: Any) -> None:
+    """Untimed, between measurements: VACUUM the deleted rows away (otherwise autovacuum does it
+    during whichever measurement comes next, and ours comes first) and CHECKPOINT, so every timed
+    write starts from the same state (no checkpoint of the step before landing in it)."""
+    with store.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        conn.exec_driver_sql("VACUUM agentrag.chunks, agentrag.documents")
+        with contextlib.suppress(Exception):  # not allowed for this role: skipped
+            conn.exec_driver_sql("CHECKPOINT")
+
+
 class _Cpu:
     """Server and client CPU seconds spent inside a ``with`` block."""
 
@@ -279,6 +291,7 @@ def main() -> None:
         cpu: dict[str, list[str]] = {"ours": [], "floor": [], "floor with documents": []}
         for r in range(args.repeats):
             name = collection(f"first{r}")
+            settle(store)
             used = _Cpu(store)
 
             def written(event: Any, used: _Cpu = used) -> None:
@@ -295,12 +308,14 @@ def main() -> None:
             index_runs.append(report.index_seconds)
             assert report.chunks_written == n and report.vector_index == "built", report
             rows = floor_rows(store, collection(f"floor{r}"), docs, embedder.pool, encoded=True)
+            settle(store)
             with _Cpu(store) as used:
                 floor_runs.append(_copy(store, "agentrag.chunks", rows, [*TYPES, "bytea"]))
             cpu["floor"].append(str(used))
             both = collection(f"floordocs{r}")
             doc_rows = document_rows(store, both, docs)
             rows = floor_rows(store, both, docs, embedder.pool, encoded=True, doc_rows=doc_rows)
+            settle(store)
             with _Cpu(store) as used:
                 floor_doc_runs.append(_copy_documents_and_chunks(store, doc_rows, rows))
             cpu["floor with documents"].append(str(used))
@@ -308,6 +323,7 @@ def main() -> None:
             for name in names[-3:]:
                 store.delete_collection(name)
             del names[-3:]
+            settle(store)  # no autovacuum of these deletions inside the next repeat's timings
         ours, floor = statistics.median(ours_runs), statistics.median(floor_runs)
         floor_docs = statistics.median(floor_doc_runs)
         print(
