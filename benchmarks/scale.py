@@ -72,7 +72,7 @@ CHUNKS_PER_DOC = 100
 TENANTS = 20
 TOPICS = 100
 NEIGHBOURS = 10
-NOISE = 0.45  # default length of the noise vector added to a unit-length mixture (--noise)
+NOISE = 0.6  # default scale of the corpus-shaped noise added to a unit-length mixture (--noise)
 MIN_CHARS, MAX_CHARS = 520, 980  # with chunk_size=1000, chunk_overlap=0 each one is its own chunk
 TOP_K = 10
 DEPTH = 100  # the library's default depth per leg
@@ -140,51 +140,93 @@ def scifact(data: Path) -> tuple[list[str], list[str]]:
     return passages, list(ds.queries.values())
 
 
-def synthesize(
-    n: int, passages: list[str], base: np.ndarray, seed: int = 0, noise: float = NOISE
-) -> tuple[list[str], np.ndarray]:
-    """``n`` chunk texts and their unit vectors, recombined from ``passages`` (see the docstring)."""
-    rng = np.random.default_rng(seed)
-    sentences = [_SENTENCE.split(p) for p in passages]
-    sims = base @ base.T
-    np.fill_diagonal(sims, -np.inf)
-    nbrs = np.argpartition(-sims, NEIGHBOURS, axis=1)[:, :NEIGHBOURS]
-    del sims
-    primary = rng.integers(0, len(passages), n)
-    partner = nbrs[primary, rng.integers(0, NEIGHBOURS, n)]
-    weight = rng.uniform(0.55, 0.9, n).astype(np.float32)
-    target = rng.integers(MIN_CHARS + 40, MAX_CHARS, n)
-    first = rng.random(n)
+def topic_neighbours(base: np.ndarray, k: int = NEIGHBOURS) -> np.ndarray:
+    """Each passage's ``k`` nearest other passages (cosine): its topic cluster."""
+    k = min(k, len(base) - 1)
+    nbrs = np.empty((len(base), k), dtype=np.int64)
+    for lo in range(0, len(base), 2048):
+        sims = base[lo : lo + 2048] @ base.T
+        sims[np.arange(len(sims)), np.arange(lo, lo + len(sims))] = -np.inf
+        nbrs[lo : lo + len(sims)] = np.argpartition(-sims, k, axis=1)[:, :k]
+    return nbrs
 
+
+def passage_noise_basis(base: np.ndarray) -> np.ndarray:
+    """``B`` with ``z @ B ~ N(0, cov(base))`` for standard normal ``z``: noise shaped like the corpus."""
+    centred = (base - base.mean(axis=0)).astype(np.float64)
+    eigvals, eigvecs = np.linalg.eigh(centred.T @ centred / (len(base) - 1))
+    return (np.sqrt(np.clip(eigvals, 0, None))[:, None] * eigvecs.T).astype(np.float32)
+
+
+def mixtures(
+    n: int, base: np.ndarray, seed: int = 0, noise: float = NOISE
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(sources, weights, vectors)``: ``n`` chunks' 3 source passages, their weights and unit vectors.
+
+    A chunk's sources are a passage and 1 or 2 (even odds) of its ``NEIGHBOURS`` nearest passages
+    (its topic), weighted ``Dirichlet(1, 1, 1)`` (the third weight 0 for two sources); its vector is
+    ``normalise(normalise(sum w_i v_i) + noise * z @ B)``, ``B`` from :func:`passage_noise_basis`:
+    Gaussian noise with the real passages' covariance, so it moves a chunk along the directions
+    real MiniLM vectors vary in, not into the 384 - ~17 directions they do not use.
+    """
+    rng = np.random.default_rng(seed)
+    nbrs = topic_neighbours(base)
+    basis = passage_noise_basis(base)
+    primary = rng.integers(0, len(base), n)
+    pick = np.argsort(rng.random((n, nbrs.shape[1])), axis=1)[:, :2]
+    sources = np.stack([primary, nbrs[primary, pick[:, 0]], nbrs[primary, pick[:, 1]]], axis=1)
+    weights = rng.dirichlet((1.0, 1.0, 1.0), n).astype(np.float32)
+    weights[rng.random(n) < 0.5, 2] = 0.0
+    weights /= weights.sum(axis=1, keepdims=True)
     vectors = np.empty((n, DIMS), dtype=np.float32)
     for lo in range(0, n, 100_000):
         hi = min(n, lo + 100_000)
-        w = weight[lo:hi, None]
-        v = w * base[primary[lo:hi]] + (1 - w) * base[partner[lo:hi]]
+        w, src = weights[lo:hi], sources[lo:hi]
+        v = w[:, :1] * base[src[:, 0]] + w[:, 1:2] * base[src[:, 1]] + w[:, 2:] * base[src[:, 2]]
         v /= np.linalg.norm(v, axis=1, keepdims=True)
-        v += rng.standard_normal((hi - lo, DIMS), dtype=np.float32) * (noise / np.sqrt(DIMS))
+        v += (rng.standard_normal((hi - lo, DIMS), dtype=np.float32) @ basis) * np.float32(noise)
         v /= np.linalg.norm(v, axis=1, keepdims=True)
         vectors[lo:hi] = v
+    return sources, weights, vectors
 
+
+def synthesize(
+    n: int, passages: list[str], base: np.ndarray, seed: int = 0, noise: float = NOISE
+) -> tuple[list[str], np.ndarray]:
+    """``n`` chunk texts and their unit vectors, recombined from ``passages`` (see the docstring).
+
+    The text holds sentences of the chunk's source passages (:func:`mixtures`), each passage's
+    share of the characters its weight, taken from a random sentence on: the vector mixes the
+    vectors of exactly the passages whose sentences make the text, in the same proportions.
+    """
+    rng = np.random.default_rng([seed, 1])
+    sentences = [_SENTENCE.split(p) for p in passages]
+    sources, weights, vectors = mixtures(n, base, seed, noise)
+    target = rng.integers(MIN_CHARS + 40, MAX_CHARS, n)
+    start = rng.random((n, 3))
     texts: list[str] = []
     for i in range(n):
-        a, b, want = int(primary[i]), int(partner[i]), int(target[i])
+        want = int(target[i])
         parts: list[str] = []
-        size = 0
-        # the primary's share of the characters is its weight; then the partner's sentences
-        for source, share in ((a, float(weight[i])), (b, 1.0)):
+        used = []
+        for j in range(3):
+            share = float(weights[i, j])
+            if share <= 0:
+                continue
+            source = int(sources[i, j])
+            used.append(source)
             sents = sentences[source]
-            at = int(first[i] * len(sents)) if source == a else 0
-            goal = want * share
-            for k in range(len(sents)):
-                if size >= goal:
-                    break
+            at = int(start[i, j] * len(sents))
+            goal, size = want * share, 0
+            for k in range(len(sents)):  # at least one sentence of every source
                 s = sents[(at + k) % len(sents)]
                 parts.append(s)
                 size += len(s) + 1
+                if size >= goal:
+                    break
         text = " ".join(parts)
-        while len(text) < MIN_CHARS:  # tiny passages: more of the pair
-            text += " " + passages[a if len(text) % 2 else b]
+        while len(text) < MIN_CHARS:  # tiny passages: more of the same sources
+            text += " " + passages[used[len(text) % len(used)]]
         if len(text) > MAX_CHARS:
             text = text[: text.rfind(" ", 0, MAX_CHARS)]
         texts.append(text)
@@ -723,7 +765,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--noise",
         type=float,
         default=NOISE,
-        help=f"length of the isotropic noise added to each chunk's unit vector (default {NOISE}; see above)",
+        help=f"scale of the corpus-shaped noise added to each chunk's unit vector (default {NOISE}; see above)",
     )
     parser.add_argument("--data", default=str(DEFAULT_DATA))
     parser.add_argument("--cache", default=None, help="where the real vectors are cached (.npy)")

@@ -148,6 +148,7 @@ class _Collection:
     distance: str
     scoped: bool
     version: int
+    hnsw_ef_search: int | None = None  # the collection's default hnsw.ef_search (None: max(100, depth))
 
 
 def preprocess_query(query: str) -> tuple[str, tuple[str, ...]]:
@@ -181,6 +182,16 @@ def _int(name: str, value: Any, low: int, high: int | None = None) -> int:
     return value
 
 
+def _ef_search(asked: int | None, collection_default: int | None, leg_depth: int) -> int:
+    """``hnsw.ef_search`` for one collection's vector leg: the search's, else the collection's,
+    else ``max(100, depth)`` (at most 1000; a smaller ef_search turns the iterative scan on)."""
+    if asked is not None:
+        return asked
+    if collection_default is not None:
+        return collection_default
+    return min(MAX_EF_SEARCH, max(DEFAULT_EF_SEARCH, leg_depth))
+
+
 def _names(collections: str | Sequence[str]) -> tuple[str, ...]:
     if isinstance(collections, str):
         collections = [collections]
@@ -201,8 +212,8 @@ def _load_collections(conn: Connection, names: tuple[str, ...]) -> list[_Collect
 
     rows = conn.execute(
         text(
-            "SELECT id, name, embed_model, embed_version, dimensions, distance, scoped, version"
-            " FROM agentrag.collections WHERE name = ANY(CAST(:names AS text[]))"
+            "SELECT id, name, embed_model, embed_version, dimensions, distance, scoped, version,"
+            " hnsw_ef_search FROM agentrag.collections WHERE name = ANY(CAST(:names AS text[]))"
         ),
         {"names": list(names)},
     ).all()
@@ -393,8 +404,8 @@ def search(
     ``top_k`` (1..``max_top_k``) hits are returned; each leg fetches ``max(depth, top_k)``
     candidates per collection. ``fusion`` (hybrid mode) is ``"relative_score"`` (the default,
     with ``vector_weight``, default 0.5) or ``"rrf"`` (with ``rrf_k``, default 60); giving the other fusion's
-    parameter is an error. ``ef_search`` sets pgvector's ``hnsw.ef_search`` (1..1000; default
-    ``max(100, depth)`` capped at 1000). ``filters`` is a :class:`Filters` or a dict of the same
+    parameter is an error. ``ef_search`` sets pgvector's ``hnsw.ef_search`` (1..1000; default:
+    the collection's own ``ef_search`` when it has one, else ``max(100, depth)`` capped at 1000). ``filters`` is a :class:`Filters` or a dict of the same
     shape; ``scope`` a :class:`~agentrag.scope.Scope` (required on ``scoped=True`` collections:
     ``Scope.every()`` searches across every scope).
 
@@ -473,26 +484,23 @@ def search(
                     version_match = not version_warnings
                 if query_vector is not None:
                     t = time.perf_counter()
-                    ef = (
-                        min(MAX_EF_SEARCH, max(DEFAULT_EF_SEARCH, leg_depth))
-                        if ef_search is None
-                        else ef_search
-                    )
-                    configure_hnsw(conn, ef_search=ef, iterative=bool(restricted) or ef < leg_depth)
-                    per_collection = [
-                        vector_leg(
-                            conn,
-                            collection_id=c.id,
-                            dimensions=c.dimensions,
-                            distance=c.distance,
-                            query_vector=query_vector,
-                            where=where,
-                            params=params,
-                            depth=leg_depth,
-                            need=top_k,
+                    per_collection = []
+                    for c in colls:
+                        ef = _ef_search(ef_search, c.hnsw_ef_search, leg_depth)
+                        configure_hnsw(conn, ef_search=ef, iterative=bool(restricted) or ef < leg_depth)
+                        per_collection.append(
+                            vector_leg(
+                                conn,
+                                collection_id=c.id,
+                                dimensions=c.dimensions,
+                                distance=c.distance,
+                                query_vector=query_vector,
+                                where=where,
+                                params=params,
+                                depth=leg_depth,
+                                need=top_k,
+                            )
                         )
-                        for c in colls
-                    ]
                     vector_ranked = merge_by_score(per_collection, leg_depth)
                     timings["vector"] = (time.perf_counter() - t) * 1000
 

@@ -30,16 +30,53 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from agentrag.errors import InvalidInputError
 from agentrag.retrieval.catalog import DISTANCES
 
 if TYPE_CHECKING:
     import numpy as np
     from sqlalchemy.engine import Connection
 
-__all__ = ["DEFAULT_EF_SEARCH", "MAX_EF_SEARCH", "configure_hnsw", "vector_leg", "vector_sql"]
+__all__ = [
+    "DEFAULT_EF_SEARCH",
+    "DEFAULT_HNSW_EF_CONSTRUCTION",
+    "DEFAULT_HNSW_M",
+    "MAX_EF_SEARCH",
+    "configure_hnsw",
+    "hnsw_parameters",
+    "vector_leg",
+    "vector_sql",
+]
 
 DEFAULT_EF_SEARCH = 100
 MAX_EF_SEARCH = 1000  # pgvector's upper bound for hnsw.ef_search
+#: pgvector's own defaults for an HNSW build: links per node, and the candidate list while building
+DEFAULT_HNSW_M = 16
+DEFAULT_HNSW_EF_CONSTRUCTION = 64
+
+
+def _bounded(name: str, value: object, low: int, high: int) -> int:
+    if type(value) is not int:  # True / 1.0 / "16" are refused, not coerced
+        raise InvalidInputError(f"{name} must be an int in [{low}, {high}], got {value!r}")
+    if not low <= value <= high:
+        raise InvalidInputError(f"{name} must be in [{low}, {high}], got {value}")
+    return value
+
+
+def hnsw_parameters(m: object, ef_construction: object, ef_search: object) -> tuple[int, int, int | None]:
+    """Validated ``(m, ef_construction, ef_search)`` within pgvector's bounds (InvalidInputError).
+
+    ``m`` 2..100, ``ef_construction`` 4..1000 and at least ``2 * m`` (pgvector refuses less),
+    ``ef_search`` 1..1000 or None.
+    """
+    m_ = _bounded("hnsw_m", m, 2, 100)
+    ef_c = _bounded("hnsw_ef_construction", ef_construction, 4, 1000)
+    if ef_c < 2 * m_:
+        raise InvalidInputError(
+            f"hnsw_ef_construction must be at least 2 * hnsw_m ({2 * m_}), got {ef_c}"
+        )
+    ef_s = None if ef_search is None else _bounded("ef_search", ef_search, 1, MAX_EF_SEARCH)
+    return m_, ef_c, ef_s
 
 
 def vector_sql(
