@@ -72,6 +72,7 @@ CHUNKS_PER_DOC = 100
 TENANTS = 20
 TOPICS = 100
 NEIGHBOURS = 10
+MIN_WEIGHT = 0.1  # a source passage's least share of a chunk (before normalising)
 NOISE = 0.6  # default scale of the corpus-shaped noise added to a unit-length mixture (--noise)
 MIN_CHARS, MAX_CHARS = 520, 980  # with chunk_size=1000, chunk_overlap=0 each one is its own chunk
 TOP_K = 10
@@ -164,7 +165,8 @@ def mixtures(
     """``(sources, weights, vectors)``: ``n`` chunks' 3 source passages, their weights and unit vectors.
 
     A chunk's sources are a passage and 1 or 2 (even odds) of its ``NEIGHBOURS`` nearest passages
-    (its topic), weighted ``Dirichlet(1, 1, 1)`` (the third weight 0 for two sources); its vector is
+    (its topic), weighted ``Dirichlet(1, 1, 1)`` (each at least ``MIN_WEIGHT`` before normalising, so
+    every source has text in the chunk; the third weight 0 for two sources); its vector is
     ``normalise(normalise(sum w_i v_i) + noise * z @ B)``, ``B`` from :func:`passage_noise_basis`:
     Gaussian noise with the real passages' covariance, so it moves a chunk along the directions
     real MiniLM vectors vary in, not into the 384 - ~17 directions they do not use.
@@ -175,7 +177,7 @@ def mixtures(
     primary = rng.integers(0, len(base), n)
     pick = np.argsort(rng.random((n, nbrs.shape[1])), axis=1)[:, :2]
     sources = np.stack([primary, nbrs[primary, pick[:, 0]], nbrs[primary, pick[:, 1]]], axis=1)
-    weights = rng.dirichlet((1.0, 1.0, 1.0), n).astype(np.float32)
+    weights = np.maximum(rng.dirichlet((1.0, 1.0, 1.0), n), MIN_WEIGHT).astype(np.float32)
     weights[rng.random(n) < 0.5, 2] = 0.0
     weights /= weights.sum(axis=1, keepdims=True)
     vectors = np.empty((n, DIMS), dtype=np.float32)
@@ -207,8 +209,8 @@ def synthesize(
     texts: list[str] = []
     for i in range(n):
         want = int(target[i])
-        parts: list[str] = []
-        used = []
+        segments: list[str] = []
+        used: list[int] = []
         for j in range(3):
             share = float(weights[i, j])
             if share <= 0:
@@ -217,14 +219,20 @@ def synthesize(
             used.append(source)
             sents = sentences[source]
             at = int(start[i, j] * len(sents))
-            goal, size = want * share, 0
-            for k in range(len(sents)):  # at least one sentence of every source
-                s = sents[(at + k) % len(sents)]
-                parts.append(s)
-                size += len(s) + 1
-                if size >= goal:
+            picked: list[str] = []
+            size = 0
+            for k in range(len(sents)):  # from a random sentence on, until its share is reached
+                picked.append(sents[(at + k) % len(sents)])
+                size += len(picked[-1]) + 1
+                if size >= want * share:
                     break
-        text = " ".join(parts)
+            segment = " ".join(picked)
+            budget = int((MAX_CHARS - 2) * share)  # never more than its share of the longest chunk
+            if len(segment) > budget:
+                cut = segment.rfind(" ", 0, budget)
+                segment = segment[: cut if cut > budget // 2 else budget]
+            segments.append(segment)
+        text = " ".join(segments)
         while len(text) < MIN_CHARS:  # tiny passages: more of the same sources
             text += " " + passages[used[len(text) % len(used)]]
         if len(text) > MAX_CHARS:
@@ -379,7 +387,13 @@ def load(args: argparse.Namespace) -> None:
     name = collection_name(args.chunks)
     if any(c.name == name for c in store.collections()):
         store.delete_collection(name)
-    coll = store.create_collection(name, description="benchmarks/scale.py")
+    coll = store.create_collection(
+        name,
+        description="benchmarks/scale.py",
+        hnsw_m=args.hnsw_m,
+        hnsw_ef_construction=args.hnsw_ef_construction,
+        ef_search=args.ef_search,
+    )
 
     import inspect
 
@@ -461,13 +475,36 @@ def load(args: argparse.Namespace) -> None:
     )
     if hnsw_s:
         print(
-            f"| HNSW build (`ensure_vector_index`: the raw `CREATE INDEX`, m=16 ef_construction=64, "
+            f"| HNSW build (`ensure_vector_index`: the raw `CREATE INDEX`, m={coll.hnsw_m} "
+            f"ef_construction={coll.hnsw_ef_construction}, "
             f"maintenance_work_mem {args.maintenance_work_mem}, {workers} parallel workers, then ANALYZE) "
             f"| {n:,} | {hnsw_s:.1f} | {n / hnsw_s:,.0f} | {(hnsw_s - analyze_s) / hnsw_s:.2f} |"
         )
         print(f"| of which ANALYZE of chunks and documents (timed again alone) | | {analyze_s:.1f} | | |")
     else:
         print("| HNSW build: done inside the ingest (bulk=True), included above | | | | |")
+    store.close()
+
+
+def tune(args: argparse.Namespace) -> None:
+    """Rebuild a kept collection's index with other parameters through the library; print the time."""
+    from benchmarks._db import bench_store
+
+    store = bench_store(PrecomputedVectors({}))
+    name = collection_name(args.chunks)
+    t = time.perf_counter()
+    coll = store.tune_vector_index(
+        name,
+        hnsw_m=args.hnsw_m,
+        hnsw_ef_construction=args.hnsw_ef_construction,
+        ef_search=args.ef_search,
+        maintenance_work_mem=args.maintenance_work_mem,
+    )
+    print(
+        f"| HNSW rebuild (`Store.tune_vector_index`: m={coll.hnsw_m}, ef_construction="
+        f"{coll.hnsw_ef_construction}, maintenance_work_mem {args.maintenance_work_mem}) | "
+        f"{coll.chunk_count:,} | {time.perf_counter() - t:.1f} s |"
+    )
     store.close()
 
 
@@ -496,7 +533,8 @@ def search_phase(args: argparse.Namespace) -> None:
     name = collection_name(args.chunks)
     coll = store.collection(name)
     n = coll.chunk_count
-    cid, ef = int(coll.id), max(DEFAULT_EF_SEARCH, DEPTH)
+    cid = int(coll.id)
+    ef = coll.hnsw_ef_search if coll.hnsw_ef_search is not None else max(DEFAULT_EF_SEARCH, DEPTH)
 
     # ---- memory: the BM25 index, built as the first lexical search builds it ----
     BM25Index.build(["imports and first-use allocations outside the measurement"])
@@ -700,7 +738,8 @@ def search_phase(args: argparse.Namespace) -> None:
     _log("recall@10 against the exact scan ...")
     raw.execute("SET hnsw.iterative_scan = off")
     recall: dict[str, list[float]] = {}
-    efs = sorted({40, ef, 200, 400})
+    efs = sorted({40, 100, 200, 400, 800, ef})
+    raw_ms: dict[int, list[float]] = {}
     for qi, query in enumerate(queries):
         vec = store.embedder.embed([query])[0]
         for cond in ("unfiltered", "filter 1%"):
@@ -715,22 +754,34 @@ def search_phase(args: argparse.Namespace) -> None:
                 ).fetchall()
             ]
             hits = vector_hits[(cond, qi)]
-            recall.setdefault(f"agentrag vector mode, {cond}", []).append(
+            recall.setdefault(f"agentrag vector mode, {cond} (ef_search {ef})", []).append(
                 len(set(hits) & set(exact)) / len(exact)
             )
             if cond == "unfiltered":
                 for e in efs:
                     raw.execute(f"SET hnsw.ef_search = {e}")
+                    t = time.perf_counter()
                     got = raw_vector(vec, "TRUE", (), k=TOP_K)
+                    raw_ms.setdefault(e, []).append((time.perf_counter() - t) * 1000)
                     recall.setdefault(f"raw HNSW SQL, ef_search {e}, LIMIT {TOP_K}", []).append(
                         len(set(got) & set(exact)) / len(exact)
                     )
                 raw.execute(f"SET hnsw.ef_search = {ef}")
-    print(f"\n### Vector recall@{TOP_K} against the exact scan ({len(queries)} queries)\n")
-    print("| what | recall@10 mean | min |")
-    print("|---|---:|---:|")
+        if qi % 10 == 9:
+            _log(f"  {qi + 1}/{len(queries)}")
+    print(
+        f"\n### Vector recall@{TOP_K} against the exact scan ({len(queries)} queries; "
+        f"HNSW m={coll.hnsw_m}, ef_construction={coll.hnsw_ef_construction})\n"
+    )
+    print("| what | recall@10 mean | min | queries under 0.9 | raw query p50 ms | p99 ms |")
+    print("|---|---:|---:|---:|---:|---:|")
     for label, values in recall.items():
-        print(f"| {label} | {statistics.mean(values):.4f} | {min(values):.2f} |")
+        e = int(label.split("ef_search ")[1].split(",")[0]) if label.startswith("raw") else None
+        ms = f"{statistics.median(raw_ms[e]):.1f} | {_pct(raw_ms[e], 0.99):.1f}" if e else "- | -"
+        print(
+            f"| {label} | {statistics.mean(values):.4f} | {min(values):.2f} | "
+            f"{sum(v < 0.9 for v in values)} | {ms} |"
+        )
 
     # ---- the model's own query time, for scale ----
     from agentrag.embedders import LocalEmbedder
@@ -767,14 +818,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=NOISE,
         help=f"scale of the corpus-shaped noise added to each chunk's unit vector (default {NOISE}; see above)",
     )
+    parser.add_argument("--hnsw-m", type=int, default=16, help="the collection's HNSW m (default 16)")
+    parser.add_argument(
+        "--hnsw-ef-construction", type=int, default=64, help="the collection's HNSW ef_construction (64)"
+    )
+    parser.add_argument(
+        "--ef-search", type=int, default=None, help="the collection's ef_search (default: max(100, depth))"
+    )
     parser.add_argument("--data", default=str(DEFAULT_DATA))
     parser.add_argument("--cache", default=None, help="where the real vectors are cached (.npy)")
     parser.add_argument("--maintenance-work-mem", default="2GB", help="for the HNSW build")
     parser.add_argument(
         "--phase",
-        choices=("all", "load", "search"),
+        choices=("all", "load", "search", "tune"),
         default="all",
-        help="load: build the collection; search: measure an existing one (--keep'd)",
+        help="load: build the collection; search: measure an existing one (--keep'd); tune: set a kept "
+        "collection's --hnsw-m / --hnsw-ef-construction / --ef-search (Store.tune_vector_index, timed)",
     )
     parser.add_argument("--keep", action="store_true", help="keep the collection (to rerun --phase search)")
     args = parser.parse_args(argv)
@@ -790,6 +849,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     if args.phase == "load":
         load(args)
+        return 0
+    if args.phase == "tune":
+        tune(args)
         return 0
     if args.phase == "all":
         # the load in a child process: the memory figures below are the search side's alone
