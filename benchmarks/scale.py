@@ -672,6 +672,7 @@ def search_phase(args: argparse.Namespace) -> None:
     times: dict[tuple[str, str], list[float]] = {}
     violations: dict[tuple[str, str], int] = {}
     used: dict[tuple[str, str], dict[str, int]] = {}
+    phases: dict[tuple[str, str, str], list[float]] = {}  # SearchResult.timings_ms per mode, restriction
     vector_hits: dict[tuple[str, int], list[str]] = {}
     print(
         f"\n### Search latency at {n:,} chunks, top_k={TOP_K} ({len(queries)} SciFact test queries, "
@@ -717,6 +718,8 @@ def search_phase(args: argparse.Namespace) -> None:
                     counts[result.used_mode] = counts.get(result.used_mode, 0) + 1
                     if system == "vector":
                         vector_hits[(cond, qi)] = [h.chunk_id for h in result.hits]
+                    for part, part_ms in result.timings_ms.items():
+                        phases.setdefault((system, cond, part), []).append(part_ms)
             if qi >= 0 and qi % 10 == 9:
                 _log(f"  {qi + 1}/{len(queries)}")
         for mode in modes:  # this restriction's rows now: a long run keeps what it measured
@@ -733,6 +736,18 @@ def search_phase(args: argparse.Namespace) -> None:
         f"\nFloors: {', '.join(floor_of.values())} (HNSW SQL: same ORDER BY, LIMIT {DEPTH}, ef_search {ef}, "
         "iterative scan when restricted; BM25: `top` unrestricted, `scores` restricted)."
     )
+    parts = ("vector", "lexical", "fuse", "fetch", "total")
+    print("\nWhere the time goes (p50 of each search's own `timings_ms`; the rest of `total` is the")
+    print("connection, the collection lookup and the transaction):\n")
+    print("| mode | restriction | " + " | ".join(f"{p} ms" for p in parts) + " |")
+    print("|---|---|" + "---:|" * len(parts))
+    for cond in CONDITIONS:
+        for mode in modes:
+            cells = [
+                f"{statistics.median(phases[(mode, cond, p)]):.1f}" if (mode, cond, p) in phases else "-"
+                for p in parts
+            ]
+            print(f"| {mode} | {cond} | " + " | ".join(cells) + " |")
 
     # ---- recall@10 against the exact scan ----
     _log("recall@10 against the exact scan ...")
@@ -816,7 +831,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--noise",
         type=float,
         default=NOISE,
-        help=f"scale of the corpus-shaped noise added to each chunk's unit vector (default {NOISE}; see above)",
+        help=f"scale of the corpus-shaped noise added to each chunk's vector (default {NOISE}; see above)",
     )
     parser.add_argument("--hnsw-m", type=int, default=16, help="the collection's HNSW m (default 16)")
     parser.add_argument(

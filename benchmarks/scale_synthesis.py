@@ -1,7 +1,8 @@
 """How realistic is the scale benchmark's synthesis, and what recall does pgvector's HNSW get on it?
 
     .venv/bin/python -m benchmarks.scale_synthesis realism [--chunks 1000000]
-    .venv/bin/python -m benchmarks.scale_synthesis recall --chunks 200000 [--m 16] [--ef-construction 64] [old|new ...]
+    .venv/bin/python -m benchmarks.scale_synthesis recall --chunks 200000 [--m 16] \
+        [--ef-construction 64] [old|new ...]
 
 ``realism``: for the real SciFact passages (5,183 all-MiniLM-L6-v2 vectors) and for synthetic
 corpora of the same size and of ``--chunks`` chunks (``new``: benchmarks/scale.py's synthesis;
@@ -36,7 +37,7 @@ EF_SEARCHES = (40, 100, 200, 400)
 
 
 def old_synthesis(base: np.ndarray, n: int, seed: int = 0) -> np.ndarray:
-    """The previous synthesis: a passage and one of its 10 nearest (weight 0.55..0.9), isotropic noise 0.45."""
+    """The previous synthesis: a passage, one of its 10 nearest (weight 0.55..0.9), isotropic noise 0.45."""
     from benchmarks.scale import topic_neighbours
 
     rng = np.random.default_rng(seed)
@@ -96,9 +97,13 @@ def realism(base: np.ndarray, queries: np.ndarray, n: int, noise: float) -> None
     for size in sorted({len(base), n}):
         if size != len(base):
             euclid = np.sqrt(2 * p50) / (size / len(base)) ** (1 / real_lid)
-            print(f"| real, extrapolated from SciFact's LID | {size:,} | - / {euclid**2 / 2:.3f} / - | - | - |")
+            print(
+                f"| real, extrapolated from SciFact's LID | {size:,} | - / {euclid**2 / 2:.3f} / - | - | - |"
+            )
         for kind in ("new", "old"):
-            label = f"{kind} synthesis" + (f" (noise {noise})" if kind == "new" else " (isotropic noise 0.45)")
+            label = f"{kind} synthesis" + (
+                f" (noise {noise})" if kind == "new" else " (isotropic noise 0.45)"
+            )
             print(realism_row(label, corpus(kind, base, size, noise), queries)[0], flush=True)
 
 
@@ -143,7 +148,9 @@ def recall(
                 found.append(len({r[0] for r in rows} & set(exact[i].tolist())) / 10)
             cells.append(f"{np.mean(found):.3f} ({statistics.median(ms):.1f} ms)")
         conn.execute("DROP TABLE bench_synthesis")
-    return f"| {n:,} | {kind} | m={m}, ef_construction={ef_construction} | {' | '.join(cells)} | {build:.0f} s |"
+    return (
+        f"| {n:,} | {kind} | m={m}, ef_construction={ef_construction} | {' | '.join(cells)} | {build:.0f} s |"
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -178,7 +185,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     for kind in args.kinds:
         print(
-            recall(kind, base, queries[: args.queries], args.chunks, args.noise, args.m, args.ef_construction),
+            recall(
+                kind, base, queries[: args.queries], args.chunks, args.noise, args.m, args.ef_construction
+            ),
             flush=True,
         )
     return 0

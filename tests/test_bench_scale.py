@@ -7,6 +7,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -61,11 +62,13 @@ def test_the_scale_benchmark_runs_and_every_filtered_result_is_complete(tmp_path
     # recall against the exact scan
     recall = re.search(r"\| agentrag vector mode, unfiltered \(ef_search 100\) \| ([\d.]+) \|", out)
     assert recall and float(recall.group(1)) > 0.9
-    sweep = re.findall(r"^\| raw HNSW SQL, ef_search (\d+), LIMIT 10 \| ([\d.]+) \| .* \| [\d.]+ \| [\d.]+ \|$", out, re.M)
+    sweep = re.findall(
+        r"^\| raw HNSW SQL, ef_search (\d+), LIMIT 10 \| ([\d.]+) \| .* \| [\d.]+ \| [\d.]+ \|$", out, re.M
+    )
     assert [int(e) for e, _r in sweep] == [40, 100, 200, 400, 800], out
 
 
-def _toy_corpus(n: int = 40) -> tuple[list[str], "np.ndarray"]:  # noqa: UP037
+def _toy_corpus(n: int = 40) -> tuple[list[str], Any]:
     import numpy as np
 
     from benchmarks.scale import DIMS

@@ -18,7 +18,11 @@ WORDS = ["alpha", "beta", "gamma", "delta", "orbit", "comet", "nebula", "quasar"
 
 def _texts(n: int) -> list[tuple[str, str, dict[str, Any]]]:
     return [
-        (f"d{i}", f"record {i} " + " ".join(WORDS[(i * 7 + j) % len(WORDS)] for j in range(10)), {"k": i % 10})
+        (
+            f"d{i}",
+            f"record {i} " + " ".join(WORDS[(i * 7 + j) % len(WORDS)] for j in range(10)),
+            {"k": i % 10},
+        )
         for i in range(n)
     ]
 
@@ -83,7 +87,9 @@ def test_bad_parameters_are_refused_and_nothing_is_created(
     assert collection_name not in [c.name for c in store.collections()]
 
 
-def test_tuning_ef_search_keeps_the_index_and_tuning_m_rebuilds_it(store: Store, collection_name: str) -> None:
+def test_tuning_ef_search_keeps_the_index_and_tuning_m_rebuilds_it(
+    store: Store, collection_name: str
+) -> None:
     coll = store.create_collection(collection_name)
     ingest_texts(store, _texts(40), collection=collection_name)
     oid, options = _reloptions(store, coll.hnsw_index)
@@ -148,4 +154,28 @@ def test_filtered_search_returns_exactly_min_k_matches_at_any_ef_search(
                 filters={"metadata": {"k": k_value}},
             )
             assert len(result.hits) == min(top_k, matches)
-            assert all(re.fullmatch(r"d\d+", h.source) and int(h.source[1:]) % 10 == k_value for h in result.hits)
+            assert all(
+                re.fullmatch(r"d\d+", h.source) and int(h.source[1:]) % 10 == k_value for h in result.hits
+            )
+
+
+def test_the_cli_creates_and_tunes_with_the_same_checks(
+    store: Store, collection_name: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import json
+
+    from agentrag import cli
+
+    monkeypatch.setattr(cli, "_store", lambda args: store)
+    argv = ["collections", "create", collection_name, "--hnsw-m", "8", "--hnsw-ef-construction", "32"]
+    assert cli.main([*argv, "--ef-search", "150", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["hnsw"] == {"m": 8, "ef_construction": 32, "ef_search": 150}
+    assert cli.main(["collections", "tune", collection_name, "--ef-search", "default"]) == 0
+    assert capsys.readouterr().out.strip() == (
+        f"{collection_name}: HNSW m=8 ef_construction=32, ef_search max(100, depth)"
+    )
+    assert cli.main(["collections", "tune", collection_name, "--hnsw-m", "20"]) == 2
+    assert "at least 2 * hnsw_m (40), got 32" in capsys.readouterr().err
+    assert cli.main(["collections", "tune", collection_name, "--ef-search", "lots"]) == 2
+    assert "--ef-search must be an integer or 'default'" in capsys.readouterr().err
+    assert store.collection(collection_name).hnsw_m == 8

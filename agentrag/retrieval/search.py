@@ -405,9 +405,10 @@ def search(
     candidates per collection. ``fusion`` (hybrid mode) is ``"relative_score"`` (the default,
     with ``vector_weight``, default 0.5) or ``"rrf"`` (with ``rrf_k``, default 60); giving the other fusion's
     parameter is an error. ``ef_search`` sets pgvector's ``hnsw.ef_search`` (1..1000; default:
-    the collection's own ``ef_search`` when it has one, else ``max(100, depth)`` capped at 1000). ``filters`` is a :class:`Filters` or a dict of the same
-    shape; ``scope`` a :class:`~agentrag.scope.Scope` (required on ``scoped=True`` collections:
-    ``Scope.every()`` searches across every scope).
+    the collection's own ``ef_search`` when it has one, else ``max(100, depth)`` capped at 1000).
+    ``filters`` is a :class:`Filters` or a dict of the same shape; ``scope`` a
+    :class:`~agentrag.scope.Scope` (required on ``scoped=True`` collections: ``Scope.every()``
+    searches across every scope).
 
     Raises InvalidInputError (bad mode, top_k, depth ...), EmptyQueryError, FilterError,
     ScopeError, CollectionNotFoundError, EmbeddingMismatchError, EmbeddingError (vector mode).

@@ -72,9 +72,7 @@ def hnsw_parameters(m: object, ef_construction: object, ef_search: object) -> tu
     m_ = _bounded("hnsw_m", m, 2, 100)
     ef_c = _bounded("hnsw_ef_construction", ef_construction, 4, 1000)
     if ef_c < 2 * m_:
-        raise InvalidInputError(
-            f"hnsw_ef_construction must be at least 2 * hnsw_m ({2 * m_}), got {ef_c}"
-        )
+        raise InvalidInputError(f"hnsw_ef_construction must be at least 2 * hnsw_m ({2 * m_}), got {ef_c}")
     ef_s = None if ef_search is None else _bounded("ef_search", ef_search, 1, MAX_EF_SEARCH)
     return m_, ef_c, ef_s
 

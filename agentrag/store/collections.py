@@ -59,7 +59,11 @@ class Collection:
             "version": self.version,
             "documents": self.document_count,
             "chunks": self.chunk_count,
-            "hnsw": {"m": self.hnsw_m, "ef_construction": self.hnsw_ef_construction, "ef_search": self.hnsw_ef_search},
+            "hnsw": {
+                "m": self.hnsw_m,
+                "ef_construction": self.hnsw_ef_construction,
+                "ef_search": self.hnsw_ef_search,
+            },
             "created_at": self.created_at.isoformat(),
         }
 

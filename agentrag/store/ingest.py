@@ -460,7 +460,9 @@ def _build_index(store: Store, coll: Collection, *, bulk_load: bool) -> bool:
         return False
     options: dict[str, Any] = {}
     if bulk_load:
-        options = {"maintenance_work_mem": _graph_memory(_count_chunks(store, coll), coll.dimensions, coll.hnsw_m)}
+        options = {
+            "maintenance_work_mem": _graph_memory(_count_chunks(store, coll), coll.dimensions, coll.hnsw_m)
+        }
     try:
         _retrying("building the vector index", functools.partial(store.ensure_vector_index, coll, **options))
     except StoreError as exc:  # a concurrent ingest may be building the same index (23505)

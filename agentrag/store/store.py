@@ -531,7 +531,7 @@ class Store:
         *,
         hnsw_m: int | None = None,
         hnsw_ef_construction: int | None = None,
-        ef_search: int | None | _Unset = _UNSET,
+        ef_search: int | _Unset | None = _UNSET,
         maintenance_work_mem: str = "1GB",
     ) -> Collection:
         """Change a collection's HNSW parameters; rebuild its index when ``m`` / ``ef_construction`` change.
