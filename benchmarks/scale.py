@@ -6,20 +6,18 @@
 Every speed is printed beside its floor, measured in the same run.
 
 * Data: SciFact passages (``/work/shared/data/beir/scifact``) recombined. Each synthetic chunk
-  takes a primary passage and one of its 10 nearest passages (by real all-MiniLM-L6-v2
-  vectors), sentences from both (the primary's share of the text is the weight ``w`` in
-  0.55..0.9, 520..980 characters in all), and the vector ``normalise(w v_a + (1 - w) v_b +
-  noise)``, the noise isotropic and 0.45 of the vector's length (``--noise``): so the vectors
-  cluster like real ones and the lexical and vector legs agree on what a chunk is about. The
-  noise is not what makes recall@10 hard here (``benchmarks/scale_synthesis.py``, RESULTS.md
-  "Scale"): against the real passages at SciFact's size, the gap between a query's 10th and
-  11th..20th nearest neighbours is the same with noise 0.45, with 2-3-passage mixtures and noise
-  0.05, and in the real corpus; pgvector's recall at 100k and 300k chunks is the same for both
-  syntheses; what lowers it is the number of chunks per source passage (at 100k chunks, recall
-  at ef_search 100 falls from 0.96 to 0.81 when the same chunks come from 1,000 passages instead
-  of 5,183). 1M chunks from SciFact's 5,183 passages are ~190 near-duplicates per passage,
-  denser than a real million-chunk corpus: the recall figure at 1M is a hard case. The passages' and the test
-  queries' real vectors are computed once with ``LocalEmbedder`` and cached as ``.npy`` files
+  takes a passage and 1 or 2 of its 10 nearest passages (its topic, by real all-MiniLM-L6-v2
+  vectors), weighted ``Dirichlet(1, 1, 1)`` (each share at least 0.1), sentences of each in
+  proportion to its weight (520..980 characters in all), and the vector ``normalise(normalise(
+  sum w_i v_i) + noise)``, the noise Gaussian with the real passages' own covariance, scale 0.6
+  (``--noise``): the vector mixes the vectors of exactly the passages whose sentences make the
+  text. ``benchmarks/scale_synthesis.py realism`` compares it with the real corpus (RESULTS.md
+  "Scale"): at SciFact's size its nearest-neighbour distances and local intrinsic dimensionality
+  are close to the real passages'; at 1M its median nearest-neighbour distance is close to what
+  the real corpus's LID predicts for a corpus 193x larger. (The previous synthesis, a passage
+  plus one neighbour at weight 0.55..0.9 and isotropic noise, made ~190 near-copies of every
+  passage at 1M: islands HNSW could not navigate.) The passages' and the test queries' real
+  vectors are computed once with ``LocalEmbedder`` and cached as ``.npy`` files
   (``--cache``, default ``$AGENTRAG_DATA_DIR/bench-cache``). 100 chunks per document; each
   document has ``metadata.topic`` in 0..99 (``{"metadata": {"topic": t}}`` is a 1 %-selective
   filter) and one of 20 tenants (a tenant scope holds 5 %).
