@@ -14,7 +14,8 @@ integers read from ``agentrag.collections`` and formatted with ``int()``, the op
 
 Search settings are transaction-local (``set_config(..., true)``):
 
-* ``hnsw.ef_search``: the candidate list size (default ``max(100, depth)``, at most 1000).
+* ``hnsw.ef_search``: the candidate list size (the search's, else the collection's, else
+  ``max(100, depth)`` raised by 100 per 250,000 indexed rows past the first 250,000; at most 1000).
 * ``hnsw.iterative_scan = relaxed_order`` when a scope or filter narrows the rows (or
   ``ef_search < depth``), so the index keeps scanning until ``depth`` rows pass the WHERE
   clause. Relaxed order may return rows slightly out of order, so the rows are re-sorted by
@@ -42,6 +43,7 @@ __all__ = [
     "DEFAULT_HNSW_EF_CONSTRUCTION",
     "DEFAULT_HNSW_M",
     "MAX_EF_SEARCH",
+    "ROWS_PER_EF_STEP",
     "configure_hnsw",
     "hnsw_parameters",
     "vector_leg",
@@ -49,6 +51,9 @@ __all__ = [
 ]
 
 DEFAULT_EF_SEARCH = 100
+#: the default ef_search grows by DEFAULT_EF_SEARCH per this many indexed rows (400 at 1M; see
+#: agentrag.retrieval.search.default_ef_search)
+ROWS_PER_EF_STEP = 250_000
 MAX_EF_SEARCH = 1000  # pgvector's upper bound for hnsw.ef_search
 #: pgvector's own defaults for an HNSW build: links per node, and the candidate list while building
 DEFAULT_HNSW_M = 16
