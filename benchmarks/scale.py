@@ -520,7 +520,7 @@ def search_phase(args: argparse.Namespace) -> None:
     from agentrag import Scope
     from agentrag.retrieval.bm25 import BM25Index
     from agentrag.retrieval.lexical import bm25_index, tsquery_text
-    from agentrag.retrieval.vector import DEFAULT_EF_SEARCH
+    from agentrag.retrieval.search import _ef_search, _load_collections
     from benchmarks._db import bench_store
 
     cache = cache_dir(args.cache)
@@ -532,7 +532,8 @@ def search_phase(args: argparse.Namespace) -> None:
     coll = store.collection(name)
     n = coll.chunk_count
     cid = int(coll.id)
-    ef = coll.hnsw_ef_search if coll.hnsw_ef_search is not None else max(DEFAULT_EF_SEARCH, DEPTH)
+    with store.engine.connect() as conn:  # the ef_search the library's vector leg picks (its size rule)
+        ef = _ef_search(None, _load_collections(conn, (name,))[0], DEPTH)
 
     # ---- memory: the BM25 index, built as the first lexical search builds it ----
     BM25Index.build(["imports and first-use allocations outside the measurement"])
