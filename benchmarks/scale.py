@@ -6,20 +6,18 @@
 Every speed is printed beside its floor, measured in the same run.
 
 * Data: SciFact passages (``/work/shared/data/beir/scifact``) recombined. Each synthetic chunk
-  takes a primary passage and one of its 10 nearest passages (by real all-MiniLM-L6-v2
-  vectors), sentences from both (the primary's share of the text is the weight ``w`` in
-  0.55..0.9, 520..980 characters in all), and the vector ``normalise(w v_a + (1 - w) v_b +
-  noise)``, the noise isotropic and 0.45 of the vector's length (``--noise``): so the vectors
-  cluster like real ones and the lexical and vector legs agree on what a chunk is about. The
-  noise is not what makes recall@10 hard here (``benchmarks/scale_synthesis.py``, RESULTS.md
-  "Scale"): against the real passages at SciFact's size, the gap between a query's 10th and
-  11th..20th nearest neighbours is the same with noise 0.45, with 2-3-passage mixtures and noise
-  0.05, and in the real corpus; pgvector's recall at 100k and 300k chunks is the same for both
-  syntheses; what lowers it is the number of chunks per source passage (at 100k chunks, recall
-  at ef_search 100 falls from 0.96 to 0.81 when the same chunks come from 1,000 passages instead
-  of 5,183). 1M chunks from SciFact's 5,183 passages are ~190 near-duplicates per passage,
-  denser than a real million-chunk corpus: the recall figure at 1M is a hard case. The passages' and the test
-  queries' real vectors are computed once with ``LocalEmbedder`` and cached as ``.npy`` files
+  takes a passage and 1 or 2 of its 10 nearest passages (its topic, by real all-MiniLM-L6-v2
+  vectors), weighted ``Dirichlet(1, 1, 1)`` (each share at least 0.1), sentences of each in
+  proportion to its weight (520..980 characters in all), and the vector ``normalise(normalise(
+  sum w_i v_i) + noise)``, the noise Gaussian with the real passages' own covariance, scale 0.6
+  (``--noise``): the vector mixes the vectors of exactly the passages whose sentences make the
+  text. ``benchmarks/scale_synthesis.py realism`` compares it with the real corpus (RESULTS.md
+  "Scale"): at SciFact's size its nearest-neighbour distances and local intrinsic dimensionality
+  are close to the real passages'; at 1M its median nearest-neighbour distance is close to what
+  the real corpus's LID predicts for a corpus 193x larger. (The previous synthesis, a passage
+  plus one neighbour at weight 0.55..0.9 and isotropic noise, made ~190 near-copies of every
+  passage at 1M: islands HNSW could not navigate.) The passages' and the test queries' real
+  vectors are computed once with ``LocalEmbedder`` and cached as ``.npy`` files
   (``--cache``, default ``$AGENTRAG_DATA_DIR/bench-cache``). 100 chunks per document; each
   document has ``metadata.topic`` in 0..99 (``{"metadata": {"topic": t}}`` is a 1 %-selective
   filter) and one of 20 tenants (a tenant scope holds 5 %).
@@ -72,7 +70,8 @@ CHUNKS_PER_DOC = 100
 TENANTS = 20
 TOPICS = 100
 NEIGHBOURS = 10
-NOISE = 0.45  # default length of the noise vector added to a unit-length mixture (--noise)
+MIN_WEIGHT = 0.1  # a source passage's least share of a chunk (before normalising)
+NOISE = 0.6  # default scale of the corpus-shaped noise added to a unit-length mixture (--noise)
 MIN_CHARS, MAX_CHARS = 520, 980  # with chunk_size=1000, chunk_overlap=0 each one is its own chunk
 TOP_K = 10
 DEPTH = 100  # the library's default depth per leg
@@ -140,51 +139,100 @@ def scifact(data: Path) -> tuple[list[str], list[str]]:
     return passages, list(ds.queries.values())
 
 
-def synthesize(
-    n: int, passages: list[str], base: np.ndarray, seed: int = 0, noise: float = NOISE
-) -> tuple[list[str], np.ndarray]:
-    """``n`` chunk texts and their unit vectors, recombined from ``passages`` (see the docstring)."""
-    rng = np.random.default_rng(seed)
-    sentences = [_SENTENCE.split(p) for p in passages]
-    sims = base @ base.T
-    np.fill_diagonal(sims, -np.inf)
-    nbrs = np.argpartition(-sims, NEIGHBOURS, axis=1)[:, :NEIGHBOURS]
-    del sims
-    primary = rng.integers(0, len(passages), n)
-    partner = nbrs[primary, rng.integers(0, NEIGHBOURS, n)]
-    weight = rng.uniform(0.55, 0.9, n).astype(np.float32)
-    target = rng.integers(MIN_CHARS + 40, MAX_CHARS, n)
-    first = rng.random(n)
+def topic_neighbours(base: np.ndarray, k: int = NEIGHBOURS) -> np.ndarray:
+    """Each passage's ``k`` nearest other passages (cosine): its topic cluster."""
+    k = min(k, len(base) - 1)
+    nbrs = np.empty((len(base), k), dtype=np.int64)
+    for lo in range(0, len(base), 2048):
+        sims = base[lo : lo + 2048] @ base.T
+        sims[np.arange(len(sims)), np.arange(lo, lo + len(sims))] = -np.inf
+        nbrs[lo : lo + len(sims)] = np.argpartition(-sims, k, axis=1)[:, :k]
+    return nbrs
 
+
+def passage_noise_basis(base: np.ndarray) -> np.ndarray:
+    """``B`` with ``z @ B ~ N(0, cov(base))`` for standard normal ``z``: noise shaped like the corpus."""
+    centred = (base - base.mean(axis=0)).astype(np.float64)
+    eigvals, eigvecs = np.linalg.eigh(centred.T @ centred / (len(base) - 1))
+    return (np.sqrt(np.clip(eigvals, 0, None))[:, None] * eigvecs.T).astype(np.float32)
+
+
+def mixtures(
+    n: int, base: np.ndarray, seed: int = 0, noise: float = NOISE
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(sources, weights, vectors)``: ``n`` chunks' 3 source passages, their weights and unit vectors.
+
+    A chunk's sources are a passage and 1 or 2 (even odds) of its ``NEIGHBOURS`` nearest passages
+    (its topic), weighted ``Dirichlet(1, 1, 1)`` (each at least ``MIN_WEIGHT`` before normalising, so
+    every source has text in the chunk; the third weight 0 for two sources); its vector is
+    ``normalise(normalise(sum w_i v_i) + noise * z @ B)``, ``B`` from :func:`passage_noise_basis`:
+    Gaussian noise with the real passages' covariance, so it moves a chunk along the directions
+    real MiniLM vectors vary in, not into the 384 - ~17 directions they do not use.
+    """
+    rng = np.random.default_rng(seed)
+    nbrs = topic_neighbours(base)
+    basis = passage_noise_basis(base)
+    primary = rng.integers(0, len(base), n)
+    pick = np.argsort(rng.random((n, nbrs.shape[1])), axis=1)[:, :2]
+    sources = np.stack([primary, nbrs[primary, pick[:, 0]], nbrs[primary, pick[:, 1]]], axis=1)
+    weights = np.maximum(rng.dirichlet((1.0, 1.0, 1.0), n), MIN_WEIGHT).astype(np.float32)
+    weights[rng.random(n) < 0.5, 2] = 0.0
+    weights /= weights.sum(axis=1, keepdims=True)
     vectors = np.empty((n, DIMS), dtype=np.float32)
     for lo in range(0, n, 100_000):
         hi = min(n, lo + 100_000)
-        w = weight[lo:hi, None]
-        v = w * base[primary[lo:hi]] + (1 - w) * base[partner[lo:hi]]
+        w, src = weights[lo:hi], sources[lo:hi]
+        v = w[:, :1] * base[src[:, 0]] + w[:, 1:2] * base[src[:, 1]] + w[:, 2:] * base[src[:, 2]]
         v /= np.linalg.norm(v, axis=1, keepdims=True)
-        v += rng.standard_normal((hi - lo, DIMS), dtype=np.float32) * (noise / np.sqrt(DIMS))
+        v += (rng.standard_normal((hi - lo, DIMS), dtype=np.float32) @ basis) * np.float32(noise)
         v /= np.linalg.norm(v, axis=1, keepdims=True)
         vectors[lo:hi] = v
+    return sources, weights, vectors
 
+
+def synthesize(
+    n: int, passages: list[str], base: np.ndarray, seed: int = 0, noise: float = NOISE
+) -> tuple[list[str], np.ndarray]:
+    """``n`` chunk texts and their unit vectors, recombined from ``passages`` (see the docstring).
+
+    The text holds sentences of the chunk's source passages (:func:`mixtures`), each passage's
+    share of the characters its weight, taken from a random sentence on: the vector mixes the
+    vectors of exactly the passages whose sentences make the text, in the same proportions.
+    """
+    rng = np.random.default_rng([seed, 1])
+    sentences = [_SENTENCE.split(p) for p in passages]
+    sources, weights, vectors = mixtures(n, base, seed, noise)
+    target = rng.integers(MIN_CHARS + 40, MAX_CHARS, n)
+    start = rng.random((n, 3))
     texts: list[str] = []
     for i in range(n):
-        a, b, want = int(primary[i]), int(partner[i]), int(target[i])
-        parts: list[str] = []
-        size = 0
-        # the primary's share of the characters is its weight; then the partner's sentences
-        for source, share in ((a, float(weight[i])), (b, 1.0)):
+        want = int(target[i])
+        segments: list[str] = []
+        used: list[int] = []
+        for j in range(3):
+            share = float(weights[i, j])
+            if share <= 0:
+                continue
+            source = int(sources[i, j])
+            used.append(source)
             sents = sentences[source]
-            at = int(first[i] * len(sents)) if source == a else 0
-            goal = want * share
-            for k in range(len(sents)):
-                if size >= goal:
+            at = int(start[i, j] * len(sents))
+            picked: list[str] = []
+            size = 0
+            for k in range(len(sents)):  # from a random sentence on, until its share is reached
+                picked.append(sents[(at + k) % len(sents)])
+                size += len(picked[-1]) + 1
+                if size >= want * share:
                     break
-                s = sents[(at + k) % len(sents)]
-                parts.append(s)
-                size += len(s) + 1
-        text = " ".join(parts)
-        while len(text) < MIN_CHARS:  # tiny passages: more of the pair
-            text += " " + passages[a if len(text) % 2 else b]
+            segment = " ".join(picked)
+            budget = int((MAX_CHARS - 2) * share)  # never more than its share of the longest chunk
+            if len(segment) > budget:
+                cut = segment.rfind(" ", 0, budget)
+                segment = segment[: cut if cut > budget // 2 else budget]
+            segments.append(segment)
+        text = " ".join(segments)
+        while len(text) < MIN_CHARS:  # tiny passages: more of the same sources
+            text += " " + passages[used[len(text) % len(used)]]
         if len(text) > MAX_CHARS:
             text = text[: text.rfind(" ", 0, MAX_CHARS)]
         texts.append(text)
@@ -337,7 +385,13 @@ def load(args: argparse.Namespace) -> None:
     name = collection_name(args.chunks)
     if any(c.name == name for c in store.collections()):
         store.delete_collection(name)
-    coll = store.create_collection(name, description="benchmarks/scale.py")
+    coll = store.create_collection(
+        name,
+        description="benchmarks/scale.py",
+        hnsw_m=args.hnsw_m,
+        hnsw_ef_construction=args.hnsw_ef_construction,
+        ef_search=args.ef_search,
+    )
 
     import inspect
 
@@ -419,13 +473,36 @@ def load(args: argparse.Namespace) -> None:
     )
     if hnsw_s:
         print(
-            f"| HNSW build (`ensure_vector_index`: the raw `CREATE INDEX`, m=16 ef_construction=64, "
+            f"| HNSW build (`ensure_vector_index`: the raw `CREATE INDEX`, m={coll.hnsw_m} "
+            f"ef_construction={coll.hnsw_ef_construction}, "
             f"maintenance_work_mem {args.maintenance_work_mem}, {workers} parallel workers, then ANALYZE) "
             f"| {n:,} | {hnsw_s:.1f} | {n / hnsw_s:,.0f} | {(hnsw_s - analyze_s) / hnsw_s:.2f} |"
         )
         print(f"| of which ANALYZE of chunks and documents (timed again alone) | | {analyze_s:.1f} | | |")
     else:
         print("| HNSW build: done inside the ingest (bulk=True), included above | | | | |")
+    store.close()
+
+
+def tune(args: argparse.Namespace) -> None:
+    """Rebuild a kept collection's index with other parameters through the library; print the time."""
+    from benchmarks._db import bench_store
+
+    store = bench_store(PrecomputedVectors({}))
+    name = collection_name(args.chunks)
+    t = time.perf_counter()
+    coll = store.tune_vector_index(
+        name,
+        hnsw_m=args.hnsw_m,
+        hnsw_ef_construction=args.hnsw_ef_construction,
+        ef_search=args.ef_search,
+        maintenance_work_mem=args.maintenance_work_mem,
+    )
+    print(
+        f"| HNSW rebuild (`Store.tune_vector_index`: m={coll.hnsw_m}, ef_construction="
+        f"{coll.hnsw_ef_construction}, maintenance_work_mem {args.maintenance_work_mem}) | "
+        f"{coll.chunk_count:,} | {time.perf_counter() - t:.1f} s |"
+    )
     store.close()
 
 
@@ -443,7 +520,7 @@ def search_phase(args: argparse.Namespace) -> None:
     from agentrag import Scope
     from agentrag.retrieval.bm25 import BM25Index
     from agentrag.retrieval.lexical import bm25_index, tsquery_text
-    from agentrag.retrieval.vector import DEFAULT_EF_SEARCH
+    from agentrag.retrieval.search import _ef_search, _load_collections
     from benchmarks._db import bench_store
 
     cache = cache_dir(args.cache)
@@ -454,7 +531,9 @@ def search_phase(args: argparse.Namespace) -> None:
     name = collection_name(args.chunks)
     coll = store.collection(name)
     n = coll.chunk_count
-    cid, ef = int(coll.id), max(DEFAULT_EF_SEARCH, DEPTH)
+    cid = int(coll.id)
+    with store.engine.connect() as conn:  # the ef_search the library's vector leg picks (its size rule)
+        ef = _ef_search(None, _load_collections(conn, (name,))[0], DEPTH)
 
     # ---- memory: the BM25 index, built as the first lexical search builds it ----
     BM25Index.build(["imports and first-use allocations outside the measurement"])
@@ -592,6 +671,7 @@ def search_phase(args: argparse.Namespace) -> None:
     times: dict[tuple[str, str], list[float]] = {}
     violations: dict[tuple[str, str], int] = {}
     used: dict[tuple[str, str], dict[str, int]] = {}
+    phases: dict[tuple[str, str, str], list[float]] = {}  # SearchResult.timings_ms per mode, restriction
     vector_hits: dict[tuple[str, int], list[str]] = {}
     print(
         f"\n### Search latency at {n:,} chunks, top_k={TOP_K} ({len(queries)} SciFact test queries, "
@@ -637,6 +717,8 @@ def search_phase(args: argparse.Namespace) -> None:
                     counts[result.used_mode] = counts.get(result.used_mode, 0) + 1
                     if system == "vector":
                         vector_hits[(cond, qi)] = [h.chunk_id for h in result.hits]
+                    for part, part_ms in result.timings_ms.items():
+                        phases.setdefault((system, cond, part), []).append(part_ms)
             if qi >= 0 and qi % 10 == 9:
                 _log(f"  {qi + 1}/{len(queries)}")
         for mode in modes:  # this restriction's rows now: a long run keeps what it measured
@@ -653,12 +735,25 @@ def search_phase(args: argparse.Namespace) -> None:
         f"\nFloors: {', '.join(floor_of.values())} (HNSW SQL: same ORDER BY, LIMIT {DEPTH}, ef_search {ef}, "
         "iterative scan when restricted; BM25: `top` unrestricted, `scores` restricted)."
     )
+    parts = ("vector", "lexical", "fuse", "fetch", "total")
+    print("\nWhere the time goes (p50 of each search's own `timings_ms`; the rest of `total` is the")
+    print("connection, the collection lookup and the transaction):\n")
+    print("| mode | restriction | " + " | ".join(f"{p} ms" for p in parts) + " |")
+    print("|---|---|" + "---:|" * len(parts))
+    for cond in CONDITIONS:
+        for mode in modes:
+            cells = [
+                f"{statistics.median(phases[(mode, cond, p)]):.1f}" if (mode, cond, p) in phases else "-"
+                for p in parts
+            ]
+            print(f"| {mode} | {cond} | " + " | ".join(cells) + " |")
 
     # ---- recall@10 against the exact scan ----
     _log("recall@10 against the exact scan ...")
     raw.execute("SET hnsw.iterative_scan = off")
     recall: dict[str, list[float]] = {}
-    efs = sorted({40, ef, 200, 400})
+    efs = sorted({40, 100, 200, 400, 800, ef})
+    raw_ms: dict[int, list[float]] = {}
     for qi, query in enumerate(queries):
         vec = store.embedder.embed([query])[0]
         for cond in ("unfiltered", "filter 1%"):
@@ -673,22 +768,34 @@ def search_phase(args: argparse.Namespace) -> None:
                 ).fetchall()
             ]
             hits = vector_hits[(cond, qi)]
-            recall.setdefault(f"agentrag vector mode, {cond}", []).append(
+            recall.setdefault(f"agentrag vector mode, {cond} (ef_search {ef})", []).append(
                 len(set(hits) & set(exact)) / len(exact)
             )
             if cond == "unfiltered":
                 for e in efs:
                     raw.execute(f"SET hnsw.ef_search = {e}")
+                    t = time.perf_counter()
                     got = raw_vector(vec, "TRUE", (), k=TOP_K)
+                    raw_ms.setdefault(e, []).append((time.perf_counter() - t) * 1000)
                     recall.setdefault(f"raw HNSW SQL, ef_search {e}, LIMIT {TOP_K}", []).append(
                         len(set(got) & set(exact)) / len(exact)
                     )
                 raw.execute(f"SET hnsw.ef_search = {ef}")
-    print(f"\n### Vector recall@{TOP_K} against the exact scan ({len(queries)} queries)\n")
-    print("| what | recall@10 mean | min |")
-    print("|---|---:|---:|")
+        if qi % 10 == 9:
+            _log(f"  {qi + 1}/{len(queries)}")
+    print(
+        f"\n### Vector recall@{TOP_K} against the exact scan ({len(queries)} queries; "
+        f"HNSW m={coll.hnsw_m}, ef_construction={coll.hnsw_ef_construction})\n"
+    )
+    print("| what | recall@10 mean | min | queries under 0.9 | raw query p50 ms | p99 ms |")
+    print("|---|---:|---:|---:|---:|---:|")
     for label, values in recall.items():
-        print(f"| {label} | {statistics.mean(values):.4f} | {min(values):.2f} |")
+        e = int(label.split("ef_search ")[1].split(",")[0]) if label.startswith("raw") else None
+        ms = f"{statistics.median(raw_ms[e]):.1f} | {_pct(raw_ms[e], 0.99):.1f}" if e else "- | -"
+        print(
+            f"| {label} | {statistics.mean(values):.4f} | {min(values):.2f} | "
+            f"{sum(v < 0.9 for v in values)} | {ms} |"
+        )
 
     # ---- the model's own query time, for scale ----
     from agentrag.embedders import LocalEmbedder
@@ -723,16 +830,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--noise",
         type=float,
         default=NOISE,
-        help=f"length of the isotropic noise added to each chunk's unit vector (default {NOISE}; see above)",
+        help=f"scale of the corpus-shaped noise added to each chunk's vector (default {NOISE}; see above)",
+    )
+    parser.add_argument("--hnsw-m", type=int, default=16, help="the collection's HNSW m (default 16)")
+    parser.add_argument(
+        "--hnsw-ef-construction", type=int, default=64, help="the collection's HNSW ef_construction (64)"
+    )
+    parser.add_argument(
+        "--ef-search", type=int, default=None, help="the collection's ef_search (default: max(100, depth))"
     )
     parser.add_argument("--data", default=str(DEFAULT_DATA))
     parser.add_argument("--cache", default=None, help="where the real vectors are cached (.npy)")
     parser.add_argument("--maintenance-work-mem", default="2GB", help="for the HNSW build")
     parser.add_argument(
         "--phase",
-        choices=("all", "load", "search"),
+        choices=("all", "load", "search", "tune"),
         default="all",
-        help="load: build the collection; search: measure an existing one (--keep'd)",
+        help="load: build the collection; search: measure an existing one (--keep'd); tune: set a kept "
+        "collection's --hnsw-m / --hnsw-ef-construction / --ef-search (Store.tune_vector_index, timed)",
     )
     parser.add_argument("--keep", action="store_true", help="keep the collection (to rerun --phase search)")
     args = parser.parse_args(argv)
@@ -748,6 +863,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     if args.phase == "load":
         load(args)
+        return 0
+    if args.phase == "tune":
+        tune(args)
         return 0
     if args.phase == "all":
         # the load in a child process: the memory figures below are the search side's alone

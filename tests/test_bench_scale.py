@@ -7,6 +7,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -25,6 +26,10 @@ def test_the_scale_benchmark_runs_and_every_filtered_result_is_complete(tmp_path
             str(ROOT / "samples" / "beir_mini"),
             "--cache",
             str(tmp_path),
+            "--hnsw-m",
+            "12",
+            "--hnsw-ef-construction",
+            "48",
         ],
         cwd=ROOT,
         env=os.environ.copy(),
@@ -39,7 +44,7 @@ def test_the_scale_benchmark_runs_and_every_filtered_result_is_complete(tmp_path
         r"\| agentrag `ingest_texts` per tenant.* \| 2,000 \| [\d.]+ \| [\d,]+ \| [\d.]+ \|", out
     )
     assert "| floor: one raw binary COPY of the same rows into agentrag.chunks | 2,000 |" in out
-    assert "HNSW build" in out
+    assert "the raw `CREATE INDEX`, m=12 ef_construction=48" in out  # the collection's own parameters
     # memory of the BM25 index
     assert re.search(r"\| the index's own size .* \| \d[\d,]* MB \([\d,]+ bytes/chunk\)", out)
     # every mode under every restriction, each with its floor and no incomplete result
@@ -55,30 +60,69 @@ def test_the_scale_benchmark_runs_and_every_filtered_result_is_complete(tmp_path
     assert all(violations == "0" for _m, _c, violations, _u in rows), out
     assert all(used == f"{mode} x5" for mode, _c, _v, used in rows), out  # no silent switch of mode
     # recall against the exact scan
-    recall = re.search(r"\| agentrag vector mode, unfiltered \| ([\d.]+) \|", out)
+    recall = re.search(r"\| agentrag vector mode, unfiltered \(ef_search 100\) \| ([\d.]+) \|", out)
     assert recall and float(recall.group(1)) > 0.9
+    sweep = re.findall(
+        r"^\| raw HNSW SQL, ef_search (\d+), LIMIT 10 \| ([\d.]+) \| .* \| [\d.]+ \| [\d.]+ \|$", out, re.M
+    )
+    assert [int(e) for e, _r in sweep] == [40, 100, 200, 400, 800], out
 
 
-def test_noise_is_the_only_part_of_a_synthetic_vector_outside_the_real_passages_span() -> None:
+def _toy_corpus(n: int = 40) -> tuple[list[str], Any]:
     import numpy as np
 
-    from benchmarks.scale import DIMS, synthesize
+    from benchmarks.scale import DIMS
 
     rng = np.random.default_rng(3)
-    base = rng.standard_normal((30, DIMS)).astype(np.float32)
+    base = rng.standard_normal((n, DIMS)).astype(np.float32)
     base /= np.linalg.norm(base, axis=1, keepdims=True)
-    passages = [f"Passage {i} says one thing. It says another thing about {i}." for i in range(30)]
-    q, _r = np.linalg.qr(base.T.astype(np.float64))  # an orthonormal basis of the passages' span
+    # every sentence names its passage (mark{i}), so a chunk's text says which passages it holds
+    passages = [
+        " ".join(f"Sentence {j} of mark{i} is about topic {i} and detail {j}." for j in range(6))
+        for i in range(n)
+    ]
+    return passages, base
 
-    def outside(noise: float) -> float:
-        texts, vectors = synthesize(200, passages, base, noise=noise)
-        assert len(texts) == 200 and vectors.shape == (200, DIMS)
-        assert np.allclose(np.linalg.norm(vectors, axis=1), 1, atol=1e-5)
-        residual = vectors - (vectors @ q) @ q.T
-        return float(np.linalg.norm(residual, axis=1).mean())
 
-    assert outside(0.0) < 1e-5  # mixtures of real passages' vectors only
-    assert 0.3 < outside(0.45) < 0.5  # isotropic noise: almost all of it leaves the span
+def test_a_chunks_vector_mixes_the_vectors_of_exactly_the_passages_its_text_holds() -> None:
+    import numpy as np
+
+    from benchmarks.scale import mixtures, synthesize
+
+    passages, base = _toy_corpus()
+    texts, vectors = synthesize(300, passages, base, noise=0.0)
+    sources, weights, same = mixtures(300, base, noise=0.0)
+    assert np.array_equal(vectors, same)  # the text and the vector come from one draw
+    assert np.allclose(np.linalg.norm(vectors, axis=1), 1, atol=1e-5)
+    parts = 0
+    for i, text in enumerate(texts):
+        assert 520 <= len(text) <= 980
+        held = {int(m) for m in re.findall(r"mark(\d+)", text)}
+        mixed = {int(s) for s, w in zip(sources[i], weights[i], strict=True) if w > 0}
+        assert held == mixed, (i, held, mixed)
+        parts += len(mixed)
+        mix = sum(w * base[s] for s, w in zip(sources[i], weights[i], strict=True))
+        assert np.allclose(vectors[i], mix / np.linalg.norm(mix), atol=1e-5)
+    assert 2.3 < parts / len(texts) < 2.7  # 2 or 3 passages, even odds
+
+
+def test_the_synthesis_is_deterministic_and_its_noise_stays_in_the_corpus_directions() -> None:
+    import numpy as np
+
+    from benchmarks.scale import mixtures, synthesize
+
+    passages, base = _toy_corpus()
+    a = synthesize(100, passages, base, noise=0.6)
+    b = synthesize(100, passages, base, noise=0.6)
+    assert a[0] == b[0] and np.array_equal(a[1], b[1])
+    clean = mixtures(100, base, noise=0.0)[2]
+    noisy = a[1]
+    cos = np.sum(clean * noisy, axis=1)
+    assert 0.5 < cos.mean() < 0.999  # the noise moves each vector, without replacing it
+    # corpus-shaped noise: within the span of the passages (an isotropic one would leave it)
+    q, _r = np.linalg.qr(base.T.astype(np.float64))
+    residual = noisy - (noisy @ q) @ q.T
+    assert float(np.linalg.norm(residual, axis=1).max()) < 1e-4
 
 
 def test_noise_out_of_range_is_refused(capsys) -> None:  # type: ignore[no-untyped-def]

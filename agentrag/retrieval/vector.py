@@ -14,7 +14,8 @@ integers read from ``agentrag.collections`` and formatted with ``int()``, the op
 
 Search settings are transaction-local (``set_config(..., true)``):
 
-* ``hnsw.ef_search``: the candidate list size (default ``max(100, depth)``, at most 1000).
+* ``hnsw.ef_search``: the candidate list size (the search's, else the collection's, else
+  ``max(100, depth)`` raised by 100 per 250,000 indexed rows past the first 250,000; at most 1000).
 * ``hnsw.iterative_scan = relaxed_order`` when a scope or filter narrows the rows (or
   ``ef_search < depth``), so the index keeps scanning until ``depth`` rows pass the WHERE
   clause. Relaxed order may return rows slightly out of order, so the rows are re-sorted by
@@ -30,16 +31,55 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from agentrag.errors import InvalidInputError
 from agentrag.retrieval.catalog import DISTANCES
 
 if TYPE_CHECKING:
     import numpy as np
     from sqlalchemy.engine import Connection
 
-__all__ = ["DEFAULT_EF_SEARCH", "MAX_EF_SEARCH", "configure_hnsw", "vector_leg", "vector_sql"]
+__all__ = [
+    "DEFAULT_EF_SEARCH",
+    "DEFAULT_HNSW_EF_CONSTRUCTION",
+    "DEFAULT_HNSW_M",
+    "MAX_EF_SEARCH",
+    "ROWS_PER_EF_STEP",
+    "configure_hnsw",
+    "hnsw_parameters",
+    "vector_leg",
+    "vector_sql",
+]
 
 DEFAULT_EF_SEARCH = 100
+#: the default ef_search grows by DEFAULT_EF_SEARCH per this many indexed rows (400 at 1M; see
+#: agentrag.retrieval.search.default_ef_search)
+ROWS_PER_EF_STEP = 250_000
 MAX_EF_SEARCH = 1000  # pgvector's upper bound for hnsw.ef_search
+#: pgvector's own defaults for an HNSW build: links per node, and the candidate list while building
+DEFAULT_HNSW_M = 16
+DEFAULT_HNSW_EF_CONSTRUCTION = 64
+
+
+def _bounded(name: str, value: object, low: int, high: int) -> int:
+    if type(value) is not int:  # True / 1.0 / "16" are refused, not coerced
+        raise InvalidInputError(f"{name} must be an int in [{low}, {high}], got {value!r}")
+    if not low <= value <= high:
+        raise InvalidInputError(f"{name} must be in [{low}, {high}], got {value}")
+    return value
+
+
+def hnsw_parameters(m: object, ef_construction: object, ef_search: object) -> tuple[int, int, int | None]:
+    """Validated ``(m, ef_construction, ef_search)`` within pgvector's bounds (InvalidInputError).
+
+    ``m`` 2..100, ``ef_construction`` 4..1000 and at least ``2 * m`` (pgvector refuses less),
+    ``ef_search`` 1..1000 or None.
+    """
+    m_ = _bounded("hnsw_m", m, 2, 100)
+    ef_c = _bounded("hnsw_ef_construction", ef_construction, 4, 1000)
+    if ef_c < 2 * m_:
+        raise InvalidInputError(f"hnsw_ef_construction must be at least 2 * hnsw_m ({2 * m_}), got {ef_c}")
+    ef_s = None if ef_search is None else _bounded("ef_search", ef_search, 1, MAX_EF_SEARCH)
+    return m_, ef_c, ef_s
 
 
 def vector_sql(

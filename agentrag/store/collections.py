@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from agentrag.errors import EmbeddingMismatchError
 from agentrag.retrieval.catalog import DISTANCES, validate_name
+from agentrag.retrieval.vector import DEFAULT_HNSW_EF_CONSTRUCTION, DEFAULT_HNSW_M
 
 if TYPE_CHECKING:
     from agentrag.embedders import Embedder
@@ -29,6 +30,11 @@ class Collection:
     created_at: datetime
     document_count: int | None = None  # None when not counted (see Store.describe)
     chunk_count: int | None = None
+    #: its HNSW index's build parameters (pgvector ``m``, ``ef_construction``) and its default
+    #: ``hnsw.ef_search`` (None: ``max(100, depth)``); see :meth:`Store.tune_vector_index`
+    hnsw_m: int = DEFAULT_HNSW_M
+    hnsw_ef_construction: int = DEFAULT_HNSW_EF_CONSTRUCTION
+    hnsw_ef_search: int | None = None
 
     def __repr__(self) -> str:
         counts = (
@@ -53,6 +59,11 @@ class Collection:
             "version": self.version,
             "documents": self.document_count,
             "chunks": self.chunk_count,
+            "hnsw": {
+                "m": self.hnsw_m,
+                "ef_construction": self.hnsw_ef_construction,
+                "ef_search": self.hnsw_ef_search,
+            },
             "created_at": self.created_at.isoformat(),
         }
 

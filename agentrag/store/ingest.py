@@ -469,7 +469,9 @@ def _build_index(store: Store, coll: Collection, *, bulk_load: bool) -> bool:
         return False
     options: dict[str, Any] = {}
     if bulk_load:
-        options = {"maintenance_work_mem": _graph_memory(_count_chunks(store, coll), coll.dimensions)}
+        options = {
+            "maintenance_work_mem": _graph_memory(_count_chunks(store, coll), coll.dimensions, coll.hnsw_m)
+        }
     try:
         _retrying("building the vector index", functools.partial(store.ensure_vector_index, coll, **options))
     except StoreError as exc:  # a concurrent ingest may be building the same index (23505)
@@ -479,10 +481,11 @@ def _build_index(store: Store, coll: Collection, *, bulk_load: bool) -> bool:
     return True
 
 
-def _graph_memory(rows: int, dimensions: int) -> str:
+def _graph_memory(rows: int, dimensions: int, m: int = 16) -> str:
     """maintenance_work_mem for an HNSW build of ``rows`` vectors: the whole graph in memory
-    (about the vector plus 0.5 kB of neighbour lists per row at m=16), between 1 GB and 4 GB."""
-    need = rows * (4 * dimensions + 512) * 5 // 4
+    (about the vector plus 0.5 kB of neighbour lists per row at m=16, in proportion to m),
+    between 1 GB and 4 GB."""
+    need = rows * (4 * dimensions + 32 * m) * 5 // 4
     return f"{min(max(need // 2**20 + 1, 1024), 4096)}MB"
 
 

@@ -25,6 +25,7 @@ from agentrag.retrieval.dberrors import database_error, guarded
 from agentrag.retrieval.lexical import DEFAULT_BM25_MEMORY_BUDGET, BM25Cache
 from agentrag.retrieval.search import asearch as retrieval_asearch
 from agentrag.retrieval.search import search as retrieval_search
+from agentrag.retrieval.vector import DEFAULT_HNSW_EF_CONSTRUCTION, DEFAULT_HNSW_M, hnsw_parameters
 from agentrag.store.collections import DISTANCES, Collection, check_embedder, validate_name
 
 if TYPE_CHECKING:
@@ -49,11 +50,18 @@ TEXT_INDEX_BUILD_MEMORY = "1GB"
 
 _COLLECTION_SQL = """
 SELECT c.id, c.name, c.description, c.embed_model, c.embed_version, c.dimensions, c.distance,
-       c.scoped, c.version, c.created_at,
+       c.scoped, c.version, c.created_at, c.hnsw_m, c.hnsw_ef_construction, c.hnsw_ef_search,
        (SELECT count(*) FROM agentrag.documents d WHERE d.collection_id = c.id) AS document_count,
        (SELECT count(*) FROM agentrag.chunks k WHERE k.collection_id = c.id) AS chunk_count
 FROM agentrag.collections c
 """
+
+
+class _Unset:
+    """The type of :data:`_UNSET`: an argument left out (where None is a value)."""
+
+
+_UNSET = _Unset()
 
 
 @dataclass(frozen=True, slots=True)
@@ -262,14 +270,26 @@ class Store:
         distance: str = "cosine",
         scoped: bool = False,
         exist_ok: bool = False,
+        hnsw_m: int = DEFAULT_HNSW_M,
+        hnsw_ef_construction: int = DEFAULT_HNSW_EF_CONSTRUCTION,
+        ef_search: int | None = None,
     ) -> Collection:
-        """Create a collection recording the embedder's model, version and dimensions."""
+        """Create a collection recording the embedder's model, version and dimensions.
+
+        ``hnsw_m`` / ``hnsw_ef_construction`` are the build parameters of its HNSW index
+        (pgvector's defaults 16 / 64; more of either: better recall on large collections, a
+        slower build and a larger index) and ``ef_search`` its default ``hnsw.ef_search`` for
+        searches that do not set one (None: ``max(100, depth)``). All three are recorded on the
+        collection (:meth:`tune_vector_index` changes them). With ``exist_ok``, an existing
+        collection is returned as it is.
+        """
         from sqlalchemy import text
         from sqlalchemy.exc import IntegrityError
 
         validate_name(name)
         if distance not in DISTANCES:
             raise InvalidInputError(f"unknown distance {distance!r}; use one of {sorted(DISTANCES)}")
+        hnsw_m, hnsw_ef_construction, ef_search = hnsw_parameters(hnsw_m, hnsw_ef_construction, ef_search)
         embedder = embedder or self.embedder
         if exist_ok:
             try:
@@ -284,9 +304,10 @@ class Store:
             with self.engine.begin() as conn:
                 conn.execute(
                     text(
-                        "INSERT INTO agentrag.collections"
-                        " (name, description, embed_model, embed_version, dimensions, distance, scoped)"
-                        " VALUES (:name, :description, :model, :version, :dims, :distance, :scoped)"
+                        "INSERT INTO agentrag.collections (name, description, embed_model, embed_version,"
+                        " dimensions, distance, scoped, hnsw_m, hnsw_ef_construction, hnsw_ef_search)"
+                        " VALUES (:name, :description, :model, :version, :dims, :distance, :scoped,"
+                        " :m, :ef_construction, :ef_search)"
                     ),
                     {
                         "name": name,
@@ -296,6 +317,9 @@ class Store:
                         "dims": int(embedder.dimensions),
                         "distance": distance,
                         "scoped": scoped,
+                        "m": hnsw_m,
+                        "ef_construction": hnsw_ef_construction,
+                        "ef_search": ef_search,
                     },
                 )
         except IntegrityError as exc:
@@ -338,7 +362,8 @@ class Store:
             rows = conn.execute(
                 text(
                     "SELECT id, name, description, embed_model, embed_version, dimensions, distance, scoped,"
-                    " version, created_at FROM agentrag.collections WHERE name = ANY(CAST(:names AS text[]))"
+                    " version, created_at, hnsw_m, hnsw_ef_construction, hnsw_ef_search"
+                    " FROM agentrag.collections WHERE name = ANY(CAST(:names AS text[]))"
                 ),
                 {"names": list(names)},
             ).mappings()
@@ -454,6 +479,8 @@ class Store:
     ) -> None:
         """Build the collection's HNSW index if it is missing (a partial expression index).
 
+        It is built with the collection's recorded ``hnsw_m`` and ``hnsw_ef_construction``.
+
         ``maintenance_work_mem`` is raised for the build only: an HNSW graph that does not fit
         in PostgreSQL's 64 MB default builds many times slower. ``parallel_workers`` sets
         ``max_parallel_maintenance_workers`` for the build (default: one less than the CPUs
@@ -473,7 +500,9 @@ class Store:
         dims = int(collection.dimensions)
         sql = (
             f"CREATE INDEX IF NOT EXISTS {collection.hnsw_index} ON agentrag.chunks "
-            f"USING hnsw ((embedding::vector({dims})) {opclass}) WHERE collection_id = {int(collection.id)}"
+            f"USING hnsw ((embedding::vector({dims})) {opclass})"
+            f" WITH (m = {int(collection.hnsw_m)}, ef_construction = {int(collection.hnsw_ef_construction)})"
+            f" WHERE collection_id = {int(collection.id)}"
         )
         if parallel_workers is None:
             parallel_workers = min(max((os.cpu_count() or 1) - 1, 0), 7)
@@ -494,6 +523,50 @@ class Store:
         if missing:
             with self.engine.begin() as conn:
                 conn.execute(text("ANALYZE agentrag.chunks, agentrag.documents"))
+
+    @guarded("tuning the vector index", retry=False)
+    def tune_vector_index(
+        self,
+        name: str,
+        *,
+        hnsw_m: int | None = None,
+        hnsw_ef_construction: int | None = None,
+        ef_search: int | _Unset | None = _UNSET,
+        maintenance_work_mem: str = "1GB",
+    ) -> Collection:
+        """Change a collection's HNSW parameters; rebuild its index when ``m`` / ``ef_construction`` change.
+
+        Arguments left out keep their recorded values; ``ef_search=None`` goes back to the
+        default ``max(100, depth)``. A new ``hnsw_m`` or ``hnsw_ef_construction`` drops the
+        collection's HNSW index and builds it again with them before returning (minutes for a
+        million chunks; searches meanwhile scan exactly, slowly but correctly). Returns the
+        collection as recorded. Raises InvalidInputError (out of pgvector's bounds) and
+        CollectionNotFoundError.
+        """
+        from sqlalchemy import text
+
+        current = self.collection(name)
+        m, ef_c, ef_s = hnsw_parameters(
+            current.hnsw_m if hnsw_m is None else hnsw_m,
+            current.hnsw_ef_construction if hnsw_ef_construction is None else hnsw_ef_construction,
+            current.hnsw_ef_search if isinstance(ef_search, _Unset) else ef_search,
+        )
+        rebuild = (m, ef_c) != (current.hnsw_m, current.hnsw_ef_construction)
+        with self.engine.begin() as conn:
+            conn.execute(
+                text(
+                    "UPDATE agentrag.collections SET hnsw_m = :m, hnsw_ef_construction = :ef_c,"
+                    " hnsw_ef_search = :ef_s WHERE id = :id"
+                ),
+                {"m": m, "ef_c": ef_c, "ef_s": ef_s, "id": current.id},
+            )
+            if rebuild:
+                conn.execute(text(f"DROP INDEX IF EXISTS agentrag.{current.hnsw_index}"))
+        self._described.pop(name, None)
+        updated = self.collection(name)
+        if rebuild and updated.chunk_count:
+            self.ensure_vector_index(updated, maintenance_work_mem=maintenance_work_mem)
+        return updated
 
     # ---- documents ------------------------------------------------------------------------
     @guarded("ingesting", retry=False)
