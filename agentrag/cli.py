@@ -250,6 +250,32 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     return 0 if report.ok else 1
 
 
+def cmd_reembed(args: argparse.Namespace) -> int:
+    """Re-embed every chunk of a collection with the local model (``--backend``), atomically."""
+    from agentrag.embedders import LocalEmbedder
+
+    embedder = LocalEmbedder(args.model, backend=args.backend)
+    store = _store(args)
+    bar = None
+    if not args.json and sys.stderr.isatty():
+        from tqdm import tqdm
+
+        bar = tqdm(total=0, desc="reembed", unit="chunk", file=sys.stderr)
+
+    def progress(done: int, total: int) -> None:
+        if bar is not None:
+            bar.total = total
+            bar.update(done - bar.n)
+
+    try:
+        report = store.reembed(args.collection, embedder=embedder, on_progress=progress)
+    finally:
+        if bar is not None:
+            bar.close()
+    _print_json(report.to_dict()) if args.json else print(report)
+    return 0
+
+
 # ---- documents ---------------------------------------------------------------------------------
 def cmd_documents_list(args: argparse.Namespace) -> int:
     from agentrag.scope import Scope
@@ -730,6 +756,7 @@ def _scope_options(parser: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from agentrag.embedders import DEFAULT_LOCAL_BACKEND, DEFAULT_LOCAL_MODEL, LOCAL_BACKENDS
     from agentrag.retrieval.fusion import DEFAULT_FUSION, FUSIONS
 
     parser = argparse.ArgumentParser(prog="agentrag", description="Agentic RAG over PostgreSQL + pgvector.")
@@ -796,6 +823,20 @@ def build_parser() -> argparse.ArgumentParser:
         " without it, decided by the load's size)",
     )
     _scope_options(p)
+
+    p = add(
+        sub,
+        "reembed",
+        cmd_reembed,
+        "re-embed every chunk of a collection with the local model (atomically; rebuilds its vector index)",
+    )
+    p.add_argument("collection")
+    p.add_argument(
+        "--backend",
+        choices=list(LOCAL_BACKENDS),
+        help=f"how the model runs (default: {DEFAULT_LOCAL_BACKEND} for the bundled all-MiniLM-L6-v2)",
+    )
+    p.add_argument("--model", default=DEFAULT_LOCAL_MODEL, help="sentence-transformers model or directory")
 
     docs = sub.add_parser("documents", help="list, delete documents").add_subparsers(
         dest="doc_command", required=True

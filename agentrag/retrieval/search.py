@@ -264,7 +264,8 @@ def _check_embedder(store: SearchSource, collections: list[_Collection]) -> list
         if version != c.embed_version:
             warnings.append(
                 f"collection {c.name!r} was embedded with {c.embed_model} version {c.embed_version!r}; the "
-                f"query embedder is version {version!r}: vector scores may be slightly off"
+                f"query embedder is version {version!r}: vector scores may be slightly off. "
+                f"Re-embed it: `agentrag reembed {c.name}` (store.reembed)"
             )
     distances = {c.distance for c in collections}
     if len(distances) > 1:

@@ -13,7 +13,7 @@ from agentrag.retrieval.vector import DEFAULT_HNSW_EF_CONSTRUCTION, DEFAULT_HNSW
 if TYPE_CHECKING:
     from agentrag.embedders import Embedder
 
-__all__ = ["DISTANCES", "Collection", "check_embedder", "validate_name"]
+__all__ = ["DISTANCES", "Collection", "check_embedder", "reembed_hint", "validate_name"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,4 +86,50 @@ def check_embedder(collection: Collection, embedder: Embedder, *, strict_version
             f"collection {collection.name!r} was built with {collection.embed_model!r} "
             f"({collection.dimensions}d, {collection.embed_version}); this embedder differs: "
             + "; ".join(problems)
+            + ". "
+            + reembed_hint(collection.name)
+        )
+
+
+def reembed_hint(name: str) -> str:
+    """How to resolve a model / version mismatch, named in every mismatch error and warning."""
+    return (
+        f"Re-embed the collection with this embedder (`agentrag reembed {name}`, or "
+        f"store.reembed({name!r})), or use the embedder it was built with (e.g. "
+        "LocalEmbedder(backend='onnx') for a collection embedded before int8 became the default)"
+    )
+
+
+# A collection's chunk writers (ingest, document deletion) hold this advisory lock shared for
+# their transaction; a re-embedding holds it exclusive while it swaps the vectors, so it sees
+# every committed chunk and no writer adds old-model vectors under the new record. The
+# two-integer form keeps it apart from the ingest's single-key document locks.
+_WRITE_LOCK_SPACE = 0x61677277  # "agrw"
+WRITE_LOCK_SQL = "SELECT pg_advisory_xact_lock_shared(:space, CAST(:cid % 2147483647 AS integer))"
+EXCLUSIVE_WRITE_LOCK_SQL = "SELECT pg_advisory_xact_lock(:space, CAST(:cid % 2147483647 AS integer))"
+
+
+def write_lock_params(collection_id: int) -> dict[str, int]:
+    return {"space": _WRITE_LOCK_SPACE, "cid": int(collection_id)}
+
+
+def check_recorded_model(conn: Any, collection: Collection) -> None:
+    """Inside a write transaction, after :data:`WRITE_LOCK_SQL`: refuse to write vectors when the
+    collection's recorded model, version or dimensions changed since ``collection`` was read
+    (re-embedded meanwhile)."""
+    from sqlalchemy import text
+
+    row = conn.execute(
+        text("SELECT embed_model, embed_version, dimensions FROM agentrag.collections WHERE id = :cid"),
+        {"cid": collection.id},
+    ).first()
+    if row is None:
+        return  # deleted meanwhile: the insert's foreign key says so
+    recorded = (row.embed_model, row.embed_version, int(row.dimensions))
+    if recorded != (collection.embed_model, collection.embed_version, collection.dimensions):
+        raise EmbeddingMismatchError(
+            f"collection {collection.name!r} was re-embedded with {row.embed_model!r} "
+            f"({row.dimensions}d, {row.embed_version}) while this write was prepared with "
+            f"{collection.embed_version!r}: nothing of this batch was written. Ingest again with an "
+            "embedder of the new version"
         )

@@ -38,7 +38,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from agentrag.errors import IngestError, InvalidInputError, StoreError
-from agentrag.store.collections import Collection, check_embedder
+from agentrag.store.collections import (
+    WRITE_LOCK_SQL,
+    Collection,
+    check_embedder,
+    check_recorded_model,
+    write_lock_params,
+)
 from agentrag.store.prepare import (
     Executor,
     LocalExecutor,
@@ -716,6 +722,10 @@ def _write_batch(
 
     doc_ids = [_document_id(coll, d, tenant, workspace) for d in docs]
     with store.engine.begin() as conn:
+        # Shared with other writers, exclusive against a re-embedding of the collection; the
+        # vectors prepared must still be of the model and version the collection records.
+        conn.execute(text(WRITE_LOCK_SQL), write_lock_params(coll.id))
+        check_recorded_model(conn, coll)
         # Lock the keys so two writers of the same document serialise.
         conn.execute(
             text(_LOCK_SQL), {"keys": [json.dumps([coll.id, d.source, tenant, workspace]) for d in docs]}

@@ -26,7 +26,14 @@ from agentrag.retrieval.lexical import DEFAULT_BM25_MEMORY_BUDGET, BM25Cache
 from agentrag.retrieval.search import asearch as retrieval_asearch
 from agentrag.retrieval.search import search as retrieval_search
 from agentrag.retrieval.vector import DEFAULT_HNSW_EF_CONSTRUCTION, DEFAULT_HNSW_M, hnsw_parameters
-from agentrag.store.collections import DISTANCES, Collection, check_embedder, validate_name
+from agentrag.store.collections import (
+    DISTANCES,
+    WRITE_LOCK_SQL,
+    Collection,
+    check_embedder,
+    validate_name,
+    write_lock_params,
+)
 
 if TYPE_CHECKING:
     import numpy as np
@@ -38,6 +45,7 @@ if TYPE_CHECKING:
     from agentrag.store.ingest import IngestProgress, IngestReport
     from agentrag.store.migrate import Migration, SchemaStatus
     from agentrag.store.prepare import Executor
+    from agentrag.store.reembed import ReembedReport
     from agentrag.store.relations import Relation, Triple
 
 __all__ = ["Document", "Store", "connect"]
@@ -469,6 +477,32 @@ class Store:
                     )
         self._text_synced[cid] = current
 
+    @guarded("re-embedding a collection", retry=False)
+    def reembed(
+        self,
+        collection: str,
+        *,
+        embedder: Embedder | None = None,
+        page_size: int = 1024,
+        on_progress: Callable[[int, int], None] | None = None,
+    ) -> ReembedReport:
+        """Re-embed every chunk of ``collection`` with ``embedder`` (default: this store's) and record
+        its model, version and dimensions; the HNSW index is rebuilt.
+
+        The fix for a collection embedded with another model or numeric variant (e.g. float32
+        vectors from before int8 became ``LocalEmbedder``'s default): ingesting into it raises
+        EmbeddingMismatchError and its searches report ``model_version_match=False`` until then.
+        Atomic: the new vectors are computed off to the side and swapped in one transaction, so a
+        search sees the old vectors or the new ones, never a mix (:mod:`agentrag.store.reembed`).
+        ``on_progress(done, total)`` is called after each page of ``page_size`` chunks."""
+        from agentrag.store.reembed import reembed
+
+        return reembed(self, collection, embedder=embedder, page_size=page_size, on_progress=on_progress)
+
+    def forget_described(self, name: str) -> None:
+        """Drop ``describe(max_age=...)``'s cached answer for ``name`` (its record changed)."""
+        self._described.pop(name, None)
+
     @guarded("building the vector index")
     def ensure_vector_index(
         self,
@@ -742,6 +776,7 @@ class Store:
             if row is None:
                 raise DocumentNotFoundError(f"no document with id {document_id!r}")
             check_scope(scope, [row.name] if row.scoped else [])
+            conn.execute(text(WRITE_LOCK_SQL), write_lock_params(row.cid))  # see Store.reembed
             conn.execute(text("DELETE FROM agentrag.documents WHERE id = :id"), {"id": document_id})
             conn.execute(
                 text("UPDATE agentrag.collections SET version = version + 1 WHERE id = :id"), {"id": row.cid}
