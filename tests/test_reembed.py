@@ -234,7 +234,9 @@ def test_reembed_refuses_bad_input(store: Store, collection_name: str) -> None:
 
 
 @pytest.mark.slow
-def test_cli_converts_a_float32_collection_to_the_int8_default(database_url: str, collection_name: str) -> None:
+def test_cli_converts_a_float32_collection_to_the_int8_default(
+    database_url: str, collection_name: str
+) -> None:
     """The real model: a collection embedded by the float32 backend, re-embedded by the CLI with
     the default (int8) backend, whose vectors are close to, and not the same as, float32's."""
     import contextlib
