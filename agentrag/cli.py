@@ -644,6 +644,11 @@ def cmd_eval_beir(args: argparse.Namespace) -> int:
     dataset = load_beir(args.path, args.split)
     collection = args.collection or re.sub(r"[^A-Za-z0-9_.-]", "_", dataset.name).lstrip(".-")[:63]
     store = _store(args)
+    if args.backend is not None:
+        from agentrag.embedders import LocalEmbedder
+        from agentrag.store.store import Store
+
+        store = Store(engine=store.engine, embedder=LocalEmbedder(backend=args.backend), migrate=False)
     bars = not args.json and sys.stderr.isatty()
     queries = min(args.sample, len(dataset.queries)) if args.sample else len(dataset.queries)
     print(
@@ -971,6 +976,11 @@ def build_parser() -> argparse.ArgumentParser:
         "precision and grounded rate",
     )
     p.add_argument("--collection", "-c", help="collection to index and search (default: the folder's name)")
+    p.add_argument(
+        "--backend",
+        choices=list(LOCAL_BACKENDS),
+        help=f"how the local model runs (default: {DEFAULT_LOCAL_BACKEND})",
+    )
 
     p = add(
         sub,

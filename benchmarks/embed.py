@@ -1,11 +1,18 @@
 """Local embedding throughput and quality per backend, in one run, on the same SciFact passages.
 
     .venv/bin/python -m benchmarks.embed [--passages 1000] [--quality] [--backends torch,onnx,onnx-int8]
+        [--fused]
 
 * Throughput: ``LocalEmbedder(backend=...).embed`` over the same ``--passages`` SciFact
   abstracts (``title + "\\n" + text``; MiniLM reads the first 256 word pieces), after a warm-up
   batch; model load timed separately. Floor: the bare ONNX Runtime session's ``run`` over the
-  same pre-tokenised, length-sorted batches (no tokenisation, pooling or bookkeeping).
+  same pre-tokenised, length-sorted batches (no tokenisation, pooling or bookkeeping). Each rate
+  is also given per CPU-second of this process (``time.process_time``): on a shared machine the
+  wall-clock rate moves with the neighbours' load, the CPU-time rate much less.
+* ``--fused``: also ONNX Runtime's transformer optimiser (``onnxruntime.transformers.optimizer``,
+  model_type "bert", 12 heads, hidden 384: fused EmbedLayerNorm / Attention / BiasGelu /
+  SkipLayerNorm), in float32 and then int8-quantised (same recipe as ``onnx-int8``), timed as
+  bare sessions over the same batches, beside the bare floors of ``onnx`` and ``onnx-int8``.
 * Quality (``--quality``): each backend embeds the whole corpus (5,183 abstracts) and the 300
   test queries; nDCG@10 by exact cosine scan in numpy (the model's own figure, no index), so the
   backends are compared on their vectors alone. Also the mean / minimum cosine of each backend's
@@ -39,14 +46,12 @@ def _ndcg(embedder: Any, data: Any, doc_ids: list[str], doc_vectors: np.ndarray)
     return total / len(qids)
 
 
-def _floor(embedder: Any, texts: list[str]) -> float:
-    """Passages/s of the bare ONNX session over pre-built batches (tokenisation and pooling excluded)."""
-    model = embedder._model()
+def _feeds(model: Any, texts: list[str], batch_size: int) -> list[dict[str, np.ndarray]]:
     encodings = model.tokenizer.encode_batch(texts)
     order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids))
     feeds = []
-    for start in range(0, len(order), embedder.batch_size):
-        idx = order[start : start + embedder.batch_size]
+    for start in range(0, len(order), batch_size):
+        idx = order[start : start + batch_size]
         width = max(len(encodings[i].ids) for i in idx)
         ids = np.zeros((len(idx), width), dtype=np.int64)
         mask = np.zeros_like(ids)
@@ -54,10 +59,78 @@ def _floor(embedder: Any, texts: list[str]) -> float:
             ids[r, : len(encodings[i].ids)] = encodings[i].ids
             mask[r, : len(encodings[i].ids)] = 1
         feeds.append({"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)})
-    t = time.perf_counter()
+    return feeds
+
+
+def _run_bare(session: Any, feeds: list[dict[str, np.ndarray]], count: int) -> tuple[float, float]:
+    """(passages per wall second, per CPU second of this process) of ``session.run`` over ``feeds``."""
+    names = {i.name for i in session.get_inputs()}
+    t, cpu = time.perf_counter(), time.process_time()
     for feed in feeds:
-        model.session.run(None, feed)
-    return len(texts) / (time.perf_counter() - t)
+        session.run(None, {k: v for k, v in feed.items() if k in names})
+    return count / (time.perf_counter() - t), count / (time.process_time() - cpu)
+
+
+def _floor(embedder: Any, texts: list[str]) -> tuple[float, float]:
+    """Passages/s of the bare ONNX session over pre-built batches (tokenisation and pooling excluded)."""
+    model = embedder._model()
+    return _run_bare(model.session, _feeds(model, texts, embedder.batch_size), len(texts))
+
+
+def _fused(embedder: Any, texts: list[str], folder: Path, torch_vectors: np.ndarray | None) -> list[Any]:
+    """The transformer optimiser's fused graph, float32 and int8, as bare sessions (see the docstring)."""
+    import onnx
+    import onnxruntime as ort
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+    from onnxruntime.transformers.optimizer import optimize_model
+
+    model = embedder._model()  # the onnx (float32) backend: its exported file and tokenizer
+    feeds = _feeds(model, texts, embedder.batch_size)
+    fused, fused_int8 = folder / "fused.onnx", folder / "fused-int8.onnx"
+    t = time.perf_counter()
+    optimize_model(
+        str(model.path), model_type="bert", num_heads=12, hidden_size=384, opt_level=0, use_gpu=False
+    ).save_model_to_file(str(fused))
+    optimise_s = time.perf_counter() - t
+    t = time.perf_counter()
+    quantize_dynamic(
+        str(fused),
+        str(fused_int8),
+        weight_type=QuantType.QInt8,
+        per_channel=True,
+        extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},  # the fused ops' outputs
+    )
+    quantise_s = time.perf_counter() - t
+    rows = []
+    for name, path, build_s in (("fused", fused, optimise_s), ("fused-int8", fused_int8, quantise_s)):
+        options = model.session.get_session_options()
+        session = ort.InferenceSession(str(path), sess_options=options, providers=["CPUExecutionProvider"])
+        _run_bare(session, feeds[:1], len(texts))  # warm-up
+        rate, cpu_rate = _run_bare(session, feeds, len(texts))
+        cos = "-"
+        if torch_vectors is not None:
+            vectors = _pool(session, feeds, model, texts)
+            sims = np.sum(vectors * torch_vectors[: len(texts)], axis=1)
+            cos = f"{sims.mean():.5f} / {sims.min():.5f}"
+        rows.append((name, build_s, rate, cpu_rate, cos))
+    return rows
+
+
+def _pool(session: Any, feeds: list[dict[str, np.ndarray]], model: Any, texts: list[str]) -> np.ndarray:
+    """Mean-pooled, normalised vectors of a bare session, in the input order (for the cosine column)."""
+    encodings = model.tokenizer.encode_batch(texts)
+    order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids))
+    out = np.zeros((len(texts), model.dimensions), dtype=np.float32)
+    names = {i.name for i in session.get_inputs()}
+    start = 0
+    for feed in feeds:
+        idx = order[start : start + len(feed["input_ids"])]
+        start += len(idx)
+        hidden = session.run(None, {k: v for k, v in feed.items() if k in names})[0]
+        weights = feed["attention_mask"][:, :, None].astype(np.float32)
+        pooled = (hidden * weights).sum(axis=1) / weights.sum(axis=1)
+        out[idx] = pooled / np.linalg.norm(pooled, axis=1, keepdims=True)
+    return out
 
 
 def main() -> None:
@@ -67,6 +140,7 @@ def main() -> None:
     parser.add_argument("--backends", default="torch,onnx,onnx-int8")
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--quality", action="store_true", help="nDCG@10 per backend (embeds the corpus)")
+    parser.add_argument("--fused", action="store_true", help="also the transformer optimiser's fused graphs")
     args = parser.parse_args()
 
     from agentrag.embedders import LocalEmbedder
@@ -85,9 +159,10 @@ def main() -> None:
         embedder.load()
         load_s = time.perf_counter() - t
         embedder.embed(sample[:16])  # warm-up
-        t = time.perf_counter()
+        t, cpu = time.perf_counter(), time.process_time()
         out = embedder.embed(sample)
         rate = len(sample) / (time.perf_counter() - t)
+        cpu_rate = len(sample) / (time.process_time() - cpu)
         floor = _floor(embedder, sample) if backend != "torch" else None
         ndcg = None
         if args.quality:
@@ -95,27 +170,45 @@ def main() -> None:
             ndcg = _ndcg(embedder, data, doc_ids, vectors[backend])
         else:
             vectors[backend] = out
-        rows.append((backend, load_s, rate, floor, ndcg))
+        rows.append((backend, load_s, rate, cpu_rate, floor, ndcg))
         print(f"{backend}: load {load_s:.2f} s, {rate:.1f} passages/s, nDCG@10 {ndcg}", flush=True)
+    fused_rows = []
+    if args.fused:
+        import tempfile
+
+        with tempfile.TemporaryDirectory() as folder:
+            fused_rows = _fused(
+                LocalEmbedder(backend="onnx", batch_size=args.batch_size),
+                sample,
+                Path(folder),
+                vectors["torch"][: len(sample)] if "torch" in vectors else None,
+            )
 
     print(
         f"\n{len(sample)} SciFact passages, batch size {args.batch_size}, {os.cpu_count()} CPUs, "
         f"load average {', '.join(f'{x:.1f}' for x in os.getloadavg())}, Python {platform.python_version()}\n"
     )
     base = rows[0][2]
+    base_cpu = rows[0][3]
     print(
-        "| backend | model load s | passages/s | x first row | bare session floor passages/s | "
-        "nDCG@10 (exact scan) | cosine to torch mean / min |"
+        "| backend | model load s | passages/s | x first row | passages/CPU-s | x first row (CPU) | "
+        "bare session floor passages/s (/CPU-s) | nDCG@10 (exact scan) | cosine to torch mean / min |"
     )
-    print("|---|---:|---:|---:|---:|---:|---|")
-    for backend, load_s, rate, floor, ndcg in rows:
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---|")
+    for backend, load_s, rate, cpu_rate, floor, ndcg in rows:
         cos = "-"
         if "torch" in vectors and backend != "torch":
             sims = np.sum(vectors[backend] * vectors["torch"], axis=1)
             cos = f"{sims.mean():.5f} / {sims.min():.5f}"
+        floor_text = "-" if floor is None else f"{floor[0]:.1f} ({floor[1]:.1f})"
         print(
-            f"| {backend} | {load_s:.2f} | {rate:.1f} | {rate / base:.2f} | "
-            f"{'-' if floor is None else f'{floor:.1f}'} | {'-' if ndcg is None else f'{ndcg:.4f}'} | {cos} |"
+            f"| {backend} | {load_s:.2f} | {rate:.1f} | {rate / base:.2f} | {cpu_rate:.1f} | "
+            f"{cpu_rate / base_cpu:.2f} | {floor_text} | {'-' if ndcg is None else f'{ndcg:.4f}'} | {cos} |"
+        )
+    for name, build_s, rate, cpu_rate, cos in fused_rows:
+        print(
+            f"| {name} (bare session; build {build_s:.1f} s) | - | - | - | - | - | "
+            f"{rate:.1f} ({cpu_rate:.1f}) | - | {cos} |"
         )
 
 

@@ -132,3 +132,24 @@ def test_export_is_cached_on_disk() -> None:
     assert LocalEmbedder._models.pop((embedder.model_id, "onnx", embedder.version), None) is not None
     again = LocalEmbedder(backend="onnx")._model().path
     assert again == path and again.stat().st_mtime_ns == mtime
+
+
+@pytest.mark.slow
+def test_concurrent_first_uses_share_one_export(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Two processes load the default (int8) backend into an empty cache at once: both get the
+    same vectors, and the cache holds the two complete model files and no temporary leftover."""
+    code = (
+        "import json; from agentrag.embedders import LocalEmbedder; "
+        "print(json.dumps(LocalEmbedder().embed(['a shared cache']).tolist()))"
+    )
+    env = {**os.environ, "AGENTRAG_MODEL_CACHE": str(tmp_path)}
+    procs = [
+        subprocess.Popen([sys.executable, "-c", code], cwd=REPO, env=env, stdout=subprocess.PIPE, text=True)
+        for _ in range(2)
+    ]
+    outputs = [proc.communicate(timeout=300)[0] for proc in procs]
+    assert [proc.returncode for proc in procs] == [0, 0]
+    first, second = (np.asarray(json.loads(out.strip().splitlines()[-1])) for out in outputs)
+    np.testing.assert_array_equal(first, second)
+    files = sorted(p.name for p in tmp_path.rglob("*") if p.is_file() and p.name != ".export.lock")
+    assert files == ["model-int8.onnx", "model.onnx"]

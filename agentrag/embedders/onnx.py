@@ -9,18 +9,21 @@ the ones sentence-transformers applies, so the vectors are the model's vectors.
 
 Cache: ``$AGENTRAG_MODEL_CACHE``, else ``$XDG_CACHE_HOME/agentrag/models``, else
 ``~/.cache/agentrag/models``; one directory per model path and version. Files are written to
-a temporary name and renamed, so concurrent first uses never read a half-written model.
+a temporary name and renamed, so concurrent first uses never read a half-written model, and
+the export is serialised by a lock file, so they do not compute it twice. First use of the
+default ``onnx-int8``: export (imports torch) and quantisation, about 8 s of CPU once.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import tempfile
 import threading
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -76,7 +79,9 @@ def onnx_model_file(model_dir: Path, version: str, backend: str) -> Path:
     target = folder / ("model-int8.onnx" if _QUANTIZED[backend] else "model.onnx")
     if target.exists():
         return target
-    with _EXPORT_LOCK:
+    # One export at a time in this process (the lock) and across processes (the lock file): a
+    # concurrent first use waits for the files instead of computing them again.
+    with _EXPORT_LOCK, _file_lock(folder / ".export.lock"):
         if not fp32.exists():
             _export(model_dir, fp32)
         if _QUANTIZED[backend] and not target.exists():
@@ -84,10 +89,28 @@ def onnx_model_file(model_dir: Path, version: str, backend: str) -> Path:
     return target
 
 
+@contextlib.contextmanager
+def _file_lock(path: Path) -> Iterator[None]:
+    """An exclusive ``flock`` on ``path`` (Linux, macOS); elsewhere none: the writes stay atomic."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows
+        yield
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
 def _atomic_target(target: Path) -> Path:
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=target.name + ".", suffix=".tmp")
     os.close(fd)
+    os.chmod(tmp, 0o644)  # mkstemp's 0600 would hide a shared cache from other users
     return Path(tmp)
 
 
