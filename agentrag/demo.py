@@ -39,9 +39,15 @@ def find_samples(explicit: str | None = None) -> Path:
 
 
 def ingest_samples(store: object, samples: Path) -> list[str]:
+    from agentrag.errors import EmbeddingMismatchError
+
     names = []
     for spec in json.loads((samples / "collections.json").read_text()):
-        store.create_collection(spec["name"], description=spec["description"], exist_ok=True)  # type: ignore[attr-defined]
+        try:
+            store.create_collection(spec["name"], description=spec["description"], exist_ok=True)  # type: ignore[attr-defined]
+        except EmbeddingMismatchError:  # embedded by an older default (e.g. float32): said, then fixed
+            print(f"  {spec['name']!r} was embedded with another model version; re-embedding it:")
+            print(f"  {store.reembed(spec['name'])}")  # type: ignore[attr-defined]
         report = store.ingest(samples / spec["name"], collection=spec["name"])  # type: ignore[attr-defined]
         status = "nothing new to ingest" if not report.changed and report.ok else ""
         print(f"  {report}" + (f"  ({status})" if status else ""))

@@ -270,3 +270,28 @@ def test_cli_converts_a_float32_collection_to_the_int8_default(
         assert cosines.min() > 0.97 and not np.allclose(cosines, 1.0, atol=1e-5)
     finally:
         old.close()
+
+
+def test_the_demo_re_embeds_a_sample_collection_from_an_older_default(
+    database_url: str, collection_name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from agentrag.demo import ingest_samples
+
+    (tmp_path / "collections.json").write_text(
+        json.dumps([{"name": collection_name, "description": "notes"}])
+    )
+    (tmp_path / collection_name).mkdir()
+    for source, body in TEXTS.items():
+        (tmp_path / collection_name / source).write_text(body)
+    older = Store(database_url, embedder=FakeEmbedder(64, version="1"))
+    newer = Store(database_url, embedder=FakeEmbedder(64, version="1+int8"))
+    try:
+        ingest_samples(older, tmp_path)
+        capsys.readouterr()
+        ingest_samples(newer, tmp_path)  # no EmbeddingMismatchError: converted, and said so
+        out = capsys.readouterr().out
+        assert "re-embedding it" in out and "re-embedded 5 chunks" in out
+        assert newer.collection(collection_name).embed_version == "1+int8"
+    finally:
+        older.close()
+        newer.close()
