@@ -223,7 +223,9 @@ def test_a_backend_killed_once_per_document_is_retried_and_written(
     database_url: str, store: Store, collection_name: str, folder: Path
 ) -> None:
     store.create_collection(collection_name)
-    killer = Killer(store, database_url, {1, 3, 5}, match="pg_advisory_xact_lock")
+    killer = Killer(
+        store, database_url, {1, 3, 5}, match="hashtextextended"
+    )  # the document-key lock statement
     try:
         report = store.ingest(folder, collection=collection_name)
     finally:
