@@ -68,6 +68,17 @@ def test_int8_vectors_stay_close_to_torch(texts: list[str], torch_vectors: np.nd
     assert not np.allclose(int8, LocalEmbedder(backend="onnx").embed(texts), atol=1e-6)
 
 
+def test_an_int8_vector_does_not_depend_on_the_texts_beside_it(texts: list[str]) -> None:
+    embedder = LocalEmbedder(backend="onnx-int8")
+    assert embedder.batch_size == 1
+    together = embedder.embed(texts)
+    alone = np.vstack([embedder.embed([t]) for t in texts[:8]])
+    np.testing.assert_array_equal(together[:8], alone)  # bit for bit, whatever the neighbours
+    np.testing.assert_array_equal(embedder.embed(texts[::-1])[::-1], together)
+    with pytest.raises(EmbeddingError, match="one text per pass"):
+        LocalEmbedder(backend="onnx-int8", batch_size=8)
+
+
 def test_length_sorted_batches_keep_input_order(texts: list[str]) -> None:
     embedder = LocalEmbedder(backend="onnx", batch_size=7)
     together = embedder.embed(texts)

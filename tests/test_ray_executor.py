@@ -118,10 +118,8 @@ def _ingest_both(
 def test_ray_ingest_equals_single_process_with_the_local_model(
     ray_session: RayExecutor, folder: Path, database_url: str, collection_name: str
 ) -> None:
-    # float32 ONNX: bit-for-bit the same vectors whatever the batch. The int8 default quantises
-    # activations with one scale per batch (dynamic quantisation), so its vectors move slightly
-    # (~1e-2 per component) with the batch a text lands in, and Ray batches differently.
-    embedder = ar.LocalEmbedder(backend="onnx")
+    # The default (int8) embeds one text per pass, so Ray's different batches give the same vectors.
+    embedder = ar.LocalEmbedder()
     with ar.Store(database_url, embedder=embedder) as store:
         local, on_ray, local_rows, ray_rows = _ingest_both(store, folder, collection_name, ray_session)
         _same(ray_rows, local_rows)

@@ -71,6 +71,11 @@ LOCAL_BACKENDS = ("onnx", "onnx-int8", "torch")
 DEFAULT_LOCAL_BACKEND = "onnx-int8"
 # What each backend adds to the model's version: backends computing the same vectors share one.
 VERSION_SUFFIXES = {"onnx": "", "torch": "", "onnx-int8": "+int8"}
+# Texts per forward pass when ``batch_size`` is not given. On a CPU, small ONNX batches are faster
+# than large ones (a batch of 64 x 256 word pieces spills the caches; benchmarks/RESULTS.md), and
+# int8 runs one text per pass: its activations are quantised with scales taken from the whole
+# pass, so in a batch a text's vector would depend on its neighbours.
+DEFAULT_BATCH_SIZES = {"torch": 64, "onnx": 4, "onnx-int8": 1}
 
 
 class LocalEmbedder:
@@ -95,6 +100,9 @@ class LocalEmbedder:
     ``None`` means ``"onnx-int8"`` for the bundled all-MiniLM-L6-v2 (the variant whose quality
     was measured), ``"onnx"`` for another local model directory and ``"torch"`` for a hub name.
     ``threads`` caps the threads of the ONNX session (default: the cores this process may use).
+    ``batch_size`` is the texts per forward pass (sorted by length first); ``None`` takes the
+    backend's measured best (``DEFAULT_BATCH_SIZES``). ``onnx-int8`` accepts only 1, so a text's
+    vector never depends on the texts embedded beside it.
     """
 
     _models: ClassVar[dict[tuple[str, str, str], Any]] = {}
@@ -105,22 +113,28 @@ class LocalEmbedder:
         model: str = DEFAULT_LOCAL_MODEL,
         *,
         backend: str | None = None,
-        batch_size: int = 64,
+        batch_size: int | None = None,
         threads: int | None = None,
     ) -> None:
         if backend is not None and backend not in LOCAL_BACKENDS:
             raise EmbeddingError(f"unknown backend {backend!r}; expected one of {', '.join(LOCAL_BACKENDS)}")
-        if type(batch_size) is not int or batch_size < 1:
+        if batch_size is not None and (type(batch_size) is not int or batch_size < 1):
             raise EmbeddingError(f"batch_size must be an integer >= 1, got {batch_size!r}")
         self.model_id = model
-        self.batch_size = batch_size
         self.threads = threads
         if backend is None:
             if _model_dir(model) is None:
                 backend = "torch"
             else:
                 backend = DEFAULT_LOCAL_BACKEND if model == DEFAULT_LOCAL_MODEL else "onnx"
+        if backend == "onnx-int8" and batch_size not in (None, 1):
+            raise EmbeddingError(
+                f"backend 'onnx-int8' embeds one text per pass (batch_size=1), got batch_size={batch_size}: "
+                "its activations are quantised per pass, so in a batch each vector would depend on its "
+                "neighbours; use backend='onnx' to batch"
+            )
         self.backend = backend
+        self.batch_size = DEFAULT_BATCH_SIZES[backend] if batch_size is None else batch_size
         # Dimensions of the default model are known without loading it; others load on access.
         self._dimensions: int | None = 384 if model == DEFAULT_LOCAL_MODEL else None
         self.weights_version = _local_model_version(model)  # the model's files, whatever the backend
