@@ -142,10 +142,11 @@ class AuditWriter:
         params = audit_columns(rows)
         for attempt in (1, 2):
             conn = self.engine.raw_connection()
+            driver: Any = conn.driver_connection  # the psycopg connection
             try:
-                conn.driver_connection.execute(_AUDIT_INSERT_DRIVER, params, prepare=True)
+                driver.execute(_AUDIT_INSERT_DRIVER, params, prepare=True)
             except (psycopg.OperationalError, psycopg.InterfaceError):
-                broken = conn.driver_connection.broken or conn.driver_connection.closed
+                broken = driver.broken or driver.closed
                 if broken:
                     conn.invalidate()
                 conn.close()

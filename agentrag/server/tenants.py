@@ -250,7 +250,7 @@ def admit(engine: Engine, tenant: str) -> Admission:
     return _admission(row)
 
 
-def _admission(row: Mapping[str, Any] | None) -> Admission:
+def _admission(row: Any) -> Admission:  # a mapping or None
     if row is None:
         return Admission(None, False)
     values = dict(row)
@@ -298,12 +298,13 @@ class Admitter:
 
         for attempt in (1, 2):
             conn = self.engine.raw_connection()  # pooled, autocommit; returned by close()
+            driver: Any = conn.driver_connection  # the psycopg connection
             try:
-                cursor = conn.driver_connection.execute(_ADMIT_SQL_DRIVER, {"tenant": tenant}, prepare=True)
+                cursor = driver.execute(_ADMIT_SQL_DRIVER, {"tenant": tenant}, prepare=True)
                 row = cursor.fetchone()
                 names = [c.name for c in cursor.description or ()]
             except (psycopg.OperationalError, psycopg.InterfaceError):
-                broken = conn.driver_connection.broken or conn.driver_connection.closed
+                broken = driver.broken or driver.closed
                 if broken:
                     conn.invalidate()  # a dead backend: never handed out again
                 conn.close()
