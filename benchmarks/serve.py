@@ -348,6 +348,7 @@ def main() -> int:
                 f"{base}/api/v1/query/{TENANT}/search",
                 json={"query_text": queries[0], "top_k": 10, "collections": [COLLECTION]},
                 headers={"Authorization": f"Bearer {token}"},
+                timeout=120,  # the server's first search builds its BM25 index: seconds on a loaded VM
             )
             sample.raise_for_status()
             bare, bare_base = start_bare(sample.content, args.workers, logs / "bare.log")

@@ -252,6 +252,40 @@ def test_concurrent_ingests_of_the_same_document_report_unchanged(store: Store, 
         assert len(_check_documents(store, collection_name)) == 1
 
 
+def test_a_pooled_connection_killed_while_idle_is_replaced_before_use(
+    database_url: str, fake_embedder: FakeEmbedder, collection_name: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """No pre-ping round trip: the checkout sees the dead socket and hands out a fresh connection,
+    so even a write that is never retried (create_collection) and a search succeed on the first
+    try (no retry logged), and a healthy connection is reused, not replaced."""
+    store = Store(database_url, embedder=fake_embedder, pool_size=1, max_overflow=0)
+    admin = create_engine(database_url, isolation_level="AUTOCOMMIT", poolclass=NullPool)
+
+    def backend() -> int:
+        with store.engine.connect() as conn:
+            return int(conn.execute(text("SELECT pg_backend_pid()")).scalar_one())
+
+    def kill(pid: int) -> None:
+        with admin.connect() as conn:
+            assert conn.execute(text("SELECT pg_terminate_backend(:pid, 5000)"), {"pid": pid}).scalar()
+
+    try:
+        first = backend()
+        assert backend() == first  # healthy: the same connection again
+        kill(first)
+        with caplog.at_level("WARNING", logger="agentrag.store"):
+            store.create_collection(collection_name)  # retry=False: it must not meet the dead one
+            store.ingest_text(_docs(1)[0], collection=collection_name, source="a")
+            second = backend()
+            kill(second)
+            assert len(store.search("comet", collections=collection_name)) == 1
+        assert not [r for r in caplog.records if "retrying" in r.getMessage()]
+        assert len({first, second, backend()}) == 3
+    finally:
+        admin.dispose()
+        store.close()
+
+
 # ---- pool exhaustion ---------------------------------------------------------------------------------
 
 

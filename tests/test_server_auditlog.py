@@ -46,3 +46,30 @@ def test_a_full_queue_makes_submitters_wait_and_close_writes_everything(store: A
     # after close, events are written through, not dropped
     writer.submit(_events(query_id, 1), latency_ms=None)
     assert len(list_audit(store.engine, query_id=query_id, limit=100)) == 21
+
+
+def test_a_killed_writer_connection_is_replaced_and_the_batch_written_once(store: Any) -> None:
+    """No pre-ping: the batch meets the dead connection, which is replaced; the batch had not
+    run, so it is written exactly once."""
+    from sqlalchemy import create_engine, text
+    from sqlalchemy.pool import NullPool
+
+    writer = AuditWriter(store.engine, interval_s=0.0)
+    admin = create_engine(store.engine.url, isolation_level="AUTOCOMMIT", poolclass=NullPool)
+    try:
+        first = uuid.uuid4().hex
+        writer.submit(_events(first, 1), latency_ms=None)
+        assert writer.flush(timeout=30)
+        with writer.engine.connect() as conn:
+            pid = conn.execute(text("SELECT pg_backend_pid()")).scalar()
+        with admin.connect() as conn:
+            assert conn.execute(text("SELECT pg_terminate_backend(:pid, 5000)"), {"pid": pid}).scalar()
+        second = uuid.uuid4().hex
+        writer.submit(_events(second, 4), latency_ms=2.0)
+        assert writer.flush(timeout=30)
+        assert len(list_audit(store.engine, query_id=second, limit=100)) == 4
+        with writer.engine.connect() as conn:
+            assert conn.execute(text("SELECT pg_backend_pid()")).scalar() != pid
+    finally:
+        admin.dispose()
+        writer.close()

@@ -8,9 +8,11 @@ shutdown) writes everything still queued, so a clean shutdown loses nothing; a c
 power loss) loses at most the events of the last ``interval_s`` and whatever is queued.
 A failed insert is retried (with backoff) until it succeeds or the writer closes.
 
-The writer has a connection of its own (a one-connection pool on the same URL): a batch insert
-waits for its commit's fsync, and it must not hold one of the connections the searches share
-while it does.
+The writer has a connection of its own (a one-connection autocommit pool on the same URL): a
+batch insert waits for its commit's fsync, and it must not hold one of the connections the
+searches share while it does. A batch is one statement (the rows as column arrays, unnest'ed)
+sent to the driver directly, in its own transaction: one round trip per batch, no pre-ping (a
+connection found dead is replaced and the batch sent again at once; it had not run).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from agentrag.server.tenants import audit_rows, insert_audit_rows
+from agentrag.server.tenants import _AUDIT_INSERT_DRIVER, audit_columns, audit_rows, insert_audit_rows
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
@@ -42,7 +44,12 @@ class AuditWriter:
         from sqlalchemy import create_engine
 
         self.engine = create_engine(
-            engine.url, pool_size=1, max_overflow=0, pool_pre_ping=True, hide_parameters=True
+            engine.url,
+            pool_size=1,
+            max_overflow=0,
+            pool_pre_ping=False,
+            hide_parameters=True,
+            isolation_level="AUTOCOMMIT",
         )
         self.batch = batch
         self.interval_s = interval_s
@@ -115,7 +122,7 @@ class AuditWriter:
         delay = 0.1
         while True:
             try:
-                insert_audit_rows(self.engine, rows)
+                self._insert(rows)
                 break
             except Exception as exc:
                 _log.error("audit writer: insert of %d events failed: %s", len(rows), type(exc).__name__)
@@ -127,3 +134,27 @@ class AuditWriter:
         with self._lock:
             self._written += len(rows)
             self._lock.notify_all()
+
+    def _insert(self, rows: list[dict[str, Any]]) -> None:
+        """One statement in its own transaction; a dead pooled connection is replaced once, at once."""
+        import psycopg
+
+        params = audit_columns(rows)
+        for attempt in (1, 2):
+            conn = self.engine.raw_connection()
+            driver: Any = conn.driver_connection  # the psycopg connection
+            try:
+                driver.execute(_AUDIT_INSERT_DRIVER, params, prepare=True)
+            except (psycopg.OperationalError, psycopg.InterfaceError):
+                broken = driver.broken or driver.closed
+                if broken:
+                    conn.invalidate()
+                conn.close()
+                if attempt == 2 or not broken:
+                    raise
+                continue
+            except BaseException:
+                conn.close()
+                raise
+            conn.close()
+            return

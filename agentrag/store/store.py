@@ -104,6 +104,46 @@ class Document:
         return out
 
 
+def _check_alive(dbapi_connection: Any, _record: Any, _proxy: Any) -> None:
+    """The pool's check of a connection it is about to hand out, without a round trip.
+
+    An idle connection has nothing to read: PostgreSQL speaks only when asked, except when it
+    ends the session (a terminated backend, a restart: an error message, then end of file). So
+    a socket that is readable, or a connection the driver already knows is broken, gets the
+    classic check (``SELECT 1``, SQLAlchemy's pre-ping), and a dead one is replaced before it is
+    used (``DisconnectionError`` makes the pool take another). A healthy connection costs one
+    ``poll()`` instead of a round trip. What this cannot see (a peer gone without a word, e.g. a
+    network partition) a ping would have waited on too; reads are retried once anyway
+    (:mod:`agentrag.retrieval.dberrors`).
+    """
+    import select
+
+    from sqlalchemy.exc import DisconnectionError
+
+    if getattr(dbapi_connection, "broken", False) or getattr(dbapi_connection, "closed", False):
+        raise DisconnectionError("the connection is closed")
+    pgconn = getattr(dbapi_connection, "pgconn", None)
+    if pgconn is None:  # not psycopg 3: the classic check
+        readable = True
+    else:
+        try:
+            poller = select.poll()
+            poller.register(pgconn.socket, select.POLLIN | select.POLLERR | select.POLLHUP)
+            readable = bool(poller.poll(0))
+        except Exception:  # no socket any more
+            raise DisconnectionError("the connection has no socket") from None
+    if readable:
+        try:
+            cursor = dbapi_connection.cursor()
+            try:
+                cursor.execute("SELECT 1")
+            finally:
+                cursor.close()
+            dbapi_connection.rollback()
+        except Exception:
+            raise DisconnectionError("the connection is dead") from None
+
+
 def _register_vector(dbapi_connection: Any, _record: Any) -> None:
     from pgvector.psycopg.vector import register_vector_info
     from psycopg.types import TypeInfo
@@ -151,10 +191,11 @@ class Store:
                 self._url,
                 pool_size=pool_size,
                 max_overflow=max_overflow,
-                pool_pre_ping=True,
+                pool_pre_ping=False,  # _check_alive instead: no round trip per checkout
                 pool_timeout=30,
                 hide_parameters=True,  # a driver error's text never carries a question or a vector
             )
+            event.listen(engine, "checkout", _check_alive)
             self._owns_engine = True
         else:
             self._url = engine.url.render_as_string(hide_password=True)
