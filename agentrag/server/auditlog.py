@@ -24,6 +24,7 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from agentrag.server._driver import execute_on_driver
 from agentrag.server.tenants import _AUDIT_INSERT_DRIVER, audit_columns, audit_rows, insert_audit_rows
 
 if TYPE_CHECKING:
@@ -137,24 +138,4 @@ class AuditWriter:
 
     def _insert(self, rows: list[dict[str, Any]]) -> None:
         """One statement in its own transaction; a dead pooled connection is replaced once, at once."""
-        import psycopg
-
-        params = audit_columns(rows)
-        for attempt in (1, 2):
-            conn = self.engine.raw_connection()
-            driver: Any = conn.driver_connection  # the psycopg connection
-            try:
-                driver.execute(_AUDIT_INSERT_DRIVER, params, prepare=True)
-            except (psycopg.OperationalError, psycopg.InterfaceError):
-                broken = driver.broken or driver.closed
-                if broken:
-                    conn.invalidate()
-                conn.close()
-                if attempt == 2 or not broken:
-                    raise
-                continue
-            except BaseException:
-                conn.close()
-                raise
-            conn.close()
-            return
+        execute_on_driver(self.engine, _AUDIT_INSERT_DRIVER, audit_columns(rows))

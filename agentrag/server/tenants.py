@@ -21,6 +21,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from agentrag.errors import InvalidInputError
+from agentrag.server._driver import execute_on_driver
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
@@ -294,29 +295,7 @@ class Admitter:
         return f"Admitter({self.engine.pool.status()})"
 
     def __call__(self, tenant: str) -> Admission:
-        import psycopg
-
-        for attempt in (1, 2):
-            conn = self.engine.raw_connection()  # pooled, autocommit; returned by close()
-            driver: Any = conn.driver_connection  # the psycopg connection
-            try:
-                cursor = driver.execute(_ADMIT_SQL_DRIVER, {"tenant": tenant}, prepare=True)
-                row = cursor.fetchone()
-                names = [c.name for c in cursor.description or ()]
-            except (psycopg.OperationalError, psycopg.InterfaceError):
-                broken = driver.broken or driver.closed
-                if broken:
-                    conn.invalidate()  # a dead backend: never handed out again
-                conn.close()
-                if attempt == 2 or not broken:
-                    raise
-                continue
-            except BaseException:
-                conn.close()
-                raise
-            conn.close()
-            return _admission(None if row is None else dict(zip(names, row, strict=True)))
-        raise AssertionError("unreachable")  # pragma: no cover
+        return _admission(execute_on_driver(self.engine, _ADMIT_SQL_DRIVER, {"tenant": tenant}, fetch=True))
 
     def close(self) -> None:
         self.engine.dispose()
