@@ -148,7 +148,11 @@ class LocalEmbedder:
         if self._dimensions is None:
             model = self._model()
             if self.backend == "torch":
-                self._dimensions = int(model.get_sentence_embedding_dimension())
+                # sentence-transformers 5 renamed the method (the old name warns); either works
+                getter = (
+                    getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
+                )
+                self._dimensions = int(getter())
             else:
                 self._dimensions = int(model.dimensions)
         return self._dimensions
