@@ -404,6 +404,278 @@ WHERE c.id = ANY(CAST(:ids AS text[]))
 """
 
 
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    """A search's options, validated: everything a caller can get wrong has failed by now."""
+
+    query: str
+    names: tuple[str, ...]
+    mode: str
+    top_k: int
+    leg_depth: int  # candidates per leg and collection: max(depth, top_k)
+    fusion: str
+    rrf_k: float
+    vector_weight: float
+    ef_search: int | None
+    min_score: float | None
+    scope: Scope | None
+    filter_sql: str
+    scope_sql: str
+    where: str  # filter AND scope, "TRUE" when nothing restricts
+    params: dict[str, Any]
+    warnings: tuple[str, ...]
+
+    @property
+    def restricted(self) -> bool:
+        return self.where != "TRUE"
+
+
+@dataclass(slots=True)
+class _Ranked:
+    """What the transaction found: the legs' rankings, the fused cut and the hits' rows."""
+
+    used_mode: str
+    vector: list[tuple[str, float]]
+    lexical: list[tuple[str, float]]
+    final: list[tuple[str, float]]
+    rows: dict[str, Any]
+    version_warnings: list[str]
+    lexical_fallback: str | None
+    empty_reason: str | None
+
+
+def _plan(
+    query: str,
+    collections: str | Sequence[str],
+    *,
+    mode: str,
+    top_k: int,
+    max_top_k: int,
+    depth: int,
+    fusion: str,
+    rrf_k: float | None,
+    vector_weight: float | None,
+    min_score: float | None,
+    filters: Filters | Mapping[str, Any] | None,
+    scope: Scope | None,
+    ef_search: int | None,
+) -> _Plan:
+    if mode not in MODES:
+        raise InvalidInputError(f"unknown search mode {mode!r}; valid modes are {', '.join(MODES)}")
+    max_top_k = _int("max_top_k", max_top_k, 1)
+    top_k = _int("top_k", top_k, 1, max_top_k)
+    depth = _int("depth", depth, 1, MAX_DEPTH)
+    k, weight = _fusion_settings(fusion, rrf_k, vector_weight)
+    if ef_search is not None:
+        ef_search = _int("ef_search", ef_search, 1, MAX_EF_SEARCH)
+    if min_score is not None:
+        if isinstance(min_score, bool) or not isinstance(min_score, int | float):
+            raise TypeError(f"min_score must be a number or None, got {type(min_score).__name__}")
+        if not math.isfinite(min_score):
+            raise InvalidInputError(f"min_score must be finite, got {min_score!r}")
+    names = _names(collections)
+    filter_sql, filter_params = compile_filters(filters)
+    scope_sql, scope_params = compile_scope(scope)
+    query_text, query_warnings = preprocess_query(query)
+    restricted = [part for part in (filter_sql, scope_sql) if part != "TRUE"]
+    return _Plan(
+        query=query_text,
+        names=names,
+        mode=mode,
+        top_k=top_k,
+        leg_depth=max(depth, top_k),
+        fusion=fusion,
+        rrf_k=k,
+        vector_weight=weight,
+        ef_search=ef_search,
+        min_score=min_score,
+        scope=scope,
+        filter_sql=filter_sql,
+        scope_sql=scope_sql,
+        where=" AND ".join(f"({part})" for part in restricted) if restricted else "TRUE",
+        params={**filter_params, **scope_params},
+        warnings=query_warnings,
+    )
+
+
+def _query_vector(
+    store: SearchSource, plan: _Plan, timings: dict[str, float]
+) -> tuple[np.ndarray | None, str | None]:
+    """The query vector (None for a lexical search) and, when a hybrid search lost its vector
+    leg to a failing embedder, why (the error's type only: a provider's message may echo the
+    query). A vector search raises the EmbeddingError."""
+    if plan.mode not in ("vector", "hybrid"):
+        return None, None
+    try:
+        vector, timings["embed"] = _embed(store, plan.query)
+    except EmbeddingError as exc:
+        if plan.mode == "vector":
+            raise
+        _log.warning("hybrid search degraded to lexical only: the embedder failed (%s)", type(exc).__name__)
+        return None, (
+            f"vector leg unavailable, results are lexical (BM25) only: embedder failed ({type(exc).__name__})"
+        )
+    return vector, None
+
+
+def _vector_ranked(
+    conn: Connection, plan: _Plan, colls: list[_Collection], query_vector: np.ndarray
+) -> list[tuple[str, float]]:
+    per_collection = []
+    for c in colls:
+        ef = _ef_search(plan.ef_search, c, plan.leg_depth)
+        configure_hnsw(conn, ef_search=ef, iterative=plan.restricted or ef < plan.leg_depth)
+        per_collection.append(
+            vector_leg(
+                conn,
+                collection_id=c.id,
+                dimensions=c.dimensions,
+                distance=c.distance,
+                query_vector=query_vector,
+                where=plan.where,
+                params=plan.params,
+                depth=plan.leg_depth,
+                need=plan.top_k,
+            )
+        )
+    return merge_by_score(per_collection, plan.leg_depth)
+
+
+def _fuse(
+    plan: _Plan, used_mode: str, vector: list[tuple[str, float]], lexical: list[tuple[str, float]]
+) -> list[tuple[str, float]]:
+    """The mode's ranking, before ``min_score`` and the cut at ``top_k``."""
+    if used_mode == "hybrid" and plan.fusion == "relative_score":
+        return relative_score(vector, lexical, vector_weight=plan.vector_weight)
+    if used_mode == "hybrid":
+        return rrf([[i for i, _ in vector], [i for i, _ in lexical]], k=plan.rrf_k)
+    return vector if used_mode == "vector" else lexical
+
+
+def _rank(
+    conn: Connection,
+    store: SearchSource,
+    plan: _Plan,
+    used_mode: str,
+    query_vector: np.ndarray | None,
+    *,
+    caches_ready: bool,
+    degraded: str | None,
+    timings: dict[str, float],
+) -> _Ranked:
+    """Everything a search does in its one transaction on ``conn``.
+
+    Raises _CachesStale, before any leg runs, when a lexical cache must be built first (and
+    ``caches_ready`` is false).
+    """
+    colls = _load_collections(conn, plan.names)
+    check_scope(plan.scope, [c.name for c in colls if c.scoped])
+    if not caches_ready and used_mode != "vector" and _lexical_stale(store, colls, plan.mode):
+        raise _CachesStale(colls)
+    version_warnings: list[str] = []
+    if plan.mode in ("vector", "hybrid"):
+        try:
+            version_warnings = _check_embedder(store, colls)  # EmbeddingMismatchError
+        except EmbeddingMismatchError:
+            raise
+        except EmbeddingError:  # it cannot say its dimensions: the search already degraded
+            pass
+
+    vector: list[tuple[str, float]] = []
+    if query_vector is not None:
+        t = time.perf_counter()
+        vector = _vector_ranked(conn, plan, colls, query_vector)
+        timings["vector"] = (time.perf_counter() - t) * 1000
+
+    lexical: list[tuple[str, float]] = []
+    lexical_fallback: str | None = None
+    if used_mode in ("lexical", "hybrid", "lexical_sql"):
+        # A collection over the BM25 memory budget: the leg is SQL full text, on record.
+        lexical_fallback = "; ".join(_over_budget(store, colls, plan.mode, current=False)) or None
+        if lexical_fallback is not None and used_mode == "lexical":
+            used_mode = "lexical_sql"
+        t = time.perf_counter()
+        lexical = _lexical(conn, store, colls, plan.mode, plan.query, plan.where, plan.params, plan.leg_depth)
+        timings["lexical"] = (time.perf_counter() - t) * 1000
+
+    t = time.perf_counter()
+    candidates = _fuse(plan, used_mode, vector, lexical)
+    final = candidates
+    if plan.min_score is not None:
+        final = [(i, s) for i, s in final if s >= plan.min_score]
+    final = final[: plan.top_k]
+    timings["fuse"] = (time.perf_counter() - t) * 1000
+
+    t = time.perf_counter()
+    rows = _fetch(conn, [i for i, _ in final])
+    timings["fetch"] = (time.perf_counter() - t) * 1000
+    why: str | None = None
+    if not rows:  # only an empty result pays for the counts that explain it
+        why = empty_reason(
+            conn,
+            collections=[(c.id, c.name) for c in colls],
+            scope_sql=plan.scope_sql,
+            filter_sql=plan.filter_sql,
+            params=plan.params,
+            scope=plan.scope,
+            used_mode=used_mode,
+            degraded=degraded,
+            lexical_candidates=len(lexical),
+            min_score=plan.min_score,
+            candidates=candidates,
+        )
+    return _Ranked(used_mode, vector, lexical, final, rows, version_warnings, lexical_fallback, why)
+
+
+def _fetch(conn: Connection, ids: list[str]) -> dict[str, Any]:
+    """The hits' text and provenance by chunk id (a chunk deleted since ranking is missing)."""
+    if not ids:
+        return {}
+    from sqlalchemy import text
+
+    return {row.id: row for row in conn.execute(text(_FETCH_SQL), {"ids": ids}).all()}
+
+
+def _hits(ranked: _Ranked) -> tuple[Hit, ...]:
+    vector_at = {chunk_id: (rank, score) for rank, (chunk_id, score) in enumerate(ranked.vector, start=1)}
+    lexical_at = {chunk_id: (rank, score) for rank, (chunk_id, score) in enumerate(ranked.lexical, start=1)}
+    hits: list[Hit] = []
+    for chunk_id, score in ranked.final:
+        row = ranked.rows.get(chunk_id)
+        if row is None:  # deleted between ranking and fetching
+            continue
+        v_rank, v_score = vector_at.get(chunk_id, (None, None))
+        l_rank, l_score = lexical_at.get(chunk_id, (None, None))
+        hits.append(
+            Hit(
+                chunk_id=row.id,
+                document_id=row.document_id,
+                collection=row.collection,
+                text=row.text,
+                score=float(score),
+                rank=len(hits) + 1,
+                start_char=row.start_char,
+                end_char=row.end_char,
+                chunk_index=row.chunk_index,
+                page=row.page,
+                section=row.section,
+                source=row.source,
+                original_filename=row.original_filename,
+                source_sha256=row.source_sha256,
+                chunk_sha256=row.chunk_sha256,
+                classification=row.classification,
+                embed_model=row.embed_model,
+                embed_version=row.embed_version,
+                vector_rank=v_rank,
+                vector_score=v_score,
+                lexical_rank=l_rank,
+                lexical_score=l_score,
+                metadata=dict(row.metadata or {}),
+            )
+        )
+    return tuple(hits)
+
+
 @guarded("searching")
 def search(
     store: SearchSource,
@@ -439,208 +711,72 @@ def search(
     """
     started = time.perf_counter()
     timings = {"embed": 0.0, "vector": 0.0, "lexical": 0.0, "fuse": 0.0, "fetch": 0.0}
+    plan = _plan(
+        query,
+        collections,
+        mode=mode,
+        top_k=top_k,
+        max_top_k=max_top_k,
+        depth=depth,
+        fusion=fusion,
+        rrf_k=rrf_k,
+        vector_weight=vector_weight,
+        min_score=min_score,
+        filters=filters,
+        scope=scope,
+        ef_search=ef_search,
+    )
+    # Before any connection is taken: no connection waits on a model or provider call.
+    query_vector, degraded = _query_vector(store, plan, timings)
+    used_mode = "lexical" if degraded else mode
 
-    # ---- validation: everything a caller can get wrong fails here, before any SQL ----
-    if mode not in MODES:
-        raise InvalidInputError(f"unknown search mode {mode!r}; valid modes are {', '.join(MODES)}")
-    max_top_k = _int("max_top_k", max_top_k, 1)
-    top_k = _int("top_k", top_k, 1, max_top_k)
-    depth = _int("depth", depth, 1, MAX_DEPTH)
-    leg_depth = max(depth, top_k)
-    k, weight = _fusion_settings(fusion, rrf_k, vector_weight)
-    if ef_search is not None:
-        ef_search = _int("ef_search", ef_search, 1, MAX_EF_SEARCH)
-    if min_score is not None:
-        if isinstance(min_score, bool) or not isinstance(min_score, int | float):
-            raise TypeError(f"min_score must be a number or None, got {type(min_score).__name__}")
-        if not math.isfinite(min_score):
-            raise InvalidInputError(f"min_score must be finite, got {min_score!r}")
-    names = _names(collections)
-    filter_sql, filter_params = compile_filters(filters)
-    scope_sql, scope_params = compile_scope(scope)
-    query_text, query_warnings = preprocess_query(query)
-    restricted = [part for part in (filter_sql, scope_sql) if part != "TRUE"]
-    where = " AND ".join(f"({part})" for part in restricted) if restricted else "TRUE"
-    params = {**filter_params, **scope_params}
-
-    warnings: list[str] = list(query_warnings)
-    degraded: str | None = None
-    used_mode = mode
-    query_vector: np.ndarray | None = None
-    if mode in ("vector", "hybrid"):
-        # Before any connection is taken: no connection waits on a model or provider call.
-        try:
-            query_vector, timings["embed"] = _embed(store, query_text)
-        except EmbeddingError as exc:
-            if mode == "vector":
-                raise
-            used_mode = "lexical"
-            # The error's type only: a provider's message may echo the query.
-            degraded = (
-                "vector leg unavailable, results are lexical (BM25) only: "
-                f"embedder failed ({type(exc).__name__})"
+    # One transaction: the hnsw.* settings stay local to it. A cold lexical cache (BM25 index,
+    # tsvectors) is never built while the connection is held: the transaction stops, the caches
+    # are built with no connection held, and the transaction runs again once.
+    try:
+        with store.engine.connect() as conn, conn.begin():
+            ranked = _rank(
+                conn,
+                store,
+                plan,
+                used_mode,
+                query_vector,
+                caches_ready=False,
+                degraded=degraded,
+                timings=timings,
             )
-            warnings.append(degraded)
-            _log.warning(
-                "hybrid search degraded to lexical only: the embedder failed (%s)", type(exc).__name__
+    except _CachesStale as stale:
+        _prepare_lexical(store, stale.collections, mode)
+        with store.engine.connect() as conn, conn.begin():
+            ranked = _rank(
+                conn,
+                store,
+                plan,
+                used_mode,
+                query_vector,
+                caches_ready=True,
+                degraded=degraded,
+                timings=timings,
             )
 
-    vector_ranked: list[tuple[str, float]] = []
-    lexical_fallback: str | None = None
-    # ---- one transaction: the hnsw.* settings stay local to it. A cold lexical cache (BM25
-    # index, tsvectors) is never built while the connection is held: the transaction stops,
-    # the caches are built with no connection held, and the transaction runs again once. ----
-    for prepared in (False, True):
-        try:
-            with store.engine.connect() as conn, conn.begin():
-                colls = _load_collections(conn, names)
-                check_scope(scope, [c.name for c in colls if c.scoped])
-                if not prepared and used_mode != "vector" and _lexical_stale(store, colls, mode):
-                    raise _CachesStale(colls)
-                version_match = True
-                if mode in ("vector", "hybrid"):
-                    try:
-                        version_warnings = _check_embedder(store, colls)  # EmbeddingMismatchError
-                    except EmbeddingMismatchError:
-                        raise
-                    except EmbeddingError:  # it cannot say its dimensions: the search already degraded
-                        version_warnings = []
-                    warnings.extend(version_warnings)
-                    version_match = not version_warnings
-                if query_vector is not None:
-                    t = time.perf_counter()
-                    per_collection = []
-                    for c in colls:
-                        ef = _ef_search(ef_search, c, leg_depth)
-                        configure_hnsw(conn, ef_search=ef, iterative=bool(restricted) or ef < leg_depth)
-                        per_collection.append(
-                            vector_leg(
-                                conn,
-                                collection_id=c.id,
-                                dimensions=c.dimensions,
-                                distance=c.distance,
-                                query_vector=query_vector,
-                                where=where,
-                                params=params,
-                                depth=leg_depth,
-                                need=top_k,
-                            )
-                        )
-                    vector_ranked = merge_by_score(per_collection, leg_depth)
-                    timings["vector"] = (time.perf_counter() - t) * 1000
-
-                lexical_ranked: list[tuple[str, float]] = []
-                if used_mode in ("lexical", "hybrid", "lexical_sql"):
-                    # A collection over the BM25 memory budget: the leg is SQL full text, on record.
-                    lexical_fallback = "; ".join(_over_budget(store, colls, mode, current=False)) or None
-                    if lexical_fallback is not None and used_mode == "lexical":
-                        used_mode = "lexical_sql"
-                    t = time.perf_counter()
-                    lexical_ranked = _lexical(conn, store, colls, mode, query_text, where, params, leg_depth)
-                    timings["lexical"] = (time.perf_counter() - t) * 1000
-
-                # ---- fusion ----
-                t = time.perf_counter()
-                final: list[tuple[str, float]]
-                if used_mode == "hybrid" and fusion == "relative_score":
-                    final = relative_score(vector_ranked, lexical_ranked, vector_weight=weight)
-                elif used_mode == "hybrid":
-                    final = rrf([[i for i, _ in vector_ranked], [i for i, _ in lexical_ranked]], k=k)
-                elif used_mode == "vector":
-                    final = vector_ranked
-                else:
-                    final = lexical_ranked
-                candidates = final
-                if min_score is not None:
-                    final = [(i, s) for i, s in final if s >= min_score]
-                final = final[:top_k]
-                timings["fuse"] = (time.perf_counter() - t) * 1000
-
-                # ---- the hits' text and provenance ----
-                t = time.perf_counter()
-                rows = {}
-                if final:
-                    from sqlalchemy import text
-
-                    rows = {
-                        row.id: row
-                        for row in conn.execute(text(_FETCH_SQL), {"ids": [i for i, _ in final]}).all()
-                    }
-                timings["fetch"] = (time.perf_counter() - t) * 1000
-                why: str | None = None
-                if not rows:  # only an empty result pays for the counts that explain it
-                    why = empty_reason(
-                        conn,
-                        collections=[(c.id, c.name) for c in colls],
-                        scope_sql=scope_sql,
-                        filter_sql=filter_sql,
-                        params=params,
-                        scope=scope,
-                        used_mode=used_mode,
-                        degraded=degraded,
-                        lexical_candidates=len(lexical_ranked),
-                        min_score=min_score,
-                        candidates=candidates,
-                    )
-        except _CachesStale as stale:
-            if prepared:  # pragma: no cover - the second pass never raises it
-                raise AssertionError("lexical caches still stale after building them") from None
-            _prepare_lexical(store, stale.collections, mode)
-            continue
-        break
-
-    if lexical_fallback is not None:
-        warnings.append(lexical_fallback)
+    warnings = [*plan.warnings, *([degraded] if degraded else []), *ranked.version_warnings]
+    if ranked.lexical_fallback is not None:
+        warnings.append(ranked.lexical_fallback)
         _log.warning("lexical leg ran lexical_sql: a collection's BM25 index is over the memory budget")
-    vector_at = {chunk_id: (rank, score) for rank, (chunk_id, score) in enumerate(vector_ranked, start=1)}
-    lexical_at = {chunk_id: (rank, score) for rank, (chunk_id, score) in enumerate(lexical_ranked, start=1)}
-    hits: list[Hit] = []
-    for chunk_id, score in final:
-        row = rows.get(chunk_id)
-        if row is None:  # deleted between ranking and fetching
-            continue
-        v_rank, v_score = vector_at.get(chunk_id, (None, None))
-        l_rank, l_score = lexical_at.get(chunk_id, (None, None))
-        hits.append(
-            Hit(
-                chunk_id=row.id,
-                document_id=row.document_id,
-                collection=row.collection,
-                text=row.text,
-                score=float(score),
-                rank=len(hits) + 1,
-                start_char=row.start_char,
-                end_char=row.end_char,
-                chunk_index=row.chunk_index,
-                page=row.page,
-                section=row.section,
-                source=row.source,
-                original_filename=row.original_filename,
-                source_sha256=row.source_sha256,
-                chunk_sha256=row.chunk_sha256,
-                classification=row.classification,
-                embed_model=row.embed_model,
-                embed_version=row.embed_version,
-                vector_rank=v_rank,
-                vector_score=v_score,
-                lexical_rank=l_rank,
-                lexical_score=l_score,
-                metadata=dict(row.metadata or {}),
-            )
-        )
+    hits = _hits(ranked)
     timings["total"] = (time.perf_counter() - started) * 1000
     return SearchResult(
-        query=query_text,
-        collections=names,
+        query=plan.query,
+        collections=plan.names,
         mode=mode,
-        used_mode=used_mode,
-        hits=tuple(hits),
+        used_mode=ranked.used_mode,
+        hits=hits,
         degraded=degraded,
         warnings=tuple(warnings),
-        model_version_match=version_match,
-        fusion=fusion if used_mode == "hybrid" else None,
-        empty_reason=why if not hits else None,
-        lexical_fallback=lexical_fallback,
+        model_version_match=not ranked.version_warnings,
+        fusion=fusion if ranked.used_mode == "hybrid" else None,
+        empty_reason=ranked.empty_reason if not hits else None,
+        lexical_fallback=ranked.lexical_fallback,
         timings_ms={key: round(value, 3) for key, value in timings.items()},
     )
 
