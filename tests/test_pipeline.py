@@ -223,6 +223,29 @@ def test_llm_down_inside_the_loop_falls_back_visibly(sample_store) -> None:
     assert [(d.step, d.kind) for d in ctx.degradations] == [("search", "local-judge")]
 
 
+def test_llm_down_for_the_rewrite_falls_back_to_local_feedback_visibly(sample_store) -> None:
+    """The judge answers, the rewrite call fails: the unit rewrites by pseudo-relevance feedback,
+    judges locally from then on, and records one ``local-rewrite`` degradation."""
+    kinds: list[str] = []
+
+    def reply(messages):  # type: ignore[no-untyped-def]
+        kinds.append(prompt_kind(messages))
+        if kinds[-1] == "sufficiency":
+            return json.dumps({"sufficient": False, "reasoning": "not yet"})
+        raise LLMTimeoutError("timeout")
+
+    ctx = ar.new(Q_PAGINATE, store=sample_store, llm=FakeLLM(fn=reply), collections=["api"], threshold=0.0)
+    ctx = ctx.search(self_correct=True, max_iterations=3)
+    assert ctx.ok
+    (record,) = ctx.results
+    assert [(d.step, d.kind) for d in ctx.degradations] == [("search", "local-rewrite")]
+    assert kinds == ["sufficiency", "rewrite"]  # no LLM call after the failure
+    assert len(record.iterations) >= 2  # the local rewrite ran a second search
+    assert record.iterations[1].queries[0] != Q_PAGINATE
+    assert record.iterations[1].sufficient is True  # judged locally: threshold 0.0
+    assert record.stop_reason is StopReason.SUFFICIENT
+
+
 def test_rerank_heuristic_spreads_sources_and_llm_orders_by_label(sample_store) -> None:
     ctx = ar.new(Q_COMPARE, store=sample_store, limit=8).search(collections=["support", "api"])
     ranked = ctx.rerank().ranked

@@ -179,151 +179,201 @@ def _local_sufficient(question: str, hits: Sequence[Hit], threshold: float) -> t
     return best >= threshold, f"local: best term coverage {best:.2f} vs threshold {threshold}"
 
 
-def _run_unit(
-    ctx: Context, question: str, collection: str, plan: _Plan, tracker: BudgetTracker
-) -> _UnitResult:
-    from agentrag.prompts import new_delimiter
+class _Unit:
+    """One (question, collection) unit: search -> judge -> rewrite -> search ..., and what it found.
 
-    out = _UnitResult(record=None)  # type: ignore[arg-type]
-    failures = _retrieval_failures()
-    error: str | None = None
-    best: dict[str, Hit] = {}
-    tried: list[str] = []
-    iterations: list[SearchIteration] = []
-    used_mode, degraded = plan.mode, None
-    empty: str | None = None
-    llm = plan.llm
-    delimiter = new_delimiter()
-    pending = [question, *(ctx.rewrites if question == ctx.question else ())]
-    stop = StopReason.MAX_ITERATIONS
+    ``run`` is the loop and decides why it stops; each stage is one method.
+    """
 
-    def degrade(kind: str, exc: LLMError) -> None:
-        nonlocal llm
-        llm = False
-        out.calls.extend(_calls_of(exc))
-        out.degradations.append(
+    def __init__(
+        self, ctx: Context, question: str, collection: str, plan: _Plan, tracker: BudgetTracker
+    ) -> None:
+        from agentrag.prompts import new_delimiter
+
+        self.ctx, self.question, self.collection, self.plan, self.tracker = (
+            ctx,
+            question,
+            collection,
+            plan,
+            tracker,
+        )
+        self.out = _UnitResult(record=None)  # type: ignore[arg-type]
+        self.best: dict[str, Hit] = {}
+        self.tried: list[str] = []
+        self.iterations: list[SearchIteration] = []
+        self.used_mode = plan.mode
+        self.degraded: str | None = None
+        self.empty: str | None = None
+        self.error: str | None = None
+        self.llm = plan.llm
+        self.delimiter = new_delimiter()
+
+    def run(self) -> _UnitResult:
+        plan = self.plan
+        pending = [self.question, *(self.ctx.rewrites if self.question == self.ctx.question else ())]
+        stop = StopReason.MAX_ITERATIONS
+        for iteration in range(1, plan.max_iterations + 1):
+            found = self.search(pending)
+            new_ids = {h.chunk_id for h in found} - self.best.keys()
+            for hit in found:
+                if hit.chunk_id not in self.best or hit.score > self.best[hit.chunk_id].score:
+                    self.best[hit.chunk_id] = hit
+            current = self.ranked()
+            step_ids = tuple(dict.fromkeys(h.chunk_id for h in found))
+
+            def record(sufficient: bool | None = None, reasoning: str | None = None) -> None:
+                self.iterations.append(
+                    SearchIteration(tuple(pending), step_ids, len(new_ids), sufficient, reasoning)  # noqa: B023
+                )
+
+            if self.error is not None:
+                record(None, f"retrieval failed: {self.error}")
+                self.out.warnings.append(f"search in {self.collection!r} failed: {self.error}")
+                stop = StopReason.RETRIEVAL_FAILED
+                break
+            if not plan.self_correct:
+                record()
+                stop = StopReason.SINGLE_PASS
+                break
+            if iteration > 1 and not new_ids:
+                record()
+                stop = StopReason.NO_NEW_EVIDENCE
+                break
+            sufficient, reasoning, judge_stop = self.judge(current)
+            record(sufficient, reasoning)
+            if judge_stop is not None:
+                stop = judge_stop
+                break
+            if sufficient:
+                stop = StopReason.SUFFICIENT
+                break
+            if iteration == plan.max_iterations:
+                stop = StopReason.MAX_ITERATIONS
+                break
+            queries = self.next_queries(current)
+            if queries is None:
+                stop = StopReason.BUDGET_EXHAUSTED
+                break
+            pending = [q for q in queries if q not in self.tried]
+            if not pending:
+                stop = StopReason.NO_NEW_EVIDENCE
+                break
+        return self.result(stop)
+
+    def search(self, queries: Sequence[str]) -> list[Hit]:
+        """Every query's hits; the first retrieval failure stops it (``self.error``)."""
+        found: list[Hit] = []
+        for query in queries:
+            try:
+                result = _search_once(self.ctx, query, self.collection, self.plan)
+            except CollectionNotFoundError:
+                raise
+            except _retrieval_failures() as exc:
+                self.error = _failure(exc)
+                break
+            self._note(result)
+            found.extend(result.hits)
+            self.tried.append(query)
+        return found
+
+    def _note(self, result: SearchResult) -> None:
+        out = self.out
+        self.used_mode, self.degraded = result.used_mode, self.degraded or result.degraded
+        self.empty = self.empty or result.empty_reason
+        if result.used_mode in ("vector", "hybrid"):  # the query embedder met the index
+            out.model_version_match = result.model_version_match and out.model_version_match is not False
+        out.warnings.extend(result.warnings)
+        if result.lexical_fallback and not any(d.reason == result.lexical_fallback for d in out.degradations):
+            out.degradations.append(Degradation("search", "bm25-over-budget", result.lexical_fallback))
+
+    def ranked(self) -> list[Hit]:
+        return sorted(self.best.values(), key=lambda h: (-h.score, h.chunk_id))[: self.plan.limit]
+
+    def judge(self, current: list[Hit]) -> tuple[bool | None, str | None, StopReason | None]:
+        """``(sufficient, reasoning, stop)``: the LLM's verdict, else the local one; ``stop`` when
+        the loop must end here (budget spent, an unparseable verdict)."""
+        if self.llm and (why := self.tracker.exhausted()):
+            return None, why, StopReason.BUDGET_EXHAUSTED
+        if self.llm:
+            try:
+                verdict, calls = ask_json(
+                    self.ctx,
+                    "sufficiency",
+                    SufficiencyReply,
+                    question=self.question,
+                    chunks=chunk_views(current),
+                    delimiter=self.delimiter,
+                )
+                self.tracker.add(calls)
+                self.out.calls.extend(calls)
+                return verdict.sufficient, verdict.reasoning, None
+            except LLMOutputError as exc:
+                self.tracker.add(_calls_of(exc))
+                self.out.calls.extend(_calls_of(exc))
+                return None, "the sufficiency reply could not be parsed", StopReason.JUDGE_UNPARSEABLE
+            except LLMError as exc:
+                self.tracker.add(_calls_of(exc))
+                self._degrade("local-judge", exc)
+        sufficient, reasoning = _local_sufficient(self.question, current, self.ctx.options.threshold)
+        return sufficient, reasoning, None
+
+    def next_queries(self, current: list[Hit]) -> list[str] | None:
+        """The next iteration's queries (the LLM's rewrite, else pseudo-relevance feedback); None
+        when the budget is spent."""
+        if self.llm and self.tracker.exhausted():
+            return None
+        queries: list[str] = []
+        if self.llm:
+            try:
+                queries, _reasoning, calls = llm_rewrites(
+                    self.ctx,
+                    self.question,
+                    max_rewrites=1,
+                    previous=self.tried,
+                    hits=current,
+                    delimiter=self.delimiter,
+                )
+                self.tracker.add(calls)
+                self.out.calls.extend(calls)
+            except LLMError as exc:
+                self.tracker.add(_calls_of(exc))
+                self._degrade("local-rewrite", exc)
+        if not self.llm:
+            rewritten = prf_rewrite(self.question, current)
+            queries = [rewritten] if rewritten else []
+        return queries
+
+    def _degrade(self, kind: str, exc: LLMError) -> None:
+        """The LLM failed inside the loop: the rest of the unit runs the local strategies, on record."""
+        self.llm = False
+        self.out.calls.extend(_calls_of(exc))
+        self.out.degradations.append(
             Degradation("search", kind, f"{type(exc).__name__}; using the local strategy")
         )
 
-    for iteration in range(1, plan.max_iterations + 1):
-        found: list[Hit] = []
-        for query in pending:
-            try:
-                result = _search_once(ctx, query, collection, plan)
-            except CollectionNotFoundError:
-                raise
-            except failures as exc:
-                error = _failure(exc)
-                break
-            used_mode, degraded = result.used_mode, degraded or result.degraded
-            empty = empty or result.empty_reason
-            if result.used_mode in ("vector", "hybrid"):  # the query embedder met the index
-                known = out.model_version_match
-                out.model_version_match = result.model_version_match and known is not False
-            out.warnings.extend(result.warnings)
-            if result.lexical_fallback and not any(
-                d.reason == result.lexical_fallback for d in out.degradations
-            ):
-                out.degradations.append(Degradation("search", "bm25-over-budget", result.lexical_fallback))
-            found.extend(result.hits)
-            tried.append(query)
-        new_ids = {h.chunk_id for h in found} - best.keys()
-        for hit in found:
-            if hit.chunk_id not in best or hit.score > best[hit.chunk_id].score:
-                best[hit.chunk_id] = hit
-        current = sorted(best.values(), key=lambda h: (-h.score, h.chunk_id))[: plan.limit]
-        step_ids = tuple(dict.fromkeys(h.chunk_id for h in found))
+    def result(self, stop: StopReason) -> _UnitResult:
+        hits = tuple(self.ranked())
+        failed = (
+            self.error is not None and not hits
+        )  # a failure after earlier hits keeps them (with the warning)
+        self.out.record = SearchRecord(
+            self.question,
+            self.collection,
+            hits,
+            tuple(self.iterations),
+            stop,
+            "none" if failed else self.used_mode,
+            self.degraded,
+            self.error if failed else None,
+            None if hits else self.empty,
+        )
+        return self.out
 
-        def record(sufficient: bool | None = None, reasoning: str | None = None) -> None:
-            iterations.append(SearchIteration(tuple(pending), step_ids, len(new_ids), sufficient, reasoning))  # noqa: B023
 
-        if error is not None:
-            record(None, f"retrieval failed: {error}")
-            stop = StopReason.RETRIEVAL_FAILED
-            out.warnings.append(f"search in {collection!r} failed: {error}")
-            break
-        if not plan.self_correct:
-            record()
-            stop = StopReason.SINGLE_PASS
-            break
-        if iteration > 1 and not new_ids:
-            record()
-            stop = StopReason.NO_NEW_EVIDENCE
-            break
-        # judge
-        if llm and (why := tracker.exhausted()):
-            record(None, why)
-            stop = StopReason.BUDGET_EXHAUSTED
-            break
-        if llm:
-            try:
-                verdict, calls = ask_json(
-                    ctx,
-                    "sufficiency",
-                    SufficiencyReply,
-                    question=question,
-                    chunks=chunk_views(current),
-                    delimiter=delimiter,
-                )
-                tracker.add(calls)
-                out.calls.extend(calls)
-                sufficient, reasoning = verdict.sufficient, verdict.reasoning
-            except LLMOutputError as exc:
-                tracker.add(_calls_of(exc))
-                out.calls.extend(_calls_of(exc))
-                record(None, "the sufficiency reply could not be parsed")
-                stop = StopReason.JUDGE_UNPARSEABLE
-                break
-            except LLMError as exc:
-                tracker.add(_calls_of(exc))
-                degrade("local-judge", exc)
-                sufficient, reasoning = _local_sufficient(question, current, ctx.options.threshold)
-        else:
-            sufficient, reasoning = _local_sufficient(question, current, ctx.options.threshold)
-        record(sufficient, reasoning)
-        if sufficient:
-            stop = StopReason.SUFFICIENT
-            break
-        if iteration == plan.max_iterations:
-            stop = StopReason.MAX_ITERATIONS
-            break
-        # rewrite for the next iteration
-        queries: list[str] = []
-        if llm and (why := tracker.exhausted()):
-            stop = StopReason.BUDGET_EXHAUSTED
-            break
-        if llm:
-            try:
-                queries, _reasoning, calls = llm_rewrites(
-                    ctx, question, max_rewrites=1, previous=tried, hits=current, delimiter=delimiter
-                )
-                tracker.add(calls)
-                out.calls.extend(calls)
-            except LLMError as exc:
-                tracker.add(_calls_of(exc))
-                degrade("local-rewrite", exc)
-        if not llm:
-            rewritten = prf_rewrite(question, current)
-            queries = [rewritten] if rewritten else []
-        pending = [q for q in queries if q not in tried]
-        if not pending:
-            stop = StopReason.NO_NEW_EVIDENCE
-            break
-
-    hits = tuple(sorted(best.values(), key=lambda h: (-h.score, h.chunk_id))[: plan.limit])
-    failed = error is not None and not hits  # a failure after earlier hits keeps them (with the warning)
-    out.record = SearchRecord(
-        question,
-        collection,
-        hits,
-        tuple(iterations),
-        stop,
-        "none" if failed else used_mode,
-        degraded,
-        error if failed else None,
-        None if hits else empty,
-    )
-    return out
+def _run_unit(
+    ctx: Context, question: str, collection: str, plan: _Plan, tracker: BudgetTracker
+) -> _UnitResult:
+    return _Unit(ctx, question, collection, plan, tracker).run()
 
 
 def _combine(plan: _Plan, results: Sequence[_UnitResult], started: float) -> Outcome:
