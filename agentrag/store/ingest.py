@@ -258,6 +258,92 @@ _canonical = canonical_metadata
 _json_default = json_default
 
 
+@dataclass(slots=True)
+class _Tally:
+    """What an ingest has done so far, document by document, and the progress callback."""
+
+    collection: str
+    total: int
+    on_progress: Callable[[IngestProgress], None] | None
+    added: list[str] = field(default_factory=list)
+    replaced: list[str] = field(default_factory=list)
+    unchanged: list[str] = field(default_factory=list)
+    failed: list[tuple[str, str]] = field(default_factory=list)
+    ids: dict[str, str] = field(default_factory=dict)
+    written: int = 0
+    retried: int = 0
+    done: int = 0
+
+    def progress(self, source: str, status: str) -> None:
+        if self.on_progress is not None:
+            self.on_progress(IngestProgress(self.done, self.total, source, status))
+
+    def finished(self, source: str, status: str, *, document_id: str | None = None, error: str = "") -> None:
+        """One document is done: ``status`` is added, replaced, unchanged or failed."""
+        self.done += 1
+        if status == "failed":
+            self.failed.append((source, error or "failed"))
+        else:
+            assert document_id is not None
+            self.ids[source] = document_id
+            {"added": self.added, "replaced": self.replaced, "unchanged": self.unchanged}[status].append(
+                source
+            )
+        self.progress(source, status)
+
+    def report(self, vector_index: str, index_seconds: float) -> IngestReport:
+        return IngestReport(
+            self.collection,
+            tuple(self.added),
+            tuple(self.replaced),
+            tuple(self.unchanged),
+            tuple(self.failed),
+            self.written,
+            self.ids,
+            vector_index=vector_index,
+            index_seconds=index_seconds,
+            retried_alone=self.retried,
+        )
+
+
+def _check_ingest_options(
+    executor: Executor | None, scopes: dict[str, str | None], bulk: bool | None
+) -> Executor:
+    if executor is None:  # the batch sizes read at call time (tests and benchmarks set them)
+        executor = LocalExecutor(batch_documents=PREPARE_BATCH_DOCUMENTS, batch_chunks=WRITE_BATCH_CHUNKS)
+    elif not isinstance(executor, Executor):
+        raise InvalidInputError(
+            "executor must have a run(documents, *, embedder, chunk_size, chunk_overlap) method"
+            f" (agentrag.LocalExecutor, agentrag.executors.ray.RayExecutor), got {type(executor).__name__}"
+        )
+    for name, value in scopes.items():
+        if value is not None and (not isinstance(value, str) or not value.strip()):
+            raise InvalidInputError(f"{name} must be a non-empty string, got {value!r}")
+    if bulk is not None and not isinstance(bulk, bool):
+        raise InvalidInputError(f"bulk must be True, False or None (automatic), got {bulk!r}")
+    return executor
+
+
+def _mark_stored(
+    store: Store, coll: Collection, items: list[PreparedDocument], tenant: str | None, workspace: str | None
+) -> dict[str, str]:
+    """``{source: id of its stored version}``; each stored item learns its stored hash, so the
+    prepare stage skips a document stored unchanged before chunking or embedding it."""
+    stored: dict[str, str] = {}
+    for start in range(0, len(items), _LOOKUP_SLICE):
+        batch = items[start : start + _LOOKUP_SLICE]
+        existing = _retrying(
+            "reading existing documents",
+            functools.partial(_existing, store, coll, [i.source for i in batch], tenant, workspace),
+        )
+        for item in batch:
+            old = existing.get(item.source)
+            if old is not None:
+                stored[item.source] = old[0]
+                item.known = (old[1], _canonical(old[2], item.source))
+    return stored
+
+
 def _ingest(
     store: Store,
     items: list[PreparedDocument],
@@ -272,51 +358,16 @@ def _ingest(
     on_progress: Callable[[IngestProgress], None] | None = None,
     executor: Executor | None = None,
 ) -> IngestReport:
-    if executor is None:  # the batch sizes read at call time (tests and benchmarks set them)
-        executor = LocalExecutor(batch_documents=PREPARE_BATCH_DOCUMENTS, batch_chunks=WRITE_BATCH_CHUNKS)
-    elif not isinstance(executor, Executor):
-        raise InvalidInputError(
-            "executor must have a run(documents, *, embedder, chunk_size, chunk_overlap) method"
-            f" (agentrag.LocalExecutor, agentrag.executors.ray.RayExecutor), got {type(executor).__name__}"
-        )
-    for name, value in (("tenant", tenant), ("workspace", workspace), ("session", session)):
-        if value is not None and (not isinstance(value, str) or not value.strip()):
-            raise InvalidInputError(f"{name} must be a non-empty string, got {value!r}")
-    if bulk is not None and not isinstance(bulk, bool):
-        raise InvalidInputError(f"bulk must be True, False or None (automatic), got {bulk!r}")
+    executor = _check_ingest_options(
+        executor, {"tenant": tenant, "workspace": workspace, "session": session}, bulk
+    )
     coll = store.collection(collection)
     embedder = store.embedder
     check_embedder(coll, embedder)  # before anything is read, embedded or written
     size, overlap = chunk_options(chunk_size, chunk_overlap)
-
-    added: list[str] = []
-    replaced: list[str] = []
-    unchanged: list[str] = []
-    failed: list[tuple[str, str]] = []
-    ids: dict[str, str] = {}
-    written = 0
-    retried = 0
-    total = len(items)
-    done = 0
-
-    def progress(source: str, status: str) -> None:
-        if on_progress is not None:
-            on_progress(IngestProgress(done, total, source, status))
-
-    # 1. The stored versions, read here: the prepare stage skips a document stored unchanged
-    #    before chunking or embedding it.
-    stored: dict[str, str] = {}  # source -> id of its stored version
-    for start in range(0, len(items), _LOOKUP_SLICE):
-        batch = items[start : start + _LOOKUP_SLICE]
-        existing = _retrying(
-            "reading existing documents",
-            functools.partial(_existing, store, coll, [i.source for i in batch], tenant, workspace),
-        )
-        for item in batch:
-            old = existing.get(item.source)
-            if old is not None:
-                stored[item.source] = old[0]
-                item.known = (old[1], _canonical(old[2], item.source))
+    tally = _Tally(collection, len(items), on_progress)
+    # 1. The stored versions.
+    stored = _mark_stored(store, coll, items, tenant, workspace)
 
     def with_copy_rows(documents: Iterable[PreparedDocument]) -> Iterator[PreparedDocument]:
         for item in documents:  # the COPY rows, built before the write transaction
@@ -326,15 +377,12 @@ def _ingest(
             time.sleep(0)  # let the writer thread have the GIL now, not at the next 5 ms switch
             yield item
 
-    # 2. Prepare (read, validate, chunk, embed, build the COPY rows) in a producer thread, one
-    #    write batch ahead, and 3. write here, one batch per transaction, while the producer
-    #    prepares the next one (the database works in its own process: both cores are busy).
-    #    The HNSW plan is made when the first document to write arrives (its estimate: the new keys).
-    index_state: str | None = None
-    pending: list[PreparedDocument] = []
+    def prepared_groups() -> Iterator[list[PreparedDocument]]:
+        return _write_groups(
+            with_copy_rows(executor.run(items, embedder=embedder, chunk_size=size, chunk_overlap=overlap))
+        )
 
-    def write_pending() -> None:
-        nonlocal done, retried, written
+    def write(pending: list[PreparedDocument]) -> None:
         for outcome in write_documents(
             store,
             coll,
@@ -342,58 +390,45 @@ def _ingest(
             tenant=tenant,
             workspace=workspace,
             session=session,
-            on_writing=lambda item: progress(item.source, "writing"),
+            on_writing=lambda item: tally.progress(item.source, "writing"),
         ):
-            done += 1
-            retried += outcome.alone
-            if outcome.status == "failed":
-                failed.append((outcome.source, outcome.error or "failed"))
-            else:
-                assert outcome.document_id is not None
-                ids[outcome.source] = outcome.document_id
-                written += outcome.chunks_written
-                {"added": added, "replaced": replaced, "unchanged": unchanged}[outcome.status].append(
-                    outcome.source
-                )
-            progress(outcome.source, outcome.status)
+            tally.retried += outcome.alone
+            tally.written += outcome.chunks_written if outcome.status != "failed" else 0
+            tally.finished(
+                outcome.source, outcome.status, document_id=outcome.document_id, error=outcome.error or ""
+            )
         for item in pending:  # written: let the memory go
             item.chunks, item.vectors, item.copy_rows = [], None, None
-        pending.clear()
 
-    def prepared_groups() -> Iterator[list[PreparedDocument]]:
-        return _write_groups(
-            with_copy_rows(executor.run(items, embedder=embedder, chunk_size=size, chunk_overlap=overlap))
-        )
-
+    # 2. Prepare (read, validate, chunk, embed, build the COPY rows) in a producer thread, one
+    #    write batch ahead, and 3. write here, one batch per transaction, while the producer
+    #    prepares the next one (the database works in its own process: both cores are busy).
+    #    The HNSW plan is made when the first document to write arrives (its estimate: the new keys).
+    index_state: str | None = None
     try:
         # closed on the way out, an exception included: the producer stopped and joined
         with closing(run_ahead(prepared_groups, PREPARE_AHEAD_BATCHES)) as groups:
             for group in groups:
+                pending: list[PreparedDocument] = []
                 for item in group:
                     if item.error is not None:
-                        done += 1
-                        failed.append((item.source, item.error))
-                        progress(item.source, "failed")
-                        continue
-                    if item.unchanged:
+                        tally.finished(item.source, "failed", error=item.error)
+                    elif item.unchanged:
                         if session is not None:
                             store.link_session(stored[item.source], session)
-                        done += 1
-                        unchanged.append(item.source)
-                        ids[item.source] = stored[item.source]
-                        progress(item.source, "unchanged")
-                        continue
-                    if index_state is None:
-                        new = [i for i in items if i.source not in stored]
-                        index_state = _index_plan(store, coll, new, size - overlap, bulk)
-                    pending.append(item)
-                write_pending()
+                        tally.finished(item.source, "unchanged", document_id=stored[item.source])
+                    else:
+                        if index_state is None:
+                            new = [i for i in items if i.source not in stored]
+                            index_state = _index_plan(store, coll, new, size - overlap, bulk)
+                        pending.append(item)
+                write(pending)
     except BaseException:
         if index_state == "rebuilt":  # never leave the collection without the index it had
             _build_index(store, coll, bulk_load=True)
         raise
     index_seconds = 0.0
-    if index_state is not None and (written or index_state == "rebuilt"):
+    if index_state is not None and (tally.written or index_state == "rebuilt"):
         t0 = time.perf_counter()
         if _build_index(store, coll, bulk_load=index_state != "maintained"):
             index_seconds = time.perf_counter() - t0
@@ -401,18 +436,7 @@ def _ingest(
                 index_state = "built"
     else:
         index_state = "unchanged"
-    return IngestReport(
-        collection,
-        tuple(added),
-        tuple(replaced),
-        tuple(unchanged),
-        tuple(failed),
-        written,
-        ids,
-        vector_index=index_state,
-        index_seconds=index_seconds,
-        retried_alone=retried,
-    )
+    return tally.report(index_state, index_seconds)
 
 
 def _index_plan(
