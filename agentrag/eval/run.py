@@ -188,6 +188,69 @@ def _k_values(top_k: int, k_values: Sequence[int] | None) -> tuple[int, ...]:
     return tuple(sorted({k for k in DEFAULT_K_VALUES if k <= top_k} | {top_k}))
 
 
+def _check_options(
+    mode: str,
+    fusion: str,
+    top_k: int,
+    depth: int,
+    warmup: int,
+    pipeline: Callable[[Context], Context] | None,
+    llm: Any,
+    reranker: Reranker | None,
+    candidates: int,
+) -> None:
+    """:func:`evaluate`'s options, refused before anything runs."""
+    from agentrag.retrieval.fusion import check_fusion
+    from agentrag.retrieval.search import MODES
+
+    if mode not in MODES:
+        raise InvalidInputError(f"unknown search mode {mode!r}; valid modes are {', '.join(MODES)}")
+    check_fusion(fusion)
+    _positive("top_k", top_k)
+    _positive("depth", depth)
+    _positive("warmup", warmup, allow_zero=True)
+    if pipeline is not None and top_k > 50:
+        raise InvalidInputError(f"with a pipeline, top_k is the context's limit (1-50), got {top_k}")
+    if pipeline is None and llm is not None:
+        raise InvalidInputError("llm is used by a pipeline only: pass pipeline= as well")
+    if reranker is not None:
+        from agentrag.rerankers import Reranker as _Reranker
+
+        if pipeline is not None:
+            raise InvalidInputError(
+                "with a pipeline, rerank in the pipeline (its rerank step), not reranker="
+            )
+        if not isinstance(reranker, _Reranker):
+            raise InvalidInputError(f"reranker must have rerank(query, texts) -> scores, got {reranker!r}")
+        _positive("candidates", candidates)
+
+
+def _settings(
+    mode: str,
+    fusion: str,
+    depth: int,
+    pipeline: Callable[[Context], Context] | None,
+    llm: Any,
+    reranker: Reranker | None,
+    candidates: int,
+) -> dict[str, Any]:
+    """The report's config beyond the dataset: only the settings that applied."""
+    settings: dict[str, Any] = {}
+    if mode == "hybrid":
+        settings["fusion"] = fusion
+    if reranker is not None:
+        from agentrag.rerankers import reranker_name
+
+        settings.update(reranker=reranker_name(reranker), candidates=candidates)
+    if pipeline is None:
+        settings["depth"] = depth
+    else:
+        settings["pipeline"] = getattr(pipeline, "__name__", None) or repr(pipeline)
+        if llm is not None:
+            settings["llm"] = getattr(llm, "model", None) or str(llm)
+    return settings
+
+
 def evaluate(
     store: Store,
     dataset: BeirDataset,
@@ -239,29 +302,7 @@ def evaluate(
     with a pipeline). The report's ``config``
     records the dataset, split, collection and settings.
     """
-    from agentrag.retrieval.fusion import check_fusion
-    from agentrag.retrieval.search import MODES
-
-    if mode not in MODES:
-        raise InvalidInputError(f"unknown search mode {mode!r}; valid modes are {', '.join(MODES)}")
-    check_fusion(fusion)
-    _positive("top_k", top_k)
-    _positive("depth", depth)
-    _positive("warmup", warmup, allow_zero=True)
-    if pipeline is not None and top_k > 50:
-        raise InvalidInputError(f"with a pipeline, top_k is the context's limit (1-50), got {top_k}")
-    if pipeline is None and llm is not None:
-        raise InvalidInputError("llm is used by a pipeline only: pass pipeline= as well")
-    if reranker is not None:
-        from agentrag.rerankers import Reranker as _Reranker
-
-        if pipeline is not None:
-            raise InvalidInputError(
-                "with a pipeline, rerank in the pipeline (its rerank step), not reranker="
-            )
-        if not isinstance(reranker, _Reranker):
-            raise InvalidInputError(f"reranker must have rerank(query, texts) -> scores, got {reranker!r}")
-        _positive("candidates", candidates)
+    _check_options(mode, fusion, top_k, depth, warmup, pipeline, llm, reranker, candidates)
     fetch = top_k if reranker is None else max(top_k, candidates)
     ks = _k_values(top_k, k_values)
     store.collection(collection)  # CollectionNotFoundError now, not at the first query
@@ -328,19 +369,8 @@ def evaluate(
         "collection": collection,
         "mode": mode,
         "top_k": top_k,
+        **_settings(mode, fusion, depth, pipeline, llm, reranker, candidates),
     }
-    if mode == "hybrid":
-        config["fusion"] = fusion
-    if reranker is not None:
-        from agentrag.rerankers import reranker_name
-
-        config.update(reranker=reranker_name(reranker), candidates=candidates)
-    if pipeline is None:
-        config["depth"] = depth
-    else:
-        config["pipeline"] = getattr(pipeline, "__name__", None) or repr(pipeline)
-        if llm is not None:
-            config["llm"] = getattr(llm, "model", None) or str(llm)
     if sample is not None:
         config.update(sample=sample, seed=seed)
     default_name = _default_name(mode, fusion) if pipeline is None else "pipeline"
