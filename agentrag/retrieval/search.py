@@ -56,6 +56,7 @@ at ``top_k``.
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 import logging
 import math
@@ -733,31 +734,22 @@ def search(
     # One transaction: the hnsw.* settings stay local to it. A cold lexical cache (BM25 index,
     # tsvectors) is never built while the connection is held: the transaction stops, the caches
     # are built with no connection held, and the transaction runs again once.
+    rank = functools.partial(
+        _rank,
+        store=store,
+        plan=plan,
+        used_mode=used_mode,
+        query_vector=query_vector,
+        degraded=degraded,
+        timings=timings,
+    )
     try:
         with store.engine.connect() as conn, conn.begin():
-            ranked = _rank(
-                conn,
-                store,
-                plan,
-                used_mode,
-                query_vector,
-                caches_ready=False,
-                degraded=degraded,
-                timings=timings,
-            )
+            ranked = rank(conn, caches_ready=False)
     except _CachesStale as stale:
         _prepare_lexical(store, stale.collections, mode)
         with store.engine.connect() as conn, conn.begin():
-            ranked = _rank(
-                conn,
-                store,
-                plan,
-                used_mode,
-                query_vector,
-                caches_ready=True,
-                degraded=degraded,
-                timings=timings,
-            )
+            ranked = rank(conn, caches_ready=True)
 
     warnings = [*plan.warnings, *([degraded] if degraded else []), *ranked.version_warnings]
     if ranked.lexical_fallback is not None:
