@@ -2,7 +2,11 @@
 
 Local strategy: cosine similarity between the question and each collection's
 description (with the store's embedder, through its query-vector cache, so descriptions are
-embedded once); the best collection is kept, plus any within ``margin`` of it. With an LLM,
+embedded once); the best collection is kept, plus any within ``margin`` of it. A compound
+question ("compare A and B ...", "... and what ...": its sub-questions when ``decompose`` ran
+first, else the local decomposition's parts) is routed part by part as well, and every
+collection a part chooses is kept: a question about support times and API limits searches
+both collections, not only the one its blended wording is nearest to. With an LLM,
 ``prompts/route.j2`` chooses (names are validated).
 
 The collections' descriptions come from :meth:`Store.describe` with ``max_age`` of
@@ -21,6 +25,7 @@ from agentrag.context import Context, Degradation
 from agentrag.errors import EmbeddingError, InvalidInputError
 from agentrag.step import Outcome, Step
 from agentrag.steps._common import ask_json, require_store, use_llm
+from agentrag.steps.decompose import local_decompose
 
 CATALOGUE_MAX_AGE = 60.0
 
@@ -64,14 +69,15 @@ def _route(
             content={"reasoning": reply.reasoning},  # type: ignore[attr-defined]
             llm_calls=tuple(calls),
         )
+    parts = list(ctx.sub_questions or ()) or local_decompose(ctx.question)[0]
+    texts = [ctx.question, *(parts if len(parts) > 1 else ())]
     try:
         import numpy as np
 
-        vectors = store.embed_queries([ctx.question] + [f"{c.name}: {c.description}" for c in known])
-        sims = (
-            vectors[1:]
-            @ vectors[0]
-            / (np.linalg.norm(vectors[1:], axis=1) * np.linalg.norm(vectors[0]) + 1e-12)
+        vectors = store.embed_queries(texts + [f"{c.name}: {c.description}" for c in known])
+        queries, descriptions = vectors[: len(texts)], vectors[len(texts) :]
+        sims = (queries @ descriptions.T) / (
+            np.linalg.norm(queries, axis=1)[:, None] * np.linalg.norm(descriptions, axis=1)[None, :] + 1e-12
         )
     except EmbeddingError as exc:
         return Outcome(
@@ -83,15 +89,22 @@ def _route(
             attributes={"collections": names},
             degradations=(Degradation("route", "all-collections", f"embedder failed: {type(exc).__name__}"),),
         )
-    best = float(sims.max())
-    ranked = sorted(zip(names, sims, strict=True), key=lambda ns: (-float(ns[1]), ns[0]))
-    chosen = tuple(n for n, s in ranked if s >= best - margin)
-    scores = ", ".join(f"{n}={s:.2f}" for n, s in zip(names, sims, strict=True))
+    kept: set[str] = set()
+    for row in sims:  # the whole question, then each part
+        kept.update(n for n, s in zip(names, row, strict=True) if s >= float(row.max()) - margin)
+    best = sims.max(axis=0)  # each collection's best similarity to the question or a part
+    chosen = tuple(
+        n
+        for n, _ in sorted(zip(names, best, strict=True), key=lambda ns: (-float(ns[1]), ns[0]))
+        if n in kept
+    )
+    reasoning = "description similarity: " + ", ".join(
+        f"{n}={s:.2f}" for n, s in zip(names, sims[0], strict=True)
+    )
+    for part, row in zip(texts[1:], sims[1:], strict=True):
+        reasoning += f"; part {part!r}: " + ", ".join(f"{n}={s:.2f}" for n, s in zip(names, row, strict=True))
     return Outcome(
-        {
-            "collections": chosen,
-            "routing_reasoning": f"description similarity: {scores}; kept within {margin}",
-        },
+        {"collections": chosen, "routing_reasoning": f"{reasoning}; kept within {margin} of each best"},
         strategy="local:embedding-similarity",
         attributes={"collections": list(chosen)},
     )
