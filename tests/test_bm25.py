@@ -393,3 +393,17 @@ def test_importing_the_lexical_modules_stays_light() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout
     assert out.strip() == "[]"
+
+
+def test_building_an_index_logs_nothing_under_an_application_at_warning() -> None:
+    """bm25s sets its own logger to DEBUG at import; an application logging at WARNING must not see
+    its "Building index from IDs" (it did, in the demo's output)."""
+    code = (
+        "import logging, sys;"
+        "logging.basicConfig(level=logging.WARNING, stream=sys.stdout, format='%(name)s %(message)s');"
+        "from agentrag.retrieval.bm25 import BM25Index;"
+        "index = BM25Index.build(['a cursor pages the notes', 'rate limits per plan']);"
+        "print('built', len(index))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout
+    assert out.strip() == "built 2"

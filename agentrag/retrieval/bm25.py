@@ -85,6 +85,22 @@ class _Scorer(Protocol):
         ...
 
 
+def _import_bm25s() -> Any:
+    """bm25s, without the DEBUG level it sets on its own logger at import: that level made every
+    index build print "Building index from IDs" wherever the application logs to a handler.
+    Its logger inherits the application's level instead (a level set after import is kept)."""
+    import logging
+    import sys
+
+    first = "bm25s" not in sys.modules
+    import bm25s
+
+    logger = logging.getLogger("bm25s")
+    if first and logger.level == logging.DEBUG:
+        logger.setLevel(logging.NOTSET)
+    return bm25s
+
+
 def _dict_bytes(mapping: dict[str, Any]) -> int:
     """A dict's own memory plus its keys' and values' (shared small objects counted each time)."""
     import sys
@@ -118,8 +134,7 @@ class _Bm25sScorer:
         self.n_tokens = sum(map(len, ids))
         self._vocab = vocab
         if vocab:
-            import bm25s
-
+            bm25s = _import_bm25s()
             model = bm25s.BM25(k1=k1, b=b, method=method)
             # A (token ids, vocabulary) tuple: bm25s indexes our tokens as they are.
             model.index((ids, vocab), create_empty_token=False, show_progress=False)
