@@ -40,7 +40,7 @@ class AuditWriter:
     """Batches audit rows into ``agentrag.audit_events`` from a daemon thread."""
 
     def __init__(
-        self, engine: Engine, *, max_queue: int = 10_000, batch: int = 500, interval_s: float = 0.05
+        self, engine: Engine, *, max_queue: int = 10_000, batch: int = 500, interval_s: float = 0.2
     ) -> None:
         from sqlalchemy import create_engine
 
