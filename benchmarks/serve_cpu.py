@@ -5,7 +5,8 @@
 A diagnostic for benchmarks/serve.py that does not depend on the machine being quiet: wall-clock
 times on a shared machine are noise, CPU time per thread is not (much). The ASGI app
 (``create_app``, its lifespan, the audit writer, FastAPI's whole stack) is driven in-process on a
-uvloop event loop without sockets, at concurrency 1; in alternating blocks of ``--block``
+uvloop event loop without sockets, at concurrency 1, twice: as served, and with every request
+through FastAPI's route (the search fast path removed); in alternating blocks of ``--block``
 requests the same searches run as the floor: ``Store.search`` in a thread of this process, and
 ``ar.new(...) | ar.search()`` (the pipeline the server runs) in another. For each side it prints
 the CPU per request of every thread that worked (from /proc/self/task/*/schedstat, nanoseconds),
@@ -32,6 +33,7 @@ from typing import Any
 import agentrag as ar
 from benchmarks.serve import COLLECTION, DIMS, SECRET, TENANT, prepare
 
+ROUTED = "HTTP app, FastAPI route only"
 _gc_state: dict[str, Any] = {"t": 0.0, "n": defaultdict(int), "s": defaultdict(float)}
 
 
@@ -85,6 +87,9 @@ def main() -> int:
         {"tenant_id": TENANT, "scope": "query", "exp": int(time.time()) + 7200}, SECRET, algorithm="HS256"
     )
     app = create_app(store, config=ServerConfig(database_url=url, jwt_secret=SECRET, pool_size=10))
+    # the same app without the search fast path (every request through FastAPI's route): A/B
+    routed = create_app(store, config=ServerConfig(database_url=url, jwt_secret=SECRET, pool_size=10))
+    routed.user_middleware = [m for m in routed.user_middleware if m.cls.__name__ != "_SearchFastPath"]
     scope = ar.Scope(tenant=TENANT)
     raw_pool = ThreadPoolExecutor(1, thread_name_prefix="floor-raw")
     pipe_pool = ThreadPoolExecutor(1, thread_name_prefix="floor-pipeline")
@@ -157,6 +162,8 @@ def main() -> int:
             for i in ids:
                 if side == "HTTP app (ASGI, in-process)":
                     await http(i)
+                elif side == ROUTED:
+                    await http(i, routed)
                 elif side == "bare Starlette (ASGI, canned)":
                     await http(i, bare_app)
                 elif side == "Store.search (floor)":
@@ -174,8 +181,8 @@ def main() -> int:
                 total["gc"][f"n{gen}"] += _gc_state["n"][gen] - gc_n.get(gen, 0)
                 total["gc"][f"s{gen}"] += _gc_state["s"][gen] - gc_s.get(gen, 0.0)
 
-        async with app.router.lifespan_context(app):
-            sides = ["Store.search (floor)", "pipeline (floor)", "HTTP app (ASGI, in-process)"]
+        async with app.router.lifespan_context(app), routed.router.lifespan_context(routed):
+            sides = ["Store.search (floor)", "pipeline (floor)", "HTTP app (ASGI, in-process)", ROUTED]
             sides.append("bare Starlette (ASGI, canned)")
             for side in sides:  # warm-up: prepared statements, BM25 index, JWT cache
                 for i in range(60):

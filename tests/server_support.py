@@ -144,7 +144,7 @@ def new_tenant(store: Any, prefix: str = "t", **settings: Any) -> str:
 
 def audit_of(engine: Any, query_id: str, count: int, timeout: float = 15.0) -> list[Any]:
     """The audit rows of ``query_id`` once the server's background writer has written ``count`` of
-    them (it batches every ~50 ms): waits on that condition, fails after ``timeout`` seconds."""
+    them (it batches every ~200 ms): waits on that condition, fails after ``timeout`` seconds."""
     from agentrag.server.tenants import list_audit
 
     deadline = time.monotonic() + timeout

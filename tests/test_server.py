@@ -365,3 +365,62 @@ def test_tenants_and_audit_commands(
     rows = json.loads(cli("audit", "list", "--tenant", corpus["a"], "--json"))
     assert any(r["query_id"] == query_id and r["type"] == "RETRIEVAL_EXECUTED" for r in rows)
     assert all(r["tenant_id"] == corpus["a"] for r in rows)
+
+
+# ---- the fast path ------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("case", "status"),
+    [
+        ("ok", 200),
+        ("top_k over the tenant's maximum", 422),  # refused in the worker thread, with its field
+        ("unknown collection", 404),
+        ("suspended", 403),
+        ("rate limited", 429),
+        ("bad token", 401),
+        ("invalid body", 422),
+    ],
+)
+def test_the_search_fast_path_answers_like_the_fastapi_route(
+    client: Any, store: Any, corpus: dict[str, Any], case: str, status: int
+) -> None:
+    """``application/json`` searches are served by ``_SearchFastPath``; ``application/vnd.api+json``
+    (JSON to FastAPI, not to the fast path) by the FastAPI route. Both must answer alike."""
+    from agentrag.server.tenants import set_state
+
+    tenant, payload = corpus["a"], body(corpus, top_k=2)
+    headers = auth(tenant)
+    if case == "top_k over the tenant's maximum":
+        payload["top_k"] = 11
+    elif case == "unknown collection":
+        payload["collections"] = ["no_such_collection"]
+    elif case == "suspended":
+        tenant = new_tenant(store)
+        headers = auth(tenant)
+        set_state(store.engine, tenant, "SUSPENDED")
+    elif case == "rate limited":
+        tenant = new_tenant(store, rate_limit=1, rate_limit_period_s=600)
+        headers = auth(tenant)
+        assert search(client, tenant, payload, headers).status_code == 200  # the one slot
+    elif case == "bad token":
+        headers = {"Authorization": "Bearer not.a.token"}
+    elif case == "invalid body":
+        payload["mode"] = "semantic"
+    answers = []
+    for content_type in ("application/json", "application/vnd.api+json"):
+        r = client.post(
+            f"/api/v1/query/{tenant}/search",
+            content=json.dumps(payload).encode(),
+            headers={**headers, "Content-Type": content_type},
+        )
+        assert r.status_code == status, (content_type, r.text)
+        data = r.json()
+        data.pop("query_id", None), data.pop("timestamp", None)
+        if "error" in data:
+            assert data["error"].pop("request_id") == r.headers["x-request-id"]
+        kept = ("content-type", "www-authenticate")
+        answers.append((data, {k: r.headers.get(k) for k in kept}, r.headers.get("retry-after")))
+    assert answers[0][:2] == answers[1][:2]
+    if status == 429:  # whole seconds to the next slot: the two requests are a few ms apart
+        assert abs(int(answers[0][2]) - int(answers[1][2])) <= 1
+    if status == 200:
+        assert [c["chunk_id"] for c in answers[0][0]["chunks"]]  # a real result, not an empty one

@@ -14,6 +14,7 @@ import inspect
 import json
 import logging
 import math
+import re
 import time
 import traceback
 from collections.abc import AsyncIterator
@@ -187,12 +188,6 @@ def create_app(
         lifespan=lifespan,
         **_NO_NATIVE_TELEMETRY,
     )
-    app.add_middleware(
-        ObserveMiddleware,
-        tracer=telemetry.tracer,
-        meter=telemetry.meter,
-        max_body_bytes=config.max_body_bytes,
-    )
 
     # ---- errors: one body for all ----------------------------------------------------------------
     @app.exception_handler(ApiError)
@@ -313,6 +308,13 @@ def create_app(
         ctx, sink = start(body, tenant, generate=False)
         return _json_bytes(respond(ctx, sink, started))
 
+    def run_search_guarded(body: SearchRequest, tenant_id: str, started: float) -> bytes | ApiError:
+        """:func:`run_search` for the fast path: an ApiError is returned, not raised (no traceback)."""
+        try:
+            return run_search(body, tenant_id, started)
+        except ApiError as exc:
+            return exc
+
     def run_ask(body: AskRequest, tenant_id: str, started: float) -> bytes:
         tenant = admitted(tenant_id)
         ctx, sink = start(body, tenant, generate=True)
@@ -408,7 +410,108 @@ def create_app(
             {"status": "ready" if ready else "not ready", "checks": checks}, 200 if ready else 503
         )
 
+    # Inside ObserveMiddleware (added first = innermost): the span, metrics and body limit still apply.
+    app.add_middleware(_SearchFastPath, run=run_search_guarded, verifier=verifier)
+    app.add_middleware(
+        ObserveMiddleware,
+        tracer=telemetry.tracer,
+        meter=telemetry.meter,
+        max_body_bytes=config.max_body_bytes,
+    )
     return app
+
+
+_SEARCH_PATH = re.compile(r"/api/v1/query/([^/]+)/search")
+
+
+class _SearchFastPath:
+    """``POST /api/v1/query/{tenant_id}/search`` on its successful path, without FastAPI's routing.
+
+    FastAPI's request machinery (routing, dependency solving, body reading, validation) costs about
+    as much CPU on the event loop as the rest of the request's Python together (benchmarks/RESULTS.md,
+    serving, branch serveperf4). This middleware serves a search request itself when it is the plain
+    case: ``application/json`` body, a bearer token that :func:`authorize` accepts for the path's
+    tenant, and a body that parses and validates as :class:`SearchRequest` exactly as FastAPI would
+    (``json.loads``, then the model's Python validation). The work is the route's own
+    (``run_search``: admission, search, proof, audit, one thread hop). Anything else (another route,
+    another content type, a bad token, an invalid body) goes to the FastAPI app with the body
+    replayed, so every refusal keeps its one error body and the OpenAPI schema stays FastAPI's.
+    Errors raised by the work itself (429, 404, ...) are answered with the same error body the
+    app's handlers write; an unexpected exception propagates like the app's own.
+    """
+
+    def __init__(self, app: Any, *, run: Any, verifier: TokenVerifier) -> None:
+        self.app = app
+        self.run = run
+        self.verifier = verifier
+        self.route: Any = None  # the FastAPI route, for ObserveMiddleware's http.route
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST" or scope.get("root_path"):
+            return await self.app(scope, receive, send)
+        matched = _SEARCH_PATH.fullmatch(scope["path"])
+        if matched is None:
+            return await self.app(scope, receive, send)
+        authorization = content_type = None
+        for key, value in scope["headers"]:
+            if key == b"authorization" and authorization is None:
+                authorization = value.decode("latin-1")
+            elif key == b"content-type" and content_type is None:
+                content_type = value.decode("latin-1")
+        if content_type is None or content_type.split(";", 1)[0].strip().lower() != "application/json":
+            return await self.app(scope, receive, send)
+        chunks = []
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":  # a disconnect while reading: FastAPI's way
+                return await self.app(scope, _replay(b"".join(chunks), message, receive), send)
+            chunks.append(message.get("body", b""))
+            if not message.get("more_body", False):
+                break
+        raw = b"".join(chunks)
+        tenant_id = matched.group(1)
+        try:
+            authorize(self.verifier, authorization, tenant_id)
+            body = SearchRequest.model_validate(json.loads(raw))
+        except Exception:  # any refusal: the app answers it, with its one error body
+            return await self.app(scope, _replay(raw, None, receive), send)
+        if self.route is None:
+            self.route = _route_of(scope, "/api/v1/query/{tenant_id}/search")
+        scope["route"], scope["path_params"] = self.route, {"tenant_id": tenant_id}
+        started = time.perf_counter()
+        result = await asyncio.to_thread(self.run, body, tenant_id, started)
+        if isinstance(result, ApiError):
+            state = scope.get("state") or {}
+            extra: dict[str, Any] = {} if result.field is None else {"field": result.field}
+            error = {"code": result.code, "message": result.message, "request_id": state.get("request_id")}
+            response: Response = JSONResponse({"error": {**error, **extra}}, result.status, result.headers)
+        else:
+            response = _json(result)
+        await response(scope, receive, send)
+
+
+def _replay(body: bytes, then: Any, receive: Any) -> Any:
+    """A ``receive`` that gives ``body`` (whole) first, then ``then`` or the original's messages."""
+    sent = False
+
+    async def replay() -> Any:
+        nonlocal sent
+        if not sent:
+            sent = True
+            if then is not None and not body:
+                return then
+            return {"type": "http.request", "body": body, "more_body": False}
+        return then if then is not None else await receive()
+
+    return replay
+
+
+def _route_of(scope: dict[str, Any], path: str) -> Any:
+    app = scope.get("app")
+    for route in getattr(app, "routes", ()):
+        if getattr(route, "path", None) == path:
+            return route
+    return None
 
 
 def _json_bytes(content: Any) -> bytes:
