@@ -23,11 +23,11 @@ import json
 import os
 import sys
 import tempfile
-from pathlib import Path
 import threading
 import time
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import agentrag as ar
@@ -66,7 +66,9 @@ def thread_cpu() -> dict[str, int]:
 def main() -> int:
     from benchmarks._db import bench_url
 
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--docs", type=int, default=2000)
     parser.add_argument("--requests", type=int, default=400, help="per side")
     parser.add_argument("--block", type=int, default=50)
@@ -89,7 +91,9 @@ def main() -> int:
     app = create_app(store, config=ServerConfig(database_url=url, jwt_secret=SECRET, pool_size=10))
     # the same app without the search fast path (every request through FastAPI's route): A/B
     routed = create_app(store, config=ServerConfig(database_url=url, jwt_secret=SECRET, pool_size=10))
-    routed.user_middleware = [m for m in routed.user_middleware if m.cls.__name__ != "_SearchFastPath"]
+    routed.user_middleware = [
+        m for m in routed.user_middleware if getattr(m.cls, "__name__", "") != "_SearchFastPath"
+    ]
     scope = ar.Scope(tenant=TENANT)
     raw_pool = ThreadPoolExecutor(1, thread_name_prefix="floor-raw")
     pipe_pool = ThreadPoolExecutor(1, thread_name_prefix="floor-pipeline")
@@ -172,7 +176,9 @@ def main() -> int:
                     await loop.run_in_executor(pipe_pool, pipeline, i)
             wall = time.perf_counter() - t
             after = thread_cpu()
-            total = totals.setdefault(side, {"n": 0, "wall": 0.0, "cpu": defaultdict(int), "gc": defaultdict(float)})
+            total = totals.setdefault(
+                side, {"n": 0, "wall": 0.0, "cpu": defaultdict(int), "gc": defaultdict(float)}
+            )
             total["n"] += len(ids)
             total["wall"] += wall
             for name, ns in after.items():
@@ -210,7 +216,9 @@ def main() -> int:
             print(f"    {'all threads':<28} {cpu_sum:7.3f} ms CPU/request")
             print(
                 "    gc per request: "
-                + ", ".join(f"gen{g} {gcs[f'n{g}'] / n:.3f} passes {1000 * gcs[f's{g}'] / n:.3f} ms" for g in range(3))
+                + ", ".join(
+                    f"gen{g} {gcs[f'n{g}'] / n:.3f} passes {1000 * gcs[f's{g}'] / n:.3f} ms" for g in range(3)
+                )
             )
 
     uvloop.run(run())

@@ -460,7 +460,7 @@ class _SearchFastPath:
                 content_type = value.decode("latin-1")
         if content_type is None or content_type.split(";", 1)[0].strip().lower() != "application/json":
             return await self.app(scope, receive, send)
-        chunks = []
+        chunks: list[bytes] = []
         while True:
             message = await receive()
             if message["type"] != "http.request":  # a disconnect while reading: FastAPI's way
