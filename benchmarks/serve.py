@@ -1,7 +1,7 @@
 """The serving API under load, beside the in-process floor measured in the same run.
 
     .venv/bin/python -m benchmarks.serve [--docs 2000] [--workers 1] [--levels 1,16,64,200]
-        [--client raw|httpx|both] [--no-bare] [--rounds 8] [--against CHECKOUT]
+        [--client raw|httpx|both] [--no-bare] [--rounds 8] [--against CHECKOUT] [--also-workers N]
 
 Indexes ``--docs`` SciFact abstracts for one tenant (FakeEmbedder, 384 dimensions: hashing, so
 neither side waits on a model), starts ``agentrag serve`` on 127.0.0.1 (database pool of 10)
@@ -16,6 +16,8 @@ keep-alive connections, for each concurrency level. Sides, all in the same run:
   streams: a client that spends as little CPU as possible, since on 2 cores every millisecond it
   spends is taken from the server it measures); ``--client httpx`` uses httpx.AsyncClient instead
   (about 1 ms of client CPU per request), ``both`` measures both;
+* ``--also-workers N``: the same server with N uvicorn worker processes (the pool of 10 split
+  between them, 10 // N each), measured in the same rounds;
 * ``--against DIR``: the same server started from another checkout (e.g. a worktree of main),
   for A/B comparisons in the same run.
 
@@ -56,6 +58,13 @@ FLOOR_ADMIT = "in-process rate-limit stmt + search"
 BARE = "bare Starlette, canned JSON"
 HTTP = "HTTP /search"
 AGAINST = "HTTP /search, --against checkout"
+POOL = 10  # the floor's pool; a server with N workers gets POOL // N connections per worker
+
+
+def also_side(workers: int) -> str:
+    return f"HTTP /search, {workers} workers"
+
+
 # what ``agentrag serve`` passes uvicorn besides host, port, workers, log level (the bare floor too)
 UVICORN_FLAGS = ["--no-access-log", "--no-server-header"]
 
@@ -261,7 +270,9 @@ def start_server(url: str, workers: int, log: Path, source: Path | None = None) 
     if source is not None:
         env["PYTHONPATH"] = str(source)
     cmd = [sys.executable, "-m", "agentrag", "serve", "--port", str(port), "--embedder", f"fake:{DIMS}"]
-    cmd += ["--workers", str(workers), "--pool-size", "10", "--log-level", "warning"]
+    # the database pool is per worker process: N workers share the floor's 10 connections
+    pool = max(1, POOL // workers)
+    cmd += ["--workers", str(workers), "--pool-size", str(pool), "--log-level", "warning"]
     if source is None:  # an older checkout may not know the flag
         cmd.append("--no-access-log")
     process = subprocess.Popen(
@@ -324,6 +335,11 @@ def main() -> int:
         help="also serve from this checkout (e.g. a git worktree of main) and measure it in the same rounds",
     )
     parser.add_argument(
+        "--also-workers",
+        type=int,
+        help="also serve with this many uvicorn workers (pool split between them), in the same rounds",
+    )
+    parser.add_argument(
         "--rounds", type=int, default=8, help="interleaved rounds per level (the sides take turns)"
     )
     args = parser.parse_args()
@@ -339,8 +355,11 @@ def main() -> int:
     process, base = start_server(url, args.workers, logs / "server.log")
     bare = bare_base = None
     other = other_base = None
+    also = also_base = None
     rows = []
     try:
+        if args.also_workers:
+            also, also_base = start_server(url, args.also_workers, logs / "also.log")
         if args.against is not None:
             other, other_base = start_server(url, args.workers, logs / "against.log", args.against.resolve())
         if not args.no_bare:
@@ -366,6 +385,8 @@ def main() -> int:
                 sides[HTTP + " (httpx)"] = httpx_side(base, token, queries, c)
             if other_base is not None:
                 sides[AGAINST] = raw_side(other_base, token, queries, c, ids)
+            if also_base is not None:
+                sides[also_side(args.also_workers)] = raw_side(also_base, token, queries, c, ids)
             # at c=1 the sides take turns request by request: paired, as close in time as can be
             level = measure_level(sides, c, n, n if c == 1 else args.rounds)
             for block in sides.values():
@@ -375,12 +396,15 @@ def main() -> int:
             rows += level
     finally:
         _stop(process)
-        for extra in (bare, other):
+        for extra in (bare, other, also):
             if extra is not None:
                 _stop(extra)
         admitter.close()
         store.close()
-    print(f"\n{args.docs} SciFact docs, 1 tenant, hybrid top_k 10, pool 10, {args.workers} server worker(s)")
+    print(
+        f"\n{args.docs} SciFact docs, 1 tenant, hybrid top_k 10, pool {POOL}, {args.workers} server worker(s)"
+        + (f"; also {args.also_workers} workers, pool {POOL // args.also_workers} each" if also else "")
+    )
     print(f"{'concurrency':>11}  {'side':<34} {'req/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'errors':>6}")
     for row in rows:
         print(
@@ -390,7 +414,10 @@ def main() -> int:
     by = {(r["side"], r["concurrency"]): r for r in rows}
     for c in levels:
         f, b = by[(FLOOR, c)], by.get((BARE, c))
-        for side in (HTTP, HTTP + " (httpx)", AGAINST):
+        sides_http = [HTTP, HTTP + " (httpx)", AGAINST]
+        if args.also_workers:
+            sides_http.append(also_side(args.also_workers))
+        for side in sides_http:
             h = by.get((side, c))
             if h is None or h["p50_ms"] is None or f["p50_ms"] is None:
                 continue
