@@ -424,3 +424,22 @@ def test_the_search_fast_path_answers_like_the_fastapi_route(
         assert abs(int(answers[0][2]) - int(answers[1][2])) <= 1
     if status == 200:
         assert [c["chunk_id"] for c in answers[0][0]["chunks"]]  # a real result, not an empty one
+
+
+def test_a_body_sent_in_chunks_is_served_or_replayed_whole(client: Any, corpus: dict[str, Any]) -> None:
+    """The fast path reads every chunk; a refused body is replayed to FastAPI chunk by chunk."""
+
+    def chunked(payload: dict[str, Any]) -> Any:  # no Content-Length: several http.request messages
+        data = json.dumps(payload).encode()
+        for i in range(0, len(data), 16):
+            yield data[i : i + 16]
+
+    url, headers = (
+        f"/api/v1/query/{corpus['a']}/search",
+        {**auth(corpus["a"]), "Content-Type": "application/json"},
+    )
+    r = client.post(url, content=chunked(body(corpus, top_k=2)), headers=headers)
+    assert r.status_code == 200, r.text
+    assert r.json()["chunks"]
+    r = client.post(url, content=chunked(body(corpus, top_k=2, mode="semantic")), headers=headers)
+    assert r.status_code == 422 and error_of(r)["field"] == "mode"

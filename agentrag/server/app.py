@@ -460,21 +460,21 @@ class _SearchFastPath:
                 content_type = value.decode("latin-1")
         if content_type is None or content_type.split(";", 1)[0].strip().lower() != "application/json":
             return await self.app(scope, receive, send)
-        chunks: list[bytes] = []
+        messages: list[dict[str, Any]] = []
         while True:
             message = await receive()
+            messages.append(message)
             if message["type"] != "http.request":  # a disconnect while reading: FastAPI's way
-                return await self.app(scope, _replay(b"".join(chunks), message, receive), send)
-            chunks.append(message.get("body", b""))
+                return await self.app(scope, _replay(messages, receive), send)
             if not message.get("more_body", False):
                 break
-        raw = b"".join(chunks)
+        raw = b"".join(m.get("body", b"") for m in messages)
         tenant_id = matched.group(1)
         try:
             authorize(self.verifier, authorization, tenant_id)
             body = SearchRequest.model_validate(json.loads(raw))
         except Exception:  # any refusal: the app answers it, with its one error body
-            return await self.app(scope, _replay(raw, None, receive), send)
+            return await self.app(scope, _replay(messages, receive), send)
         if self.route is None:
             self.route = _route_of(scope, "/api/v1/query/{tenant_id}/search")
         scope["route"], scope["path_params"] = self.route, {"tenant_id": tenant_id}
@@ -490,18 +490,12 @@ class _SearchFastPath:
         await response(scope, receive, send)
 
 
-def _replay(body: bytes, then: Any, receive: Any) -> Any:
-    """A ``receive`` that gives ``body`` (whole) first, then ``then`` or the original's messages."""
-    sent = False
+def _replay(messages: list[dict[str, Any]], receive: Any) -> Any:
+    """A ``receive`` that gives the ``messages`` already read again, in order, then the original's."""
+    pending = list(messages)
 
     async def replay() -> Any:
-        nonlocal sent
-        if not sent:
-            sent = True
-            if then is not None and not body:
-                return then
-            return {"type": "http.request", "body": body, "more_body": False}
-        return then if then is not None else await receive()
+        return pending.pop(0) if pending else await receive()
 
     return replay
 
