@@ -1,11 +1,11 @@
 """CPU per request, by thread, of the serving app beside ``Store.search`` in the same process.
 
-    .venv/bin/python -m benchmarks.serve_cpu [--requests 400] [--block 50] [--docs 2000]
+    .venv/bin/python -m benchmarks.serve_cpu [--requests 400] [--block 50] [--concurrency 1] [--freeze]
 
 A diagnostic for benchmarks/serve.py that does not depend on the machine being quiet: wall-clock
 times on a shared machine are noise, CPU time per thread is not (much). The ASGI app
 (``create_app``, its lifespan, the audit writer, FastAPI's whole stack) is driven in-process on a
-uvloop event loop without sockets, at concurrency 1, twice: as served, and with every request
+uvloop event loop without sockets, at ``--concurrency`` (default 1), twice: as served, and with every request
 through FastAPI's route (the search fast path removed); in alternating blocks of ``--block``
 requests the same searches run as the floor: ``Store.search`` in a thread of this process, and
 ``ar.new(...) | ar.search()`` (the pipeline the server runs) in another. For each side it prints
@@ -59,6 +59,8 @@ def thread_cpu() -> dict[str, int]:
         name = names.get(int(tid), f"native-{tid}")
         if name.startswith("agentrag_"):  # the app's search pool: one bucket for all its threads
             name = "app worker threads"
+        elif name.startswith(("floor-raw_", "floor-pipeline_")):
+            name = name.rsplit("_", 1)[0] + " threads"
         out[name] = out.get(name, 0) + ns
     return out
 
@@ -72,6 +74,7 @@ def main() -> int:
     parser.add_argument("--docs", type=int, default=2000)
     parser.add_argument("--requests", type=int, default=400, help="per side")
     parser.add_argument("--block", type=int, default=50)
+    parser.add_argument("--concurrency", type=int, default=1, help="requests in flight per side")
     parser.add_argument("--freeze", action="store_true", help="gc.freeze() after the warm-up")
     args = parser.parse_args()
 
@@ -95,8 +98,8 @@ def main() -> int:
         m for m in routed.user_middleware if getattr(m.cls, "__name__", "") != "_SearchFastPath"
     ]
     scope = ar.Scope(tenant=TENANT)
-    raw_pool = ThreadPoolExecutor(1, thread_name_prefix="floor-raw")
-    pipe_pool = ThreadPoolExecutor(1, thread_name_prefix="floor-pipeline")
+    raw_pool = ThreadPoolExecutor(args.concurrency, thread_name_prefix="floor-raw")
+    pipe_pool = ThreadPoolExecutor(args.concurrency, thread_name_prefix="floor-pipeline")
     path = f"/api/v1/query/{TENANT}/search"
     bodies = [
         json.dumps({"query_text": q, "top_k": 10, "collections": [COLLECTION]}).encode() for q in queries
@@ -163,17 +166,22 @@ def main() -> int:
             gc_n, gc_s = dict(_gc_state["n"]), dict(_gc_state["s"])
             before = thread_cpu()
             t = time.perf_counter()
-            for i in ids:
-                if side == "HTTP app (ASGI, in-process)":
-                    await http(i)
-                elif side == ROUTED:
-                    await http(i, routed)
-                elif side == "bare Starlette (ASGI, canned)":
-                    await http(i, bare_app)
-                elif side == "Store.search (floor)":
-                    await loop.run_in_executor(raw_pool, raw, i)
-                else:
-                    await loop.run_in_executor(pipe_pool, pipeline, i)
+
+            async def lane(lane_ids: range) -> None:
+                for i in lane_ids:
+                    if side == "HTTP app (ASGI, in-process)":
+                        await http(i)
+                    elif side == ROUTED:
+                        await http(i, routed)
+                    elif side == "bare Starlette (ASGI, canned)":
+                        await http(i, bare_app)
+                    elif side == "Store.search (floor)":
+                        await loop.run_in_executor(raw_pool, raw, i)
+                    else:
+                        await loop.run_in_executor(pipe_pool, pipeline, i)
+
+            c = min(args.concurrency, len(ids))
+            await asyncio.gather(*(lane(ids[w::c]) for w in range(c)))
             wall = time.perf_counter() - t
             after = thread_cpu()
             total = totals.setdefault(
