@@ -857,7 +857,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--workspace")
     p.add_argument("--every-scope", action="store_true", help="delete in any tenant (scoped collections)")
 
-    p = add(sub, "search", cmd_search, "search collections (hybrid: pgvector + BM25, fused by relative score or RRF)")
+    p = add(
+        sub,
+        "search",
+        cmd_search,
+        "search collections (hybrid: pgvector + BM25, fused by relative score or RRF)",
+    )
     p.add_argument("query")
     p.add_argument("--collection", "-c", action="append", required=True, help="repeatable")
     p.add_argument("--mode", default="hybrid", choices=["hybrid", "vector", "lexical", "lexical_sql"])
