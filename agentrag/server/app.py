@@ -139,10 +139,14 @@ def create_app(
     telemetry: ar.Telemetry | None = None,
     llm: Any = None,
     close_store: bool = False,
+    freeze_gc: bool = False,
 ) -> FastAPI:
     """The ASGI app serving ``store``. ``config`` defaults to :meth:`ServerConfig.from_env`;
     ``telemetry`` to providers from ``config.trace_file`` or else the global ones; ``llm`` to
-    ``config.llm`` (a litellm model) or none (extractive answers)."""
+    ``config.llm`` (a litellm model) or none (extractive answers). ``freeze_gc``: once started,
+    collect and ``gc.freeze()`` the process, so the garbage collector's full passes stop re-scanning
+    the objects of startup (imports, FastAPI, pydantic); a process-wide setting, for a process that
+    serves only this app (``agentrag serve`` sets it)."""
     config = config or ServerConfig.from_env()
     owned: list[Any] = []
     if telemetry is None:
@@ -173,6 +177,11 @@ def create_app(
         asyncio.get_running_loop().set_default_executor(pool)
         await asyncio.to_thread(store.embedder.embed, ["warm up"])  # load the model before serving
         writers.append(AuditWriter(engine))
+        if freeze_gc:
+            import gc
+
+            gc.collect()
+            gc.freeze()
         yield
         await asyncio.to_thread(writers.pop().close)  # every queued audit event is written
         for provider in owned:
@@ -564,4 +573,4 @@ def app_from_env() -> FastAPI:
     """The uvicorn factory of every worker process (``agentrag serve``): configuration from ``AGENTRAG_*``."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     config = ServerConfig.from_env()
-    return create_app(build_store(config), config=config, close_store=True)
+    return create_app(build_store(config), config=config, close_store=True, freeze_gc=True)
