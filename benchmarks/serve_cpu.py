@@ -47,13 +47,15 @@ def _gc_callback(phase: str, info: dict[str, Any]) -> None:
 
 
 def thread_cpu() -> dict[str, int]:
-    """Nanoseconds on a CPU so far, per thread of this process, keyed by thread name."""
+    """Per thread of this process, keyed by thread name: nanoseconds on a CPU so far, and (under
+    ``name + " scheduled"``) how many times the scheduler put it on a CPU (a wake-up or a return
+    after preemption: the third field of schedstat)."""
     names = {t.native_id: t.name for t in threading.enumerate()}
     out: dict[str, int] = {}
     for tid in os.listdir("/proc/self/task"):
         try:
             with open(f"/proc/self/task/{tid}/schedstat") as f:
-                ns = int(f.read().split()[0])
+                ns, _, runs = (int(x) for x in f.read().split()[:3])
         except OSError:
             continue
         name = names.get(int(tid), f"native-{tid}")
@@ -62,6 +64,7 @@ def thread_cpu() -> dict[str, int]:
         elif name.startswith(("floor-raw_", "floor-pipeline_")):
             name = name.rsplit("_", 1)[0] + " threads"
         out[name] = out.get(name, 0) + ns
+        out[name + " scheduled"] = out.get(name + " scheduled", 0) + runs
     return out
 
 
@@ -215,10 +218,12 @@ def main() -> int:
             n = total["n"]
             print(f"\n{side}: {n} requests, wall {1000 * total['wall'] / n:.2f} ms/request")
             cpu_sum = 0.0
-            for name, ns in sorted(total["cpu"].items(), key=lambda kv: -kv[1]):
+            cpu = {k: v for k, v in total["cpu"].items() if not k.endswith(" scheduled")}
+            for name, ns in sorted(cpu.items(), key=lambda kv: -kv[1]):
                 per = ns / n / 1e6
+                runs = total["cpu"].get(name + " scheduled", 0) / n
                 if per >= 0.01:
-                    print(f"    {name:<28} {per:7.3f} ms CPU/request")
+                    print(f"    {name:<28} {per:7.3f} ms CPU/request, on a CPU {runs:5.1f} times/request")
                 cpu_sum += per
             gcs = total["gc"]
             print(f"    {'all threads':<28} {cpu_sum:7.3f} ms CPU/request")
