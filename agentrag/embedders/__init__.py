@@ -70,7 +70,7 @@ def embed_batched(embedder: Embedder, texts: Sequence[str], batch_size: int = 25
 LOCAL_BACKENDS = ("onnx", "onnx-int8", "torch")
 DEFAULT_LOCAL_BACKEND = "onnx-int8"
 # What each backend adds to the model's version: backends computing the same vectors share one.
-VERSION_SUFFIXES = {"onnx": "", "torch": "", "onnx-int8": "+int8v2"}
+VERSION_SUFFIXES = {"onnx": "", "torch": "", "onnx-int8": "+int8"}
 # Texts per forward pass when ``batch_size`` is not given. On a CPU, small ONNX batches are faster
 # than large ones (a batch of 64 x 256 word pieces spills the caches; benchmarks/RESULTS.md), and
 # int8 runs one text per pass: its activations are quantised with scales taken from the whole

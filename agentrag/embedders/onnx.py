@@ -20,7 +20,6 @@ import contextlib
 import hashlib
 import json
 import os
-import re
 import tempfile
 import threading
 import warnings
@@ -30,18 +29,9 @@ from typing import Any
 
 from agentrag.errors import EmbeddingError
 
-__all__ = ["INT8_RECIPE", "OnnxModel", "cpu_threads", "int8_excluded_nodes", "model_cache_dir", "onnx_model_file"]
+__all__ = ["OnnxModel", "cpu_threads", "model_cache_dir", "onnx_model_file"]
 
 _QUANTIZED = {"onnx": False, "onnx-int8": True}
-# The int8 recipe's name: part of the cached file's name and of the version a collection records
-# (``...+int8v2``), so a model or a collection quantised by an earlier recipe is never mixed with
-# this one's vectors. v1 (until 2026-11-23) quantised every MatMul and the embedding tables.
-INT8_RECIPE = "int8v2"
-# Kept in float32 by the recipe (benchmarks/RESULTS.md, "Branch int8fid"): each layer's FFN output
-# projection, whose input (the GELU output) has the widest, most outlier-heavy range of any
-# MatMul input, and the whole first layer, the most sensitive one; the embedding tables are not
-# quantised either (only MatMul is).
-_INT8_KEEP_FLOAT = (re.compile(r"/layer\.\d+/output/dense/MatMul$"), re.compile(r"/layer\.0/"))
 _EXPORT_LOCK = threading.Lock()
 
 
@@ -86,7 +76,7 @@ def onnx_model_file(model_dir: Path, version: str, backend: str) -> Path:
     key = hashlib.sha256(f"{model_dir.resolve()}\x1f{version}".encode()).hexdigest()[:12]
     folder = model_cache_dir() / f"{model_dir.name}-{key}"
     fp32 = folder / "model.onnx"
-    target = folder / (f"model-{INT8_RECIPE}.onnx" if _QUANTIZED[backend] else "model.onnx")
+    target = folder / ("model-int8.onnx" if _QUANTIZED[backend] else "model.onnx")
     if target.exists():
         return target
     # One export at a time in this process (the lock) and across processes (the lock file): a
@@ -171,36 +161,15 @@ def _export(model_dir: Path, target: Path) -> None:
         raise EmbeddingError(f"exporting {model_dir} to ONNX failed: {exc}") from exc
 
 
-def int8_excluded_nodes(model: Any) -> list[str]:
-    """The MatMul nodes of an exported ``onnx.ModelProto`` that the int8 recipe keeps in float32."""
-    return [
-        node.name
-        for node in model.graph.node
-        if node.op_type == "MatMul" and any(p.search(node.name) for p in _INT8_KEEP_FLOAT)
-    ]
-
-
 def _quantize(source: Path, target: Path) -> None:
-    """Dynamic int8 quantisation of the MatMul weights, per output channel, minus the float32 nodes.
-
-    Per tensor loses more (cosine 0.95 vs 0.99). Activations are quantised per forward pass.
-    """
+    """Dynamic int8 quantisation, per output channel (per tensor loses more: cosine 0.95 vs 0.99)."""
     try:
-        import onnx
         from onnxruntime.quantization import QuantType, quantize_dynamic
     except ImportError as exc:
         raise EmbeddingError("int8 quantisation needs onnx: pip install 'agentrag[local]'") from exc
     tmp = _atomic_target(target)
     try:
-        excluded = int8_excluded_nodes(onnx.load(str(source), load_external_data=False))
-        quantize_dynamic(
-            str(source),
-            str(tmp),
-            weight_type=QuantType.QInt8,
-            per_channel=True,
-            op_types_to_quantize=["MatMul"],
-            nodes_to_exclude=excluded,
-        )
+        quantize_dynamic(str(source), str(tmp), weight_type=QuantType.QInt8, per_channel=True)
         os.replace(tmp, target)
     except Exception as exc:
         tmp.unlink(missing_ok=True)
