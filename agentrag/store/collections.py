@@ -96,7 +96,7 @@ def reembed_hint(name: str) -> str:
     return (
         f"Re-embed the collection with this embedder (`agentrag reembed {name}`, or "
         f"store.reembed({name!r})), or use the embedder it was built with (e.g. "
-        "LocalEmbedder(backend='onnx') for a collection embedded before int8 became the default)"
+        "LocalEmbedder(backend='onnx-int8') for a collection embedded while int8 was the default)"
     )
 
 

@@ -530,8 +530,8 @@ class Store:
         """Re-embed every chunk of ``collection`` with ``embedder`` (default: this store's) and record
         its model, version and dimensions; the HNSW index is rebuilt.
 
-        The fix for a collection embedded with another model or numeric variant (e.g. float32
-        vectors from before int8 became ``LocalEmbedder``'s default): ingesting into it raises
+        The fix for a collection embedded with another model or numeric variant (e.g. int8
+        vectors from while int8 was ``LocalEmbedder``'s default, now float32): ingesting into it raises
         EmbeddingMismatchError and its searches report ``model_version_match=False`` until then.
         Atomic: the new vectors are computed off to the side and swapped in one transaction, so a
         search sees the old vectors or the new ones, never a mix (:mod:`agentrag.store.reembed`).
