@@ -89,8 +89,8 @@ class LocalEmbedder:
       without torch, and faster than torch on a CPU.
     * ``"onnx-int8"``: the same export quantised to int8 per output channel: about 1.6-1.9x the
       passages per CPU-second of ``onnx``, vectors at cosine 0.995 to float32's. Vector-only
-      SciFact nDCG@10 stays within 0.002 of float32, but the fused ``hybrid`` modes move by up to
-      0.01, so it is not the default (benchmarks/RESULTS.md, "Branch int8fid").
+      SciFact nDCG@10 stays within 0.002 of float32, but ``hybrid:rrf`` moves by 0.004-0.010, so
+      it is not the default (benchmarks/RESULTS.md, "Branch int8fid").
     * ``"torch"``: sentence-transformers on torch.
 
     ``version`` (what a collection records) names the numeric variant as well as the weights:

@@ -11,7 +11,7 @@ Cache: ``$AGENTRAG_MODEL_CACHE``, else ``$XDG_CACHE_HOME/agentrag/models``, else
 ``~/.cache/agentrag/models``; one directory per model path and version. Files are written to
 a temporary name and renamed, so concurrent first uses never read a half-written model, and
 the export is serialised by a lock file, so they do not compute it twice. First use: the export
-(imports torch), about 6 s of CPU once, and for ``onnx-int8`` the quantisation, about 2 s more.
+(imports torch), and for ``onnx-int8`` the quantisation: about 8 s of CPU together, once.
 """
 
 from __future__ import annotations
