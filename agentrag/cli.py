@@ -224,6 +224,11 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     from agentrag.store.ingest import iter_files
 
     store = _store(args)
+    if args.backend is not None:
+        from agentrag.embedders import LocalEmbedder
+        from agentrag.store.store import Store
+
+        store = Store(engine=store.engine, embedder=LocalEmbedder(backend=args.backend), migrate=False)
     try:
         store.collection(args.collection)
     except CollectionNotFoundError:
@@ -826,6 +831,12 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="drop the collection's vector index before the load and rebuild it after (large loads;"
         " without it, decided by the load's size)",
+    )
+    p.add_argument(
+        "--backend",
+        choices=list(LOCAL_BACKENDS),
+        help=f"how the local model embeds (default: {DEFAULT_LOCAL_BACKEND}); torch-bf16: about 3x faster"
+        " on a CPU with AMX / AVX512-BF16, the same vectors to cosine 0.99997",
     )
     _scope_options(p)
 

@@ -1,12 +1,13 @@
 """Local embedding throughput and quality per backend, in one run, on the same SciFact passages.
 
-    .venv/bin/python -m benchmarks.embed [--passages 1000] [--quality] [--backends torch,onnx,onnx-int8]
-        [--fused]
+    .venv/bin/python -m benchmarks.embed [--passages 1000] [--quality]
+        [--backends torch,torch-bf16,onnx,onnx-int8] [--fused]
 
 * Throughput: ``LocalEmbedder(backend=...).embed`` over the same ``--passages`` SciFact
   abstracts (``title + "\\n" + text``; MiniLM reads the first 256 word pieces), after a warm-up
   batch; model load timed separately. Floor: the bare ONNX Runtime session's ``run`` over the
-  same pre-tokenised, length-sorted batches (no tokenisation, pooling or bookkeeping). Each rate
+  same pre-tokenised, length-sorted batches (no tokenisation, pooling or bookkeeping); for
+  ``torch-bf16``, sentence-transformers' own ``encode`` under ``torch.autocast(bfloat16)``. Each rate
   is also given per CPU-second of this process (``time.process_time``): on a shared machine the
   wall-clock rate moves with the neighbours' load, the CPU-time rate much less.
 * ``--fused``: also ONNX Runtime's transformer optimiser (``onnxruntime.transformers.optimizer``,
@@ -77,6 +78,18 @@ def _floor(embedder: Any, texts: list[str]) -> tuple[float, float]:
     return _run_bare(model.session, _feeds(model, texts, embedder.batch_size), len(texts))
 
 
+def _floor_bf16(embedder: Any, texts: list[str]) -> tuple[float, float]:
+    """torch-bf16's floor: sentence-transformers' own ``encode`` under ``torch.autocast`` (the raw library
+    call doing the same work, the library's normalisation and checks left out)."""
+    import torch
+
+    model = embedder._model()
+    t, cpu = time.perf_counter(), time.process_time()
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        model.encode(texts, batch_size=embedder.batch_size, convert_to_tensor=True, show_progress_bar=False)
+    return len(texts) / (time.perf_counter() - t), len(texts) / (time.process_time() - cpu)
+
+
 def _fused(embedder: Any, texts: list[str], folder: Path, torch_vectors: np.ndarray | None) -> list[Any]:
     """The transformer optimiser's fused graph, float32 and int8, as bare sessions (see the docstring)."""
     import onnx
@@ -139,7 +152,7 @@ def main() -> None:
     parser.add_argument("--passages", type=int, default=1000)
     parser.add_argument(
         "--backends",
-        default="torch,torch:4,onnx,onnx-int8",
+        default="torch,torch:4,torch-bf16,onnx,onnx-int8",
         help="comma-separated BACKEND or BACKEND:BATCH_SIZE (default: each backend's own batch size)",
     )
     parser.add_argument("--batch-size", type=int, default=None, help="for backends given without one")
@@ -169,7 +182,13 @@ def main() -> None:
         out = embedder.embed(sample)
         rate = len(sample) / (time.perf_counter() - t)
         cpu_rate = len(sample) / (time.process_time() - cpu)
-        floor = _floor(embedder, sample) if embedder.backend != "torch" else None
+        floor = (
+            _floor_bf16(embedder, sample)
+            if embedder.backend == "torch-bf16"
+            else None
+            if embedder.backend == "torch"
+            else _floor(embedder, sample)
+        )
         ndcg = None
         if args.quality:
             vectors[backend] = embedder.embed(corpus)
@@ -205,7 +224,7 @@ def main() -> None:
     print("|---|---:|---:|---:|---:|---:|---:|---:|---|")
     for backend, load_s, rate, cpu_rate, floor, ndcg in rows:
         cos = "-"
-        if "torch" in vectors and not backend.startswith("torch"):
+        if "torch" in vectors and not backend.startswith("torch ("):
             sims = np.sum(vectors[backend] * vectors["torch"], axis=1)
             cos = f"{sims.mean():.5f} / {sims.min():.5f}"
         floor_text = "-" if floor is None else f"{floor[0]:.1f} ({floor[1]:.1f})"

