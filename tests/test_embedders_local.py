@@ -194,3 +194,26 @@ def test_concurrent_first_uses_share_one_export(tmp_path) -> None:  # type: igno
     np.testing.assert_array_equal(first, second)
     files = sorted(p.name for p in tmp_path.rglob("*") if p.is_file() and p.name != ".export.lock")
     assert files == ["model-int8.onnx", "model.onnx"]
+
+
+def test_int8_quantisation_leaves_the_applications_logging_alone(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """ONNX Runtime's quantiser warns through logging.warning, which would configure the root logger
+    (the demo then printed bm25s DEBUG lines). The quantisation runs fresh here (the float32 export is
+    copied in, the int8 file is not) and the root logger must have no handler afterwards."""
+    import shutil
+
+    fp32 = LocalEmbedder(backend="onnx")._model().path
+    cache = tmp_path / "models"
+    (cache / fp32.parent.name).mkdir(parents=True)
+    shutil.copy(fp32, cache / fp32.parent.name / fp32.name)
+    code = (
+        "import logging;"
+        "from agentrag.embedders import LocalEmbedder;"
+        "LocalEmbedder(backend='onnx-int8').load();"
+        "print(len(logging.getLogger().handlers))"
+    )
+    env = {**os.environ, "AGENTRAG_MODEL_CACHE": str(cache)}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    assert (cache / fp32.parent.name / "model-int8.onnx").exists()  # it really quantised
+    assert done.stdout.strip() == "0", done.stderr[-500:]
+    assert "pre-processing" not in done.stderr  # ORT's advice is not printed either

@@ -169,11 +169,32 @@ def _quantize(source: Path, target: Path) -> None:
         raise EmbeddingError("int8 quantisation needs onnx: pip install 'agentrag[local]'") from exc
     tmp = _atomic_target(target)
     try:
-        quantize_dynamic(str(source), str(tmp), weight_type=QuantType.QInt8, per_channel=True)
+        with _root_logger_left_alone():
+            quantize_dynamic(str(source), str(tmp), weight_type=QuantType.QInt8, per_channel=True)
         os.replace(tmp, target)
     except Exception as exc:
         tmp.unlink(missing_ok=True)
         raise EmbeddingError(f"quantising {source} to int8 failed: {exc}") from exc
+
+
+@contextlib.contextmanager
+def _root_logger_left_alone() -> Iterator[None]:
+    """ONNX Runtime's quantiser warns through ``logging.warning``, which configures the root logger
+    (``basicConfig``) when it has no handler: from then on the application would print every library's
+    warnings, and DEBUG lines of loggers that set their own level. A handler of our own, for the call
+    only, keeps the application's logging as it was (the quantiser's advice is dropped)."""
+    import logging
+
+    root = logging.getLogger()
+    if root.handlers:
+        yield
+        return
+    quiet = logging.NullHandler()
+    root.addHandler(quiet)
+    try:
+        yield
+    finally:
+        root.removeHandler(quiet)
 
 
 class OnnxModel:
