@@ -9,8 +9,6 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from tests.server_support import auth, new_tenant, start_server
 
 
@@ -88,16 +86,3 @@ def test_the_admitter_replaces_a_dead_connection_and_takes_one_slot(store: Any) 
         assert admitter(f"{tenant}-missing").tenant is None
     finally:
         admitter.close()
-
-
-def test_an_admission_says_how_much_of_the_burst_is_left(store: Any) -> None:
-    """GCRA headroom after each slot of a 4-per-hour bucket: 1 - 2/4, 1 - 3/4, none, then refused.
-    The server runs a search beside its admission only above 10% (run_search_speculatively)."""
-    from agentrag.server.tenants import admit
-
-    tenant = new_tenant(store, rate_limit=4, rate_limit_period_s=3600)
-    admissions = [admit(store.engine, tenant) for _ in range(5)]
-    assert [a.allowed for a in admissions] == [True, True, True, True, False]
-    headroom = [a.headroom for a in admissions]
-    assert headroom[0] == pytest.approx(0.5, abs=0.01) and headroom[1] == pytest.approx(0.25, abs=0.01)
-    assert headroom[2] == pytest.approx(0.0, abs=0.01) and headroom[3] == headroom[4] == 0.0

@@ -39,7 +39,7 @@ from agentrag.server.auth import AuthError, ForbiddenError, TokenVerifier, autho
 from agentrag.server.config import ServerConfig
 from agentrag.server.models import AskRequest, ErrorBody, ProofResponse, SearchRequest
 from agentrag.server.observe import BodyTooLarge, JsonLinesExporter, ObserveMiddleware
-from agentrag.server.tenants import Admission, Admitter, Tenant, write_audit
+from agentrag.server.tenants import Admitter, Tenant, write_audit
 
 if TYPE_CHECKING:
     from concurrent.futures import ThreadPoolExecutor
@@ -85,18 +85,10 @@ class ApiError(Exception):
         *,
         field: str | None = None,
         headers: dict[str, str] | None = None,
-        events: list[dict[str, Any]] | None = None,
     ) -> None:
         super().__init__(message)
         self.status, self.code, self.message, self.field = status, code, message, field
         self.headers = headers or {}
-        self.events = events or []  # audit events of the work that failed (a speculative search's)
-
-
-#: A search of a tenant whose last admission left this share of its burst free runs while its next
-#: admission is decided, for this many seconds after that admission (see ``run_search_speculatively``).
-SPECULATE_HEADROOM = 0.1
-SPECULATE_FOR_S = 10.0
 
 
 def _error(request: Request, status: int, code: str, message: str, **extra: Any) -> JSONResponse:
@@ -166,9 +158,6 @@ def create_app(
         _log.warning("no JWT key configured: every query request will be refused with 401")
     engine = store.engine
     admit = Admitter(engine)  # the tenant + rate-limit statement: one round trip, no pre-ping
-    # Tenants whose last admission (in this process, within SPECULATE_FOR_S) left at least
-    # SPECULATE_HEADROOM of their burst free: their next search runs while its admission is decided.
-    speculative: dict[str, tuple[Tenant, float]] = {}
     default_collections = [c for c in (config.default_collections or "").split(",") if c] or None
     executor: list[ThreadPoolExecutor] = []
     writers: list[AuditWriter] = []  # the background audit writer, while the app runs
@@ -185,7 +174,6 @@ def create_app(
 
         pool = ThreadPoolExecutor(max_workers=max(8, 2 * config.pool_size), thread_name_prefix="agentrag")
         executor.append(pool)
-        executor.append(ThreadPoolExecutor(max_workers=4, thread_name_prefix="agentrag-admit"))
         asyncio.get_running_loop().set_default_executor(pool)
         await asyncio.to_thread(store.embedder.embed, ["warm up"])  # load the model before serving
         writers.append(AuditWriter(engine))
@@ -198,7 +186,6 @@ def create_app(
         await asyncio.to_thread(writers.pop().close)  # every queued audit event is written
         for provider in owned:
             provider.shutdown()
-        executor.pop().shutdown(wait=True)  # the admission threads (the default pool goes with the loop)
         admit.close()
         if close_store:
             store.close()
@@ -257,12 +244,8 @@ def create_app(
             raise ApiError(403, exc.code, str(exc)) from None
         return tenant_id
 
-    def admitted(tenant_id: str, admission: Admission | None = None) -> Tenant:
-        admission = admit(tenant_id) if admission is None else admission
-        if admission.allowed and admission.tenant is not None and admission.headroom >= SPECULATE_HEADROOM:
-            speculative[tenant_id] = (admission.tenant, time.monotonic())
-        else:
-            speculative.pop(tenant_id, None)
+    def admitted(tenant_id: str) -> Tenant:
+        admission = admit(tenant_id)
         if admission.tenant is None:
             raise ApiError(404, "TENANT_NOT_FOUND", "no such tenant")
         if not admission.tenant.active:
@@ -274,9 +257,7 @@ def create_app(
             )
         return admission.tenant
 
-    def start(
-        body: SearchRequest, tenant: Tenant, *, generate: bool, audit_failure: bool = True
-    ) -> tuple[ar.Context, _Collect]:
+    def start(body: SearchRequest, tenant: Tenant, *, generate: bool) -> tuple[ar.Context, _Collect]:
         """Steps 5-8: the validated request as a searched Context (in a worker thread)."""
         if body.top_k > tenant.retrieval_top_k_max:
             raise ApiError(
@@ -316,9 +297,8 @@ def create_app(
             kinds = {r.error.split(":", 1)[0] for r in ctx.results if r.error}
             embedding = {EmbeddingError.__name__, EmbeddingMismatchError.__name__}
             code = "EMBEDDING_FAILED" if kinds & embedding else "RETRIEVAL_FAILED"
-            if audit_failure:
-                audit(sink.events, None)
-            raise ApiError(500, code, "retrieval failed", events=sink.events)
+            audit(sink.events, None)
+            raise ApiError(500, code, "retrieval failed")
         return ctx, sink
 
     def respond(ctx: ar.Context, sink: _Collect, started: float) -> dict[str, Any]:
@@ -333,35 +313,8 @@ def create_app(
     # another (it builds a cold BM25 index or the tsvectors before taking its connection).
     # The response body is encoded here too, in the worker thread, not on the event loop.
     def run_search(body: SearchRequest, tenant_id: str, started: float) -> bytes:
-        known = speculative.get(tenant_id)
-        if known is None or time.monotonic() - known[1] > SPECULATE_FOR_S or len(executor) < 2:
-            tenant = admitted(tenant_id)
-            ctx, sink = start(body, tenant, generate=False)
-            return _json_bytes(respond(ctx, sink, started))
-        return run_search_speculatively(body, tenant_id, known[0], started)
-
-    def run_search_speculatively(body: SearchRequest, tenant_id: str, last: Tenant, started: float) -> bytes:
-        """The search runs while another thread admits the request (its round trip overlaps the
-        search instead of preceding it). Nothing of the search leaves before the admission allows
-        it: a refusal (unknown, suspended, rate limited) answers as it would have, the results and
-        their audit events dropped; a tenant config changed meanwhile is checked again."""
-        pending = executor[1].submit(admit, tenant_id)
-        try:
-            outcome: tuple[ar.Context, _Collect] | ApiError = start(
-                body, last, generate=False, audit_failure=False
-            )
-        except ApiError as exc:
-            outcome = exc
-        tenant = admitted(tenant_id, pending.result())  # ApiError: 404, 403 or 429, nothing else sent
-        if body.top_k > tenant.retrieval_top_k_max and body.top_k <= last.retrieval_top_k_max:
-            outcome = ApiError(
-                422, "VALIDATION_ERROR", f"top_k is at most {tenant.retrieval_top_k_max}", field="top_k"
-            )
-        if isinstance(outcome, ApiError):
-            if outcome.events:  # a retrieval failure of an admitted request is audited, as ever
-                audit(outcome.events, None)
-            raise outcome
-        ctx, sink = outcome
+        tenant = admitted(tenant_id)
+        ctx, sink = start(body, tenant, generate=False)
         return _json_bytes(respond(ctx, sink, started))
 
     def run_search_guarded(body: SearchRequest, tenant_id: str, started: float) -> bytes | ApiError:

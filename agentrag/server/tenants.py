@@ -198,15 +198,11 @@ def set_state(engine: Engine, tenant: str, state: str) -> Tenant:
 
 @dataclass(frozen=True, slots=True)
 class Admission:
-    """What :func:`admit` found: the tenant (None: unknown) and whether a rate slot was taken.
-
-    ``headroom`` (for a slot taken): the share of the tenant's burst still free after it, 0..1
-    (1: the tenant has sent nothing for a whole period)."""
+    """What :func:`admit` found: the tenant (None: unknown) and whether a rate slot was taken."""
 
     tenant: Tenant | None
     allowed: bool
     retry_after_s: float = 0.0
-    headroom: float = 0.0
 
 
 # One statement: read the tenant and, for an ACTIVE one, try to take a GCRA slot. With
@@ -264,11 +260,7 @@ def _admission(row: Any) -> Admission:  # a mapping or None
     found = Tenant(**values)
     if not found.active:
         return Admission(found, False)
-    wait_s = float(wait or 0.0)
-    if not taken:
-        return Admission(found, False, max(wait_s, 0.0))
-    # wait_s < 0 when a slot was taken: -wait_s seconds of the period are still free
-    return Admission(found, True, 0.0, min(1.0, max(0.0, -wait_s / found.rate_limit_period_s)))
+    return Admission(found, bool(taken), 0.0 if taken else max(float(wait or 0.0), 0.0))
 
 
 class Admitter:
