@@ -26,6 +26,11 @@ RUNS = [
     ),
     ("pipeline overhead per question", ["benchmarks.pipeline"], ["benchmarks.pipeline", "--questions", "20"]),
     (
+        "pipeline recall@5 over three collections: routing margins and the merge of the searches",
+        ["benchmarks.pipeline_recall"],
+        ["benchmarks.pipeline_recall", "--margins", "0.05,1.0"],
+    ),
+    (
         "chat follow-ups: recall@5 condensed vs raw, condense + subgraph overhead per turn",
         ["benchmarks.chat"],
         ["benchmarks.chat", "--repeats", "2"],
