@@ -457,7 +457,8 @@ def _across_collections(plan: _Plan, records: Sequence[SearchRecord]) -> tuple[H
                 fused = rrf([[i for i, _ in vector], [i for i, _ in lexical]], k=plan.rrf_k)
             else:
                 fused = relative_score(vector, lexical)
-            hits = {i: replace(hits[i], score=score) for i, score in fused if i in hits}
+            scores = dict(fused)  # a hit with neither leg's score (none today) would rank last, not vanish
+            hits = {i: replace(h, score=scores.get(i, 0.0)) for i, h in hits.items()}
         for hit in hits.values():
             if hit.chunk_id not in best or hit.score > best[hit.chunk_id].score:
                 best[hit.chunk_id] = hit
