@@ -24,7 +24,10 @@ keep-alive connections, for each concurrency level. Sides, all in the same run:
 The sides take turns: each level runs ``--rounds`` rounds in which every side sends its share of
 the requests (at concurrency 1, request by request), so a change in the machine's load hits
 every side alike. Query vectors are cached on both sides after the warm-up (the queries cycle),
-so both sides time retrieval, not embedding.
+so both sides time retrieval, not embedding. At concurrency 1 each HTTP request is also paired with
+the floor's request of the same query sent just before it: the median of those per-request
+differences, with a seeded 95% bootstrap interval, is printed beside the difference of the p50s
+(pairing cancels the spread between queries that the two p50s carry).
 
 Per request the server does more than the floor: JWT check, the tenant + rate-limit statement,
 the pipeline's search step, the proof, the JSON body and the hand-off to the audit writer.
@@ -240,7 +243,28 @@ def measure_level(sides: dict[str, Any], c: int, n: int, rounds: int) -> list[di
             total[0] += latencies
             total[1] += elapsed
             total[2] += errors
-    return [_row(name, c, *totals[name]) for name in sides]
+    rows = [_row(name, c, *totals[name]) for name in sides]
+    if c == 1:  # request by request: each request of a side is paired with the floor's same query
+        floor = totals[FLOOR]
+        for row, name in zip(rows, sides, strict=True):
+            lat, _, errors = totals[name]
+            if name not in (FLOOR, BARE) and errors == 0 and floor[2] == 0 and len(lat) == len(floor[0]):
+                row["paired"] = paired_overhead(lat, floor[0])
+    return rows
+
+
+def paired_overhead(latencies: list[float], floor: list[float], resamples: int = 2000) -> list[float]:
+    """Median of the per-request differences ``latencies[i] - floor[i]`` (the same query, sent one
+    after the other) and its 95% bootstrap interval (seeded): [median, low, high] in ms. The
+    difference of two p50s mixes the spread of the queries into the overhead; pairing cancels it."""
+    import random
+    import statistics
+
+    diffs = [a - b for a, b in zip(latencies, floor, strict=True)]
+    rng = random.Random(0)
+    medians = sorted(statistics.median(rng.choices(diffs, k=len(diffs))) for _ in range(resamples))
+    low, high = medians[int(0.025 * resamples)], medians[int(0.975 * resamples) - 1]
+    return [round(statistics.median(diffs), 3), round(low, 3), round(high, 3)]
 
 
 def _wait_ready(process: Any, base: str, probe: str, log: Path) -> None:
@@ -429,8 +453,13 @@ def main() -> int:
             a = by.get((FLOOR_ADMIT, c))
             if a is not None and a["p50_ms"] is not None:
                 line += f"; {h['p50_ms'] - a['p50_ms']:+.2f} ms over floor + rate-limit statement"
+                if "paired" in a:
+                    line += f" (the statement alone, paired: {a['paired'][0]:+.2f} ms)"
             if b is not None and b["p50_ms"] is not None:
                 line += f"; bare HTTP floor p50 {b['p50_ms']:.2f} ms, {b['rps']:.0f} req/s"
+            if "paired" in h:
+                mid, low, high = h["paired"]
+                line += f"; paired per-request overhead median {mid:+.2f} ms (95% CI {low:+.2f}, {high:+.2f})"
             print(line)
     return 0
 
