@@ -242,7 +242,9 @@ class LocalEmbedder:
         self._document_model()
         return self
 
-    def _model(self, backend: str) -> Any:
+    def _model(self, backend: str | None = None) -> Any:
+        """The loaded model of ``backend`` (default: the query backend)."""
+        backend = backend or self.backend
         key = (self.model_id, backend, self.version)  # a directory whose weights changed loads again
         with self._lock:
             model = self._models.get(key)
