@@ -362,3 +362,24 @@ def test_a_collection_ingested_by_the_default_records_its_document_backend_and_m
     np.testing.assert_allclose(stored, default.embed_documents(chunk_texts), atol=2e-3)
     cos = _cosines(stored, LocalEmbedder(backend="onnx").embed(chunk_texts))
     assert cos.min() > 0.9995, cos
+
+
+def test_the_document_paths_call_embed_documents_when_the_embedder_has_it() -> None:
+    """embed_batched (ingest's prepare stage, Ray's actors) and reembed take embed_documents if there is
+    one, else embed: the Embedder protocol still needs only embed."""
+    from agentrag.embedders import Embedder, document_embed, embed_batched
+
+    class QueriesOnly:
+        model_id, version, dimensions = "two-paths", "1", 2
+
+        def embed(self, texts: list[str]) -> np.ndarray:
+            return np.ones((len(texts), 2), dtype=np.float32)
+
+    class TwoPaths(QueriesOnly):
+        def embed_documents(self, texts: list[str]) -> np.ndarray:
+            return np.full((len(texts), 2), 2.0, dtype=np.float32)
+
+    assert isinstance(QueriesOnly(), Embedder) and isinstance(TwoPaths(), Embedder)
+    assert embed_batched(QueriesOnly(), ["a", "b", "c"], batch_size=2).tolist() == [[1.0, 1.0]] * 3
+    assert embed_batched(TwoPaths(), ["a", "b", "c"], batch_size=2).tolist() == [[2.0, 2.0]] * 3
+    assert document_embed(TwoPaths())(["a"]).tolist() == [[2.0, 2.0]]

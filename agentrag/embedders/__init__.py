@@ -297,6 +297,8 @@ class LocalEmbedder:
     def _encode(self, backend: str, batch_size: int, texts: Sequence[str]) -> np.ndarray:
         import numpy as np
 
+        if not texts:  # (sentence-transformers returns a shapeless tensor for none)
+            return np.zeros((0, self.dimensions), dtype=np.float32)
         try:
             model = self._model(backend)
             if backend == "torch":
