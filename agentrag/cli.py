@@ -841,7 +841,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--backend",
         choices=list(LOCAL_BACKENDS),
         help=f"how the local model embeds the documents (default: {DEFAULT_DOCUMENT_BACKEND} on a CPU with"
-        f" native bfloat16, AMX / AVX512-BF16, and torch installed: about 2.7x {DEFAULT_LOCAL_BACKEND}, the"
+        f" native bfloat16, AMX / AVX512-BF16, and torch installed: 1.2-2.7x {DEFAULT_LOCAL_BACKEND}, the"
         f" same vectors to cosine 0.99997; else {DEFAULT_LOCAL_BACKEND}). Searches embed queries with"
         f" {DEFAULT_LOCAL_BACKEND} either way (one version)",
     )

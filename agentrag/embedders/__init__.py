@@ -81,8 +81,10 @@ def embed_batched(embedder: Embedder, texts: Sequence[str], batch_size: int = 25
 LOCAL_BACKENDS = ("onnx", "onnx-int8", "torch", "torch-bf16")
 DEFAULT_LOCAL_BACKEND = "onnx"  # queries, and documents where torch-bf16 cannot run
 # Documents (ingest, re-embedding, Ray's actors) by default, on a CPU that multiplies bfloat16 natively
-# with torch installed: about 2.7x onnx's passages per second, and every SciFact mode of a collection it
-# embedded, searched with onnx's float32 queries, within 0.002 nDCG@10 of float32 (benchmarks/RESULTS.md).
+# with torch installed: 2.7x onnx's passages per second on an Intel Xeon with AMX, 1.2-1.4x on an AMD
+# EPYC with AVX512-BF16 (no AMX), the fastest backend within 0.005 of torch on both; every SciFact mode
+# of a collection it embedded, searched with onnx's float32 queries, stays within 0.002 nDCG@10 of
+# float32 (benchmarks/RESULTS.md).
 DEFAULT_DOCUMENT_BACKEND = "torch-bf16"
 # What each backend adds to the model's version: backends computing the same vectors share one.
 # bf16 shares float32's: its matrix products round their inputs to bfloat16 but accumulate, normalise
@@ -109,7 +111,7 @@ class LocalEmbedder:
 
     * ``"onnx"``: ONNX Runtime over the model's own transformer, exported once from its weights
       and cached on disk (see ``agentrag.embedders.onnx``): torch's vectors (cosine 1.00000)
-      without torch, loaded in 0.2 s, and as fast as torch on a CPU.
+      without torch, loaded in 0.2 s, and at least as fast as torch on a CPU.
     * ``"onnx-int8"``: the same export quantised to int8 per output channel: about 1.6-1.9x the
       passages per CPU-second of ``onnx``, vectors at cosine 0.995 to float32's. Vector-only
       SciFact nDCG@10 stays within 0.002 of float32, but ``hybrid:rrf`` moves by 0.004-0.010, so
@@ -117,9 +119,10 @@ class LocalEmbedder:
     * ``"torch"``: sentence-transformers on torch.
     * ``"torch-bf16"``: sentence-transformers on torch with bfloat16 matrix products
       (``torch.autocast``), for CPUs that multiply bfloat16 natively (AMX, AVX512-BF16; given
-      explicitly on another CPU it raises EmbeddingError): about 3x ``torch``'s passages per second
-      on such a CPU, vectors within cosine 0.99997 of float32's, so it shares the float32 version.
-      Loading torch costs about 5 s per process.
+      explicitly on another CPU it raises EmbeddingError): 2.3-3x ``torch``'s passages per second
+      on such a CPU (2.7x ``onnx``'s with AMX, 1.2-1.4x with AVX512-BF16 alone), vectors within
+      cosine 0.99997 of float32's, so it shares the float32 version. Loading torch costs 3-5 s
+      per process.
 
     **The default** (``backend=None``, ``document_backend=None``) for the bundled all-MiniLM-L6-v2 or
     a local model directory is a split: queries with ``"onnx"`` (float32, the 0.2 s load; bf16 query
