@@ -209,4 +209,12 @@ def test_search_reads_the_index_size_from_the_catalogue(store: Store, collection
         chunks = conn.execute(
             text("SELECT count(*) FROM agentrag.chunks WHERE collection_id = :c"), {"c": coll.id}
         ).scalar()
-    assert after.indexed_rows == chunks == 30
+        reltuples = conn.execute(
+            text("SELECT reltuples FROM pg_class WHERE oid = to_regclass(:index)"),
+            {"index": f"agentrag.{coll.hnsw_index}"},
+        ).scalar()
+    # ANALYZE estimates a partial index's rows from its sample of the whole (shared) table: the
+    # catalogue's figure is read as it is, and it is near the true count, not always equal to it
+    assert chunks == 30
+    assert after.indexed_rows == reltuples
+    assert abs(after.indexed_rows - chunks) <= 3

@@ -379,6 +379,48 @@ def test_vector_index_is_built_per_collection(store: Store, collection_name: str
     assert "hnsw" in indexdef and "vector_cosine_ops" in indexdef and f"collection_id = {c.id}" in indexdef
 
 
+def test_chunk_vectors_stay_in_the_row_and_the_text_goes_out_first(
+    database_url: str, collection_name: str
+) -> None:
+    """Migration 0015: a row over the 2 kB TOAST threshold moves its text out of line, not its vector
+    (pgvector's default, EXTERNAL, moved the 384-d vector out: each distance then read the TOAST table)."""
+    import random
+
+    rng = random.Random(0)
+    # incompressible words (pglz finds no repeats), so the row stays over 2 kB until a value moves out
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    words = ["".join(rng.choice(letters) for _ in range(rng.randint(3, 9))) for _ in range(400)]
+    store = Store(database_url, embedder=FakeEmbedder(384))
+    try:
+        store.create_collection(collection_name)
+        store.ingest_text(" ".join(words), collection=collection_name, source="wide.md", chunk_size=1500)
+        with store.engine.connect() as conn:
+            if (conn.dialect.server_version_info or (0,)) < (17,):
+                pytest.skip("pg_column_toast_chunk_id needs PostgreSQL 17")
+            storage = conn.execute(
+                text(
+                    "SELECT attstorage FROM pg_attribute"
+                    " WHERE attrelid = 'agentrag.chunks'::regclass AND attname = 'embedding'"
+                )
+            ).scalar()
+            rows = conn.execute(
+                text(
+                    "SELECT pg_column_toast_chunk_id(embedding) AS vector_out,"
+                    " pg_column_toast_chunk_id(text) AS text_out, octet_length(text) AS text_bytes"
+                    " FROM agentrag.chunks WHERE collection_id = :c"
+                ),
+                {"c": store.collection(collection_name).id},
+            ).all()
+        assert storage == "m"
+        wide = [r for r in rows if r.text_bytes + 384 * 4 > 2100]
+        assert wide, "the test needs rows over the TOAST threshold"
+        assert all(r.vector_out is None for r in rows)
+        assert all(r.text_out is not None for r in wide)
+    finally:
+        store.delete_collection(collection_name)
+        store.close()
+
+
 def test_delete_document_and_collection(store: Store, collection_name: str) -> None:
     store.create_collection(collection_name)
     r = store.ingest_text(PARAGRAPH, collection=collection_name, source="d.md")

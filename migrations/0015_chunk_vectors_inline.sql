@@ -1,0 +1,13 @@
+-- Chunk vectors are kept in the row (MAIN) instead of out of line (pgvector's type default is
+-- EXTERNAL). A 384-d vector is 1,544 bytes; with the chunk's text the row passes PostgreSQL's
+-- 2 kB TOAST threshold, and under EXTERNAL the vector was the value moved out: every distance
+-- the vector leg computes from the heap (the HNSW candidates' rows, and every row of an exact
+-- scan) fetched it from the TOAST table through its index. Under MAIN the toaster moves the
+-- text out of line first (EXTENDED), and the vector leaves the row only if the row would not
+-- fit a page (vectors of more than ~2,000 dimensions with their row).
+-- Measured (benchmarks/RESULTS.md, "The serving API under load"): a tenant-scoped hybrid search
+-- over 2,000 SciFact abstracts read 13,360 buffers in its vector leg (9 ms, an exact scan the
+-- planner preferred) and 1,450 with the vectors in the row (0.8 ms, the HNSW index).
+-- Rows written before keep their layout until they are rewritten: `agentrag reembed NAME`, or
+-- VACUUM FULL agentrag.chunks (which locks the table while it runs). PostgreSQL reads both.
+ALTER TABLE agentrag.chunks ALTER COLUMN embedding SET STORAGE MAIN;
