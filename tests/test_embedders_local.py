@@ -383,3 +383,17 @@ def test_the_document_paths_call_embed_documents_when_the_embedder_has_it() -> N
     assert embed_batched(QueriesOnly(), ["a", "b", "c"], batch_size=2).tolist() == [[1.0, 1.0]] * 3
     assert embed_batched(TwoPaths(), ["a", "b", "c"], batch_size=2).tolist() == [[2.0, 2.0]] * 3
     assert document_embed(TwoPaths())(["a"]).tolist() == [[2.0, 2.0]]
+
+
+def test_loading_the_torch_model_draws_no_progress_bar(capfd: pytest.CaptureFixture[str]) -> None:
+    """transformers draws "Loading weights" on stderr for every load; an ingest must not print it, and
+    the application's own progress-bar setting is left as it was."""
+    from transformers.utils import logging as transformers_logging
+
+    from agentrag.embedders import DEFAULT_LOCAL_MODEL, _load_sentence_transformer
+
+    transformers_logging.enable_progress_bar()
+    capfd.readouterr()
+    _load_sentence_transformer(DEFAULT_LOCAL_MODEL)
+    assert "Loading weights" not in capfd.readouterr().err
+    assert transformers_logging.is_progress_bar_enabled()

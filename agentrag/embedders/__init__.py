@@ -461,10 +461,19 @@ def _load_sentence_transformer(model: str) -> Any:
         raise EmbeddingError(
             "local embeddings need sentence-transformers: pip install 'agentrag[local]'"
         ) from exc
+    from transformers.utils import logging as transformers_logging
+
+    # transformers draws a "Loading weights" progress bar on stderr for every load (an ingest or the
+    # demo would print it mid-output); off for the load only, the application's setting restored after
+    bars = transformers_logging.is_progress_bar_enabled()
+    transformers_logging.disable_progress_bar()
     try:
         return SentenceTransformer(path or model, device="cpu")
     except Exception as exc:
         raise EmbeddingError(f"could not load embedding model {model!r}: {exc}") from exc
+    finally:
+        if bars:
+            transformers_logging.enable_progress_bar()
 
 
 class LiteLLMEmbedder:
