@@ -21,7 +21,8 @@ import functools
 import logging
 import os
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
@@ -287,14 +288,8 @@ class LocalEmbedder:
         """Document vectors (``document_backend``; torch loads on the first call for ``torch-bf16``):
         what ingest, ``Store.reembed`` and Ray's actors call. The same version as :meth:`embed`."""
         if self.document_backend != self.backend:
-            try:
+            with _typed_errors(self.model_id):
                 self._document_model()  # the automatic choice's fallback happens here, if at all
-            except EmbeddingError:
-                raise
-            except Exception as exc:  # model errors surface as one typed error
-                raise EmbeddingError(
-                    f"local embedding with {self.model_id!r} failed: {type(exc).__name__}"
-                ) from None
         return self._encode(self.document_backend, self.document_batch_size, texts)
 
     def _encode(self, backend: str, batch_size: int, texts: Sequence[str]) -> np.ndarray:
@@ -302,7 +297,7 @@ class LocalEmbedder:
 
         if not texts:  # (sentence-transformers returns a shapeless tensor for none)
             return np.zeros((0, self.dimensions), dtype=np.float32)
-        try:
+        with _typed_errors(self.model_id):
             model = self._model(backend)
             if backend == "torch":
                 vectors = model.encode(
@@ -316,13 +311,18 @@ class LocalEmbedder:
                 vectors = _encode_bf16(model, list(texts), batch_size)
             else:
                 vectors = model.encode(texts, batch_size)
-        except EmbeddingError:
-            raise
-        except Exception as exc:  # model errors surface as one typed error
-            raise EmbeddingError(
-                f"local embedding with {self.model_id!r} failed: {type(exc).__name__}"
-            ) from None
         return np.asarray(vectors, dtype=np.float32)
+
+
+@contextmanager
+def _typed_errors(model_id: str) -> Iterator[None]:
+    """Model errors surface as one typed error (its type only: a message may quote the texts)."""
+    try:
+        yield
+    except EmbeddingError:
+        raise
+    except Exception as exc:
+        raise EmbeddingError(f"local embedding with {model_id!r} failed: {type(exc).__name__}") from None
 
 
 def _automatic_document_backend(query_backend: str) -> tuple[str, str]:
