@@ -2,7 +2,8 @@
 
     .venv/bin/python -m benchmarks [--quick]
 
-The figures recorded in benchmarks/RESULTS.md come from the commands listed there.
+The figures recorded in benchmarks/RESULTS.md come from the commands listed there; retired
+one-off experiments and superseded runs are summarised in benchmarks/HISTORY.md.
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ import sys
 
 RUNS = [
     ("retrieval quality and speed on BEIR SciFact", ["benchmarks.scifact"], ["benchmarks.scifact"]),
-    ("BM25 backends on SciFact", ["benchmarks.bm25_compare"], ["benchmarks.bm25_compare"]),
     (
         "ingestion at 100k chunks",
         ["benchmarks.ingest"],

@@ -33,7 +33,9 @@ from typing import Any
 
 import numpy as np
 
-DEFAULT_DATA = Path("/work/shared/data/beir/scifact")
+from benchmarks._paths import scifact_path
+
+DEFAULT_DATA = scifact_path()
 
 
 def _ndcg(embedder: Any, data: Any, doc_ids: list[str], doc_vectors: np.ndarray) -> float:

@@ -29,7 +29,9 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-DEFAULT_DATA = Path("/work/shared/data/beir/scifact")
+from benchmarks._paths import scifact_path
+
+DEFAULT_DATA = scifact_path()
 
 
 def _write_passages(data: Path, n: int, folder: Path) -> None:

@@ -5,14 +5,15 @@
 
 Every speed is printed beside its floor, measured in the same run.
 
-* Data: SciFact passages (``/work/shared/data/beir/scifact``) recombined. Each synthetic chunk
-  takes a passage and 1 or 2 of its 10 nearest passages (its topic, by real all-MiniLM-L6-v2
-  vectors), weighted ``Dirichlet(1, 1, 1)`` (each share at least 0.1), sentences of each in
-  proportion to its weight (520..980 characters in all), and the vector ``normalise(normalise(
-  sum w_i v_i) + noise)``, the noise Gaussian with the real passages' own covariance, scale 0.6
-  (``--noise``): the vector mixes the vectors of exactly the passages whose sentences make the
-  text. ``benchmarks/scale_synthesis.py realism`` compares it with the real corpus (RESULTS.md
-  "Scale"): at SciFact's size its nearest-neighbour distances and local intrinsic dimensionality
+* Data: SciFact passages (``$AGENTRAG_BEIR_PATH``, else ``../shared/data/beir/scifact``)
+  recombined. Each synthetic chunk takes a passage and 1 or 2 of its 10 nearest passages (its
+  topic, by real all-MiniLM-L6-v2 vectors), weighted ``Dirichlet(1, 1, 1)`` (each share at least
+  0.1), sentences of each in proportion to its weight (520..980 characters in all), and the
+  vector ``normalise(normalise(sum w_i v_i) + noise)``, the noise Gaussian with the real
+  passages' own covariance, scale 0.6 (``--noise``): the vector mixes the vectors of exactly the
+  passages whose sentences make the text. The retired ``benchmarks/scale_synthesis.py realism``
+  compared it with the real corpus (benchmarks/HISTORY.md, "Scale"): at SciFact's size its
+  nearest-neighbour distances and local intrinsic dimensionality
   are close to the real passages'; at 1M its median nearest-neighbour distance is close to what
   the real corpus's LID predicts for a corpus 193x larger. (The previous synthesis, a passage
   plus one neighbour at weight 0.55..0.9 and isotropic noise, made ~190 near-copies of every
@@ -64,7 +65,9 @@ from typing import Any
 
 import numpy as np
 
-DEFAULT_DATA = Path("/work/shared/data/beir/scifact")
+from benchmarks._paths import scifact_path
+
+DEFAULT_DATA = scifact_path()
 DIMS = 384
 CHUNKS_PER_DOC = 100
 TENANTS = 20

@@ -1,6 +1,6 @@
 """Retrieval on BEIR SciFact: agentrag's search modes against raw pgvector SQL and raw bm25s.
 
-    .venv/bin/python -m benchmarks.scifact [--data /work/shared/data/beir/scifact]
+    .venv/bin/python -m benchmarks.scifact [--data ../shared/data/beir/scifact]
         [--modes hybrid,hybrid_rrf,vector,lexical,lexical_sql] [--investigate]
         [--results benchmarks/RESULTS.md]
 
@@ -42,7 +42,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-DEFAULT_DATA = Path("/work/shared/data/beir/scifact")
+from benchmarks._paths import scifact_path
+
+DEFAULT_DATA = scifact_path()
 DEFAULT_RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
 SECTION = "## Retrieval (SciFact)"
 ALL_MODES = ("hybrid", "hybrid_rrf", "vector", "lexical", "lexical_sql")
@@ -653,7 +655,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "it measured best here, its weight was chosen by two-fold cross-validation (below: 0.5 on both "
             "halves), and it also won on 809 SciFact queries the project was never tuned on (scored "
             "outside the project: RRF 0.712, relative_score 0.730; only the test qrels ship in "
-            "/work/shared/data, `agentrag eval beir --split NAME` scores any other qrels file). RRF, "
+            "../shared/data, `agentrag eval beir --split NAME` scores any other qrels file). RRF, "
             '`fusion="rrf"`, lands where the published BM25 + MiniLM RRF figure does (about 0.715). '
             "lexical_sql ranks stored tsvectors (migration 0003): it recomputed to_tsvector for every "
             "matching row before, at 444-458 ms p50."

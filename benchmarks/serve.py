@@ -50,8 +50,9 @@ import agentrag as ar
 from agentrag.server.tenants import Admitter, create_tenant
 from agentrag.testing import FakeEmbedder
 from benchmarks._db import bench_url
+from benchmarks._paths import scifact_path
 
-SCIFACT = Path("/work/shared/data/beir/scifact")
+SCIFACT = scifact_path()
 TENANT = "bench_serve"
 COLLECTION = "bench_serve"
 SECRET = "bench-secret-" + "b" * 40

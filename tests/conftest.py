@@ -22,6 +22,9 @@ pytest_plugins = ["tests.isolation", "tests.openai_stub", "tests.grounded_suppor
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLES = REPO / "samples"
+# BEIR SciFact, for the tests that use it when present: $AGENTRAG_BEIR_PATH, else the team's layout,
+# ../shared/data/beir/scifact next to the checkout (benchmarks/_paths.py resolves it the same way).
+SCIFACT = Path(os.environ.get("AGENTRAG_BEIR_PATH") or REPO.parent / "shared" / "data" / "beir" / "scifact")
 
 
 @pytest.fixture(scope="session")

@@ -16,9 +16,7 @@ import pytest
 
 from agentrag.embedders import DEFAULT_LOCAL_BACKEND, LOCAL_BACKENDS, LocalEmbedder
 from agentrag.errors import EmbeddingError
-from tests.conftest import REPO, SAMPLES
-
-SCIFACT = "/work/shared/data/beir/scifact/corpus.jsonl"
+from tests.conftest import REPO, SAMPLES, SCIFACT
 
 
 def _real_texts() -> list[str]:
@@ -29,8 +27,8 @@ def _real_texts() -> list[str]:
     texts = texts[:60]
     long = " ".join(texts)
     texts += [long, long[: len(long) // 3], "x", "Ünïcödé — naïve café 東京 🚀", "   padded   "]
-    if os.path.exists(SCIFACT):
-        with open(SCIFACT) as fh:
+    if (SCIFACT / "corpus.jsonl").is_file():
+        with open(SCIFACT / "corpus.jsonl") as fh:
             for _, line in zip(range(40), fh, strict=False):
                 doc = json.loads(line)
                 texts.append(f"{doc['title']}\n{doc['text']}")

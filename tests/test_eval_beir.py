@@ -10,10 +10,10 @@ import pytest
 
 from agentrag.errors import InvalidInputError
 from agentrag.eval import BeirDataset, BeirDoc, evaluate_rankings, load_beir
+from tests.conftest import SCIFACT
 
 ROOT = Path(__file__).resolve().parents[1]
 MINI = ROOT / "samples" / "beir_mini"
-SCIFACT = Path("/work/shared/data/beir/scifact")
 
 needs_scifact = pytest.mark.skipif(not (SCIFACT / "corpus.jsonl").is_file(), reason="SciFact not present")
 

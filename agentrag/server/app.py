@@ -437,10 +437,11 @@ class _SearchFastPath:
     """``POST /api/v1/query/{tenant_id}/search`` on its successful path, without FastAPI's routing.
 
     FastAPI's request machinery (routing, dependency solving, body reading, validation) was ~0.3 ms of
-    the event loop's ~0.7 ms of CPU per search (measured in one process: benchmarks/serve_cpu.py,
-    benchmarks/RESULTS.md, serving). This middleware serves a search request itself when it is the plain
-    case: ``application/json`` body, a bearer token that :func:`authorize` accepts for the path's
-    tenant, and a body that parses and validates as :class:`SearchRequest` exactly as FastAPI would
+    the event loop's ~0.7 ms of CPU per search (measured in one process by the retired
+    benchmarks/serve_cpu.py: benchmarks/HISTORY.md, serving). This middleware serves a search
+    request itself when it is the plain case: ``application/json`` body, a bearer token that
+    :func:`authorize` accepts for the path's tenant, and a body that parses and validates as
+    :class:`SearchRequest` exactly as FastAPI would
     (``json.loads``, then the model's Python validation). The work is the route's own
     (``run_search``: admission, search, proof, audit, one thread hop). Anything else (another route,
     another content type, a bad token, an invalid body) goes to the FastAPI app with the body
