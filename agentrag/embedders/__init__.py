@@ -92,10 +92,10 @@ DEFAULT_DOCUMENT_BACKEND = "torch-bf16"
 # and pool in float32; its vectors sit within cosine 0.99997 of float32's (int8's: 0.98-0.99), close enough
 # to mix in one index. SciFact nDCG@10 with bf16 *query* vectors moves vector-only search by +0.0024
 # (beyond 0.002), bf16 *passages* searched with float32 queries move no mode by more than 0.0011
-# (benchmarks/RESULTS.md): so the default embeds documents in bf16 and queries in float32.
+# (benchmarks/HISTORY.md, Retrieval): so the default embeds documents in bf16 and queries in float32.
 VERSION_SUFFIXES = {"onnx": "", "torch": "", "torch-bf16": "", "onnx-int8": "+int8"}
 # Texts per forward pass when ``batch_size`` is not given. On a CPU, small ONNX batches are faster
-# than large ones (a batch of 64 x 256 word pieces spills the caches; benchmarks/RESULTS.md), and
+# than large ones (a batch of 64 x 256 word pieces spills the caches; benchmarks/HISTORY.md), and
 # int8 runs one text per pass: its activations are quantised with scales taken from the whole
 # pass, so in a batch a text's vector would depend on its neighbours.
 DEFAULT_BATCH_SIZES = {"torch": 64, "torch-bf16": 16, "onnx": 4, "onnx-int8": 1}
@@ -116,7 +116,7 @@ class LocalEmbedder:
     * ``"onnx-int8"``: the same export quantised to int8 per output channel: about 1.6-1.9x the
       passages per CPU-second of ``onnx``, vectors at cosine 0.995 to float32's. Vector-only
       SciFact nDCG@10 stays within 0.002 of float32, but ``hybrid:rrf`` moves by 0.004-0.010, so
-      it is never chosen by default (benchmarks/RESULTS.md, "Branch int8fid").
+      it is never chosen by default (benchmarks/HISTORY.md, "Branch int8fid").
     * ``"torch"``: sentence-transformers on torch.
     * ``"torch-bf16"``: sentence-transformers on torch with bfloat16 matrix products
       (``torch.autocast``), for CPUs that multiply bfloat16 natively (AMX, AVX512-BF16; given

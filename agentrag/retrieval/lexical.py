@@ -47,7 +47,7 @@ tsvector (mode ``"lexical_sql"``), for collections too large to hold in memory
     AND semantics find nothing for most natural-language questions.
 
     Quality: PostgreSQL's rankers have no IDF, so this ranks below BM25 (BEIR SciFact nDCG@10
-    about 0.60 against 0.69; ``ts_rank_cd`` would give 0.31, see benchmarks/RESULTS.md). Use this
+    about 0.60 against 0.69; ``ts_rank_cd`` would give 0.31, see benchmarks/HISTORY.md). Use this
     mode only where BM25 cannot be held in memory.
 """
 

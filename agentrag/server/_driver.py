@@ -2,7 +2,7 @@
 
 The admission check and the audit writer each send a single prepared statement per call on their
 own autocommit pool; going to the driver directly saves SQLAlchemy's per-statement work
-(benchmarks/RESULTS.md, serving). A backend that died while the connection sat in the pool is
+(benchmarks/HISTORY.md, serving). A backend that died while the connection sat in the pool is
 replaced at once: the connection is invalidated (never handed out again) and the statement sent
 once more on a fresh one. Any other error is raised as it is.
 """

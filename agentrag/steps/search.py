@@ -29,7 +29,7 @@ leg scores (cosine, BM25), as one ``store.search`` over those collections would:
 then ranks by evidence, not by each collection's own normalised best (which is 1.0 in every
 collection, however weak). On the sample conversations over three collections this took the
 pipeline's recall@5 from 0.875 to 0.903 (store.search over the three: 0.917;
-benchmarks/RESULTS.md, "Chat follow-ups").
+benchmarks/RESULTS.md, "Pipeline recall over several collections").
 """
 
 from __future__ import annotations
