@@ -24,13 +24,21 @@ from typing import Any
 
 from agentrag.errors import DatabaseUnavailableError
 
-__all__ = ["data_dir", "database_url", "embedded_url", "running_server_url", "stop_embedded"]
+__all__ = [
+    "LAST_USE_FILE",
+    "data_dir",
+    "database_url",
+    "embedded_url",
+    "postmaster_info",
+    "running_server_url",
+    "stop_embedded",
+]
 
 _log = logging.getLogger("agentrag.store")
 _lock = threading.Lock()
 _servers: dict[Path, Any] = {}
 DEFAULT_IDLE_TIMEOUT = 600.0
-_LAST_USE = "server-last-use"
+LAST_USE_FILE = "server-last-use"
 _WATCHDOG_PID = "server-watchdog.pid"
 
 
@@ -43,7 +51,7 @@ def data_dir() -> Path:
     return Path(base) / "agentrag"
 
 
-def _postmaster(pgdata: Path) -> tuple[int, str | None, str | None, str | None] | None:
+def postmaster_info(pgdata: Path) -> tuple[int, str | None, str | None, str | None] | None:
     """``(pid, port, socket dir, host)`` of a ready server in ``pgdata``, from its postmaster.pid."""
     try:
         lines = (pgdata / "postmaster.pid").read_text().splitlines()
@@ -69,7 +77,7 @@ def _alive(pid: int) -> bool:
 
 def running_server_url(database: str = "postgres", pgdata: Path | None = None) -> str | None:
     """The URL of the embedded server if it is already running and ready, else None (nothing imported)."""
-    info = _postmaster(pgdata or data_dir() / "pgdata")
+    info = postmaster_info(pgdata or data_dir() / "pgdata")
     if info is None:
         return None
     _pid, port, socket_dir, host = info
@@ -143,7 +151,7 @@ def idle_timeout() -> float:
 def _touch_and_watch(pgdata: Path) -> None:
     """Record a use of the server and make sure its idle watchdog runs."""
     timeout = idle_timeout()
-    (pgdata.parent / _LAST_USE).touch()
+    (pgdata.parent / LAST_USE_FILE).touch()
     pidfile = pgdata.parent / _WATCHDOG_PID
     try:
         if _alive(int(pidfile.read_text().split()[0])):
@@ -164,7 +172,7 @@ def _touch_and_watch(pgdata: Path) -> None:
 def stop_embedded(timeout: float = 30.0) -> bool:
     """Stop the embedded server of the data directory (fast shutdown); False if none was running."""
     pgdata = data_dir() / "pgdata"
-    info = _postmaster(pgdata)
+    info = postmaster_info(pgdata)
     pidfile = pgdata.parent / _WATCHDOG_PID
     try:
         watchdog = int(pidfile.read_text().split()[0])

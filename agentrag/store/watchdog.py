@@ -29,14 +29,14 @@ def _client_connections(url: str) -> int:
 
 
 def watch(pgdata: Path, timeout: float) -> None:
-    from agentrag.store.server import _LAST_USE, _postmaster, running_server_url
+    from agentrag.store.server import LAST_USE_FILE, postmaster_info, running_server_url
 
-    last_use = pgdata.parent / _LAST_USE
+    last_use = pgdata.parent / LAST_USE_FILE
     interval = min(15.0, max(0.5, timeout / 10))
     last_active = time.time()
     while True:
         time.sleep(interval)
-        info = _postmaster(pgdata)
+        info = postmaster_info(pgdata)
         url = running_server_url("postgres", pgdata)
         if info is None or url is None:
             return
