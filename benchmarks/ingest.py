@@ -36,7 +36,8 @@ from typing import Any
 import numpy as np
 
 from agentrag.store.chunking import chunk_text
-from agentrag.store.ingest import _encode_vectors, ingest_texts
+from agentrag.store.ingest import ingest_texts
+from agentrag.store.writes import encode_vectors
 from benchmarks._db import bench_store
 
 DIMS = 384
@@ -146,7 +147,7 @@ def floor_rows(
                     {"id": doc_id, "c": coll.id, "s": source, "t": text},
                 )
             rows.extend((doc_id, ch) for ch in chunk_text(text, size=1000, overlap=0))
-    vecs: Any = _encode_vectors(vectors[: len(rows)]) if encoded else vectors[: len(rows)]
+    vecs: Any = encode_vectors(vectors[: len(rows)]) if encoded else vectors[: len(rows)]
     return [
         (
             "chk_" + uuid.uuid4().hex[:16],

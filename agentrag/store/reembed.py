@@ -116,7 +116,8 @@ def reembed(
     on_progress: Callable[[int, int], None] | None = None,
 ) -> ReembedReport:
     """Re-embed every chunk of ``collection`` with ``embedder`` (default: the store's); see the module."""
-    from agentrag.store.ingest import _build_index, _index_exists, _retrying
+    from agentrag.store.connection import retrying
+    from agentrag.store.vector_index import build_index, index_exists
 
     if type(page_size) is not int or page_size < 1:
         raise InvalidInputError(f"page_size must be an integer >= 1, got {page_size!r}")
@@ -169,8 +170,8 @@ def reembed(
             embed_seconds = time.perf_counter() - started
 
             # 2. the HNSW index goes (rebuilt in 4, or below on failure)
-            if _index_exists(store, old):
-                _retrying("dropping the vector index to re-embed", functools.partial(_drop_index, store, old))
+            if index_exists(store, old):
+                retrying("dropping the vector index to re-embed", functools.partial(_drop_index, store, old))
                 dropped = True
 
             # 3. the swap, under the collection's write lock
@@ -180,7 +181,7 @@ def reembed(
         except BaseException:
             conn.rollback()
             if dropped:
-                _build_index(store, old, bulk_load=True)
+                build_index(store, old, bulk_load=True)
             raise
         finally:
             try:
@@ -191,7 +192,7 @@ def reembed(
     store.forget_described(old.name)
     # 4. the index, for the new vectors (and dimensions)
     index_started = time.perf_counter()
-    _build_index(store, new, bulk_load=True)
+    build_index(store, new, bulk_load=True)
     return ReembedReport(
         collection=old.name,
         chunks=chunks,
@@ -251,7 +252,7 @@ def _stage(conn: Connection, rows: Sequence[Any], vectors: np.ndarray) -> None:
     staged before, whose text changed since, is replaced)."""
     from sqlalchemy import text
 
-    from agentrag.store.ingest import _encode_vectors
+    from agentrag.store.writes import encode_vectors
 
     ids = [row[0] for row in rows]
     conn.execute(text(f"DELETE FROM {_STAGING} WHERE id = ANY(:ids)"), {"ids": ids})
@@ -259,7 +260,7 @@ def _stage(conn: Connection, rows: Sequence[Any], vectors: np.ndarray) -> None:
     assert raw is not None
     with raw.cursor() as cur, cur.copy(_STAGE_COPY) as copy:
         copy.set_types(["text", "text", "bytea"])
-        for row, vector in zip(rows, _encode_vectors(vectors), strict=True):
+        for row, vector in zip(rows, encode_vectors(vectors), strict=True):
             copy.write_row((row[0], row[1], vector))
 
 

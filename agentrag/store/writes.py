@@ -1,0 +1,218 @@
+"""The write transactions of an ingest: one batch of prepared documents, its rows and ONE binary
+COPY of its chunks (see :func:`write_batch`), and the content-addressed ids they get."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from agentrag.store.collections import WRITE_LOCK_SQL, Collection, check_recorded_model, write_lock_params
+from agentrag.store.prepare import PreparedDocument, canonical_metadata, document_columns, json_default
+
+if TYPE_CHECKING:
+    import numpy as np
+    from sqlalchemy.engine import Connection
+
+    from agentrag.store.store import Store
+
+__all__ = ["chunk_rows", "document_id", "encode_vectors", "existing_documents", "write_batch"]
+
+# The embedding goes in pre-encoded (vector's binary wire format, see encode_vectors): declared
+# bytea so psycopg passes the bytes through; the server reads them with vector's receive function.
+_COPY_TYPES = ["text", "text", "int8", "int4", "text", "int4", "int4", "int4", "text", "text", "bytea"]
+_COPY_SQL = (
+    "COPY agentrag.chunks (id, document_id, collection_id, chunk_index, text, start_char, end_char,"
+    " page, section, sha256, embedding) FROM STDIN WITH (FORMAT BINARY)"
+)
+
+
+def existing_documents(
+    store: Store, coll: Collection, sources: list[str], tenant: str | None, workspace: str | None
+) -> dict[str, tuple[str, str, dict[str, Any]]]:
+    from sqlalchemy import text
+
+    with store.engine.connect() as conn:
+        rows = conn.execute(
+            text(
+                "SELECT source, id, sha256, metadata FROM agentrag.documents"
+                " WHERE collection_id = :cid AND source = ANY(:sources)"
+                " AND coalesce(tenant_id, '') = :tenant AND coalesce(workspace_id, '') = :workspace"
+            ),
+            {"cid": coll.id, "sources": sources, "tenant": tenant or "", "workspace": workspace or ""},
+        )
+        return {row.source: (row.id, row.sha256, row.metadata) for row in rows}
+
+
+# One statement takes every key's lock, in hash order: two batches sharing keys never deadlock
+# (a single-document write holds one key only). Counting forces every row to be evaluated.
+_LOCK_SQL = (
+    "SELECT count(pg_advisory_xact_lock(h)) FROM (SELECT DISTINCT hashtextextended(k, 0) AS h"
+    " FROM unnest(CAST(:keys AS text[])) AS k ORDER BY h) AS keys"
+)
+
+
+def write_batch(
+    store: Store,
+    coll: Collection,
+    docs: Sequence[PreparedDocument],
+    tenant: str | None,
+    workspace: str | None,
+    session: str | None,
+    before_commit: Callable[[], Any],
+) -> list[tuple[str, str]]:
+    """Write documents with distinct keys in one transaction; (document id, added / replaced /
+    unchanged) for each, in order.
+
+    Idempotent, so safe to retry: under the keys' locks, a stored document with the same content
+    and metadata (written by a concurrent ingest, or by a first attempt whose commit was not
+    acknowledged) is left as it is and reported unchanged. Driver errors propagate raw, for
+    :func:`retrying` to retry or type.
+    """
+    from sqlalchemy import text
+
+    doc_ids = [document_id(coll, d, tenant, workspace) for d in docs]
+    with store.engine.begin() as conn:
+        # Shared with other writers, exclusive against a re-embedding of the collection; the
+        # vectors prepared must still be of the model and version the collection records.
+        conn.execute(text(WRITE_LOCK_SQL), write_lock_params(coll.id))
+        check_recorded_model(conn, coll)
+        # Lock the keys so two writers of the same document serialise.
+        conn.execute(
+            text(_LOCK_SQL), {"keys": [json.dumps([coll.id, d.source, tenant, workspace]) for d in docs]}
+        )
+        current = {
+            row.source: row
+            for row in conn.execute(
+                text(
+                    "SELECT source, id, metadata FROM agentrag.documents WHERE collection_id = :cid"
+                    " AND source = ANY(:sources)"
+                    " AND coalesce(tenant_id, '') = :tenant AND coalesce(workspace_id, '') = :workspace"
+                ),
+                {
+                    "cid": coll.id,
+                    "sources": [d.source for d in docs],
+                    "tenant": tenant or "",
+                    "workspace": workspace or "",
+                },
+            )
+        }
+        results: list[tuple[str, str]] = []
+        replaced_ids: list[str] = []
+        rows: list[dict[str, Any]] = []
+        new: list[tuple[str, PreparedDocument]] = []
+        for doc, doc_id in zip(docs, doc_ids, strict=True):
+            old = current.get(doc.source)
+            if (
+                old is not None
+                and old.id == doc_id
+                and canonical_metadata(old.metadata or {}, doc.source)
+                == canonical_metadata(doc.metadata, doc.source)
+            ):
+                results.append((doc_id, "unchanged"))
+                continue
+            if old is not None:
+                replaced_ids.append(old.id)
+            results.append((doc_id, "added" if old is None else "replaced"))
+            classification, doc_date = document_columns(doc.metadata, doc.source)
+            new.append((doc_id, doc))
+            rows.append(
+                {
+                    "id": doc_id,
+                    "cid": coll.id,
+                    "source": doc.source,
+                    "filename": doc.original_filename,
+                    "sha": doc.sha256,
+                    "text": doc.text,
+                    "meta": json.dumps(doc.metadata, default=json_default),
+                    "cls": classification,
+                    "date": doc_date,
+                    "tenant": tenant,
+                    "workspace": workspace,
+                    "count": len(doc.chunks),
+                }
+            )
+        if replaced_ids:  # their chunks, session links and tsvectors go with them (ON DELETE CASCADE)
+            conn.execute(text("DELETE FROM agentrag.documents WHERE id = ANY(:ids)"), {"ids": replaced_ids})
+        if rows:
+            conn.execute(
+                text(
+                    "INSERT INTO agentrag.documents"
+                    " (id, collection_id, source, original_filename, sha256, text,"
+                    " metadata, classification, doc_date, tenant_id, workspace_id, chunk_count)"
+                    " VALUES (:id, :cid, :source, :filename, :sha, :text, CAST(:meta AS jsonb), :cls, :date,"
+                    " :tenant, :workspace, :count)"
+                ),
+                rows,
+            )
+            _copy_chunks(conn, coll.id, new)
+        if session is not None:
+            conn.execute(
+                text(
+                    "INSERT INTO agentrag.document_sessions (session_id, document_id)"
+                    " SELECT :s, d FROM unnest(CAST(:ids AS text[])) AS d ON CONFLICT DO NOTHING"
+                ),
+                {"s": session, "ids": doc_ids},
+            )
+        if rows:
+            conn.execute(
+                text("UPDATE agentrag.collections SET version = version + 1 WHERE id = :id"), {"id": coll.id}
+            )
+        before_commit()
+    return results
+
+
+def _digest(*parts: str) -> str:
+    return hashlib.sha256("\x1f".join(parts).encode("utf-8")).hexdigest()[:16]
+
+
+def encode_vectors(vectors: np.ndarray) -> list[bytes]:
+    """pgvector's binary wire format for each row: dimensions and a zero (int16, big-endian),
+    then the float32 values big-endian; converted for the whole array at once."""
+    import numpy as np
+
+    array = np.ascontiguousarray(vectors, dtype=">f4")
+    header = np.array([array.shape[1], 0], dtype=">i2").tobytes()
+    return [header + row.tobytes() for row in array]
+
+
+def document_id(coll: Collection, doc: PreparedDocument, tenant: str | None, workspace: str | None) -> str:
+    # Content-addressed ids: the same content under the same key always gets the same ids,
+    # so citations stay stable across rebuilds. A changed text gets new ids.
+    return "doc_" + _digest(coll.name, doc.source, tenant or "", workspace or "", doc.sha256)
+
+
+def chunk_rows(collection_id: int, doc_id: str, doc: PreparedDocument) -> list[tuple[Any, ...]]:
+    """The COPY rows of a document's chunks (ids, hashes, encoded vectors)."""
+    if not doc.chunks:
+        return []
+    sha256 = hashlib.sha256
+    return [
+        (
+            "chk_" + _digest(doc_id, str(chunk.index)),
+            doc_id,
+            collection_id,
+            chunk.index,
+            chunk.text,
+            chunk.start_char,
+            chunk.end_char,
+            chunk.page,
+            chunk.section,
+            sha256(chunk.text.encode("utf-8")).hexdigest(),
+            vector,
+        )
+        for chunk, vector in zip(doc.chunks, encode_vectors(doc.vectors), strict=True)
+    ]
+
+
+def _copy_chunks(conn: Connection, collection_id: int, documents: list[tuple[str, PreparedDocument]]) -> None:
+    """One binary COPY of the chunks of ``(document id, document)`` pairs."""
+    raw = conn.connection.driver_connection
+    assert raw is not None
+    with raw.cursor() as cur, cur.copy(_COPY_SQL) as copy:
+        copy.set_types(_COPY_TYPES)
+        for doc_id, doc in documents:
+            ready = doc.copy_rows is not None and doc.copy_rows[0] == doc_id
+            for row in doc.copy_rows[1] if ready else chunk_rows(collection_id, doc_id, doc):  # type: ignore[index]
+                copy.write_row(row)
