@@ -2,18 +2,34 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from agentrag.errors import EmbeddingMismatchError
+from agentrag.errors import CollectionNotFoundError, EmbeddingMismatchError
 from agentrag.retrieval.catalog import DISTANCES, validate_name
 from agentrag.retrieval.vector import DEFAULT_HNSW_EF_CONSTRUCTION, DEFAULT_HNSW_M
 
 if TYPE_CHECKING:
+    from sqlalchemy.engine import Engine
+
     from agentrag.embedders import Embedder
 
-__all__ = ["DISTANCES", "Collection", "check_embedder", "reembed_hint", "validate_name"]
+__all__ = [
+    "COLLECTION_SQL",
+    "DISTANCES",
+    "Collection",
+    "check_embedder",
+    "describe_collections",
+    "drop_collection",
+    "insert_collection",
+    "list_collections",
+    "read_collection",
+    "reembed_hint",
+    "update_hnsw_parameters",
+    "validate_name",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,3 +149,116 @@ def check_recorded_model(conn: Any, collection: Collection) -> None:
             f"{collection.embed_version!r}: nothing of this batch was written. Ingest again with an "
             "embedder of the new version"
         )
+
+
+# ---- the collections table (the SQL of Store.create_collection, collection, describe, ...) ------
+COLLECTION_SQL = """
+SELECT c.id, c.name, c.description, c.embed_model, c.embed_version, c.dimensions, c.distance,
+       c.scoped, c.version, c.created_at, c.hnsw_m, c.hnsw_ef_construction, c.hnsw_ef_search,
+       (SELECT count(*) FROM agentrag.documents d WHERE d.collection_id = c.id) AS document_count,
+       (SELECT count(*) FROM agentrag.chunks k WHERE k.collection_id = c.id) AS chunk_count
+FROM agentrag.collections c
+"""
+
+
+def insert_collection(
+    engine: Engine,
+    name: str,
+    *,
+    description: str,
+    embedder: Embedder,
+    distance: str,
+    scoped: bool,
+    hnsw_m: int,
+    hnsw_ef_construction: int,
+    ef_search: int | None,
+) -> None:
+    """Insert the collection's row (IntegrityError when the name is taken)."""
+    from sqlalchemy import text
+
+    with engine.begin() as conn:
+        conn.execute(
+            text(
+                "INSERT INTO agentrag.collections (name, description, embed_model, embed_version,"
+                " dimensions, distance, scoped, hnsw_m, hnsw_ef_construction, hnsw_ef_search)"
+                " VALUES (:name, :description, :model, :version, :dims, :distance, :scoped,"
+                " :m, :ef_construction, :ef_search)"
+            ),
+            {
+                "name": name,
+                "description": description,
+                "model": embedder.model_id,
+                "version": embedder.version,
+                "dims": int(embedder.dimensions),
+                "distance": distance,
+                "scoped": scoped,
+                "m": hnsw_m,
+                "ef_construction": hnsw_ef_construction,
+                "ef_search": ef_search,
+            },
+        )
+
+
+def read_collection(engine: Engine, name: str) -> Collection:
+    """One collection with its counts; CollectionNotFoundError when there is none."""
+    from sqlalchemy import text
+
+    with engine.connect() as conn:
+        row = conn.execute(text(COLLECTION_SQL + " WHERE c.name = :name"), {"name": name}).mappings().first()
+    if row is None:
+        raise CollectionNotFoundError(f"no collection named {name!r}")
+    return Collection(**row)
+
+
+def list_collections(engine: Engine) -> list[Collection]:
+    """Every collection with its counts, by name."""
+    from sqlalchemy import text
+
+    with engine.connect() as conn:
+        rows = conn.execute(text(COLLECTION_SQL + " ORDER BY c.name")).mappings().all()
+    return [Collection(**row) for row in rows]
+
+
+def describe_collections(engine: Engine, names: Sequence[str]) -> dict[str, Collection]:
+    """The collections of ``names`` that exist, by name, in one query without their counts."""
+    from sqlalchemy import text
+
+    with engine.connect() as conn:
+        rows = conn.execute(
+            text(
+                "SELECT id, name, description, embed_model, embed_version, dimensions, distance, scoped,"
+                " version, created_at, hnsw_m, hnsw_ef_construction, hnsw_ef_search"
+                " FROM agentrag.collections WHERE name = ANY(CAST(:names AS text[]))"
+            ),
+            {"names": list(names)},
+        ).mappings()
+        return {row["name"]: Collection(**row) for row in rows}
+
+
+def drop_collection(engine: Engine, collection: Collection) -> None:
+    """Delete the collection (its documents, chunks, relations cascade) and its two indexes."""
+    from sqlalchemy import text
+
+    with engine.begin() as conn:
+        conn.execute(text(f"DROP INDEX IF EXISTS agentrag.{collection.hnsw_index}"))
+        conn.execute(text(f"DROP INDEX IF EXISTS agentrag.chunk_tsv_gin_{int(collection.id)}"))
+        conn.execute(text("DELETE FROM agentrag.collections WHERE id = :id"), {"id": collection.id})
+
+
+def update_hnsw_parameters(
+    engine: Engine, collection: Collection, m: int, ef_c: int, ef_s: int | None
+) -> None:
+    """Record new HNSW parameters; drop the index when ``m`` or ``ef_construction`` changed."""
+    from sqlalchemy import text
+
+    rebuild = (m, ef_c) != (collection.hnsw_m, collection.hnsw_ef_construction)
+    with engine.begin() as conn:
+        conn.execute(
+            text(
+                "UPDATE agentrag.collections SET hnsw_m = :m, hnsw_ef_construction = :ef_c,"
+                " hnsw_ef_search = :ef_s WHERE id = :id"
+            ),
+            {"m": m, "ef_c": ef_c, "ef_s": ef_s, "id": collection.id},
+        )
+        if rebuild:
+            conn.execute(text(f"DROP INDEX IF EXISTS agentrag.{collection.hnsw_index}"))

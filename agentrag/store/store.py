@@ -1,16 +1,14 @@
-"""The :class:`Store`: one handle on the PostgreSQL database and what it holds."""
+"""The :class:`Store`: one handle on the PostgreSQL database and what it holds.
+
+Its methods are thin: the work is in the modules of :mod:`agentrag.store` (``connection``: the
+engine; ``query_vectors``: the query-vector cache; ``collections``, ``documents``, ``text_index``,
+``vector_index``, ``ingest``, ``reembed``, ``relations``: what each method does)."""
 
 from __future__ import annotations
 
 import logging
-import os
-import re
-import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field, fields
-from datetime import date, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -18,7 +16,6 @@ from agentrag.errors import (
     CollectionExistsError,
     CollectionNotFoundError,
     DatabaseUnavailableError,
-    DocumentNotFoundError,
     InvalidInputError,
 )
 from agentrag.retrieval.dberrors import database_error, guarded
@@ -28,12 +25,19 @@ from agentrag.retrieval.search import search as retrieval_search
 from agentrag.retrieval.vector import DEFAULT_HNSW_EF_CONSTRUCTION, DEFAULT_HNSW_M, hnsw_parameters
 from agentrag.store.collections import (
     DISTANCES,
-    WRITE_LOCK_SQL,
     Collection,
     check_embedder,
+    describe_collections,
+    drop_collection,
+    insert_collection,
+    list_collections,
+    read_collection,
+    update_hnsw_parameters,
     validate_name,
-    write_lock_params,
 )
+from agentrag.store.documents import Document
+from agentrag.store.query_vectors import QueryVectorCache
+from agentrag.store.text_index import TEXT_INDEX_BUILD_MEMORY as TEXT_INDEX_BUILD_MEMORY
 
 if TYPE_CHECKING:
     import numpy as np
@@ -51,18 +55,6 @@ if TYPE_CHECKING:
 __all__ = ["Document", "Store", "connect"]
 
 _log = logging.getLogger("agentrag.store")
-_TSV_LOCK = 0x61727473  # advisory-lock space of the tsvector syncs ("arts"); the key is the collection id
-#: maintenance_work_mem of the transaction that builds a collection's GIN index over its tsvectors
-#: (PostgreSQL's 64 MB default makes a large build flush its posting lists many times over)
-TEXT_INDEX_BUILD_MEMORY = "1GB"
-
-_COLLECTION_SQL = """
-SELECT c.id, c.name, c.description, c.embed_model, c.embed_version, c.dimensions, c.distance,
-       c.scoped, c.version, c.created_at, c.hnsw_m, c.hnsw_ef_construction, c.hnsw_ef_search,
-       (SELECT count(*) FROM agentrag.documents d WHERE d.collection_id = c.id) AS document_count,
-       (SELECT count(*) FROM agentrag.chunks k WHERE k.collection_id = c.id) AS chunk_count
-FROM agentrag.collections c
-"""
 
 
 class _Unset:
@@ -70,88 +62,6 @@ class _Unset:
 
 
 _UNSET = _Unset()
-
-
-@dataclass(frozen=True, slots=True)
-class Document:
-    """A stored document. ``text`` is loaded by :meth:`Store.document` (None in listings)."""
-
-    id: str
-    collection: str
-    source: str
-    original_filename: str | None
-    sha256: str
-    metadata: dict[str, Any]
-    classification: str | None
-    date: date | None
-    tenant: str | None
-    workspace: str | None
-    chunk_count: int
-    created_at: datetime
-    updated_at: datetime
-    sessions: list[str] = field(default_factory=list)
-    text: str | None = field(default=None, repr=False)
-
-    def __repr__(self) -> str:
-        scope = "".join(f" {k}={getattr(self, k)!r}" for k in ("tenant", "workspace") if getattr(self, k))
-        return f"Document({self.id} {self.collection}:{self.source!r} {self.chunk_count} chunks{scope})"
-
-    def to_dict(self) -> dict[str, Any]:
-        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "text"}
-        for key in ("created_at", "updated_at", "date"):
-            if out[key] is not None:
-                out[key] = out[key].isoformat()
-        return out
-
-
-def _check_alive(dbapi_connection: Any, _record: Any, _proxy: Any) -> None:
-    """The pool's check of a connection it is about to hand out, without a round trip.
-
-    An idle connection has nothing to read: PostgreSQL speaks only when asked, except when it
-    ends the session (a terminated backend, a restart: an error message, then end of file). So
-    a socket that is readable, or a connection the driver already knows is broken, gets the
-    classic check (``SELECT 1``, SQLAlchemy's pre-ping), and a dead one is replaced before it is
-    used (``DisconnectionError`` makes the pool take another). A healthy connection costs one
-    ``poll()`` instead of a round trip. What this cannot see (a peer gone without a word, e.g. a
-    network partition) a ping would have waited on too; reads are retried once anyway
-    (:mod:`agentrag.retrieval.dberrors`).
-    """
-    import select
-
-    from sqlalchemy.exc import DisconnectionError
-
-    if getattr(dbapi_connection, "broken", False) or getattr(dbapi_connection, "closed", False):
-        raise DisconnectionError("the connection is closed")
-    pgconn = getattr(dbapi_connection, "pgconn", None)
-    if pgconn is None:  # not psycopg 3: the classic check
-        readable = True
-    else:
-        try:
-            poller = select.poll()
-            poller.register(pgconn.socket, select.POLLIN | select.POLLERR | select.POLLHUP)
-            readable = bool(poller.poll(0))
-        except Exception:  # no socket any more
-            raise DisconnectionError("the connection has no socket") from None
-    if readable:
-        try:
-            cursor = dbapi_connection.cursor()
-            try:
-                cursor.execute("SELECT 1")
-            finally:
-                cursor.close()
-            dbapi_connection.rollback()
-        except Exception:
-            raise DisconnectionError("the connection is dead") from None
-
-
-def _register_vector(dbapi_connection: Any, _record: Any) -> None:
-    from pgvector.psycopg.vector import register_vector_info
-    from psycopg.types import TypeInfo
-
-    info = TypeInfo.fetch(dbapi_connection, "vector")
-    if info is not None:
-        register_vector_info(dbapi_connection, info)
-    dbapi_connection.commit()
 
 
 class Store:
@@ -178,8 +88,9 @@ class Store:
         query_cache_size: int = 1024,
         bm25_memory_budget: int | None = DEFAULT_BM25_MEMORY_BUDGET,
     ) -> None:
-        from sqlalchemy import create_engine, event
+        from sqlalchemy import event
 
+        from agentrag.store.connection import open_engine, register_vector
         from agentrag.store.server import database_url
 
         if type(query_cache_size) is not int or query_cache_size < 0:  # type(): True is refused too
@@ -187,15 +98,7 @@ class Store:
         bm25 = BM25Cache(bm25_memory_budget)  # InvalidInputError for a bad budget, before connecting
         if engine is None:
             self._url = database_url(url)
-            engine = create_engine(
-                self._url,
-                pool_size=pool_size,
-                max_overflow=max_overflow,
-                pool_pre_ping=False,  # _check_alive instead: no round trip per checkout
-                pool_timeout=30,
-                hide_parameters=True,  # a driver error's text never carries a question or a vector
-            )
-            event.listen(engine, "checkout", _check_alive)
+            engine = open_engine(self._url, pool_size=pool_size, max_overflow=max_overflow)
             self._owns_engine = True
         else:
             self._url = engine.url.render_as_string(hide_password=True)
@@ -207,11 +110,7 @@ class Store:
         # the collections over the memory budget.
         self._bm25 = bm25
         self._text_synced: dict[int, int] = {}  # collection id -> version its tsvectors were synced to
-        # Query vectors by (model, version, text), most recently used last: a pipeline embeds the
-        # same question in route and in every collection's search. Bounded; 0 turns it off.
-        self._query_cache_size = query_cache_size
-        self._query_vectors: OrderedDict[tuple[str, str, str], Any] = OrderedDict()
-        self._query_lock = threading.Lock()
+        self._query_vectors = QueryVectorCache(query_cache_size)  # 0 turns it off
         # describe(max_age=...) answers: name -> (monotonic time fetched, Collection)
         self._described: dict[str, tuple[float, Collection]] = {}
         try:
@@ -222,7 +121,7 @@ class Store:
             raise DatabaseUnavailableError(str(error)) from None
         if migrate:
             self.upgrade()
-        event.listen(engine, "connect", _register_vector)
+        event.listen(engine, "connect", register_vector)
         engine.dispose()  # pooled connections made before the listener lack the vector type
 
     # ---- plumbing -------------------------------------------------------------------------
@@ -252,39 +151,11 @@ class Store:
         of every collection) and across a chatbot's turns; only the texts not cached are sent to
         the embedder, in one call. Vectors are keyed by the embedder's model, version and the text.
         """
-        import numpy as np
-
-        embedder = self.embedder
-        if self._query_cache_size == 0:
-            return np.asarray(embedder.embed(list(texts)), dtype=np.float32)
-        model, version = str(embedder.model_id), str(embedder.version)
-        keys = [(model, version, text) for text in texts]
-        found: dict[tuple[str, str, str], np.ndarray] = {}
-        with self._query_lock:
-            for key in keys:
-                vector = self._query_vectors.get(key)
-                if vector is not None:
-                    self._query_vectors.move_to_end(key)
-                    found[key] = vector
-        missing = [key for key in dict.fromkeys(keys) if key not in found]
-        if missing:
-            vectors = np.asarray(embedder.embed([key[2] for key in missing]), dtype=np.float32)
-            if vectors.ndim != 2 or len(vectors) != len(missing):
-                return vectors  # the caller's shape check reports it; nothing is cached
-            with self._query_lock:
-                for key, vector in zip(missing, vectors, strict=True):
-                    vector.setflags(write=False)
-                    found[key] = self._query_vectors[key] = vector
-                while len(self._query_vectors) > self._query_cache_size:
-                    self._query_vectors.popitem(last=False)
-        if not keys:
-            return np.zeros((0, int(embedder.dimensions)), dtype=np.float32)
-        return np.stack([found[key] for key in keys])
+        return self._query_vectors.embed(self.embedder, texts)
 
     def clear_query_cache(self) -> None:
         """Forget the cached query vectors (benchmarks do, to time every query's embedding)."""
-        with self._query_lock:
-            self._query_vectors.clear()
+        self._query_vectors.clear()
 
     def close(self) -> None:
         if self._owns_engine:
@@ -332,7 +203,6 @@ class Store:
         collection (:meth:`tune_vector_index` changes them). With ``exist_ok``, an existing
         collection is returned as it is.
         """
-        from sqlalchemy import text
         from sqlalchemy.exc import IntegrityError
 
         validate_name(name)
@@ -350,27 +220,17 @@ class Store:
                 return existing
         self._described.pop(name, None)
         try:
-            with self.engine.begin() as conn:
-                conn.execute(
-                    text(
-                        "INSERT INTO agentrag.collections (name, description, embed_model, embed_version,"
-                        " dimensions, distance, scoped, hnsw_m, hnsw_ef_construction, hnsw_ef_search)"
-                        " VALUES (:name, :description, :model, :version, :dims, :distance, :scoped,"
-                        " :m, :ef_construction, :ef_search)"
-                    ),
-                    {
-                        "name": name,
-                        "description": description,
-                        "model": embedder.model_id,
-                        "version": embedder.version,
-                        "dims": int(embedder.dimensions),
-                        "distance": distance,
-                        "scoped": scoped,
-                        "m": hnsw_m,
-                        "ef_construction": hnsw_ef_construction,
-                        "ef_search": ef_search,
-                    },
-                )
+            insert_collection(
+                self.engine,
+                name,
+                description=description,
+                embedder=embedder,
+                distance=distance,
+                scoped=scoped,
+                hnsw_m=hnsw_m,
+                hnsw_ef_construction=hnsw_ef_construction,
+                ef_search=ef_search,
+            )
         except IntegrityError as exc:
             if exist_ok:
                 return self.collection(name)
@@ -379,17 +239,7 @@ class Store:
 
     @guarded("reading a collection")
     def collection(self, name: str) -> Collection:
-        from sqlalchemy import text
-
-        with self.engine.connect() as conn:
-            row = (
-                conn.execute(text(_COLLECTION_SQL + " WHERE c.name = :name"), {"name": name})
-                .mappings()
-                .first()
-            )
-        if row is None:
-            raise CollectionNotFoundError(f"no collection named {name!r}")
-        return Collection(**row)
+        return read_collection(self.engine, name)
 
     @guarded("describing collections")
     def describe(self, names: Sequence[str], *, max_age: float = 0.0) -> list[Collection]:
@@ -400,23 +250,12 @@ class Store:
         ``version`` may then be stale; creating or deleting a collection through this store
         forgets them at once.
         """
-        from sqlalchemy import text
-
         if max_age > 0:
             now = time.monotonic()
             cached = [self._described.get(name) for name in names]
             if all(entry is not None and now - entry[0] <= max_age for entry in cached):
                 return [entry[1] for entry in cached if entry is not None]
-        with self.engine.connect() as conn:
-            rows = conn.execute(
-                text(
-                    "SELECT id, name, description, embed_model, embed_version, dimensions, distance, scoped,"
-                    " version, created_at, hnsw_m, hnsw_ef_construction, hnsw_ef_search"
-                    " FROM agentrag.collections WHERE name = ANY(CAST(:names AS text[]))"
-                ),
-                {"names": list(names)},
-            ).mappings()
-            found = {row["name"]: Collection(**row) for row in rows}
+        found = describe_collections(self.engine, names)
         fetched = time.monotonic()
         for name, collection in found.items():
             self._described[name] = (fetched, collection)
@@ -427,21 +266,12 @@ class Store:
 
     @guarded("listing collections")
     def collections(self) -> list[Collection]:
-        from sqlalchemy import text
-
-        with self.engine.connect() as conn:
-            rows = conn.execute(text(_COLLECTION_SQL + " ORDER BY c.name")).mappings().all()
-        return [Collection(**row) for row in rows]
+        return list_collections(self.engine)
 
     @guarded("deleting a collection", retry=False)
     def delete_collection(self, name: str) -> None:
-        from sqlalchemy import text
-
         collection = self.collection(name)
-        with self.engine.begin() as conn:
-            conn.execute(text(f"DROP INDEX IF EXISTS agentrag.{collection.hnsw_index}"))
-            conn.execute(text(f"DROP INDEX IF EXISTS agentrag.chunk_tsv_gin_{int(collection.id)}"))
-            conn.execute(text("DELETE FROM agentrag.collections WHERE id = :id"), {"id": collection.id})
+        drop_collection(self.engine, collection)
         self._bm25.drop(collection.id)
         self._text_synced.pop(collection.id, None)
         self._described.pop(name, None)
@@ -473,50 +303,11 @@ class Store:
                     raise
 
     def _sync_tsvectors(self, cid: int) -> None:
-        from sqlalchemy import text
+        from agentrag.store.text_index import sync_tsvectors
 
-        with self.engine.begin() as conn:
-            conn.execute(text("SELECT pg_advisory_xact_lock(:space, :cid)"), {"space": _TSV_LOCK, "cid": cid})
-            row = conn.execute(
-                text("SELECT version, tsv_version FROM agentrag.collections WHERE id = :cid"), {"cid": cid}
-            ).one_or_none()
-            if row is None:
-                return
-            current, synced = int(row.version), row.tsv_version
-            if synced != current:
-                conn.execute(
-                    text(
-                        "INSERT INTO agentrag.chunk_tsv (chunk_id, collection_id, tsv)"
-                        " SELECT c.id, c.collection_id, to_tsvector('english', c.text) FROM agentrag.chunks c"
-                        " WHERE c.collection_id = :cid AND NOT EXISTS"
-                        " (SELECT 1 FROM agentrag.chunk_tsv t WHERE t.chunk_id = c.id)"
-                        " ON CONFLICT (chunk_id) DO NOTHING"
-                    ),
-                    {"cid": cid},
-                )
-                conn.execute(
-                    text("UPDATE agentrag.collections SET tsv_version = :v WHERE id = :cid"),
-                    {"v": current, "cid": cid},
-                )
-            if synced != current or cid not in self._text_synced:
-                # A first fill inserts into a table without this collection's index, then builds it
-                # once (cheaper than growing a GIN index row by row), with more memory than the
-                # server's default for that build only (SET LOCAL: this transaction alone).
-                missing = conn.execute(
-                    text("SELECT to_regclass(:name) IS NULL"), {"name": f"agentrag.chunk_tsv_gin_{cid}"}
-                ).scalar()
-                if missing:
-                    conn.execute(
-                        text("SELECT set_config('maintenance_work_mem', :m, true)"),
-                        {"m": TEXT_INDEX_BUILD_MEMORY},
-                    )
-                    conn.execute(
-                        text(
-                            f"CREATE INDEX IF NOT EXISTS chunk_tsv_gin_{cid} ON agentrag.chunk_tsv"
-                            f" USING gin (tsv) WHERE collection_id = {cid}"
-                        )
-                    )
-        self._text_synced[cid] = current
+        synced = sync_tsvectors(self.engine, cid, known=cid in self._text_synced)
+        if synced is not None:
+            self._text_synced[cid] = synced
 
     @guarded("re-embedding a collection", retry=False)
     def reembed(
@@ -565,39 +356,14 @@ class Store:
         collection holds a few rows and sorts all of them instead of using this index (a
         1M-chunk collection: seconds per query instead of milliseconds, benchmarks/scale.py).
         """
-        from sqlalchemy import text
+        from agentrag.store.vector_index import create_vector_index
 
-        if not re.fullmatch(r"\d{1,6}(kB|MB|GB)", maintenance_work_mem):
-            raise InvalidInputError(
-                f"maintenance_work_mem must look like '512MB', got {maintenance_work_mem!r}"
-            )
-        opclass = DISTANCES[collection.distance][0]
-        dims = int(collection.dimensions)
-        sql = (
-            f"CREATE INDEX IF NOT EXISTS {collection.hnsw_index} ON agentrag.chunks "
-            f"USING hnsw ((embedding::vector({dims})) {opclass})"
-            f" WITH (m = {int(collection.hnsw_m)}, ef_construction = {int(collection.hnsw_ef_construction)})"
-            f" WHERE collection_id = {int(collection.id)}"
+        create_vector_index(
+            self.engine,
+            collection,
+            maintenance_work_mem=maintenance_work_mem,
+            parallel_workers=parallel_workers,
         )
-        if parallel_workers is None:
-            parallel_workers = min(max((os.cpu_count() or 1) - 1, 0), 7)
-        if not isinstance(parallel_workers, int) or not 0 <= parallel_workers <= 64:
-            raise InvalidInputError(f"parallel_workers must be an int in [0, 64], got {parallel_workers!r}")
-        with self.engine.begin() as conn:
-            missing = conn.execute(
-                text("SELECT to_regclass(:name) IS NULL"), {"name": f"agentrag.{collection.hnsw_index}"}
-            ).scalar()
-            conn.execute(
-                text("SELECT set_config('maintenance_work_mem', :m, true)"), {"m": maintenance_work_mem}
-            )
-            conn.execute(
-                text("SELECT set_config('max_parallel_maintenance_workers', :w, true)"),
-                {"w": str(parallel_workers)},
-            )
-            conn.execute(text(sql))
-        if missing:
-            with self.engine.begin() as conn:
-                conn.execute(text("ANALYZE agentrag.chunks, agentrag.documents"))
 
     @guarded("tuning the vector index", retry=False)
     def tune_vector_index(
@@ -618,8 +384,6 @@ class Store:
         collection as recorded. Raises InvalidInputError (out of pgvector's bounds) and
         CollectionNotFoundError.
         """
-        from sqlalchemy import text
-
         current = self.collection(name)
         m, ef_c, ef_s = hnsw_parameters(
             current.hnsw_m if hnsw_m is None else hnsw_m,
@@ -627,16 +391,7 @@ class Store:
             current.hnsw_ef_search if isinstance(ef_search, _Unset) else ef_search,
         )
         rebuild = (m, ef_c) != (current.hnsw_m, current.hnsw_ef_construction)
-        with self.engine.begin() as conn:
-            conn.execute(
-                text(
-                    "UPDATE agentrag.collections SET hnsw_m = :m, hnsw_ef_construction = :ef_c,"
-                    " hnsw_ef_search = :ef_s WHERE id = :id"
-                ),
-                {"m": m, "ef_c": ef_c, "ef_s": ef_s, "id": current.id},
-            )
-            if rebuild:
-                conn.execute(text(f"DROP INDEX IF EXISTS agentrag.{current.hnsw_index}"))
+        update_hnsw_parameters(self.engine, current, m, ef_c, ef_s)
         self._described.pop(name, None)
         updated = self.collection(name)
         if rebuild and updated.chunk_count:
@@ -744,54 +499,15 @@ class Store:
         without a tenant unless ``scope=Scope.every()``; listing every collection without a tenant
         is refused while any collection is scoped.
         """
-        from sqlalchemy import text
+        from agentrag.store.documents import list_documents
 
-        from agentrag.retrieval.scope_sql import check_scope, compile_scope
-        from agentrag.scope import Scope
-
-        if scope is not None and (tenant is not None or workspace is not None):
-            raise InvalidInputError("pass either scope= or tenant= / workspace=, not both")
-        if scope is None and (tenant is not None or workspace is not None):
-            scope = Scope(tenant=tenant, workspace=workspace)
-        clauses: list[str] = []
-        params: dict[str, Any] = {"limit": int(limit)}
-        if collection is not None:
-            found = self.collection(collection)
-            check_scope(scope, [found.name] if found.scoped else [])
-            params["cid"] = found.id
-            clauses.append("d.collection_id = :cid")
-        else:
-            with self.engine.connect() as conn:
-                scoped = (
-                    conn.execute(text("SELECT name FROM agentrag.collections WHERE scoped")).scalars().all()
-                )
-            check_scope(scope, scoped)
-        scope_sql, scope_params = compile_scope(scope)
-        if scope_sql != "TRUE":
-            clauses.append(scope_sql)
-            params.update(scope_params)
-        where = ("WHERE " + " AND ".join(clauses)) if clauses else ""
-        with self.engine.connect() as conn:
-            rows = conn.execute(
-                text(_DOCUMENT_SQL.format(text="NULL", where=where) + " LIMIT :limit"), params
-            )
-            return [_document(row) for row in rows.mappings()]
+        return list_documents(self, collection, tenant=tenant, workspace=workspace, scope=scope, limit=limit)
 
     @guarded("reading a document")
     def document(self, document_id: str) -> Document:
-        from sqlalchemy import text
+        from agentrag.store.documents import read_document
 
-        with self.engine.connect() as conn:
-            row = (
-                conn.execute(
-                    text(_DOCUMENT_SQL.format(text="d.text", where="WHERE d.id = :id")), {"id": document_id}
-                )
-                .mappings()
-                .first()
-            )
-        if row is None:
-            raise DocumentNotFoundError(f"no document with id {document_id!r}")
-        return _document(row)
+        return read_document(self.engine, document_id)
 
     @guarded("deleting a document", retry=False)
     def delete_document(self, document_id: str, *, scope: Scope | None = None) -> None:
@@ -800,46 +516,16 @@ class Store:
         A document of a ``scoped=True`` collection is deleted only inside a scope naming its
         tenant (or ``Scope.every()``); a document outside the scope is "not found".
         """
-        from sqlalchemy import text
+        from agentrag.store.documents import delete_document
 
-        from agentrag.retrieval.scope_sql import check_scope, compile_scope
-
-        scope_sql, scope_params = compile_scope(scope)
-        with self.engine.begin() as conn:
-            row = conn.execute(
-                text(
-                    "SELECT c.id AS cid, c.name, c.scoped FROM agentrag.documents d"
-                    " JOIN agentrag.collections c ON c.id = d.collection_id WHERE d.id = :id"
-                    f" AND ({scope_sql}) FOR UPDATE OF d"
-                ),
-                {"id": document_id, **scope_params},
-            ).first()
-            if row is None:
-                raise DocumentNotFoundError(f"no document with id {document_id!r}")
-            check_scope(scope, [row.name] if row.scoped else [])
-            conn.execute(text(WRITE_LOCK_SQL), write_lock_params(row.cid))  # see Store.reembed
-            conn.execute(text("DELETE FROM agentrag.documents WHERE id = :id"), {"id": document_id})
-            conn.execute(
-                text("UPDATE agentrag.collections SET version = version + 1 WHERE id = :id"), {"id": row.cid}
-            )
+        delete_document(self.engine, document_id, scope)
 
     @guarded("linking a session")
     def link_session(self, document_id: str, session: str) -> None:
         """Make a document visible to a session scope."""
-        from sqlalchemy import text
-        from sqlalchemy.exc import IntegrityError
+        from agentrag.store.documents import link_session
 
-        try:
-            with self.engine.begin() as conn:
-                conn.execute(
-                    text(
-                        "INSERT INTO agentrag.document_sessions (session_id, document_id) VALUES (:s, :d)"
-                        " ON CONFLICT DO NOTHING"
-                    ),
-                    {"s": session, "d": document_id},
-                )
-        except IntegrityError as exc:
-            raise DocumentNotFoundError(f"no document with id {document_id!r}") from exc
+        link_session(self.engine, document_id, session)
 
     # ---- relations (knowledge graph) and the query log: see their modules -----------------
     @guarded("adding relations")
@@ -906,24 +592,6 @@ class Store:
     # runs it in a worker thread, its options checked at the call.
     search = retrieval_search
     asearch = retrieval_asearch
-
-
-_DOCUMENT_SQL = """
-SELECT d.id, c.name AS collection, d.source, d.original_filename, d.sha256, d.metadata, d.classification,
-       d.doc_date AS date, d.tenant_id AS tenant, d.workspace_id AS workspace, d.chunk_count,
-       d.created_at, d.updated_at, {text} AS text,
-       coalesce((SELECT array_agg(s.session_id ORDER BY s.session_id) FROM agentrag.document_sessions s
-                 WHERE s.document_id = d.id), '{{}}') AS sessions
-FROM agentrag.documents d JOIN agentrag.collections c ON c.id = d.collection_id
-{where}
-ORDER BY c.name, d.source
-"""
-
-
-def _document(row: Any) -> Document:
-    values = dict(row)
-    values["sessions"] = list(values["sessions"] or [])
-    return Document(**values)
 
 
 def connect(url: str | None = None, **options: Any) -> Store:

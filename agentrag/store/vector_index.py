@@ -1,19 +1,25 @@
-"""The collection's HNSW index as an ingest or a re-embedding sees it: does it exist, build it
-after a load (with the memory the graph needs), count the chunks it covers."""
+"""The collection's HNSW index: its CREATE INDEX (the body of ``Store.ensure_vector_index``), and
+as an ingest or a re-embedding sees it: does it exist, build it after a load (with the memory the
+graph needs), count the chunks it covers."""
 
 from __future__ import annotations
 
 import functools
+import os
+import re
 from typing import TYPE_CHECKING, Any
 
-from agentrag.errors import StoreError
+from agentrag.errors import InvalidInputError, StoreError
+from agentrag.store.collections import DISTANCES
 from agentrag.store.connection import retrying
 
 if TYPE_CHECKING:
+    from sqlalchemy.engine import Engine
+
     from agentrag.store.collections import Collection
     from agentrag.store.store import Store
 
-__all__ = ["build_index", "count_chunks", "index_exists"]
+__all__ = ["build_index", "count_chunks", "create_vector_index", "index_exists"]
 
 
 def _scalar(store: Store, sql: str, params: dict[str, Any]) -> Any:
@@ -62,3 +68,39 @@ def _graph_memory(rows: int, dimensions: int, m: int = 16) -> str:
     between 1 GB and 4 GB."""
     need = rows * (4 * dimensions + 32 * m) * 5 // 4
     return f"{min(max(need // 2**20 + 1, 1024), 4096)}MB"
+
+
+def create_vector_index(
+    engine: Engine, collection: Collection, *, maintenance_work_mem: str, parallel_workers: int | None
+) -> None:
+    """``Store.ensure_vector_index``: build the collection's HNSW index if it is missing, with its
+    recorded parameters, and refresh the planner statistics after a first build (see its docstring)."""
+    from sqlalchemy import text
+
+    if not re.fullmatch(r"\d{1,6}(kB|MB|GB)", maintenance_work_mem):
+        raise InvalidInputError(f"maintenance_work_mem must look like '512MB', got {maintenance_work_mem!r}")
+    opclass = DISTANCES[collection.distance][0]
+    dims = int(collection.dimensions)
+    sql = (
+        f"CREATE INDEX IF NOT EXISTS {collection.hnsw_index} ON agentrag.chunks "
+        f"USING hnsw ((embedding::vector({dims})) {opclass})"
+        f" WITH (m = {int(collection.hnsw_m)}, ef_construction = {int(collection.hnsw_ef_construction)})"
+        f" WHERE collection_id = {int(collection.id)}"
+    )
+    if parallel_workers is None:
+        parallel_workers = min(max((os.cpu_count() or 1) - 1, 0), 7)
+    if not isinstance(parallel_workers, int) or not 0 <= parallel_workers <= 64:
+        raise InvalidInputError(f"parallel_workers must be an int in [0, 64], got {parallel_workers!r}")
+    with engine.begin() as conn:
+        missing = conn.execute(
+            text("SELECT to_regclass(:name) IS NULL"), {"name": f"agentrag.{collection.hnsw_index}"}
+        ).scalar()
+        conn.execute(text("SELECT set_config('maintenance_work_mem', :m, true)"), {"m": maintenance_work_mem})
+        conn.execute(
+            text("SELECT set_config('max_parallel_maintenance_workers', :w, true)"),
+            {"w": str(parallel_workers)},
+        )
+        conn.execute(text(sql))
+    if missing:
+        with engine.begin() as conn:
+            conn.execute(text("ANALYZE agentrag.chunks, agentrag.documents"))
