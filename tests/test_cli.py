@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import subprocess
 import sys
@@ -16,7 +17,7 @@ from agentrag.store.store import Store
 
 @pytest.fixture
 def run(store: Store, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> Any:
-    monkeypatch.setattr(cli, "_store", lambda args: store)  # the real test database, with FakeEmbedder
+    monkeypatch.setattr(cli.common, "open_store", lambda args: store)  # the test database, FakeEmbedder
 
     def invoke(*argv: str) -> tuple[int, str, str]:
         code = cli.main(list(argv))
@@ -129,3 +130,54 @@ def test_ingest_with_the_bf16_backend_is_searched_by_the_default_embedder(
         assert coll.embed_version == default.embedder.version
     finally:
         default.close()
+
+
+# ---- the layout: one module per command group, a parser that imports nothing heavy -------------
+HEAVY = (
+    "torch",
+    "transformers",
+    "sentence_transformers",
+    "onnxruntime",
+    "litellm",
+    "fastapi",
+    "uvicorn",
+    "langgraph",
+    "ray",
+    "mcp",
+    "docx",
+)
+
+
+def test_building_the_parser_imports_no_heavy_library() -> None:
+    code = (
+        "import argparse, sys\n"
+        "from agentrag.cli import build_parser\n"
+        "parser = build_parser()\n"
+        "commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices\n"
+        f"print(sorted(m for m in {HEAVY!r} if m in sys.modules))\n"
+        "print('serve' in commands, 'ingest' in commands)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split("\n")[:2] == ["[]", "True True"]  # the server extension's commands registered too
+
+
+def test_every_command_module_is_a_registered_group() -> None:
+    package = Path(cli.__file__).parent
+    modules = {p.stem for p in package.glob("*.py")} - {"__init__", "common"}
+    assert {group.__name__.rpartition(".")[2] for group in cli.GROUPS} == modules
+    parser = cli.build_parser()
+    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices
+    assert list(commands)[:12] == [
+        "db",
+        "collections",
+        "ingest",
+        "reembed",
+        "documents",
+        "search",
+        "ask",
+        "chat",
+        "relations",
+        "log",
+        "eval",
+        "demo",
+    ]

@@ -19,7 +19,7 @@ def use_store(monkeypatch: pytest.MonkeyPatch) -> Any:
     monkeypatch.delenv("AGENTRAG_LLM", raising=False)
 
     def use(store: Store) -> None:
-        monkeypatch.setattr(cli, "_store", lambda args: store)
+        monkeypatch.setattr(cli.common, "open_store", lambda args: store)
 
     return use
 

@@ -8,8 +8,8 @@ from collections.abc import Iterator
 import pytest
 
 from agentrag.chat import RAGConfig
-from agentrag.chatbot import ChatSession, link_samples, run
 from agentrag.cli import build_parser
+from agentrag.cli.chat_terminal import ChatSession, link_samples, run
 from agentrag.scope import Scope
 from tests.conftest import SAMPLES
 from tests.pipeline_fixtures import NAMES, sample_store

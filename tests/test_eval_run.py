@@ -266,7 +266,7 @@ def test_evaluate_rejects_bad_arguments(store: Store, mini: Any, mini_collection
 def cli_store(store: Store, monkeypatch: pytest.MonkeyPatch) -> Store:
     from agentrag import cli
 
-    monkeypatch.setattr(cli, "_store", lambda args: store)
+    monkeypatch.setattr(cli.common, "open_store", lambda args: store)
     return store
 
 

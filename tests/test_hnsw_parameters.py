@@ -166,7 +166,7 @@ def test_the_cli_creates_and_tunes_with_the_same_checks(
 
     from agentrag import cli
 
-    monkeypatch.setattr(cli, "_store", lambda args: store)
+    monkeypatch.setattr(cli.common, "open_store", lambda args: store)
     argv = ["collections", "create", collection_name, "--hnsw-m", "8", "--hnsw-ef-construction", "32"]
     assert cli.main([*argv, "--ef-search", "150", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["hnsw"] == {"m": 8, "ef_construction": 32, "ef_search": 150}

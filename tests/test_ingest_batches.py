@@ -305,7 +305,7 @@ def test_cli_ingest_bulk(
 ) -> None:
     from agentrag import cli
 
-    monkeypatch.setattr(cli, "_store", lambda args: store)
+    monkeypatch.setattr(cli.common, "open_store", lambda args: store)
     (tmp_path / "a.md").write_text(_text(1))
     assert cli.main(["ingest", str(tmp_path), "-c", collection_name, "--create", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["vector_index"] == "built"

@@ -35,8 +35,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("retrieval", ("agentrag.retrieval",)),
     ("store", ("agentrag.store", "agentrag.querylog")),
     ("steps", ("agentrag.step", "agentrag.steps", "agentrag.proof", "agentrag.chat")),
-    ("application", ("agentrag", "agentrag.__main__", "agentrag.cli", "agentrag.demo", "agentrag.eval",
-                     "agentrag.chatbot")),
+    ("application", ("agentrag", "agentrag.__main__", "agentrag.cli", "agentrag.demo", "agentrag.eval")),
 ]  # fmt: skip
 EXTENSIONS = ("agentrag.server", "agentrag.integrations", "agentrag.executors")
 # agentrag.chat: the public chat-turn module (RAGConfig, retrieve_turn, with_rag_context) that the

@@ -112,7 +112,7 @@ def test_writes_happen_off_the_calling_thread(store: Store, support: str) -> Non
 def test_cli_log(store: Store, support: str, monkeypatch: pytest.MonkeyPatch, capsys: Any) -> None:
     ctx = new(QUESTION, store=store, collections=support, query_log=True).search().answer()
     querylog.flush(store)
-    monkeypatch.setattr(cli, "_store", lambda args: store)
+    monkeypatch.setattr(cli.common, "open_store", lambda args: store)
     assert cli.main(["log", "--limit", "1", "--json"]) == 0
     (row,) = json.loads(capsys.readouterr().out)
     assert row["id"] == ctx.query_id and row["question"] == QUESTION

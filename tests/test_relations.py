@@ -175,7 +175,7 @@ def test_read_triples_csv_and_jsonl(tmp_path: Path) -> None:
 
 @pytest.fixture
 def cli_store(store: Store, monkeypatch: pytest.MonkeyPatch) -> Store:
-    monkeypatch.setattr(cli, "_store", lambda args: store)
+    monkeypatch.setattr(cli.common, "open_store", lambda args: store)
     return store
 
 

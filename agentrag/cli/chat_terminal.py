@@ -12,19 +12,20 @@ Commands: ``/add PATH``, ``/reset`` (forget the conversation), ``/quit``.
 
 from __future__ import annotations
 
-import uuid
+import argparse
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agentrag.chat import RAGConfig, RAGResult, retrieve_turn
-from agentrag.scope import Scope
+from agentrag.cli.common import SEARCH_MODES, AddCommand
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # agentrag.chat (pydantic) is imported when a chat starts, not to build the parser
+    from agentrag.chat import RAGConfig, RAGResult
     from agentrag.context import Context
+    from agentrag.scope import Scope
     from agentrag.store.store import Store
 
-__all__ = ["ChatSession", "link_samples"]
+__all__ = ["ChatSession", "link_samples", "register", "render_turn", "run"]
 
 UPLOADS = "chat_uploads"
 
@@ -56,6 +57,7 @@ class ChatSession:
         self.messages: list[dict[str, str]] = []
 
     def ask(self, text: str) -> tuple[Context, RAGResult]:
+        from agentrag.chat import retrieve_turn
         from agentrag.steps.answer import answer
 
         messages = [*self.messages, {"role": "user", "content": text}]
@@ -141,11 +143,14 @@ def run(
         write(render_turn(ctx, result))
 
 
-def main(args: Any) -> int:
-    """The ``agentrag chat`` handler (see :mod:`agentrag.cli`)."""
+def cmd_chat(args: argparse.Namespace) -> int:
+    """The ``agentrag chat`` handler."""
     import os
+    import uuid
 
+    from agentrag.chat import RAGConfig
     from agentrag.demo import find_samples
+    from agentrag.scope import Scope
     from agentrag.store.store import Store
 
     store = Store(getattr(args, "database_url", None))
@@ -167,3 +172,19 @@ def main(args: Any) -> int:
     )
     llm = args.llm or os.environ.get("AGENTRAG_LLM") or None
     return run(store, config=config, scope=scope, llm=llm, write=lambda s: print(s, flush=True))
+
+
+def register(sub: Any, add: AddCommand) -> None:
+    p = add(sub, "chat", cmd_chat, "chat in the terminal: follow-ups in context, citations per turn", False)
+    p.add_argument(
+        "--samples", action="store_true", help="chat over the sample corpus, linked to the session"
+    )
+    p.add_argument("--collection", "-c", action="append", help="collection to search (repeatable)")
+    p.add_argument("--llm", help="model name for litellm (default: $AGENTRAG_LLM; none: local strategies)")
+    p.add_argument("--mode", default="hybrid", choices=list(SEARCH_MODES))
+    p.add_argument("--rewrite", action="store_true", help="search 1-2 rewrites of each question too")
+    p.add_argument("--llm-rerank", action="store_true", help="let the LLM order the chunks (needs --llm)")
+    p.add_argument("--max-chunks", type=int, default=6, help="chunks in the context per turn (default 6)")
+    p.add_argument("--tenant")
+    p.add_argument("--workspace")
+    p.add_argument("--session", help="session scope (with --samples: default a new session id)")

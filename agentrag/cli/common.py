@@ -1,0 +1,199 @@
+"""What the command groups share: opening the store, the load timing, output, shared options.
+
+Command modules call ``common.open_store(args)`` through the module (not a from-import), so a
+test can point every command at its own store with one ``monkeypatch.setattr``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from agentrag.store.store import Store
+
+__all__ = [
+    "FILTER_HELP",
+    "FUSION_HELP",
+    "SEARCH_MODES",
+    "AddCommand",
+    "Handler",
+    "Load",
+    "add_command",
+    "database_url",
+    "key_values",
+    "open_store",
+    "print_json",
+    "progress",
+    "scope_of",
+    "scope_options",
+    "search_filters",
+]
+
+Handler = Callable[[argparse.Namespace], int]
+
+SEARCH_MODES = ("hybrid", "vector", "lexical", "lexical_sql")
+
+FILTER_HELP = (
+    "classification=, doc_ids=, date_range.start=, date_range.end= (YYYY-MM-DD) or metadata.KEY=VALUE: "
+    "the keys of the Python filters; repeatable (repeated keys match any of the values)"
+)
+FUSION_HELP = (
+    "how hybrid fuses its legs: relative_score (min-max normalised scores, equal weights; default) "
+    "or rrf (reciprocal rank fusion, k=60)"
+)
+
+
+class AddCommand(Protocol):
+    """The signature of :func:`add_command`, which every ``register(sub, add)`` receives."""
+
+    def __call__(
+        self, parent: Any, name: str, handler: Handler, help: str, json_flag: bool = True
+    ) -> argparse.ArgumentParser: ...
+
+
+def add_command(
+    parent: Any, name: str, handler: Handler, help: str, json_flag: bool = True
+) -> argparse.ArgumentParser:
+    """Add the subcommand ``name`` to ``parent`` (a subparsers action), run by ``handler``."""
+    p: argparse.ArgumentParser = parent.add_parser(name, help=help, description=help)
+    p.set_defaults(handler=handler)
+    if json_flag:
+        p.add_argument("--json", action="store_true", help="machine-readable output")
+    return p
+
+
+def scope_options(parser: argparse.ArgumentParser) -> None:
+    """--tenant, --workspace, --session."""
+    for flag in ("--tenant", "--workspace", "--session"):
+        parser.add_argument(flag)
+
+
+def print_json(data: Any) -> None:
+    print(json.dumps(data, indent=2, default=str, ensure_ascii=False))
+
+
+def key_values(pairs: Sequence[str] | None, flag: str) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for pair in pairs or ():
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise SystemExit(f"agentrag: {flag} takes key=value, got {pair!r}")
+        out[key.strip()] = value
+    return out
+
+
+def database_url(args: argparse.Namespace) -> str | None:
+    """--database-url, else $AGENTRAG_DATABASE_URL, else the embedded server, left running between
+    calls (an idle watchdog stops it; ``agentrag db stop`` at once)."""
+    import os
+
+    url = getattr(args, "database_url", None) or os.environ.get("AGENTRAG_DATABASE_URL")
+    if url:
+        return str(url)
+    from agentrag.store.server import embedded_url
+
+    return embedded_url(keep_running=True)
+
+
+def open_store(args: argparse.Namespace) -> Store:
+    from agentrag.store.store import Store
+
+    return Store(database_url(args))
+
+
+def scope_of(args: argparse.Namespace) -> Any:
+    from agentrag.scope import Scope
+
+    if args.tenant or args.workspace or args.session:
+        return Scope(tenant=args.tenant, workspace=args.workspace, session=args.session)
+    return None
+
+
+def search_filters(pairs: Sequence[str] | None) -> dict[str, Any] | None:
+    """``--filter`` pairs -> a filters dict, with the keys of the Python ``Filters`` model."""
+    from agentrag.retrieval.filters import parse_filter_pairs
+
+    return parse_filter_pairs(pairs)
+
+
+class Load:
+    """Time spent before the work: connecting (server, pool, schema check) and loading the model.
+
+    The model loads in a thread while the database connects (ONNX Runtime builds its session in
+    native code), so the load's wall time is about the longer of the two, not their sum.
+    """
+
+    def __init__(self) -> None:
+        self.database_ms = 0.0
+        self.model_ms = 0.0
+        self.wall_ms = 0.0
+
+    def store(self, args: argparse.Namespace, *, needs_model: bool) -> Store:
+        import threading
+        import time
+
+        from agentrag.embedders import LocalEmbedder
+
+        failure: list[BaseException] = []
+
+        def load_model() -> None:
+            t = time.perf_counter()
+            try:
+                LocalEmbedder().load()  # the store's default embedder shares the loaded model
+            except BaseException as exc:  # re-raised below, in the main thread
+                failure.append(exc)
+            self.model_ms = (time.perf_counter() - t) * 1000
+
+        start = time.perf_counter()
+        thread = threading.Thread(target=load_model, daemon=True) if needs_model else None
+        if thread is not None:
+            thread.start()
+        try:
+            store = open_store(args)
+        finally:
+            self.database_ms = (time.perf_counter() - start) * 1000
+            if thread is not None:
+                thread.join()
+        if failure:
+            raise failure[0]
+        self.wall_ms = (time.perf_counter() - start) * 1000
+        return store
+
+    def to_dict(self) -> dict[str, float]:
+        return {
+            "total": round(self.wall_ms, 1),
+            "database": round(self.database_ms, 1),
+            "model": round(self.model_ms, 1),
+        }
+
+    def line(self, work: str, work_ms: float) -> str:
+        parts = f"database {self.database_ms:.0f}" + (f", model {self.model_ms:.0f}" if self.model_ms else "")
+        return f"load {self.wall_ms:.0f} ms ({parts}, in parallel)  {work} {work_ms:.1f} ms"
+
+
+@contextlib.contextmanager
+def progress(
+    total: int, enabled: bool, *, desc: str | None = None, unit: str = "doc", leave: bool = True
+) -> Iterator[Callable[[Any], None]]:
+    """A tqdm bar on stderr when ``enabled`` and the ``on_progress`` callback that moves it one
+    step per event (not for ingest's "writing" events); the bar is closed on the way out."""
+    bar = None
+    if enabled:
+        from tqdm import tqdm
+
+        bar = tqdm(total=total, desc=desc, unit=unit, file=sys.stderr, leave=leave)
+
+    def advance(event: Any) -> None:
+        if bar is not None and getattr(event, "status", None) != "writing":
+            bar.update(1)
+
+    try:
+        yield advance
+    finally:
+        if bar is not None:
+            bar.close()
