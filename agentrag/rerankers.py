@@ -103,10 +103,10 @@ class CrossEncoderReranker:
         return f"CrossEncoderReranker({self.model!r}, batch_size={self.batch_size})"
 
     def _model(self) -> Any:
-        from agentrag.embedders import _local_model_version
+        from agentrag.embedders import local_model_version
 
         # a directory is keyed by its contents' hash too: changed weights load again
-        key = f"{self.model}\x00{self.max_length}\x00{_local_model_version(self.model)}"
+        key = f"{self.model}\x00{self.max_length}\x00{local_model_version(self.model)}"
         with self._lock:
             loaded = self._models.get(key)
             if loaded is None:

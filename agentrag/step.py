@@ -69,11 +69,11 @@ AsyncBody = Callable[..., Awaitable[Outcome]]
 After = Callable[[Context], None]
 
 
-def _telemetry(ctx: Context) -> Telemetry:
+def telemetry_of(ctx: Context) -> Telemetry:
     return ctx.deps.telemetry or DEFAULT_TELEMETRY
 
 
-def _calls_of(exc: BaseException) -> tuple[LLMCall, ...]:
+def calls_of(exc: BaseException) -> tuple[LLMCall, ...]:
     calls = getattr(exc, "calls", None)
     if calls:
         return tuple(calls)
@@ -130,7 +130,7 @@ class Step:
 
     def _lifecycle(self, ctx: Context, options: Mapping[str, Any]) -> SansIOBody[Context]:
         """The one body of :meth:`run` and :meth:`arun`: span, skip, error capture, new Context."""
-        telemetry = _telemetry(ctx)
+        telemetry = telemetry_of(ctx)
         with telemetry.step_span(self.name) as span:
             if ctx.error is not None:
                 mark_skipped(span, "the context already has an error")
@@ -214,9 +214,7 @@ class Step:
         span.set_status(Status(StatusCode.ERROR, type(exc).__name__))
         telemetry.instruments.step_errors.add(1, {"step": self.name, "error_type": type(exc).__name__})
         record = StepRecord(self.name, None, duration, None, f"{type(exc).__name__}: {exc}")
-        return replace(
-            ctx, error=exc, steps=(*ctx.steps, record), llm_calls=(*ctx.llm_calls, *_calls_of(exc))
-        )
+        return replace(ctx, error=exc, steps=(*ctx.steps, record), llm_calls=(*ctx.llm_calls, *calls_of(exc)))
 
 
 class StepRun:
@@ -230,7 +228,7 @@ class StepRun:
 
     def __init__(self, step: Step, ctx: Context) -> None:
         self.step = step
-        self.telemetry = _telemetry(ctx)
+        self.telemetry = telemetry_of(ctx)
         self.span = self.telemetry.tracer.start_span(
             f"agentrag.{step.name}", record_exception=False, set_status_on_exception=False
         )

@@ -298,7 +298,7 @@ def test_litellm_repr_hides_the_api_key() -> None:
 
 
 def test_retry_after_headers_are_read_from_the_exception() -> None:
-    from agentrag.llm import _retry_after
+    from agentrag.llm import retry_after_seconds
 
     class Response:
         def __init__(self, headers: dict[str, str]) -> None:
@@ -308,10 +308,10 @@ def test_retry_after_headers_are_read_from_the_exception() -> None:
         def __init__(self, headers: dict[str, str]) -> None:
             self.response = Response(headers)
 
-    assert _retry_after(Failure({"Retry-After": "3"})) == 3.0
-    assert _retry_after(Failure({"retry-after-ms": "1500", "retry-after": "9"})) == 1.5
-    assert _retry_after(Failure({})) is None
-    assert _retry_after(Exception()) is None
+    assert retry_after_seconds(Failure({"Retry-After": "3"})) == 3.0
+    assert retry_after_seconds(Failure({"retry-after-ms": "1500", "retry-after": "9"})) == 1.5
+    assert retry_after_seconds(Failure({})) is None
+    assert retry_after_seconds(Exception()) is None
 
 
 # --------------------------------------------------------------------------- CallableLLM / as_llm

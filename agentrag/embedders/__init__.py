@@ -213,7 +213,7 @@ class LocalEmbedder:
         self.document_batch_size = DEFAULT_BATCH_SIZES[document_backend] if batch_size is None else batch_size
         # Dimensions of the default model are known without loading it; others load on access.
         self._dimensions: int | None = 384 if model == DEFAULT_LOCAL_MODEL else None
-        self.weights_version = _local_model_version(model)  # the model's files, whatever the backend
+        self.weights_version = local_model_version(model)  # the model's files, whatever the backend
         self.version = self.weights_version + VERSION_SUFFIXES[backend]
 
     def __repr__(self) -> str:
@@ -387,7 +387,7 @@ def _bundled_minilm_path() -> str | None:
     return str(path) if path.exists() else None
 
 
-def _local_model_version(model: str) -> str:
+def local_model_version(model: str) -> str:
     if model == DEFAULT_LOCAL_MODEL and _bundled_minilm_path() is not None:
         from importlib.metadata import version
 

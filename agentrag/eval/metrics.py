@@ -45,7 +45,7 @@ def _check_k(k: int | None, *, allow_none: bool = False) -> None:
         raise InvalidInputError(f"k must be >= 1, got {k}")
 
 
-def _unique(ranked: Iterable[str], k: int | None = None) -> list[str]:
+def unique_ids(ranked: Iterable[str], k: int | None = None) -> list[str]:
     """The ranking with repeated ids dropped (first occurrence kept), cut at ``k``."""
     seen: set[str] = set()
     out: list[str] = []
@@ -67,7 +67,7 @@ def _found(ranked: Sequence[str], qrels: Mapping[str, float], k: int) -> tuple[i
     """How many of the top ``k`` (``k`` checked) are relevant, and the relevant documents."""
     _check_k(k)
     relevant = _relevant(qrels)
-    return sum(1 for doc_id in _unique(ranked, k) if doc_id in relevant), relevant
+    return sum(1 for doc_id in unique_ids(ranked, k) if doc_id in relevant), relevant
 
 
 def dcg(gains: Iterable[float]) -> float:
@@ -86,7 +86,7 @@ def ndcg_at_k(ranked: Sequence[str], qrels: Mapping[str, float], k: int) -> floa
     relevant = _relevant(qrels)
     if not relevant:
         return None
-    actual = dcg(relevant.get(doc_id, 0.0) for doc_id in _unique(ranked, k))
+    actual = dcg(relevant.get(doc_id, 0.0) for doc_id in unique_ids(ranked, k))
     ideal = dcg(sorted(relevant.values(), reverse=True)[:k])
     return actual / ideal
 
@@ -120,7 +120,7 @@ def mrr(ranked: Sequence[str], qrels: Mapping[str, float], k: int | None = None)
     relevant = _relevant(qrels)
     if not relevant:
         return None
-    for rank, doc_id in enumerate(_unique(ranked, k), start=1):
+    for rank, doc_id in enumerate(unique_ids(ranked, k), start=1):
         if doc_id in relevant:
             return 1.0 / rank
     return 0.0

@@ -17,7 +17,7 @@ from functools import cached_property
 from typing import Any
 
 from agentrag.errors import InvalidInputError
-from agentrag.eval.metrics import _unique, hit_at_k, mrr, ndcg_at_k, precision_at_k, recall_at_k
+from agentrag.eval.metrics import hit_at_k, mrr, ndcg_at_k, precision_at_k, recall_at_k, unique_ids
 
 __all__ = [
     "DEFAULT_COMPARE_COLUMNS",
@@ -341,7 +341,7 @@ def evaluate_rankings(
         ranking = rankings.get(query_id, ())
         if isinstance(ranking, str):
             raise TypeError(f"the ranking of query {query_id!r} is a str; pass a sequence of doc ids")
-        ranked = _unique(ranking, max_k)
+        ranked = unique_ids(ranking, max_k)
         metrics: dict[str, float | None] = {
             f"{family}@{k}": metric(ranked, judged, k) for family, metric in _METRICS for k in ks
         }

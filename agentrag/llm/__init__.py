@@ -28,7 +28,7 @@ with retries) and :mod:`~agentrag.llm.callables` (functions as models). Import f
 from agentrag.llm.callables import CallableLLM, as_llm, messages_to_prompt
 from agentrag.llm.calls import acall_llm, call_llm
 from agentrag.llm.litellm_adapter import LiteLLM
-from agentrag.llm.litellm_adapter import _retry_after as _retry_after
+from agentrag.llm.litellm_adapter import retry_after_seconds as retry_after_seconds
 from agentrag.llm.protocol import LLM, LLMCall, LLMReply, Message
 from agentrag.llm.streams import (
     AsyncLLMStream,

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from agentrag._sansio import Body, Op, run_async, run_sync
 from agentrag.errors import AgentragError, LLMError
-from agentrag.llm.protocol import LLM, LLMCall, LLMReply, Message, _int_or_none, _snippet
+from agentrag.llm.protocol import LLM, LLMCall, LLMReply, Message, int_or_none, snippet
 from agentrag.telemetry import DEFAULT_TELEMETRY, Telemetry
 
 if TYPE_CHECKING:
@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 __all__ = ["acall_llm", "call_llm"]
 
 
-class _Recorder:
+class CallRecorder:
     """Span, timing and metrics of one call, shared by every sync/async/stream variant."""
 
     def __init__(
@@ -54,8 +54,8 @@ class _Recorder:
         reply = LLMReply(
             text="".join(self.pieces),
             model=str(getattr(stream, "model", None) or self.model),
-            input_tokens=_int_or_none(getattr(stream, "input_tokens", None)),
-            output_tokens=_int_or_none(getattr(stream, "output_tokens", None)),
+            input_tokens=int_or_none(getattr(stream, "input_tokens", None)),
+            output_tokens=int_or_none(getattr(stream, "output_tokens", None)),
             retries=int(getattr(stream, "retries", 0) or 0),
         )
         self.instruments.llm_streaming_chunks.add(len(self.pieces), self.attributes)
@@ -133,15 +133,15 @@ def foreign_llm_error(llm: Any, exc: Exception) -> LLMError:
     """
     name = getattr(llm, "model", type(llm).__name__)
     error = LLMError(f"{name}: the model call failed: {type(exc).__name__}")
-    error.detail = _snippet(str(exc), 300)  # type: ignore[attr-defined]
+    error.detail = snippet(str(exc), 300)  # type: ignore[attr-defined]
     return error
 
 
-def _call(
+def call_body(
     llm: LLM, messages: Sequence[Message], *, purpose: str, telemetry: Telemetry, repair: bool
 ) -> Body[LLMCall]:
     """The one body of :func:`call_llm` and :func:`acall_llm` (see :mod:`agentrag._sansio`)."""
-    recorder = _Recorder(llm, messages, purpose=purpose, telemetry=telemetry, repair=repair)
+    recorder = CallRecorder(llm, messages, purpose=purpose, telemetry=telemetry, repair=repair)
     try:
         with recorder.current():
             request = recorder.request
@@ -169,7 +169,7 @@ def call_llm(
 ) -> LLMCall:
     """One traced call. Returns its :class:`LLMCall`; on failure raises the typed
     :class:`LLMError` with the failed record attached as ``exc.call``."""
-    return run_sync(_call(llm, messages, purpose=purpose, telemetry=telemetry, repair=repair))
+    return run_sync(call_body(llm, messages, purpose=purpose, telemetry=telemetry, repair=repair))
 
 
 async def acall_llm(
@@ -181,4 +181,4 @@ async def acall_llm(
     repair: bool = False,
 ) -> LLMCall:
     """The async twin of :func:`call_llm`."""
-    return await run_async(_call(llm, messages, purpose=purpose, telemetry=telemetry, repair=repair))
+    return await run_async(call_body(llm, messages, purpose=purpose, telemetry=telemetry, repair=repair))

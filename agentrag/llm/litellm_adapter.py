@@ -22,7 +22,7 @@ from agentrag._sansio import (
     stream_sync,
 )
 from agentrag.errors import LLMAuthError, LLMError, LLMRateLimitError, LLMRequestError, LLMTimeoutError
-from agentrag.llm.protocol import LLMReply, Message, _int_or_none, _snippet
+from agentrag.llm.protocol import LLMReply, Message, int_or_none, snippet
 from agentrag.llm.streams import AsyncTextStream, TextStream
 
 __all__ = ["LiteLLM"]
@@ -166,13 +166,13 @@ class LiteLLM:
         try:
             text = response.choices[0].message.content or ""
         except (AttributeError, IndexError, KeyError, TypeError) as exc:
-            raise LLMError(f"{self.model}: the response has no message: {_snippet(repr(response))}") from exc
+            raise LLMError(f"{self.model}: the response has no message: {snippet(repr(response))}") from exc
         usage = getattr(response, "usage", None)
         return LLMReply(
             text=str(text),
             model=str(getattr(response, "model", None) or self.model),
-            input_tokens=_int_or_none(getattr(usage, "prompt_tokens", None)),
-            output_tokens=_int_or_none(getattr(usage, "completion_tokens", None)),
+            input_tokens=int_or_none(getattr(usage, "prompt_tokens", None)),
+            output_tokens=int_or_none(getattr(usage, "completion_tokens", None)),
             retries=retries,
         )
 
@@ -180,8 +180,8 @@ class LiteLLM:
     def _chunk(chunk: Any, out: TextStream | AsyncTextStream) -> str | None:
         usage = getattr(chunk, "usage", None)
         if usage is not None:
-            out.input_tokens = _int_or_none(getattr(usage, "prompt_tokens", None)) or out.input_tokens
-            out.output_tokens = _int_or_none(getattr(usage, "completion_tokens", None)) or out.output_tokens
+            out.input_tokens = int_or_none(getattr(usage, "prompt_tokens", None)) or out.input_tokens
+            out.output_tokens = int_or_none(getattr(usage, "completion_tokens", None)) or out.output_tokens
         choices = getattr(chunk, "choices", None)
         if not choices:
             return None
@@ -197,7 +197,7 @@ class LiteLLM:
         if kind not in _RETRYABLE or attempt >= self.max_retries:
             raise self._error(exc, attempt) from exc
         if kind == "rate_limit":
-            retry_after = _retry_after(exc)
+            retry_after = retry_after_seconds(exc)
             if retry_after is not None:
                 return min(max(retry_after, 0.0), self.max_backoff)
         ceiling = min(self.max_backoff, self.backoff * 2**attempt)
@@ -220,7 +220,7 @@ class LiteLLM:
             error = LLMRequestError(f"{self.model}: request rejected ({status}): {detail}")
         else:
             error = LLMError(f"{self.model}: call failed {attempts}: {detail}")
-        error.detail = _snippet(str(exc) or type(exc).__name__, 300)  # type: ignore[attr-defined]
+        error.detail = snippet(str(exc) or type(exc).__name__, 300)  # type: ignore[attr-defined]
         error.retries = retries  # type: ignore[attr-defined]
         error.status_code = status  # type: ignore[attr-defined]
         return error
@@ -303,7 +303,7 @@ def _is_connection_error(exc: BaseException) -> bool:
     return isinstance(exc, openai.APIConnectionError | httpx.TransportError)
 
 
-def _retry_after(exc: BaseException) -> float | None:
+def retry_after_seconds(exc: BaseException) -> float | None:
     """Seconds from ``retry-after-ms`` / ``Retry-After`` response headers, if any."""
     sources = (
         getattr(exc, "litellm_response_headers", None),

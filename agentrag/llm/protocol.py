@@ -58,14 +58,14 @@ class LLMCall:
             f"{len(self.messages)} msgs",
         ]
         if self.reply is not None:
-            parts.append(f"-> {_snippet(self.reply)!r}")
+            parts.append(f"-> {snippet(self.reply)!r}")
         if self.input_tokens is not None or self.output_tokens is not None:
             parts.append(f"{self.input_tokens}+{self.output_tokens} tok")
         parts.append(f"{self.latency_ms:.1f}ms")
         if self.retries:
             parts.append(f"{self.retries} retries")
         if self.error is not None:
-            parts.append(f"error={_snippet(self.error)!r}")
+            parts.append(f"error={snippet(self.error)!r}")
         return f"LLMCall({' '.join(parts)})"
 
     def to_dict(self) -> dict[str, Any]:
@@ -92,10 +92,10 @@ class LLM(Protocol):
     def astream(self, messages: Sequence[Message]) -> AsyncIterator[str]: ...
 
 
-def _int_or_none(value: Any) -> int | None:
+def int_or_none(value: Any) -> int | None:
     return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
-def _snippet(text: str, limit: int = 60) -> str:
+def snippet(text: str, limit: int = 60) -> str:
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 3] + "..."

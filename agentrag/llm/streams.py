@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from typing import Any
 
 from agentrag._sansio import END, Body, Emit, close, next_item, stream_async, stream_sync
-from agentrag.llm.calls import _Recorder
+from agentrag.llm.calls import CallRecorder
 from agentrag.llm.protocol import LLM, LLMCall, Message
 from agentrag.telemetry import DEFAULT_TELEMETRY, Telemetry
 
@@ -87,7 +87,7 @@ class LLMStream:
         self.purpose = purpose
         self.telemetry = telemetry
         self.call: LLMCall | None = None
-        self._recorder: _Recorder | None = None
+        self._recorder: CallRecorder | None = None
         self._started = False
 
     def __repr__(self) -> str:
@@ -99,11 +99,11 @@ class LLMStream:
         """The reply so far (all of it once the stream is exhausted)."""
         return "".join(self._recorder.pieces) if self._recorder else ""
 
-    def _begin(self) -> _Recorder:
+    def _begin(self) -> CallRecorder:
         if self._started:
             raise RuntimeError(f"{type(self).__name__} can be iterated only once")
         self._started = True
-        self._recorder = _Recorder(
+        self._recorder = CallRecorder(
             self.llm, self.messages, purpose=self.purpose, telemetry=self.telemetry, repair=False
         )
         return self._recorder
@@ -111,7 +111,7 @@ class LLMStream:
     def __iter__(self) -> Iterator[str]:
         return stream_sync(self._run(self._begin(), lambda request: iter(self.llm.stream(request))))
 
-    def _run(self, recorder: _Recorder, open_: Callable[[list[Message]], Any]) -> Body[None]:
+    def _run(self, recorder: CallRecorder, open_: Callable[[list[Message]], Any]) -> Body[None]:
         """The one body of the sync and async iteration (see :mod:`agentrag._sansio`)."""
         pieces: Any = None
         try:

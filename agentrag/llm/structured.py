@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from agentrag._sansio import Body, run_async, run_sync
 from agentrag.errors import LLMOutputError
-from agentrag.llm.calls import _call
+from agentrag.llm.calls import call_body
 from agentrag.llm.protocol import LLM, LLMCall, Message
 from agentrag.telemetry import DEFAULT_TELEMETRY, Telemetry
 
@@ -101,7 +101,7 @@ def _complete_json(
     exchange = _JSONExchange(messages, schema)
     while True:
         try:
-            call = yield from _call(
+            call = yield from call_body(
                 llm, exchange.messages, purpose=purpose, telemetry=telemetry, repair=exchange.repair
             )
         except BaseException as exc:

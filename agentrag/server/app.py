@@ -555,11 +555,14 @@ def _field_of(exc: AgentragError) -> str | None:
 def build_store(config: ServerConfig) -> ar.Store:
     """The store a server process serves, from its configuration."""
     return ar.Store(
-        config.database_url, embedder=_embedder(config.embedder), pool_size=config.pool_size, max_overflow=0
+        config.database_url,
+        embedder=server_embedder(config.embedder),
+        pool_size=config.pool_size,
+        max_overflow=0,
     )
 
 
-def _embedder(spec: str) -> Any:
+def server_embedder(spec: str) -> Any:
     kind, _, arg = spec.partition(":")
     if kind == "local":
         return ar.LocalEmbedder()

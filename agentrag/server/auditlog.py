@@ -25,7 +25,7 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from agentrag.server._driver import execute_on_driver
-from agentrag.server.tenants import _AUDIT_INSERT_DRIVER, audit_columns, audit_rows, insert_audit_rows
+from agentrag.server.tenants import AUDIT_INSERT_DRIVER, audit_columns, audit_rows, insert_audit_rows
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
@@ -138,4 +138,4 @@ class AuditWriter:
 
     def _insert(self, rows: list[dict[str, Any]]) -> None:
         """One statement in its own transaction; a dead pooled connection is replaced once, at once."""
-        execute_on_driver(self.engine, _AUDIT_INSERT_DRIVER, audit_columns(rows))
+        execute_on_driver(self.engine, AUDIT_INSERT_DRIVER, audit_columns(rows))

@@ -188,9 +188,9 @@ def _find_samples() -> Path:
 
 def ar_store_with_embedder(url: str | None, config: Any) -> Any:
     import agentrag as ar
-    from agentrag.server.app import _embedder
+    from agentrag.server.app import server_embedder
 
-    return ar.Store(url, embedder=_embedder(config.embedder))
+    return ar.Store(url, embedder=server_embedder(config.embedder))
 
 
 def register(sub: Any, add: Callable[..., argparse.ArgumentParser]) -> None:

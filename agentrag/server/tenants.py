@@ -344,7 +344,7 @@ SELECT * FROM unnest(
     CAST(:session AS text[]), CAST(:latency AS double precision[]), CAST(CAST(:details AS text[]) AS jsonb[])
 )
 """
-_AUDIT_INSERT_DRIVER = re.sub(r"(?<!:):(\w+)", r"%(\1)s", _AUDIT_INSERT)
+AUDIT_INSERT_DRIVER = re.sub(r"(?<!:):(\w+)", r"%(\1)s", _AUDIT_INSERT)
 _AUDIT_KEYS = ("type", "query_id", "tenant", "workspace", "session", "latency", "details")
 
 

@@ -51,7 +51,7 @@ from agentrag.context import Context, Degradation
 from agentrag.errors import AgentragError, InvalidInputError, LLMError, RetrievalError
 from agentrag.grounding import PackedContext, check_citations, graph_labels, pack_context
 from agentrag.hits import Hit
-from agentrag.step import Outcome, Step, StepRun, _calls_of, _telemetry
+from agentrag.step import Outcome, Step, StepRun, calls_of, telemetry_of
 from agentrag.steps._common import coverage, prompts_of, use_llm
 
 if TYPE_CHECKING:
@@ -266,7 +266,7 @@ def prepare(
         hits, delimiter=new_delimiter(), budget_tokens=max_context_tokens, prompts=ctx.deps.prompts
     )
     context_ms = (time.perf_counter() - started) * 1000.0
-    instruments = _telemetry(ctx).instruments
+    instruments = telemetry_of(ctx).instruments
     instruments.context_build_duration.record(context_ms)
     instruments.context_tokens_used.record(packed.tokens)
     instruments.context_chunks_included.record(len(packed.hits))
@@ -368,7 +368,7 @@ def llm_failed(plan: AnswerPlan, exc: LLMError, generation_ms: float) -> Outcome
         attributes={**plan.attributes, "mode": "raw-results"},
         warnings=(reason,),
         degradations=(Degradation("answer", "raw-results", reason),),
-        llm_calls=_calls_of(exc),
+        llm_calls=calls_of(exc),
         stages=(*plan.stages, ("generation", generation_ms)),
         error_status=f"{type(exc).__name__}: generation failed, raw results returned",
     )
@@ -399,7 +399,7 @@ def _answer(
     started = time.perf_counter()
     try:
         call = yield either(
-            call_llm, acall_llm, ctx.deps.llm, plan.messages, purpose="answer", telemetry=_telemetry(ctx)
+            call_llm, acall_llm, ctx.deps.llm, plan.messages, purpose="answer", telemetry=telemetry_of(ctx)
         )
     except LLMError as exc:
         return llm_failed(plan, exc, (time.perf_counter() - started) * 1000.0)
@@ -410,7 +410,7 @@ def _after_answer(ctx: Context) -> None:
     """GENERATION_EXECUTED, the query-log row and the pipeline.query.* metrics."""
     from agentrag import audit, querylog  # agentrag.audit, agentrag.querylog: modules, not the API
 
-    instruments = _telemetry(ctx).instruments
+    instruments = telemetry_of(ctx).instruments
     instruments.pipeline_query_calls.add(1)
     instruments.pipeline_query_duration.record(ctx.latencies_ms["total"])
     ran = bool(ctx.steps) and ctx.steps[-1].name == "answer"
@@ -453,7 +453,7 @@ def _stream_body(
             yield Emit(run.finish(ctx, plan.outcome))
             return
         assert ctx.deps.llm is not None and plan.messages is not None
-        stream = open_(ctx.deps.llm, plan.messages, purpose="answer", telemetry=_telemetry(ctx))
+        stream = open_(ctx.deps.llm, plan.messages, purpose="answer", telemetry=telemetry_of(ctx))
         started = time.perf_counter()
         with run.current():  # starts the model-call span under the answer span
             pieces = yield choose(lambda: iter(stream), lambda: aiter(stream))

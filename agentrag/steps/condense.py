@@ -34,7 +34,7 @@ from pydantic import BaseModel, Field
 from agentrag.context import MAX_QUESTION_CHARS, Context, Degradation, Turn
 from agentrag.errors import InvalidInputError, LLMError
 from agentrag.llm import LLMCall
-from agentrag.step import Outcome, Step, _calls_of
+from agentrag.step import Outcome, Step, calls_of
 from agentrag.steps._common import ask_json, terms, use_llm
 
 __all__ = ["condense", "condense_local", "is_follow_up"]
@@ -169,7 +169,7 @@ def _condense(ctx: Context, *, strategy: str = "auto", max_turns: int = 6) -> Ou
             standalone, reasoning, got = _llm_condense(ctx, original, turns)
             calls, used = tuple(got), "llm"
         except LLMError as exc:
-            calls = _calls_of(exc)
+            calls = calls_of(exc)
             degradations = (
                 Degradation("condense", "local-condense", f"{type(exc).__name__}; using the local strategy"),
             )

@@ -58,7 +58,7 @@ from agentrag.llm import LLMCall
 from agentrag.prompts import chunk_views
 from agentrag.retrieval.fusion import DEFAULT_RRF_K, check_rrf_k, merge_by_score, relative_score, rrf
 from agentrag.retrieval.result import SearchResult
-from agentrag.step import Outcome, Step, _calls_of, _telemetry
+from agentrag.step import Outcome, Step, calls_of, telemetry_of
 from agentrag.steps._common import BudgetTracker, ask_json, coverage, require_store, use_llm
 from agentrag.steps.new import MODES
 from agentrag.steps.rewrite import llm_rewrites, prf_rewrite
@@ -108,7 +108,7 @@ def _failure(exc: BaseException) -> str:
 def _search_once(ctx: Context, query: str, collection: str, plan: _Plan) -> SearchResult:
     """One ``store.search`` with the retriever.* metrics around it."""
     store = require_store(ctx, "search")
-    instruments = _telemetry(ctx).instruments
+    instruments = telemetry_of(ctx).instruments
     attrs = {"retriever_type": plan.mode}
     instruments.retriever_search_calls.add(1, attrs)
     started = time.perf_counter()
@@ -318,11 +318,11 @@ class _Unit:
                 self.out.calls.extend(calls)
                 return verdict.sufficient, verdict.reasoning, None
             except LLMOutputError as exc:
-                self.tracker.add(_calls_of(exc))
-                self.out.calls.extend(_calls_of(exc))
+                self.tracker.add(calls_of(exc))
+                self.out.calls.extend(calls_of(exc))
                 return None, "the sufficiency reply could not be parsed", StopReason.JUDGE_UNPARSEABLE
             except LLMError as exc:
-                self.tracker.add(_calls_of(exc))
+                self.tracker.add(calls_of(exc))
                 self._degrade("local-judge", exc)
         sufficient, reasoning = _local_sufficient(self.question, current, self.ctx.options.threshold)
         return sufficient, reasoning, None
@@ -346,7 +346,7 @@ class _Unit:
                 self.tracker.add(calls)
                 self.out.calls.extend(calls)
             except LLMError as exc:
-                self.tracker.add(_calls_of(exc))
+                self.tracker.add(calls_of(exc))
                 self._degrade("local-rewrite", exc)
         if not self.llm:
             rewritten = prf_rewrite(self.question, current)
@@ -356,7 +356,7 @@ class _Unit:
     def _degrade(self, kind: str, exc: LLMError) -> None:
         """The LLM failed inside the loop: the rest of the unit runs the local strategies, on record."""
         self.llm = False
-        self.out.calls.extend(_calls_of(exc))
+        self.out.calls.extend(calls_of(exc))
         self.out.degradations.append(
             Degradation("search", kind, f"{type(exc).__name__}; using the local strategy")
         )
