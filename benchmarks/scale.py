@@ -522,8 +522,9 @@ def _pct(values: list[float], q: float) -> float:
 def search_phase(args: argparse.Namespace) -> None:
     from agentrag import Scope
     from agentrag.retrieval.bm25 import BM25Index
+    from agentrag.retrieval.legs import ef_search_for
     from agentrag.retrieval.lexical import bm25_index, tsquery_text
-    from agentrag.retrieval.search import _ef_search, _load_collections
+    from agentrag.retrieval.sources import load_collections
     from benchmarks._db import bench_store
 
     cache = cache_dir(args.cache)
@@ -536,7 +537,7 @@ def search_phase(args: argparse.Namespace) -> None:
     n = coll.chunk_count
     cid = int(coll.id)
     with store.engine.connect() as conn:  # the ef_search the library's vector leg picks (its size rule)
-        ef = _ef_search(None, _load_collections(conn, (name,))[0], DEPTH)
+        ef = ef_search_for(None, load_collections(conn, (name,))[0], DEPTH)
 
     # ---- memory: the BM25 index, built as the first lexical search builds it ----
     BM25Index.build(["imports and first-use allocations outside the measurement"])

@@ -196,16 +196,16 @@ def test_the_default_ef_search_grows_with_the_index() -> None:
 def test_search_reads_the_index_size_from_the_catalogue(store: Store, collection_name: str) -> None:
     from sqlalchemy import text
 
-    from agentrag.retrieval.search import _load_collections
+    from agentrag.retrieval.sources import load_collections
 
     coll = store.create_collection(collection_name)
     with store.engine.connect() as conn:
-        (before,) = _load_collections(conn, (collection_name,))
+        (before,) = load_collections(conn, (collection_name,))
     assert before.indexed_rows == -1  # no index yet
     ingest_texts(store, _texts(30), collection=collection_name)
     with store.engine.begin() as conn:
         conn.execute(text("ANALYZE agentrag.chunks"))
-        (after,) = _load_collections(conn, (collection_name,))
+        (after,) = load_collections(conn, (collection_name,))
         chunks = conn.execute(
             text("SELECT count(*) FROM agentrag.chunks WHERE collection_id = :c"), {"c": coll.id}
         ).scalar()

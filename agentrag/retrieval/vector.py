@@ -52,7 +52,7 @@ __all__ = [
 
 DEFAULT_EF_SEARCH = 100
 #: the default ef_search grows by DEFAULT_EF_SEARCH per this many indexed rows (400 at 1M; see
-#: agentrag.retrieval.search.default_ef_search)
+#: agentrag.retrieval.legs.default_ef_search)
 ROWS_PER_EF_STEP = 250_000
 MAX_EF_SEARCH = 1000  # pgvector's upper bound for hnsw.ef_search
 #: pgvector's own defaults for an HNSW build: links per node, and the candidate list while building

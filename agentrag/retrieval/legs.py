@@ -1,0 +1,210 @@
+"""The legs of a search: vector (pgvector HNSW) and lexical (BM25, or SQL full text), and their fusion.
+
+The legs run on the search's connection and only read caches; :func:`lexical_stale` says when a
+lexical cache must be built first, and :func:`prepare_lexical` builds it with no connection held.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from agentrag.errors import EmbeddingError
+from agentrag.retrieval.fusion import merge_by_score, relative_score, rrf
+from agentrag.retrieval.lexical import (
+    OverBudget,
+    bm25_index,
+    cached_bm25,
+    lexical_leg,
+    lexical_sql_leg,
+    over_budget,
+)
+from agentrag.retrieval.plan import SearchPlan
+from agentrag.retrieval.sources import CollectionInfo, SearchSource, embed_query
+from agentrag.retrieval.vector import (
+    DEFAULT_EF_SEARCH,
+    MAX_EF_SEARCH,
+    ROWS_PER_EF_STEP,
+    configure_hnsw,
+    vector_leg,
+)
+
+if TYPE_CHECKING:
+    import numpy as np
+    from sqlalchemy.engine import Connection
+
+__all__ = [
+    "CachesStale",
+    "default_ef_search",
+    "ef_search_for",
+    "fuse_legs",
+    "lexical_ranked",
+    "lexical_stale",
+    "over_budget_reasons",
+    "plan_query_vector",
+    "prepare_lexical",
+    "vector_ranked",
+]
+
+_log = logging.getLogger("agentrag.retrieval")
+
+
+def default_ef_search(leg_depth: int, indexed_rows: float) -> int:
+    """The default ``hnsw.ef_search``: ``max(100, depth)``, and 100 more per 250,000 indexed rows
+    past the first 250,000 (400 at 1M), at most 1000.
+
+    Measured (benchmarks/RESULTS.md "Scale"): recall@10 against the exact scan 0.97 at 200k chunks
+    with ef_search 100, and 0.968 at 1M with ef_search 400 (0.858 with 100); sizes in between are
+    interpolated. ``indexed_rows`` is the index's ``pg_class.reltuples`` (set by the build and by
+    ANALYZE / VACUUM; -1 when unknown, which counts as small).
+    """
+    by_size = -(-int(max(indexed_rows, 0)) // ROWS_PER_EF_STEP) * DEFAULT_EF_SEARCH
+    return min(MAX_EF_SEARCH, max(DEFAULT_EF_SEARCH, leg_depth, by_size))
+
+
+def ef_search_for(asked: int | None, collection: CollectionInfo, leg_depth: int) -> int:
+    """``hnsw.ef_search`` for one collection's vector leg: the search's, else the collection's,
+    else :func:`default_ef_search` (a smaller ef_search than depth turns the iterative scan on)."""
+    if asked is not None:
+        return asked
+    if collection.hnsw_ef_search is not None:
+        return collection.hnsw_ef_search
+    return default_ef_search(leg_depth, collection.indexed_rows)
+
+
+class CachesStale(Exception):
+    """The lexical caches are older than the collections just read (raised before any leg runs)."""
+
+    def __init__(self, collections: list[CollectionInfo]) -> None:
+        super().__init__("lexical caches are stale")
+        self.collections = collections
+
+
+def over_budget_reasons(
+    store: SearchSource, colls: list[CollectionInfo], mode: str, *, current: bool
+) -> list[str]:
+    """Why the BM25 leg of this search runs lexical_sql: one reason per collection over the budget.
+
+    ``current``: only marks at the collections' versions count (a changed collection is estimated
+    again); otherwise any mark does (the caches were prepared for this search).
+    """
+    if mode == "lexical_sql":
+        return []
+    cache = store.bm25_cache
+    marks = [(c, over_budget(cache, c.id, c.version if current else None)) for c in colls]
+    return [mark.reason(c.name) for c, mark in marks if mark is not None]
+
+
+def lexical_stale(store: SearchSource, colls: list[CollectionInfo], mode: str) -> bool:
+    if mode == "lexical_sql" or over_budget_reasons(store, colls, mode, current=True):
+        return any((store.text_index_version(c.id) or -1) < c.version for c in colls)
+    cache = store.bm25_cache
+    return any(
+        cached_bm25(cache, c.id, c.version) is None and over_budget(cache, c.id, c.version) is None
+        for c in colls
+    )
+
+
+def prepare_lexical(store: SearchSource, colls: list[CollectionInfo], mode: str) -> None:
+    """Build the lexical caches of ``colls``; the caller holds no pooled connection.
+
+    A collection whose BM25 index is over the memory budget makes the whole lexical leg SQL full
+    text: every collection of the search then needs its tsvectors.
+    """
+    sql = mode == "lexical_sql"
+    if not sql:
+        for c in colls:
+            if isinstance(bm25_index(store.bm25_cache, store.engine, c.id, c.version), OverBudget):
+                sql = True
+    if sql:
+        for c in colls:
+            store.ensure_text_index(c.id, c.version)
+
+
+def lexical_ranked(
+    conn: Connection,
+    store: SearchSource,
+    colls: list[CollectionInfo],
+    mode: str,
+    query: str,
+    where: str,
+    params: dict[str, Any],
+    depth: int,
+) -> list[tuple[str, float]]:
+    """The lexical leg over every collection (BM25, or SQL full text for ``lexical_sql``), merged.
+
+    Runs on ``conn`` only: the caches were brought up to date before the connection was taken
+    (a write since then is seen by the next search, as if this one ran a moment earlier).
+    """
+    per_collection: list[list[tuple[str, float]]] = []
+    if mode == "lexical_sql" or over_budget_reasons(store, colls, mode, current=False):
+        per_collection = [
+            lexical_sql_leg(conn, collection_id=c.id, query=query, where=where, params=params, depth=depth)
+            for c in colls
+        ]
+    else:
+        for c in colls:
+            cached = cached_bm25(store.bm25_cache, c.id, None)
+            if cached is None:  # the collection was deleted meanwhile: nothing of it to find
+                per_collection.append([])
+                continue
+            per_collection.append(
+                lexical_leg(
+                    conn, cached, collection_id=c.id, query=query, where=where, params=params, depth=depth
+                )
+            )
+    return merge_by_score(per_collection, depth)
+
+
+def plan_query_vector(
+    store: SearchSource, plan: SearchPlan, timings: dict[str, float]
+) -> tuple[np.ndarray | None, str | None]:
+    """The query vector (None for a lexical search) and, when a hybrid search lost its vector
+    leg to a failing embedder, why (the error's type only: a provider's message may echo the
+    query). A vector search raises the EmbeddingError."""
+    if plan.mode not in ("vector", "hybrid"):
+        return None, None
+    try:
+        vector, timings["embed"] = embed_query(store, plan.query)
+    except EmbeddingError as exc:
+        if plan.mode == "vector":
+            raise
+        _log.warning("hybrid search degraded to lexical only: the embedder failed (%s)", type(exc).__name__)
+        return None, (
+            f"vector leg unavailable, results are lexical (BM25) only: embedder failed ({type(exc).__name__})"
+        )
+    return vector, None
+
+
+def vector_ranked(
+    conn: Connection, plan: SearchPlan, colls: list[CollectionInfo], query_vector: np.ndarray
+) -> list[tuple[str, float]]:
+    per_collection = []
+    for c in colls:
+        ef = ef_search_for(plan.ef_search, c, plan.leg_depth)
+        configure_hnsw(conn, ef_search=ef, iterative=plan.restricted or ef < plan.leg_depth)
+        per_collection.append(
+            vector_leg(
+                conn,
+                collection_id=c.id,
+                dimensions=c.dimensions,
+                distance=c.distance,
+                query_vector=query_vector,
+                where=plan.where,
+                params=plan.params,
+                depth=plan.leg_depth,
+                need=plan.top_k,
+            )
+        )
+    return merge_by_score(per_collection, plan.leg_depth)
+
+
+def fuse_legs(
+    plan: SearchPlan, used_mode: str, vector: list[tuple[str, float]], lexical: list[tuple[str, float]]
+) -> list[tuple[str, float]]:
+    """The mode's ranking, before ``min_score`` and the cut at ``top_k``."""
+    if used_mode == "hybrid" and plan.fusion == "relative_score":
+        return relative_score(vector, lexical, vector_weight=plan.vector_weight)
+    if used_mode == "hybrid":
+        return rrf([[i for i, _ in vector], [i for i, _ in lexical]], k=plan.rrf_k)
+    return vector if used_mode == "vector" else lexical

@@ -1,0 +1,130 @@
+"""What a search reads before its legs run: the source it runs on, the collections, the query vector.
+
+:class:`SearchSource` is what retrieval asks of a store (a :class:`~agentrag.store.store.Store` is
+one; retrieval never imports the store). :func:`load_collections` reads the collections' settings
+on the search's connection, :func:`check_embedder` checks the store embedder against them, and
+:func:`embed_query` embeds the query through the store's query cache.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
+
+from agentrag.errors import CollectionNotFoundError, EmbeddingError, EmbeddingMismatchError, InvalidInputError
+from agentrag.retrieval.lexical import BM25Cache
+
+if TYPE_CHECKING:
+    import numpy as np
+    from sqlalchemy.engine import Connection, Engine
+
+    from agentrag.embedders import Embedder
+
+__all__ = ["CollectionInfo", "SearchSource", "check_embedder", "embed_query", "load_collections"]
+
+
+class SearchSource(Protocol):
+    """What a search runs on: a :class:`~agentrag.store.store.Store` is one.
+
+    Retrieval never imports the store: the store hands itself in (``Store.search`` is
+    :func:`search`), and retrieval runs its SQL on a connection taken from ``engine``.
+    """
+
+    @property
+    def engine(self) -> Engine: ...
+
+    @property
+    def embedder(self) -> Embedder: ...
+
+    @property
+    def bm25_cache(self) -> BM25Cache: ...
+
+    def embed_queries(self, texts: Sequence[str]) -> np.ndarray: ...
+
+    def ensure_text_index(self, collection_id: int, version: int | None = None) -> None: ...
+
+    def text_index_version(self, collection_id: int) -> int | None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class CollectionInfo:
+    id: int
+    name: str
+    embed_model: str
+    embed_version: str
+    dimensions: int
+    distance: str
+    scoped: bool
+    version: int
+    hnsw_ef_search: int | None = None  # the collection's own hnsw.ef_search (None: the size rule)
+    indexed_rows: float = -1.0  # pg_class.reltuples of its HNSW index (-1: unknown or no index)
+
+
+def load_collections(conn: Connection, names: tuple[str, ...]) -> list[CollectionInfo]:
+    from sqlalchemy import text
+
+    rows = conn.execute(
+        text(
+            "SELECT id, name, embed_model, embed_version, dimensions, distance, scoped, version,"
+            " hnsw_ef_search, COALESCE((SELECT i.reltuples FROM pg_class i"
+            " WHERE i.oid = to_regclass('agentrag.chunks_hnsw_' || id)), -1) AS indexed_rows"
+            " FROM agentrag.collections WHERE name = ANY(CAST(:names AS text[]))"
+        ),
+        {"names": list(names)},
+    ).all()
+    found = {row.name: CollectionInfo(*row) for row in rows}
+    missing = [name for name in names if name not in found]
+    if missing:
+        raise CollectionNotFoundError(f"no collection named {', '.join(repr(n) for n in missing)}")
+    return [found[name] for name in names]
+
+
+def check_embedder(store: SearchSource, collections: list[CollectionInfo]) -> list[str]:
+    """Check the store embedder against every collection; return the model-version warnings.
+
+    Raises EmbeddingMismatchError (model or dimensions differ), InvalidInputError (the collections
+    use different distance metrics) or EmbeddingError (the embedder cannot even say its dimensions).
+    """
+    embedder = store.embedder
+    model_id, dimensions, version = embedder.model_id, int(embedder.dimensions), embedder.version
+    warnings: list[str] = []
+    for c in collections:
+        if model_id != c.embed_model or dimensions != c.dimensions:
+            raise EmbeddingMismatchError(
+                f"collection {c.name!r} was embedded with {c.embed_model!r} ({c.dimensions}d); the store "
+                f"embedder is {model_id!r} ({dimensions}d): search it with a Store using that model"
+            )
+        if version != c.embed_version:
+            warnings.append(
+                f"collection {c.name!r} was embedded with {c.embed_model} version {c.embed_version!r}; the "
+                f"query embedder is version {version!r}: vector scores may be slightly off. "
+                f"Re-embed it: `agentrag reembed {c.name}` (store.reembed)"
+            )
+    distances = {c.distance for c in collections}
+    if len(distances) > 1:
+        raise InvalidInputError(
+            f"collections use different distance metrics ({', '.join(sorted(distances))}); their vector "
+            "scores do not compare: search them separately"
+        )
+    return warnings
+
+
+def embed_query(store: SearchSource, query: str) -> tuple[np.ndarray, float]:
+    """The query vector (through the store's query cache) and how long it took (ms).
+
+    EmbeddingError for an unusable vector.
+    """
+    import numpy as np
+
+    started = time.perf_counter()
+    embedder = store.embedder
+    dimensions = int(embedder.dimensions)
+    vectors = np.asarray(store.embed_queries([query]), dtype=np.float32)
+    if vectors.shape != (1, dimensions) or not np.isfinite(vectors).all():
+        raise EmbeddingError(
+            f"embedder {embedder.model_id!r} returned an unusable query vector (shape {vectors.shape}, "
+            f"expected (1, {dimensions}), finite values)"
+        )
+    return vectors[0], (time.perf_counter() - started) * 1000
