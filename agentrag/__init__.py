@@ -22,6 +22,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from agentrag.display import register_renderers
 from agentrag.errors import (
     AgentragError,
     CollectionExistsError,
@@ -49,6 +50,10 @@ from agentrag.errors import (
 )
 
 __version__ = "0.1.0"
+
+# The notebook views of Context and SearchResult (the presentation layer fills the hooks those
+# types declare; nothing is imported to render until a notebook asks).
+register_renderers()
 
 _LAZY: dict[str, str] = {
     # pipeline

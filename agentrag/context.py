@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
+from agentrag._renderers import Renderable
 from agentrag.errors import AgentragError
 from agentrag.hits import Hit
 from agentrag.scope import Scope
@@ -158,7 +159,7 @@ class SearchRecord:
 
 
 @dataclass(frozen=True, slots=True)
-class Context:
+class Context(Renderable):
     """A question and everything the pipeline learned about it so far."""
 
     question: str
@@ -279,9 +280,10 @@ class Context:
         return f"Context({', '.join(parts)})"
 
     # ---- method chaining: ctx.route(...).decompose().search().answer() ----------------
-    # The step methods, ``proof()`` and the notebook renderers are bound onto Context by the
-    # one seam, ``agentrag.steps`` (see its docstring), when the steps are imported: this
-    # module imports nothing above it. The declarations below are for type checkers only.
+    # The step methods and ``proof()`` are bound onto Context by the one seam,
+    # ``agentrag.steps`` (see its docstring), when the steps are imported: this module imports
+    # nothing above it. The declarations below are for type checkers only. The notebook hooks
+    # (``_repr_html_`` / ``_repr_markdown_``) come from Renderable, filled by agentrag.display.
     if TYPE_CHECKING:
 
         def gate(self, **options: Any) -> Context: ...
@@ -301,9 +303,6 @@ class Context:
 
         def proof(self) -> Proof:
             """The retrieval proof: what was retrieved, from where, and what the answer cited."""
-
-        def _repr_html_(self) -> str: ...
-        def _repr_markdown_(self) -> str: ...
 
     else:
 
@@ -330,8 +329,6 @@ BOUND_METHODS: tuple[str, ...] = (
     "answer_stream",
     "aanswer_stream",
     "proof",
-    "_repr_html_",
-    "_repr_markdown_",
 )
 
 

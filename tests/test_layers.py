@@ -1,4 +1,5 @@
-"""The import direction of agentrag's layers (drawn in ARCHITECTURE.md, "Layers").
+"""The import direction of agentrag's layers (drawn in ARCHITECTURE.md, "Layers"), and the house rules
+a layout keeps: no module over 600 lines, no private name imported across modules.
 
 A small AST check in the spirit of import-linter's layers contract: every module of
 ``agentrag/`` belongs to exactly one layer, and no import, at the top of a module or inside
@@ -10,6 +11,12 @@ name an extension package. The extension packages (``server``, ``integrations``,
 ``executors``) stand above everything and use only the public API: ``agentrag``,
 ``agentrag.errors``, ``agentrag.testing``, ``agentrag.chat`` and their own package, in
 TYPE_CHECKING blocks too.
+
+A private name (``_x``, not a dunder) is its module's own: ``from agentrag.a import _x`` in another
+module fails, whatever the layers (give it a public name, or move it). A private *module*
+(``agentrag._lazy``) is fine: its names are public to the package behind ``agentrag.__all__``.
+
+Each check is itself tested on a small synthetic offender in a temporary tree.
 """
 
 from __future__ import annotations
@@ -26,21 +33,22 @@ ROOT = Path(__file__).resolve().parent.parent / "agentrag"
 
 # Bottom to top. A module belongs to the layer of the longest prefix naming it.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
-    ("base", ("agentrag.errors", "agentrag._lazy", "agentrag._resources", "agentrag._sansio", "agentrag.hits",
-              "agentrag.scope", "agentrag.telemetry")),
+    ("base", ("agentrag.errors", "agentrag._lazy", "agentrag._renderers", "agentrag._resources",
+              "agentrag._sansio", "agentrag.hits", "agentrag.scope", "agentrag.telemetry")),
     ("context", ("agentrag.context",)),
     ("models", ("agentrag.llm", "agentrag.embedders", "agentrag.rerankers", "agentrag.prompts",
-                "agentrag.grounding", "agentrag.sentences", "agentrag.audit", "agentrag.display",
-                "agentrag.testing")),
+                "agentrag.grounding", "agentrag.sentences", "agentrag.audit", "agentrag.testing")),
     ("retrieval", ("agentrag.retrieval",)),
     ("store", ("agentrag.store", "agentrag.querylog")),
     ("steps", ("agentrag.step", "agentrag.steps", "agentrag.proof", "agentrag.chat")),
+    ("presentation", ("agentrag.display",)),
     ("application", ("agentrag", "agentrag.__main__", "agentrag.cli", "agentrag.demo", "agentrag.eval")),
 ]  # fmt: skip
 EXTENSIONS = ("agentrag.server", "agentrag.integrations", "agentrag.executors")
 # agentrag.chat: the public chat-turn module (RAGConfig, retrieve_turn, with_rag_context) that the
 # LangGraph integration wraps, like agentrag.testing a public module outside agentrag.__all__.
 PUBLIC_API = ("agentrag", "agentrag.errors", "agentrag.testing", "agentrag.chat")
+MAX_LINES = 600
 
 
 @dataclass(frozen=True)
@@ -51,15 +59,15 @@ class Import:
     type_only: bool  # under `if TYPE_CHECKING:`
 
 
-def module_name(path: Path) -> str:
-    parts = list(path.relative_to(ROOT.parent).with_suffix("").parts)
+def module_name(path: Path, root: Path = ROOT) -> str:
+    parts = list(path.relative_to(root.parent).with_suffix("").parts)
     if parts[-1] == "__init__":
         parts.pop()
     return ".".join(parts)
 
 
-def _exists(module: str) -> bool:
-    path = ROOT.parent.joinpath(*module.split("."))
+def _exists(module: str, root: Path = ROOT) -> bool:
+    path = root.parent.joinpath(*module.split("."))
     return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
 
 
@@ -69,9 +77,9 @@ def _is_type_checking(test: ast.expr) -> bool:
     )
 
 
-def imports_of(path: Path) -> list[Import]:
+def imports_of(path: Path, root: Path = ROOT) -> list[Import]:
     """Every agentrag import of a module: top level, in functions, in TYPE_CHECKING blocks."""
-    module = module_name(path)
+    module = module_name(path, root)
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
     found: list[Import] = []
 
@@ -83,7 +91,7 @@ def imports_of(path: Path) -> list[Import]:
             anchor = package.split(".")[: len(package.split(".")) - (node.level - 1)]
             base = ".".join([*anchor, *([node.module] if node.module else [])])
         # `from agentrag import audit` names the module agentrag.audit, not the package's API
-        return [f"{base}.{a.name}" if _exists(f"{base}.{a.name}") else base for a in node.names]
+        return [f"{base}.{a.name}" if _exists(f"{base}.{a.name}", root) else base for a in node.names]
 
     def visit(node: ast.AST, type_only: bool) -> None:
         if isinstance(node, ast.If) and _is_type_checking(node.test):
@@ -124,10 +132,10 @@ def extension_of(module: str) -> str | None:
     return next((e for e in EXTENSIONS if _under(module, e)), None)
 
 
-def violations(paths: list[Path]) -> list[str]:
+def violations(paths: list[Path], root: Path = ROOT) -> list[str]:
     out: list[str] = []
     for path in paths:
-        for imp in imports_of(path):
+        for imp in imports_of(path, root):
             where = f"{imp.module}:{imp.line} imports {imp.target}"
             own = extension_of(imp.module)
             if own is not None:
@@ -143,6 +151,49 @@ def violations(paths: list[Path]) -> list[str]:
             assert mine is not None and theirs is not None, where
             if theirs > mine:
                 out.append(f"{where}: layer {LAYERS[mine][0]} imports the higher layer {LAYERS[theirs][0]}")
+    return out
+
+
+def _resolve(node: ast.ImportFrom, module: str, is_package: bool) -> str:
+    """The module an ImportFrom names (relative imports resolved against ``module``)."""
+    if not node.level:
+        return node.module or ""
+    package = module if is_package else module.rpartition(".")[0]
+    anchor = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+    return ".".join([*anchor, *([node.module] if node.module else [])])
+
+
+def private_imports(paths: list[Path], root: Path = ROOT) -> list[str]:
+    """``from agentrag.m import _x`` anywhere in another module: a private name crossing a module."""
+    out: list[str] = []
+    for path in paths:
+        module = module_name(path, root)
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.ImportFrom):
+                continue
+            source = _resolve(node, module, path.name == "__init__.py")
+            if not (source == "agentrag" or source.startswith("agentrag.")):
+                continue
+            for alias in node.names:
+                name = alias.name
+                private = name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+                if private and not _exists(f"{source}.{name}", root):  # a private module is fine
+                    out.append(
+                        f"{module}:{node.lineno} imports the private name {name} from {source}: "
+                        "give it a public name (or keep it in its module)"
+                    )
+    return out
+
+
+def long_modules(paths: list[Path], root: Path = ROOT) -> list[str]:
+    """Modules over MAX_LINES lines: split them by responsibility."""
+    out = []
+    for path in paths:
+        lines = len(path.read_text(encoding="utf-8").splitlines())
+        if lines > MAX_LINES:
+            out.append(
+                f"{module_name(path, root)}: {lines} lines (at most {MAX_LINES}): split it by responsibility"
+            )
     return out
 
 
@@ -163,10 +214,18 @@ def test_no_import_runs_up_the_layers() -> None:
     assert violations(library_files()) == []
 
 
+def test_no_private_name_is_imported_across_modules() -> None:
+    assert private_imports(library_files()) == []
+
+
+def test_no_module_is_over_600_lines() -> None:
+    assert long_modules(library_files()) == []
+
+
 def test_context_imports_nothing_above_it() -> None:
     path = ROOT / "context.py"
     runtime = {imp.target for imp in imports_of(path) if not imp.type_only}
-    assert runtime <= {"agentrag.errors", "agentrag.hits", "agentrag.scope"}, runtime
+    assert runtime <= {"agentrag.errors", "agentrag.hits", "agentrag.scope", "agentrag._renderers"}, runtime
 
 
 def test_architecture_md_draws_the_same_layers() -> None:
@@ -230,6 +289,66 @@ def test_the_checker_allows_what_the_policy_allows(monkeypatch: pytest.MonkeyPat
 
     monkeypatch.setattr(Path, "read_text", read_text)
     assert violations(list(cases)) == []
+
+
+def _tree(tmp_path: Path, files: dict[str, str]) -> tuple[Path, list[Path]]:
+    """A synthetic ``agentrag/`` package under tmp_path: its root and its files."""
+    root = tmp_path / "agentrag"
+    paths = []
+    for name, source in {"__init__.py": "", **files}.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if path.parent != root and not (path.parent / "__init__.py").exists():
+            (path.parent / "__init__.py").write_text("", encoding="utf-8")
+        path.write_text(source, encoding="utf-8")
+        paths.append(path)
+    return root, paths
+
+
+def test_the_line_check_catches_a_long_module(tmp_path: Path) -> None:
+    root, paths = _tree(
+        tmp_path,
+        {"long.py": "x = 1\n" * (MAX_LINES + 1), "fits.py": "x = 1\n" * MAX_LINES},
+    )
+    assert long_modules(paths, root) == [
+        f"agentrag.long: {MAX_LINES + 1} lines (at most {MAX_LINES}): split it by responsibility"
+    ]
+
+
+def test_the_private_check_catches_a_private_import(tmp_path: Path) -> None:
+    root, paths = _tree(
+        tmp_path,
+        {
+            "a.py": "_helper = 1\n",
+            "_lazy.py": "def lazy(): ...\n",
+            "pkg/inner.py": "_x = 1\n",
+            "b.py": "from agentrag.a import _helper\n",
+            "pkg/c.py": "def f():\n    from .inner import _x\n",
+            "fine.py": (
+                "from agentrag import _lazy\nfrom agentrag._lazy import lazy\n"
+                "from agentrag.a import __doc__\n"
+            ),
+        },
+    )
+    found = private_imports(paths, root)
+    assert len(found) == 2, found
+    assert found[0].startswith("agentrag.b:1 imports the private name _helper from agentrag.a")
+    assert found[1].startswith("agentrag.pkg.c:2 imports the private name _x from agentrag.pkg.inner")
+
+
+def test_the_layer_check_catches_an_upward_import_in_a_tree(tmp_path: Path) -> None:
+    root, paths = _tree(
+        tmp_path,
+        {
+            "retrieval/result.py": "def show():\n    from agentrag.display import render\n",
+            "display/__init__.py": "from agentrag.retrieval import result\n",
+        },
+    )
+    found = violations(paths, root)
+    assert found == [
+        "agentrag.retrieval.result:2 imports agentrag.display: "
+        "layer retrieval imports the higher layer presentation"
+    ]
 
 
 # ---- the seam: agentrag.steps binds the methods Context declares -------------------------------

@@ -6,6 +6,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, overload
 
+from agentrag._renderers import Renderable
 from agentrag.hits import Hit
 
 __all__ = ["SearchResult"]
@@ -19,7 +20,7 @@ def _snippet(text: str, width: int = _SNIPPET) -> str:
 
 
 @dataclass(frozen=True, repr=False)
-class SearchResult:
+class SearchResult(Renderable):
     """Hits of one search, best first; behaves as a sequence of :class:`~agentrag.hits.Hit`.
 
     ``mode`` is the mode asked for, ``used_mode`` the one that ran: ``"lexical"`` when a hybrid
@@ -32,6 +33,9 @@ class SearchResult:
     that exclude every document, no lexical match ...; see :mod:`agentrag.retrieval.empty`);
     None when there are hits. ``lexical_fallback`` says why the lexical leg ran ``lexical_sql``
     instead of BM25 (a collection's BM25 index over the store's memory budget); None otherwise.
+
+    In a notebook it renders as a table (``_repr_html_`` / ``_repr_markdown_``, filled by
+    :mod:`agentrag.display`, which this module does not import).
     """
 
     query: str
@@ -117,16 +121,6 @@ class SearchResult:
         return "\n".join(lines)
 
     __repr__ = __str__
-
-    def _repr_html_(self) -> str:
-        from agentrag.display import search_result_html
-
-        return search_result_html(self)
-
-    def _repr_markdown_(self) -> str:
-        from agentrag.display import search_result_markdown
-
-        return search_result_markdown(self)
 
     def to_dict(self) -> dict[str, Any]:
         return {

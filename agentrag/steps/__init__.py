@@ -4,8 +4,9 @@ pipe a Context into it (``ctx | search()``), or await its async twin (``asearch`
 
 This module is also the one seam between :mod:`agentrag.context` (a value module at the
 bottom, which imports nothing above it) and what is built on it: importing the steps binds
-the chaining methods (``ctx.route().search().answer()``), ``ctx.proof()`` and the notebook
-renderers (``_repr_html_`` / ``_repr_markdown_``) onto :class:`~agentrag.context.Context`.
+the chaining methods (``ctx.route().search().answer()``) and ``ctx.proof()`` onto
+:class:`~agentrag.context.Context`. (The notebook renderers are :mod:`agentrag.display`'s,
+registered when ``agentrag`` loads: display stands above the steps.)
 Every way to a step (``agentrag.new``, ``agentrag.Context``, ``agentrag.steps.*``) runs this
 module first. The names bound are :data:`agentrag.context.BOUND_METHODS`.
 """
@@ -16,7 +17,6 @@ from collections.abc import Callable
 from typing import Any
 
 from agentrag.context import BOUND_METHODS, Context
-from agentrag.display import context_html, context_markdown
 from agentrag.proof import build_proof
 from agentrag.step import Step
 from agentrag.steps.answer import aanswer_stream, answer, answer_stream
@@ -84,8 +84,6 @@ def _bind_context_methods() -> None:
         answer_stream=answer_stream,
         aanswer_stream=aanswer_stream,
         proof=build_proof,
-        _repr_html_=context_html,
-        _repr_markdown_=context_markdown,
     )
     assert sorted(methods) == sorted(BOUND_METHODS), "agentrag.context.BOUND_METHODS is out of date"
     for name, function in methods.items():
