@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from dataclasses import replace
 from typing import Any
 
@@ -294,3 +296,26 @@ def test_graph_citations_link_to_the_knowledge_graph_section() -> None:
     assert "<script>" not in out
     md = context_markdown(ctx)
     assert f"[rel\\_12](#{QID}-graph)" in md and f'<a id="{QID}-graph"></a>' in md
+
+
+def test_the_renderers_are_registered_when_agentrag_loads_and_imported_on_first_use() -> None:
+    code = (
+        "import sys\n"
+        "import agentrag\n"
+        "from agentrag.retrieval.result import SearchResult\n"
+        "print('agentrag.display.result' in sys.modules)\n"
+        "result = SearchResult(query='q', collections=('c',), mode='hybrid', used_mode='hybrid', hits=())\n"
+        "html, md = result._repr_html_(), result._repr_markdown_()\n"
+        "print('agentrag.display.result' in sys.modules, 'no hits' in html, 'no hits' in md)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["False", "True", "True", "True"]
+
+
+def test_a_type_without_a_renderer_has_no_notebook_view() -> None:
+    from agentrag._renderers import Renderable
+
+    class Plain(Renderable):
+        pass
+
+    assert Plain()._repr_html_() is None and Plain()._repr_markdown_() is None
