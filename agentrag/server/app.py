@@ -37,8 +37,10 @@ from agentrag.errors import (
 from agentrag.server.auditlog import AuditWriter
 from agentrag.server.auth import AuthError, ForbiddenError, TokenVerifier, authorize
 from agentrag.server.config import ServerConfig
+from agentrag.server.interfaces import install as install_interfaces
+from agentrag.server.metrics import server_telemetry
 from agentrag.server.models import AskRequest, ErrorBody, ProofResponse, SearchRequest
-from agentrag.server.observe import BodyTooLarge, JsonLinesExporter, ObserveMiddleware
+from agentrag.server.observe import BodyTooLarge, ObserveMiddleware
 from agentrag.server.tenants import Admitter, Tenant, write_audit
 
 if TYPE_CHECKING:
@@ -112,26 +114,6 @@ class _Collect:
         self.events.append(event.to_dict())
 
 
-def _telemetry_for(config: ServerConfig) -> tuple[ar.Telemetry, list[Any]]:
-    """Telemetry writing to ``config.trace_file``, or the global (application-installed) providers."""
-    if not config.trace_file:
-        return ar.Telemetry(), []
-    from opentelemetry.sdk.metrics import MeterProvider
-    from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
-    from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-
-    exporter = JsonLinesExporter(config.trace_file)
-    tracer_provider = TracerProvider()
-    tracer_provider.add_span_processor(SimpleSpanProcessor(exporter))  # type: ignore[arg-type]
-    reader = PeriodicExportingMetricReader(exporter, export_interval_millis=500)  # type: ignore[arg-type]
-    meter_provider = MeterProvider(metric_readers=[reader])
-    return ar.Telemetry(tracer_provider=tracer_provider, meter_provider=meter_provider), [
-        tracer_provider,
-        meter_provider,
-    ]
-
-
 def create_app(
     store: ar.Store,
     *,
@@ -149,8 +131,9 @@ def create_app(
     serves only this app (``agentrag serve`` sets it)."""
     config = config or ServerConfig.from_env()
     owned: list[Any] = []
+    metrics_reader = None  # /metrics renders the metrics of the providers made here, not an app's own
     if telemetry is None:
-        telemetry, owned = _telemetry_for(config)
+        telemetry, owned, metrics_reader = server_telemetry(config.trace_file)
     if llm is None and config.llm:
         llm = ar.LiteLLM(config.llm, api_base=config.llm_api_base, api_key=config.llm_api_key)
     verifier = TokenVerifier(config)
@@ -195,6 +178,7 @@ def create_app(
         version=ar.__version__,
         summary="Multi-tenant retrieval with verifiable proofs and cite-only answers",
         lifespan=lifespan,
+        docs_url=None,  # interfaces.install serves /docs from local assets
         **_NO_NATIVE_TELEMETRY,
     )
 
@@ -419,6 +403,18 @@ def create_app(
             {"status": "ready" if ready else "not ready", "checks": checks}, 200 if ready else 503
         )
 
+    install_interfaces(
+        app,
+        store=store,
+        config=config,
+        verifier=verifier,
+        admit=admit,
+        llm=llm,
+        telemetry=telemetry,
+        audit=audit,
+        default_collections=default_collections,
+        metrics_reader=metrics_reader,
+    )  # /, /docs, /metrics, /v1/* (OpenAI), /mcp
     # Inside ObserveMiddleware (added first = innermost): the span, metrics and body limit still apply.
     app.add_middleware(_SearchFastPath, run=run_search_guarded, verifier=verifier)
     app.add_middleware(

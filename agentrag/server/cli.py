@@ -1,4 +1,5 @@
-"""``agentrag serve``, ``agentrag tenants ...`` and ``agentrag audit list`` (registered by agentrag.cli)."""
+"""``agentrag serve``, ``agentrag tenants ...``, ``agentrag audit list``, and through their own modules
+``agentrag mcp`` and ``agentrag token mint`` (registered by agentrag.cli)."""
 
 from __future__ import annotations
 
@@ -235,3 +236,8 @@ def register(sub: Any, add: Callable[..., argparse.ArgumentParser]) -> None:
     p.add_argument("--tenant")
     p.add_argument("--query-id")
     p.add_argument("--limit", "-n", type=int, default=50)
+
+    from agentrag.server import mcp_cli, token_cli
+
+    mcp_cli.register(sub, add)
+    token_cli.register(sub, add)

@@ -109,18 +109,18 @@ def list_documents(
         return [document_from_row(row) for row in rows.mappings()]
 
 
-def read_document(engine: Engine, document_id: str) -> Document:
-    """``Store.document``: one document with its text; DocumentNotFoundError when there is none."""
+def read_document(engine: Engine, document_id: str, scope: Scope | None = None) -> Document:
+    """``Store.document``: one document with its text, inside ``scope`` (checked in SQL);
+    DocumentNotFoundError when there is none there."""
     from sqlalchemy import text
 
+    from agentrag.retrieval.scope_sql import compile_scope
+
+    scope_sql, params = compile_scope(scope)
+    where = "WHERE d.id = :id" + ("" if scope_sql == "TRUE" else f" AND ({scope_sql})")
     with engine.connect() as conn:
-        row = (
-            conn.execute(
-                text(DOCUMENT_SQL.format(text="d.text", where="WHERE d.id = :id")), {"id": document_id}
-            )
-            .mappings()
-            .first()
-        )
+        sql = text(DOCUMENT_SQL.format(text="d.text", where=where))
+        row = conn.execute(sql, {"id": document_id, **params}).mappings().first()
     if row is None:
         raise DocumentNotFoundError(f"no document with id {document_id!r}")
     return document_from_row(row)

@@ -504,10 +504,12 @@ class Store:
         return list_documents(self, collection, tenant=tenant, workspace=workspace, scope=scope, limit=limit)
 
     @guarded("reading a document")
-    def document(self, document_id: str) -> Document:
+    def document(self, document_id: str, *, scope: Scope | None = None) -> Document:
+        """The document with its text. With ``scope``, only inside it (in SQL): a document of
+        another tenant is "not found", exactly like one that does not exist."""
         from agentrag.store.documents import read_document
 
-        return read_document(self.engine, document_id)
+        return read_document(self.engine, document_id, scope)
 
     @guarded("deleting a document", retry=False)
     def delete_document(self, document_id: str, *, scope: Scope | None = None) -> None:

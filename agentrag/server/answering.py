@@ -1,0 +1,220 @@
+"""What the OpenAI endpoint, the MCP tools and the playground share: a tenant-scoped pipeline run and
+the shapes of its results (numbered citations, sources, each answer sentence's supporting span).
+
+Built on the public API only: ``ar.new(..., scope=ar.Scope(tenant=...))`` then ``condense`` (a
+conversation), ``search`` and ``answer``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import agentrag as ar
+
+__all__ = [
+    "MARKER",
+    "Asked",
+    "MarkerNumbering",
+    "Request",
+    "ask",
+    "numbered",
+    "search",
+    "sources",
+    "supporting_spans",
+]
+
+# one citation group as the answer step writes it: "[chk_0123abcd]" or "[chk_1, chk_2]"
+MARKER = re.compile(r"\[((?:chk_[0-9a-f]+)(?:\s*[,;]\s*chk_[0-9a-f]+)*)\]")
+_GROUP = re.compile(r"(?:\s*\[(?:chk_[0-9a-f]+)(?:\s*[,;]\s*chk_[0-9a-f]+)*\])+")
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+_WORD = re.compile(r"\w+")
+
+
+@dataclass(frozen=True)
+class Request:
+    """One question for a tenant; the validated fields the routes and tools have in common."""
+
+    question: str
+    tenant: str
+    collections: Sequence[str] | None = None
+    filters: Mapping[str, Any] | None = None
+    top_k: int = 5
+    mode: str = "hybrid"
+    history: Sequence[Mapping[str, str]] = ()
+
+
+@dataclass
+class Asked:
+    """A searched (and maybe answered) Context and the audit events collected on the way."""
+
+    ctx: ar.Context
+    events: list[dict[str, Any]] = field(default_factory=list)
+
+    def emit(self, event: Any) -> None:
+        self.events.append(event.to_dict())
+
+
+def search(
+    store: ar.Store, request: Request, *, llm: Any = None, telemetry: ar.Telemetry | None = None
+) -> Asked:
+    """``new -> (condense) -> search`` in the tenant's scope. Raises the library's typed errors."""
+    sink = Asked(ctx=None)  # type: ignore[arg-type]  # filled below; the sink collects as it runs
+    ctx = ar.new(
+        request.question,
+        history=list(request.history) or None,
+        store=store,
+        llm=llm,
+        telemetry=telemetry,
+        audit=sink,
+        limit=request.top_k,
+        collections=list(request.collections) if request.collections else None,
+        mode=request.mode,
+        scope=ar.Scope(tenant=request.tenant),
+        filters=dict(request.filters) if request.filters else None,
+    )
+    if request.history:
+        ctx = ctx | ar.condense()
+    sink.ctx = ctx | ar.search()
+    return sink
+
+
+def ask(
+    store: ar.Store,
+    request: Request,
+    *,
+    llm: Any = None,
+    telemetry: ar.Telemetry | None = None,
+    suppress_ungrounded: bool = False,
+) -> Asked:
+    """:func:`search`, then the cite-only answer."""
+    asked = search(store, request, llm=llm, telemetry=telemetry)
+    asked.ctx = asked.ctx | ar.answer(suppress_ungrounded=suppress_ungrounded)
+    return asked
+
+
+class MarkerNumbering:
+    """Rewrites ``[chk_...]`` markers as ``[1]``, ``[2]``, ... in first-cited order, also in a stream
+    (:meth:`feed` holds back an unclosed ``[`` until its ``]`` arrives)."""
+
+    def __init__(self) -> None:
+        self.order: list[str] = []
+        self._pending = ""
+
+    def number(self, chunk_id: str) -> int:
+        if chunk_id not in self.order:
+            self.order.append(chunk_id)
+        return self.order.index(chunk_id) + 1
+
+    def _replace(self, match: re.Match[str]) -> str:
+        ids = [part.strip() for part in re.split(r"[,;]", match.group(1))]
+        return "".join(f"[{self.number(i)}]" for i in ids)
+
+    def rewrite(self, text: str) -> str:
+        return MARKER.sub(self._replace, text)
+
+    def feed(self, piece: str) -> str:
+        text = self._pending + piece
+        cut = text.rfind("[")
+        if cut >= 0 and "]" not in text[cut:] and len(text) - cut < 200:
+            self._pending, text = text[cut:], text[:cut]
+        else:
+            self._pending = ""
+        return self.rewrite(text)
+
+    def flush(self) -> str:
+        text, self._pending = self._pending, ""
+        return self.rewrite(text)
+
+
+def numbered(answer: str | None) -> tuple[str, list[str]]:
+    """The answer with numbered citations, and the chunk ids in citation-number order."""
+    numbering = MarkerNumbering()
+    return numbering.rewrite(answer or ""), numbering.order
+
+
+def sources(proof: Mapping[str, Any], order: Sequence[str]) -> list[dict[str, Any]]:
+    """The cited chunks of ``proof`` in citation-number order (``n`` is the number in the text)."""
+    by_id = {c["chunk_id"]: c for c in proof.get("chunks", [])}
+    out = []
+    for n, chunk_id in enumerate(order, 1):
+        chunk = by_id.get(chunk_id)
+        if chunk is None:
+            continue
+        out.append(
+            {
+                "n": n,
+                "chunk_id": chunk_id,
+                "doc_id": chunk["doc_id"],
+                "collection": chunk["collection"],
+                "source": chunk["original_filename"] or chunk["source"],
+                "section": chunk["section"],
+                "page": chunk["page"],
+                "start_char": chunk["start_char"],
+                "end_char": chunk["end_char"],
+                "revision": chunk["source_sha256"],
+                "text": chunk["text"],
+            }
+        )
+    return out
+
+
+def _words(text: str) -> set[str]:
+    return {w.lower() for w in _WORD.findall(text) if len(w) > 2}
+
+
+def supporting_spans(answer: str | None, chunks: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """For each cited sentence of ``answer``: the span of its first cited chunk that supports it.
+
+    ``index`` is the sentence's place among the answer's citation groups (a run of markers such
+    as ``[chk_a] [chk_b]`` ends one sentence), the same in the numbered text.
+    ``start`` / ``end`` are offsets in the chunk's text (``doc_start`` / ``doc_end`` in the
+    document's). ``exact`` when the sentence is quoted verbatim (extractive answers); otherwise the
+    chunk sentence sharing the most words with it.
+    """
+    by_id = {c["chunk_id"]: c for c in chunks}
+    spans: list[dict[str, Any]] = []
+    position = 0
+    groups = list(_GROUP.finditer(answer or ""))
+    for index, match in enumerate(groups):
+        sentence = (answer or "")[position : match.start()].strip()
+        position = match.end()
+        if not sentence:
+            continue
+        ids = [i for m in MARKER.finditer(match.group(0)) for i in re.split(r"\s*[,;]\s*", m.group(1))]
+        chunk = next((by_id[i] for i in ids if i in by_id), None)
+        if chunk is None:
+            continue
+        start, end, exact = _locate(sentence, chunk["text"])
+        if start < 0:
+            continue
+        spans.append(
+            {
+                "index": index,
+                "sentence": sentence,
+                "chunk_id": chunk["chunk_id"],
+                "start": start,
+                "end": end,
+                "doc_start": chunk["start_char"] + start,
+                "doc_end": chunk["start_char"] + end,
+                "exact": exact,
+            }
+        )
+    return spans
+
+
+def _locate(sentence: str, text: str) -> tuple[int, int, bool]:
+    found = text.find(sentence)
+    if found >= 0:
+        return found, found + len(sentence), True
+    wanted = _words(sentence)
+    best, best_score, offset = (-1, -1), 0.0, 0
+    for piece in _SENTENCE_END.split(text):
+        start = text.find(piece, offset)
+        offset = start + len(piece)
+        score = len(wanted & _words(piece)) / (len(wanted) or 1)
+        if score > best_score:
+            best, best_score = (start, start + len(piece)), score
+    return (best[0], best[1], False) if best_score > 0 else (-1, -1, False)

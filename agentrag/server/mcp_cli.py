@@ -1,0 +1,59 @@
+"""``agentrag mcp``: the MCP server over stdio, for desktop agent hosts (the ``mcp`` extra).
+
+The host starts the process and speaks MCP on its stdin / stdout (logs go to stderr). One process
+serves one tenant (``--tenant``; without it, the documents ingested without a tenant).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["register"]
+
+
+def cmd_mcp(args: argparse.Namespace) -> int:
+    import importlib.util
+
+    if importlib.util.find_spec("mcp") is None:
+        raise SystemExit("agentrag mcp needs the mcp extra: pip install 'agentrag[mcp]'")
+    import agentrag as ar
+    from agentrag.server.app import build_store
+    from agentrag.server.config import ServerConfig
+    from agentrag.server.mcp_server import TenantInfo, build_server
+
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+    config = ServerConfig.from_env(
+        database_url=getattr(args, "database_url", None),
+        embedder=args.embedder,
+        llm=args.llm,
+        llm_api_base=args.llm_api_base,
+        default_collections=args.collections,
+    )
+    store = build_store(config)
+    llm = (
+        ar.LiteLLM(config.llm, api_base=config.llm_api_base, api_key=config.llm_api_key)
+        if config.llm
+        else None
+    )
+    info = TenantInfo(args.tenant)
+    collections = [c for c in (config.default_collections or "").split(",") if c] or None
+    server = build_server(store, tenant_of=lambda ctx: info, llm=llm, default_collections=collections)
+    try:
+        server.run("stdio")
+    finally:
+        store.close()
+    return 0
+
+
+def register(sub: Any, add: Callable[..., argparse.ArgumentParser]) -> None:
+    """Add ``mcp``."""
+    p = add(sub, "mcp", cmd_mcp, "serve the knowledge base to an MCP host over stdio", json_flag=False)
+    p.add_argument("--tenant", help="the tenant whose documents the tools see (default: no tenant scope)")
+    p.add_argument("--collections", help="comma-separated collections searched by default")
+    p.add_argument("--embedder", help="query embedder: local (default) or fake[:DIMS] (tests)")
+    p.add_argument("--llm", help="litellm model for ask (default: none, extractive answers)")
+    p.add_argument("--llm-api-base", help="API base URL of the --llm model")

@@ -1,0 +1,277 @@
+"""The OpenAI-compatible chat API of ``agentrag serve``: ``GET /v1/models``, ``POST /v1/chat/completions``.
+
+For chat front ends and SDKs that speak the OpenAI API (Open WebUI, LibreChat, the ``openai``
+package): the API key is the service's JWT (``Authorization: Bearer``), whose tenant claim names
+the tenant. A model is a collection (``agentrag/support``), several joined by ``+``
+(``agentrag/support+api``), or ``agentrag`` (the default collections, else every one).
+
+The last user message is the question and the earlier turns its history: ``new -> condense ->
+search -> answer`` (the configured LLM, or the offline extractive answer). The reply's text carries
+numbered citations (``[1]``) and a "Sources" list; the extra ``agentrag`` field carries the
+structured ``sources``, each sentence's ``supporting_spans``, ``grounded`` and the retrieval
+``proof``. ``stream: true`` sends ``chat.completion.chunk`` events, the ``agentrag`` field on the
+last one, then ``data: [DONE]``. Errors are OpenAI error objects (``{"error": {"message", "type",
+"code", "param"}}``) with the HTTP status of the service's own routes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import AsyncIterator
+from typing import Any, Literal
+
+from fastapi import Request
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+import agentrag as ar
+from agentrag.server import answering
+from agentrag.server.gateway import Gate, Refusal
+from agentrag.server.models import FiltersIn, Mode
+
+__all__ = ["ChatRequest", "install"]
+
+MODEL_PREFIX = "agentrag"
+MAX_MESSAGES = 64
+_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error"}
+_TYPES |= {404: "not_found_error", 422: "invalid_request_error", 429: "rate_limit_error", 500: "api_error"}
+
+
+class ContentPart(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    type: str
+    text: str | None = None
+
+
+class Message(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    role: Literal["system", "developer", "user", "assistant", "tool"]
+    content: str | list[ContentPart] | None = None
+
+    def text(self) -> str:
+        if isinstance(self.content, list):
+            return "\n".join(p.text or "" for p in self.content if p.type == "text")
+        return self.content or ""
+
+
+class ChatRequest(BaseModel):
+    """The fields of an OpenAI chat request that matter here; the others (temperature, ...) are ignored."""
+
+    model_config = ConfigDict(extra="ignore")
+    model: str = Field(min_length=1, max_length=300)
+    messages: list[Message] = Field(min_length=1, max_length=MAX_MESSAGES)
+    stream: bool = False
+    # extensions of the OpenAI request (ignored by other servers): retrieval options
+    top_k: int = Field(default=5, ge=1, le=50, description="chunks retrieved")
+    filters: FiltersIn | None = None
+    mode: Mode = "hybrid"
+
+    @field_validator("messages")
+    @classmethod
+    def _last_is_user(cls, value: list[Message]) -> list[Message]:
+        if value[-1].role != "user" or not value[-1].text().strip():
+            raise ValueError("the last message must be a non-empty user message")
+        for message in value:
+            if "\x00" in message.text():
+                raise ValueError("messages must not contain NUL bytes")
+        return value
+
+
+def _collections_of(model: str, known: set[str]) -> list[str] | None:
+    if model == MODEL_PREFIX:
+        return None
+    prefix = MODEL_PREFIX + "/"
+    if not model.startswith(prefix):
+        raise Refusal(
+            404, "model_not_found", f"unknown model; models are {prefix}<collection> (see /v1/models)"
+        )
+    names = [n for n in model[len(prefix) :].split("+") if n]
+    if not names or any(n not in known for n in names):
+        raise Refusal(404, "model_not_found", "unknown model: no such collection (see GET /v1/models)")
+    return names
+
+
+def _error(status: int, code: str, message: str, param: str | None = None, headers: Any = None) -> Any:
+    from fastapi.responses import JSONResponse
+
+    body = {
+        "error": {"message": message, "type": _TYPES.get(status, "api_error"), "code": code, "param": param}
+    }
+    return JSONResponse(body, status_code=status, headers=headers)
+
+
+def _extra(ctx: ar.Context, order: list[str]) -> dict[str, Any]:
+    proof = ctx.proof().to_dict()
+    generation = proof.get("generation") or {}
+    return {
+        "query_id": proof["query_id"],
+        "question": proof.get("condensed_question") or proof.get("original_question"),
+        "sources": answering.sources(proof, order),
+        "supporting_spans": answering.supporting_spans(generation.get("answer"), proof["chunks"]),
+        "grounded": generation.get("grounded"),
+        "abstained": bool(generation.get("abstained", False)),
+        "proof": proof,
+    }
+
+
+def _footer(order_sources: list[dict[str, Any]]) -> str:
+    if not order_sources:
+        return ""
+    lines = [f"[{s['n']}] {s['source']} ({s['collection']})" for s in order_sources]
+    return "\n\nSources:\n" + "\n".join(lines)
+
+
+def install(
+    app: Any,
+    *,
+    store: ar.Store,
+    gate: Gate,
+    llm: Any,
+    telemetry: ar.Telemetry,
+    audit: Any,
+    default_collections: list[str] | None,
+) -> None:
+    """Add ``/v1/models`` and ``/v1/chat/completions`` to ``app``."""
+    def known_collections() -> set[str]:
+        return {c.name for c in store.collections()}
+
+    def prepare(body: ChatRequest, tenant_id: str) -> tuple[answering.Asked, bool]:
+        tenant = gate.admitted(tenant_id)
+        if not tenant.generation_enabled:
+            raise Refusal(403, "GENERATION_DISABLED", "answer generation is disabled for this tenant")
+        if body.top_k > tenant.retrieval_top_k_max:
+            raise Refusal(422, "invalid_top_k", f"top_k is at most {tenant.retrieval_top_k_max}")
+        collections = _collections_of(body.model, known_collections()) or default_collections
+        *history, last = body.messages
+        request = answering.Request(
+            question=last.text(),
+            tenant=tenant.id,
+            collections=collections,
+            top_k=body.top_k,
+            mode=body.mode,
+            filters=body.filters.to_filters() if body.filters else None,
+            history=[{"role": m.role, "content": m.text()} for m in history],
+        )
+        try:
+            return answering.search(store, request, llm=llm, telemetry=telemetry), tenant.suppress_ungrounded
+        except ar.InvalidInputError as exc:
+            raise Refusal(422, "invalid_request", str(exc).splitlines()[0][:300]) from None
+
+    def complete(asked: answering.Asked, suppress: bool, started: float) -> dict[str, Any]:
+        asked.ctx = asked.ctx | ar.answer(suppress_ungrounded=suppress)
+        if asked.ctx.error is not None:
+            raise Refusal(500, "generation_failed", "answer generation failed")
+        text, order = answering.numbered(asked.ctx.answer_text)
+        extra = _extra(asked.ctx, order)
+        audit(asked.events, (time.perf_counter() - started) * 1000.0)
+        return {"content": text + _footer(extra["sources"]), "agentrag": extra}
+
+    @app.get("/v1/models", summary="OpenAI-compatible: one model per collection", tags=["openai"])
+    async def models(request: Request) -> Any:
+        try:
+            gate.tenant_of(request.headers.get("authorization"))
+        except Refusal as exc:
+            return _error(exc.status, exc.code, exc.message, headers=exc.headers)
+        names = sorted(await asyncio.to_thread(known_collections))
+        created = int(time.time())
+        data = [{"id": MODEL_PREFIX, "object": "model", "created": created, "owned_by": "agentrag"}]
+        data += [
+            {"id": f"{MODEL_PREFIX}/{n}", "object": "model", "created": created, "owned_by": "agentrag"}
+            for n in names
+        ]
+        return {"object": "list", "data": data}
+
+    @app.post(
+        "/v1/chat/completions",
+        summary="OpenAI-compatible chat: condense, retrieve, answer with numbered citations",
+        tags=["openai"],
+    )
+    async def chat_completions(request: Request) -> Any:
+        started = time.perf_counter()
+        try:
+            tenant_id = gate.tenant_of(request.headers.get("authorization"))
+            try:
+                body = ChatRequest.model_validate(json.loads(await request.body()))
+            except (ValidationError, ValueError) as exc:
+                param = None
+                if isinstance(exc, ValidationError) and exc.errors():
+                    param = ".".join(str(p) for p in exc.errors()[0]["loc"]) or None
+                    message = str(exc.errors()[0]["msg"])
+                else:
+                    message = "the body is not JSON"
+                return _error(400, "invalid_request", message, param)
+            asked, suppress = await asyncio.to_thread(prepare, body, tenant_id)
+            ident, created = f"chatcmpl-{asked.ctx.query_id}", int(time.time())
+            if body.stream:
+                from fastapi.responses import StreamingResponse
+
+                events = _stream(asked, suppress, body.model, ident, created, audit, started)
+                return StreamingResponse(events, media_type="text/event-stream")
+            result = await asyncio.to_thread(complete, asked, suppress, started)
+        except Refusal as exc:
+            return _error(exc.status, exc.code, exc.message, headers=exc.headers)
+        return {
+            "id": ident,
+            "object": "chat.completion",
+            "created": created,
+            "model": body.model,
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": result["content"]},
+                    "finish_reason": "stop",
+                }
+            ],
+            "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
+            "agentrag": result["agentrag"],
+        }
+
+
+async def _stream(
+    asked: answering.Asked,
+    suppress: bool,
+    model: str,
+    ident: str,
+    created: int,
+    audit: Any,
+    started: float,
+) -> AsyncIterator[bytes]:
+    def chunk(delta: dict[str, Any], finish: str | None = None, **extra: Any) -> bytes:
+        body = {
+            "id": ident,
+            "object": "chat.completion.chunk",
+            "created": created,
+            "model": model,
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+            **extra,
+        }
+        return f"data: {json.dumps(body, ensure_ascii=False)}\n\n".encode()
+
+    yield chunk({"role": "assistant", "content": ""})
+    numbering = answering.MarkerNumbering()
+    final: ar.Context | None = None
+    try:
+        async for item in ar.aanswer_stream(asked.ctx, suppress_ungrounded=suppress):
+            if isinstance(item, str):
+                text = numbering.feed(item)
+                if text:
+                    yield chunk({"content": text})
+            else:
+                final = item
+        if final is None or final.error is not None:
+            raise RuntimeError("answer generation failed")
+    except Exception:
+        error = {"message": "answer generation failed", "type": "api_error", "code": "generation_failed"}
+        yield f"data: {json.dumps({'error': error})}\n\n".encode()
+        return
+    tail = numbering.flush()
+    # the checked answer's own numbering decides the sources (suppress_ungrounded may drop some)
+    _, order = answering.numbered(final.answer_text)
+    extra = await asyncio.to_thread(_extra, final, order)
+    footer = _footer(extra["sources"])
+    if tail or footer:
+        yield chunk({"content": tail + footer})
+    audit(asked.events, (time.perf_counter() - started) * 1000.0)
+    yield chunk({}, "stop", agentrag=extra)
+    yield b"data: [DONE]\n\n"
