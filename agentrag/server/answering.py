@@ -38,7 +38,7 @@ class Request:
     """One question for a tenant; the validated fields the routes and tools have in common."""
 
     question: str
-    tenant: str
+    tenant: str | None  # None: no tenant scope (the stdio MCP server of a single-user store)
     collections: Sequence[str] | None = None
     filters: Mapping[str, Any] | None = None
     top_k: int = 5
@@ -72,7 +72,7 @@ def search(
         limit=request.top_k,
         collections=list(request.collections) if request.collections else None,
         mode=request.mode,
-        scope=ar.Scope(tenant=request.tenant),
+        scope=ar.Scope(tenant=request.tenant) if request.tenant else None,
         filters=dict(request.filters) if request.filters else None,
     )
     if request.history:

@@ -120,7 +120,7 @@ def build_server(
                 raise _tool_error(f"unknown collection(s) {unknown}: call list_collections for the names")
         return answering.Request(
             question=question,
-            tenant=info.tenant,  # type: ignore[arg-type]
+            tenant=info.tenant,
             collections=names,
             filters=filters.to_filters() if filters is not None else None,
             top_k=top_k,

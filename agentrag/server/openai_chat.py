@@ -133,6 +133,7 @@ def install(
     default_collections: list[str] | None,
 ) -> None:
     """Add ``/v1/models`` and ``/v1/chat/completions`` to ``app``."""
+
     def known_collections() -> set[str]:
         return {c.name for c in store.collections()}
 
