@@ -33,9 +33,11 @@ async def over_http(server: Server, key: str | None) -> AsyncIterator[Any]:
     from mcp.client.streamable_http import streamable_http_client
 
     headers = {"Authorization": f"Bearer {key}"} if key else {}
-    async with httpx2.AsyncClient(headers=headers, timeout=60) as http:
-        async with Client(streamable_http_client(server.url + "/mcp", http_client=http)) as client:
-            yield client
+    async with (
+        httpx2.AsyncClient(headers=headers, timeout=60) as http,
+        Client(streamable_http_client(server.url + "/mcp", http_client=http)) as client,
+    ):
+        yield client
 
 
 @asynccontextmanager
