@@ -95,3 +95,14 @@ def test_no_span_for_an_unknown_chunk_or_an_unrelated_sentence() -> None:
     assert supporting_spans("Something else entirely. [chk_ffff]", CHUNKS) == []
     assert supporting_spans("Zebras qqq. [chk_aa01]", CHUNKS) == []
     assert supporting_spans(None, CHUNKS) == []
+
+
+def test_a_quote_from_a_merged_neighbour_is_found_there() -> None:
+    neighbour = {
+        **CHUNKS[0],
+        "chunk_id": "chk_aa02",
+        "start_char": 180,
+        "text": "Receipts are emailed at once.",
+    }
+    spans = supporting_spans("Receipts are emailed at once. [chk_aa01]", [CHUNKS[0], neighbour, CHUNKS[1]])
+    assert [(s["chunk_id"], s["exact"], s["doc_start"]) for s in spans] == [("chk_aa02", True, 180)]

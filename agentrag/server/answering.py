@@ -166,13 +166,14 @@ def _words(text: str) -> set[str]:
 
 
 def supporting_spans(answer: str | None, chunks: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """For each cited sentence of ``answer``: the span of its first cited chunk that supports it.
+    """For each cited sentence of ``answer``: the span of a cited chunk that supports it.
 
     ``index`` is the sentence's place among the answer's citation groups (a run of markers such
     as ``[chk_a] [chk_b]`` ends one sentence), the same in the numbered text.
     ``start`` / ``end`` are offsets in the chunk's text (``doc_start`` / ``doc_end`` in the
-    document's). ``exact`` when the sentence is quoted verbatim (extractive answers); otherwise the
-    chunk sentence sharing the most words with it.
+    document's). ``exact`` when the sentence is quoted verbatim (extractive answers) in a cited chunk
+    or a retrieved neighbour of it in the same document; otherwise the sentence of the first cited
+    chunk sharing the most words with it.
     """
     by_id = {c["chunk_id"]: c for c in chunks}
     spans: list[dict[str, Any]] = []
@@ -184,9 +185,14 @@ def supporting_spans(answer: str | None, chunks: Sequence[Mapping[str, Any]]) ->
         if not sentence:
             continue
         ids = [i for m in MARKER.finditer(match.group(0)) for i in re.split(r"\s*[,;]\s*", m.group(1))]
-        chunk = next((by_id[i] for i in ids if i in by_id), None)
-        if chunk is None:
+        cited = [by_id[i] for i in ids if i in by_id]
+        if not cited:
             continue
+        # a cited chunk may stand for its merged neighbours (adjacent chunks of one document are
+        # packed as one block under the first one's id): a verbatim quote is looked for there too
+        neighbours = [c for c in chunks if c["doc_id"] == cited[0]["doc_id"] and c not in cited]
+        quoted = next((c for c in [*cited, *neighbours] if sentence in c["text"]), None)
+        chunk = quoted or cited[0]
         start, end, exact = _locate(sentence, chunk["text"])
         if start < 0:
             continue

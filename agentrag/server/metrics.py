@@ -128,7 +128,9 @@ class Exposition:
                         [*point.explicit_bounds, math.inf], point.bucket_counts, strict=True
                     ):
                         cumulative += count
-                        bucket = _render_labels({**labels, "le": _number(bound)})
+                        bucket = _render_labels(
+                            {**labels, "le": "+Inf" if math.isinf(bound) else repr(float(bound))}
+                        )
                         lines.append(f"{name}_bucket{bucket} {cumulative}")
                     lines.append(f"{name}_sum{_render_labels(labels)} {_number(point.sum)}")
                     lines.append(f"{name}_count{_render_labels(labels)} {point.count}")
@@ -138,10 +140,10 @@ class Exposition:
             elif kind == "Sum":
                 monotonic = bool(metric.data.is_monotonic)
                 total = name.removesuffix("_total") + "_total" if monotonic else name
-                family = name.removesuffix("_total") if monotonic else name
+                # a counter's HELP / TYPE name its samples' name, _total included (as prometheus_client)
                 lines += [
-                    f"# HELP {family} {help_text}",
-                    f"# TYPE {family} {'counter' if monotonic else 'gauge'}",
+                    f"# HELP {total} {help_text}",
+                    f"# TYPE {total} {'counter' if monotonic else 'gauge'}",
                 ]
                 for point in metric.data.data_points:
                     lines.append(f"{total}{_render_labels(_labels(point.attributes))} {_number(point.value)}")
@@ -149,10 +151,10 @@ class Exposition:
                 lines += [f"# HELP {name} {help_text}", f"# TYPE {name} gauge"]
                 for point in metric.data.data_points:
                     lines.append(f"{name}{_render_labels(_labels(point.attributes))} {_number(point.value)}")
-        name = "agentrag_rate_limit_refusals"
+        name = "agentrag_rate_limit_refusals_total"
         lines += [f"# HELP {name} Requests refused with 429 by the rate limit", f"# TYPE {name} counter"]
         for key, count in sorted(refusals.items()):
-            lines.append(f"{name}_total{_render_labels(dict(key))} {_number(count)}")
+            lines.append(f"{name}{_render_labels(dict(key))} {_number(count)}")
         lines += self._pool_lines()
         return "\n".join(lines) + "\n"
 
