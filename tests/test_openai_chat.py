@@ -141,3 +141,17 @@ def test_an_out_of_domain_question_abstains(server: Server, corpus: dict[str, An
     )
     data = extra(reply)
     assert data["abstained"] is True and data["sources"] == []
+
+
+def test_openapi_declares_the_bearer_scheme_and_the_chat_body(client: Any) -> None:
+    schema = client.get("/openapi.json").json()
+    assert schema["components"]["securitySchemes"]["bearerAuth"]["scheme"] == "bearer"
+    for path in ("/api/v1/query/{tenant_id}/search", "/v1/chat/completions", "/v1/models"):
+        operation = next(iter(schema["paths"][path].values()))
+        assert operation["security"] == [{"bearerAuth": []}], path
+    assert "security" not in schema["paths"]["/healthz"]["get"]
+    body = schema["paths"]["/v1/chat/completions"]["post"]["requestBody"]
+    assert body["content"]["application/json"]["schema"] == {"$ref": "#/components/schemas/ChatRequest"}
+    assert {"model", "messages", "stream"} <= set(
+        schema["components"]["schemas"]["ChatRequest"]["properties"]
+    )

@@ -121,3 +121,16 @@ def test_docs_render_offline_with_the_bearer_scheme(browser: Browser, server: Se
     assert browser.wait_for("document.querySelectorAll('.opblock').length >= 5")
     browser.screenshot("docs.png")
     assert_local(browser, server)
+
+
+def test_the_pages_are_static_and_locked_to_this_origin(client: Any) -> None:
+    page = client.get("/")
+    assert page.status_code == 200 and "playground.js" in page.text
+    policy = page.headers["content-security-policy"]
+    assert "default-src 'self'" in policy and "connect-src 'self'" in policy and "http" not in policy
+    script = client.get("/playground/playground.js")
+    assert script.status_code == 200 and "innerHTML" not in script.text
+    assert client.get("/playground.json").json()["tenant_claim"] == "tenant_id"
+    for asset in ("/docs-assets/swagger-ui-bundle.js", "/docs-assets/swagger-ui.css"):
+        assert client.get(asset).status_code == 200, asset
+    assert "cdn" not in client.get("/docs").text.lower()

@@ -110,6 +110,9 @@ def _docs(app: Any) -> None:
 
     def openapi() -> dict[str, Any]:
         schema: dict[str, Any] = original()
+        from agentrag.server.openai_chat import document_schema
+
+        document_schema(schema)
         schema.setdefault("components", {}).setdefault("securitySchemes", {})["bearerAuth"] = BEARER
         for path, operations in schema.get("paths", {}).items():
             if path.startswith(("/api/", "/v1/")):

@@ -30,7 +30,7 @@ from agentrag.server import answering
 from agentrag.server.gateway import Gate, Refusal
 from agentrag.server.models import FiltersIn, Mode
 
-__all__ = ["ChatRequest", "install"]
+__all__ = ["ChatRequest", "document_schema", "install"]
 
 MODEL_PREFIX = "agentrag"
 MAX_MESSAGES = 64
@@ -76,6 +76,19 @@ class ChatRequest(BaseModel):
             if "\x00" in message.text():
                 raise ValueError("messages must not contain NUL bytes")
         return value
+
+
+def document_schema(schema: dict[str, Any]) -> None:
+    """Declare :class:`ChatRequest` as the request body of ``POST /v1/chat/completions`` in ``schema``
+    (the route reads its body itself, to answer a bad one with an OpenAI error object)."""
+    body = ChatRequest.model_json_schema(ref_template="#/components/schemas/{model}")
+    components = schema.setdefault("components", {}).setdefault("schemas", {})
+    components.update(body.pop("$defs", {}))
+    components["ChatRequest"] = body
+    operation = schema.get("paths", {}).get("/v1/chat/completions", {}).get("post")
+    if operation is not None:
+        content = {"application/json": {"schema": {"$ref": "#/components/schemas/ChatRequest"}}}
+        operation["requestBody"] = {"required": True, "content": content}
 
 
 def _collections_of(model: str, known: set[str]) -> list[str] | None:
