@@ -50,6 +50,11 @@ RUNS = [
         ["benchmarks.ray_ingest"],
         ["benchmarks.ray_ingest", "--passages", "100"],
     ),
+    (
+        "what /metrics costs a request",
+        ["benchmarks.metrics_cost"],
+        ["benchmarks.metrics_cost", "--requests", "5000", "--rounds", "3"],
+    ),
     ("CLI cold start", ["benchmarks.coldstart"], ["benchmarks.coldstart", "--runs", "2"]),
     (
         "reliability under load, faults and hostile input",

@@ -87,3 +87,15 @@ def test_metrics_of_an_app_given_its_own_telemetry_are_the_apps_to_export(store:
     app = create_app(store, config=ServerConfig(embedder="fake:64"), telemetry=ar.Telemetry())
     assert "/metrics" not in {getattr(r, "path", None) for r in app.routes}
     assert "/v1/chat/completions" in {getattr(r, "path", None) for r in app.routes}
+
+
+def test_metrics_can_be_turned_off(store: Any) -> None:
+    from agentrag.server import ServerConfig, create_app
+
+    assert ServerConfig.from_env({"AGENTRAG_METRICS": "false"}).metrics is False
+    assert ServerConfig.from_env({"AGENTRAG_METRICS": "1"}).metrics is True
+    assert ServerConfig.from_env(ServerConfig(metrics=False).to_env()).metrics is False
+    app = create_app(store, config=ServerConfig(embedder="fake:64", metrics=False))
+    assert "/metrics" not in {getattr(r, "path", None) for r in app.routes}
+    on = create_app(store, config=ServerConfig(embedder="fake:64"))
+    assert "/metrics" in {getattr(r, "path", None) for r in on.routes}

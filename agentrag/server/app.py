@@ -133,7 +133,7 @@ def create_app(
     owned: list[Any] = []
     metrics_reader = None  # /metrics renders the metrics of the providers made here, not an app's own
     if telemetry is None:
-        telemetry, owned, metrics_reader = server_telemetry(config.trace_file)
+        telemetry, owned, metrics_reader = server_telemetry(config.trace_file, metrics=config.metrics)
     if llm is None and config.llm:
         llm = ar.LiteLLM(config.llm, api_base=config.llm_api_base, api_key=config.llm_api_key)
     verifier = TokenVerifier(config)

@@ -41,6 +41,7 @@ class ServerConfig:
     max_body_bytes: int = 65536
     trace_file: str | None = None  # spans and request metrics as JSON lines (for tests, debugging)
     default_collections: str | None = None  # comma-separated; none: every collection
+    metrics: bool = True  # /metrics: record into the service's own MeterProvider (~40 us CPU a request)
 
     def __post_init__(self) -> None:
         keys = [k for k in (self.jwt_secret, self.jwt_public_key, self.jwt_jwks) if k]
@@ -65,7 +66,10 @@ class ServerConfig:
             raw = environ.get(_PREFIX + f.name.upper())
             if raw is None or raw == "":
                 continue
-            kind = type(f.default) if f.default is not None else str
+            kind: Any = type(f.default) if f.default is not None else str
+            if kind is bool:
+                values[f.name] = raw.strip().lower() not in ("0", "false", "no", "off")
+                continue
             try:
                 values[f.name] = kind(raw) if kind in (int, float) else raw
             except ValueError:

@@ -40,16 +40,19 @@ LABELS: dict[str, str] = {
 _NAME = re.compile(r"[^a-zA-Z0-9_]")
 
 
-def server_telemetry(trace_file: str | None) -> tuple[Any, list[Any], Any]:
-    """``(telemetry, providers to shut down, the /metrics reader)`` for a service given no telemetry."""
+def server_telemetry(trace_file: str | None, *, metrics: bool = True) -> tuple[Any, list[Any], Any]:
+    """``(telemetry, providers to shut down, the /metrics reader or None)`` for a service given no
+    telemetry. Neither a trace file nor metrics: the global providers (no-op unless installed)."""
     from opentelemetry.sdk.metrics import MeterProvider
     from opentelemetry.sdk.metrics.export import InMemoryMetricReader, PeriodicExportingMetricReader
     from opentelemetry.sdk.metrics.view import ExplicitBucketHistogramAggregation, View
 
     import agentrag as ar
 
-    reader = InMemoryMetricReader()
-    readers: list[Any] = [reader]
+    if not trace_file and not metrics:
+        return ar.Telemetry(), [], None
+    reader = InMemoryMetricReader() if metrics else None
+    readers: list[Any] = [reader] if reader is not None else []
     tracer_provider = None
     if trace_file:
         from opentelemetry.sdk.trace import TracerProvider
