@@ -505,8 +505,7 @@ class Store:
 
     @guarded("reading a document")
     def document(self, document_id: str, *, scope: Scope | None = None) -> Document:
-        """The document with its text. With ``scope``, only inside it (in SQL): a document of
-        another tenant is "not found", exactly like one that does not exist."""
+        """The document with its text; with ``scope``, only inside it (checked in SQL)."""
         from agentrag.store.documents import read_document
 
         return read_document(self.engine, document_id, scope)
