@@ -55,6 +55,11 @@ RUNS = [
         ["benchmarks.metrics_cost"],
         ["benchmarks.metrics_cost", "--requests", "5000", "--rounds", "3"],
     ),
+    (
+        "answers: fact hit, abstention, false-grounded, follow-ups, support check, beside 697a508",
+        ["benchmarks.answers"],
+        ["benchmarks.answers", "--support", "60", "--scifact", "0"],
+    ),
     ("CLI cold start", ["benchmarks.coldstart"], ["benchmarks.coldstart", "--runs", "2"]),
     (
         "reliability under load, faults and hostile input",

@@ -43,6 +43,7 @@ __all__ = [
     "UNANSWERABLE_KINDS",
     "AnswerSet",
     "Outcome",
+    "abstained",
     "calibrate",
     "fact_hit",
     "load_answer_set",
@@ -98,12 +99,20 @@ def _check_item(item: Any, line: int, path: str, seen: set[str]) -> dict[str, An
     seen.add(item["id"])
     if kind in ANSWERABLE_KINDS:
         expected, sources = item.get("expected"), item.get("sources")
-        if not isinstance(expected, list) or not expected or not all(isinstance(e, str) and e for e in expected):
+        if (
+            not isinstance(expected, list)
+            or not expected
+            or not all(isinstance(e, str) and e for e in expected)
+        ):
             raise InvalidInputError(f"{where}: {kind} needs 'expected', a non-empty list of strings")
         if not isinstance(sources, list) or not sources or not all(isinstance(s, str) and s for s in sources):
-            raise InvalidInputError(f"{where}: {kind} needs 'sources', a non-empty list of collection/file paths")
+            raise InvalidInputError(
+                f"{where}: {kind} needs 'sources', a non-empty list of collection/file paths"
+            )
         if item.get("fact", "prose") not in FACT_TYPES:
-            raise InvalidInputError(f"{where}: fact must be one of {', '.join(FACT_TYPES)}, got {item['fact']!r}")
+            raise InvalidInputError(
+                f"{where}: fact must be one of {', '.join(FACT_TYPES)}, got {item['fact']!r}"
+            )
     if kind == "followup":
         history = item.get("history")
         if (
@@ -195,13 +204,24 @@ class Outcome:
     source_hit: bool | None = None
     fact_retrieved: bool | None = None  # the fact is in the retrieved chunks (an upper bound)
 
-    @property
-    def abstained(self) -> bool:
-        """Said it cannot answer: mode ``abstained``, or nothing grounded and nothing cited."""
-        return self.mode == "abstained" or (self.grounded is not True and not self.cited)
+    abstained: bool = False  # said it cannot answer (see :func:`abstained`)
 
     def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "abstained": self.abstained}
+        return asdict(self)
+
+
+_DECLINED = ("no-results", "no-retrieval", "abstained")
+
+
+def abstained(ctx: Any) -> bool:
+    """Whether the answer declined: mode ``abstained``, or an answer step that found nothing to
+    answer from (strategy ``no-results``, ``local:no-retrieval``: what older versions did), with
+    no citation. An uncited reply of an LLM is not an abstention: it answered, ungrounded."""
+    if ctx.mode == "abstained":
+        return True
+    step = next((s for s in reversed(ctx.steps) if s.name == "answer"), None)
+    strategy = (step.strategy or "") if step is not None else ""
+    return not ctx.citations and strategy.rsplit(":", 1)[-1] in _DECLINED
 
 
 def outcome_of(item: Mapping[str, Any], ctx: Any, total_ms: float) -> Outcome:
@@ -229,6 +249,7 @@ def outcome_of(item: Mapping[str, Any], ctx: Any, total_ms: float) -> Outcome:
         total_ms=round(total_ms, 3),
         error=None if ctx.error is None else f"{type(ctx.error).__name__}: {ctx.error}",
         fact=item.get("fact", "prose") if item["kind"] in ANSWERABLE_KINDS else None,
+        abstained=abstained(ctx),
     )
     if item["kind"] in ANSWERABLE_KINDS:
         expected, sources = item["expected"], item["sources"]
@@ -301,10 +322,13 @@ def score(outcomes: Sequence[Outcome]) -> dict[str, Any]:
     by_kind: dict[str, list[Outcome]] = {k: [o for o in outcomes if o.kind == k] for k in KINDS}
     answerable, followups = by_kind["answerable"], by_kind["followup"]
     unanswerable = by_kind["unanswerable"] + by_kind["out_of_domain"]
-    abstained = [o for o in outcomes if o.abstained and o.kind != "small_talk"]
-    true_abstentions = sum(1 for o in abstained if o.kind in UNANSWERABLE_KINDS)
+    declined = [o for o in outcomes if o.abstained and o.kind != "small_talk"]
+    true_abstentions = sum(1 for o in declined if o.kind in UNANSWERABLE_KINDS)
     by_type = {
-        t: _rate(sum(1 for o in answerable if o.fact == t and o.fact_hit), sum(1 for o in answerable if o.fact == t))
+        t: _rate(
+            sum(1 for o in answerable if o.fact == t and o.fact_hit),
+            sum(1 for o in answerable if o.fact == t),
+        )
         for t in FACT_TYPES
     }
     ms = [o.answer_ms for o in outcomes if o.error is None]
@@ -316,7 +340,7 @@ def score(outcomes: Sequence[Outcome]) -> dict[str, Any]:
         "fact_retrieved": _rate(sum(1 for o in answerable if o.fact_retrieved), len(answerable)),
         "fact_hit_by_type": by_type,
         "answerable_abstained": _rate(sum(1 for o in answerable if o.abstained), len(answerable)),
-        "abstention_precision": _rate(true_abstentions, len(abstained)),
+        "abstention_precision": _rate(true_abstentions, len(declined)),
         "abstention_recall": _rate(sum(1 for o in unanswerable if o.abstained), len(unanswerable)),
         "false_grounded_in_domain": _rate(
             sum(1 for o in by_kind["unanswerable"] if o.grounded is True and not o.abstained),
@@ -360,7 +384,7 @@ def calibrate(outcomes: Sequence[Outcome], *, step: float = 0.01) -> dict[str, A
         refused = sum(1 for o in bad if not (o.grounded is True and (o.confidence or 0.0) >= t)) / len(bad)
         return (kept + refused) / 2, kept, refused
 
-    grid = [round(i * step, 4) for i in range(int(round(1 / step)) + 1)]
+    grid = [round(i * step, 4) for i in range(round(1 / step) + 1)]
     values = [at(t)[0] for t in grid]
     best = max(values)
     best_ts = [t for t, v in zip(grid, values, strict=True) if v >= best - 1e-12]

@@ -149,9 +149,10 @@ def cmd_eval_answers(args: argparse.Namespace) -> int:
             print(f"  use it: {usage}")
     if "support_check" in report:
         sc = report["support_check"]
+        flagged, kept = _pct(sc["unsupported_flagged"]), _pct(sc["supported_kept"])
         print(
-            f"support check, {sc['replies']} scripted replies: unsupported flagged {_pct(sc['unsupported_flagged'])}"
-            f", supported kept {_pct(sc['supported_kept'])}, flag precision {_pct(sc['flag_precision'])}"
+            f"support check, {sc['replies']} scripted replies: unsupported flagged {flagged}, "
+            f"supported kept {kept}, flag precision {_pct(sc['flag_precision'])}"
         )
         for form, row in sc["by_form"].items():
             print(f"  {form:<12} {row['sentences']:>4} sentences, flagged {_pct(row['flagged'])}")

@@ -104,7 +104,8 @@ def _sentences(hit: Any) -> list[str]:
     out = []
     for s in sentences(hit.text, cut_at_start=hit.start_char > 0, cut_at_end=True):
         text = " ".join(s.text.replace("**", "").split())
-        if s.complete and len(text.split()) >= 5 and not text.endswith(("?", ":")) and "|" not in text:
+        natural = not any(mark in text for mark in ("|", "\u2192", '"'))  # no table rows, arrows, quotes
+        if s.complete and len(text.split()) >= 5 and not text.endswith(("?", ":")) and natural:
             out.append(text if text.endswith((".", "!")) else text + ".")
     return out
 
@@ -153,7 +154,9 @@ def build_replies(
         own = [(s, hits[0].chunk_id) for s in _sentences(hits[0])]
         own += [(s, h.chunk_id) for h in hits[1:] for s in _sentences(h)]
         cited_docs = {h.document_id for h in hits}
-        others = [(s, h.chunk_id) for h in ctx.hits[3:] if h.document_id not in cited_docs for s in _sentences(h)]
+        others = [
+            (s, h.chunk_id) for h in ctx.hits[3:] if h.document_id not in cited_docs for s in _sentences(h)
+        ]
         if own:
             pools.append((item["question"], own, others))
     if not pools:
@@ -177,9 +180,10 @@ def _reply(
     units: list[Unit] = [Unit(_with_citation(sentence, label), "supported", True)]
     kind = shape % 6
     if kind == 0:
-        bumped = _bump(second) if second != sentence else None
-        if bumped:
-            units.append(Unit(_with_citation(bumped, second_label), "number", False))
+        figures = [(s, lab) for s, lab in own if s != sentence and _NUMBER.search(s)]
+        if figures:
+            source, source_label = figures[shape % len(figures)]
+            units.append(Unit(_with_citation(str(_bump(source)), source_label), "number", False))
         else:
             units.append(Unit(_with_citation(rng.choice(FABRICATED), label), "fabricated", False))
     elif kind == 1 and others:
@@ -261,7 +265,10 @@ def score_support(replies: Sequence[Reply]) -> dict[str, Any]:
     supported sentences kept, overall and per form. ``semicolon-head`` (the cited clause of a
     run-on) is not scored: flagging the whole run-on is right."""
     scored = [
-        (u, f) for r in replies if r.error is None for u, f in zip(r.units, r.flagged, strict=True)
+        (u, f)
+        for r in replies
+        if r.error is None
+        for u, f in zip(r.units, r.flagged, strict=True)
         if u.form != "semicolon-head"
     ]
     bad = [f for u, f in scored if not u.supported]
