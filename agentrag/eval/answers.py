@@ -268,9 +268,11 @@ def run_answers(
     answer_options: Mapping[str, Any] | None = None,
     limit: int = 5,
     llm: Any = None,
+    strategy: str = "auto",
     on_progress: Callable[[Outcome], None] | None = None,
 ) -> list[Outcome]:
-    """Run the chat pipeline on every item; ``answer_options`` go to ``answer()``."""
+    """Run the chat pipeline on every item; ``answer_options`` go to ``answer()``. With ``llm``,
+    ``strategy="local"`` keeps gate and condense local (only ``answer()`` then uses the LLM)."""
     import agentrag as ar
 
     answer_step = ar.answer(**dict(answer_options or {}))  # an unknown option raises here, once
@@ -285,7 +287,8 @@ def run_answers(
             history=item.get("history") or None,
             limit=limit,
         )
-        ctx = ctx | ar.gate() | ar.condense() | ar.search() | ar.rerank() | answer_step
+        ctx = ctx | ar.gate(strategy=strategy) | ar.condense(strategy=strategy) | ar.search() | ar.rerank()
+        ctx = ctx | answer_step
         outcome = outcome_of(item, ctx, (time.perf_counter() - started) * 1000.0)
         outcomes.append(outcome)
         if on_progress is not None:
