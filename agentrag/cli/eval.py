@@ -162,9 +162,10 @@ def _offline_pipeline(args: argparse.Namespace, reranker: Any) -> Any:
 
 def register(sub: Any, add: AddCommand) -> None:
     from agentrag.embedders import DEFAULT_DOCUMENT_BACKEND, DEFAULT_LOCAL_BACKEND, LOCAL_BACKENDS
+    from agentrag.eval import answers_cli
     from agentrag.retrieval.fusion import DEFAULT_FUSION, FUSIONS
 
-    ev = sub.add_parser("eval", help="evaluate retrieval on a BEIR dataset").add_subparsers(
+    ev = sub.add_parser("eval", help="evaluate retrieval (BEIR) and answers (question sets)").add_subparsers(
         dest="eval_command", required=True
     )
     p = add(
@@ -213,3 +214,4 @@ def register(sub: Any, add: AddCommand) -> None:
         f" {DEFAULT_LOCAL_BACKEND}, the corpus with {DEFAULT_DOCUMENT_BACKEND} on a CPU with native"
         f" bfloat16 and torch installed, else {DEFAULT_LOCAL_BACKEND})",
     )
+    answers_cli.register(ev, add)  # agentrag eval answers FILE
