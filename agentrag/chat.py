@@ -308,6 +308,7 @@ def _citation(hit: Hit) -> dict[str, Any]:
         "source": hit.source,
         "section": hit.section,
         "page": hit.page,
+        "locator": hit.locator,
     }
 
 

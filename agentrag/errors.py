@@ -15,6 +15,11 @@ Every error agentrag raises on purpose derives from :class:`AgentragError`::
     │   ├── CollectionExistsError ............. a collection by that name already exists
     │   └── DocumentNotFoundError ............. no document by that id
     ├── IngestError ........................... a file or text could not be ingested (names it)
+    │   ├── UnsupportedFormatError ............ no reader for this kind of file
+    │   ├── ReaderUnavailableError ............ the reader's library (an extra) is not installed
+    │   ├── UnreadableFileError ............... truncated, corrupt, or not the format its name says
+    │   ├── EncryptedFileError ................ password-protected: cannot be read without the key
+    │   └── FileTooLargeError ................. over a reader limit (file size, unpacked size, text)
     ├── EmbeddingError ........................ the embedder failed (model missing, provider down)
     │   └── EmbeddingMismatchError ............ vectors from another model / dimension than the collection's
     ├── LLMError .............................. the language model failed
@@ -41,7 +46,9 @@ __all__ = [
     "EmbeddingError",
     "EmbeddingMismatchError",
     "EmptyQueryError",
+    "EncryptedFileError",
     "ExtensionMissingError",
+    "FileTooLargeError",
     "FilterError",
     "IngestError",
     "InvalidInputError",
@@ -51,10 +58,13 @@ __all__ = [
     "LLMRequestError",
     "LLMTimeoutError",
     "MigrationError",
+    "ReaderUnavailableError",
     "RerankError",
     "RetrievalError",
     "ScopeError",
     "StoreError",
+    "UnreadableFileError",
+    "UnsupportedFormatError",
 ]
 
 
@@ -118,6 +128,27 @@ class IngestError(AgentragError):
     def __init__(self, message: str, *, source: str | None = None) -> None:
         super().__init__(message)
         self.source = source
+
+
+class UnsupportedFormatError(IngestError):
+    """No reader handles this kind of file (by its extension and its content)."""
+
+
+class ReaderUnavailableError(IngestError):
+    """The reader for this kind of file needs a library that is not installed (the message names
+    the extra: ``pip install 'agentrag[readers]'``)."""
+
+
+class UnreadableFileError(IngestError):
+    """The file is truncated, corrupt, or not the format its name says."""
+
+
+class EncryptedFileError(IngestError):
+    """The file is password-protected and cannot be read without its key."""
+
+
+class FileTooLargeError(IngestError):
+    """The file is over a reader limit: its size, its unpacked size (a zip bomb) or its text."""
 
 
 class EmbeddingError(AgentragError):

@@ -43,6 +43,9 @@ class Hit:
     lexical_score: float | None = None
     rerank_score: float | None = None
     metadata: dict[str, Any] = field(default_factory=dict, hash=False, compare=True)
+    #: where the chunk is in its file beyond the offsets: page / page_end, slide (+ title), sheet +
+    #: rows, section (heading path), record, chapter, message, attachment, ocr; None if nothing
+    locator: dict[str, Any] | None = field(default=None, hash=False, compare=True)
 
     def __repr__(self) -> str:
         snippet = self.text if len(self.text) <= 60 else self.text[:57] + "..."
@@ -54,7 +57,13 @@ class Hit:
         if self.rerank_score is not None:
             legs.append(f"rerank {self.rerank_score:.4f}")
         where = self.source or self.document_id
-        if self.page is not None:
+        if self.locator and (self.locator.get("slide") or self.locator.get("sheet")):
+            where += " " + (
+                "slide " + str(self.locator["slide"])
+                if self.locator.get("slide")
+                else f"sheet {self.locator['sheet']}"
+            )
+        elif self.page is not None:
             where += f" p.{self.page}"
         return (
             f"Hit(#{self.rank} {self.score:.4f} {self.chunk_id} {self.collection}:{where}"

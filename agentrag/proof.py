@@ -53,6 +53,9 @@ class ProofChunk:
     embed_version: str | None
     source_sha256: str | None  # sha256 of the stored document text
     chunk_sha256: str | None  # sha256 of ``text``
+    #: where the chunk is in its file: page / page_end, slide, sheet + rows, section path, ...
+    #: (``agentrag.readers.format_locator`` puts it in words); None when there is nothing to add
+    locator: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,6 +158,7 @@ def build_proof(ctx: Context) -> Proof:
             embed_version=h.embed_version,
             source_sha256=h.source_sha256,
             chunk_sha256=h.chunk_sha256,
+            locator=h.locator,
         )
         for h in hits
     )
@@ -219,6 +223,7 @@ _CHUNK_SCHEMA: dict[str, Any] = {
         "embed_version": _nullable("string"),
         "source_sha256": _nullable("string"),
         "chunk_sha256": _nullable("string"),
+        "locator": _nullable("object"),
     },
 }
 

@@ -22,7 +22,11 @@ __all__ = ["register"]
 
 
 def _source_line(hit: Any) -> str:
+    from agentrag.readers.locators import format_locator
+
     where = hit.source or hit.document_id
+    if hit.locator:
+        return f"[{hit.chunk_id}] {where}, {format_locator(hit.locator)}"
     if hit.section:
         where += f", section: {hit.section}"
     if hit.page is not None:
@@ -30,7 +34,7 @@ def _source_line(hit: Any) -> str:
     return f"[{hit.chunk_id}] {where}"
 
 
-_SOURCE_KEYS = ("chunk_id", "document_id", "collection", "source", "section", "page", "score")
+_SOURCE_KEYS = ("chunk_id", "document_id", "collection", "source", "section", "page", "locator", "score")
 
 
 def _ask_dict(ctx: Any, proof: bool) -> dict[str, Any]:

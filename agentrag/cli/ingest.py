@@ -43,6 +43,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
             on_progress=advance,
             bulk=True if args.bulk else None,
             executor=executor,
+            reader=args.reader,
         )
     print_json(report.to_dict()) if args.json else print(report)
     return 0 if report.ok else 1
@@ -82,8 +83,31 @@ def register(sub: Any, add: AddCommand) -> None:
         LOCAL_BACKENDS,
     )
 
-    p = add(sub, "ingest", cmd_ingest, "ingest files and directories (.txt, .md, .pdf)")
+    p = add(
+        sub,
+        "ingest",
+        cmd_ingest,
+        "ingest files and directories (text, Markdown, PDF, DOCX, PPTX, XLSX, CSV, HTML, e-mail, EPUB, JSON)",
+    )
     p.add_argument("paths", nargs="+")
+    p.add_argument(
+        "--reader",
+        choices=[
+            "text",
+            "markdown",
+            "pdf",
+            "docx",
+            "pptx",
+            "xlsx",
+            "csv",
+            "html",
+            "eml",
+            "mbox",
+            "epub",
+            "json",
+        ],
+        help="read every file with this reader (default: by extension and content)",
+    )
     p.add_argument("--collection", "-c", required=True)
     p.add_argument("--create", action="store_true", help="create the collection if it does not exist")
     p.add_argument("--description", help="description for --create")

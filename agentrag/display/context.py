@@ -27,6 +27,7 @@ from agentrag.display.common import (
     snippet,
     source_cell,
 )
+from agentrag.readers.locators import format_locator
 
 if TYPE_CHECKING:
     from agentrag.context import Context, SearchRecord
@@ -298,7 +299,7 @@ def context_html(ctx: Context) -> str:
                     f'<code id="{esc(anchor(qid, hit.chunk_id))}">{esc(hit.chunk_id)}</code>',
                     esc(hit.collection),
                     source_cell(hit),
-                    esc(hit.section or ""),
+                    esc(format_locator(hit.locator, section=hit.section)),
                     esc(opt(hit.page)),
                     num(hit.score),
                     esc(opt(hit.vector_rank)),
@@ -436,7 +437,7 @@ def context_markdown(ctx: Context) -> str:
                     f'<a id="{esc(anchor(qid, hit.chunk_id))}"></a>{md_esc(hit.chunk_id)}',
                     md_esc(hit.collection),
                     md_esc(basename(hit.source) or hit.document_id),
-                    md_esc(hit.section or ""),
+                    md_esc(format_locator(hit.locator, section=hit.section)),
                     opt(hit.page),
                     num(hit.score),
                     opt(hit.vector_rank),

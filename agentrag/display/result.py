@@ -18,6 +18,7 @@ from agentrag.display.common import (
     snippet,
     source_cell,
 )
+from agentrag.readers.locators import format_locator
 
 if TYPE_CHECKING:
     from agentrag.retrieval.result import SearchResult
@@ -86,7 +87,7 @@ def search_result_html(result: SearchResult) -> str:
                     f"<code>{esc(hit.chunk_id)}</code>",
                     esc(hit.collection),
                     source_cell(hit),
-                    esc(hit.section or ""),
+                    esc(format_locator(hit.locator, section=hit.section)),
                     esc(opt(hit.page)),
                     text,
                 ]
@@ -118,7 +119,7 @@ def search_result_markdown(result: SearchResult) -> str:
                 md_esc(hit.chunk_id),
                 md_esc(hit.collection),
                 md_esc(basename(hit.source) or hit.document_id),
-                md_esc(hit.section or ""),
+                md_esc(format_locator(hit.locator, section=hit.section)),
                 opt(hit.page),
                 md_esc(snippet(hit.text, 100)),
             ]

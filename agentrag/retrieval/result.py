@@ -8,6 +8,7 @@ from typing import Any, overload
 
 from agentrag._renderers import Renderable
 from agentrag.hits import Hit
+from agentrag.readers.locators import format_locator
 
 __all__ = ["SearchResult"]
 
@@ -98,7 +99,7 @@ class SearchResult(Renderable):
                 source = hit.source or hit.document_id
                 if len(self.collections) > 1:
                     source = f"{hit.collection}:{source}"
-                if hit.page is not None:
+                if hit.page is not None and not hit.locator:
                     source += f" p.{hit.page}"
                 rows.append(
                     [
@@ -107,7 +108,7 @@ class SearchResult(Renderable):
                         "-" if hit.vector_rank is None else str(hit.vector_rank),
                         "-" if hit.lexical_rank is None else str(hit.lexical_rank),
                         _snippet(source, 40),
-                        _snippet(hit.section or "", 24),
+                        _snippet(format_locator(hit.locator, section=hit.section), 32),
                         _snippet(hit.text),
                     ]
                 )

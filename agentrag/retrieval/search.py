@@ -106,7 +106,7 @@ _log = logging.getLogger("agentrag.retrieval")
 
 _FETCH_SQL = """
 SELECT c.id, c.document_id, c.text, c.start_char, c.end_char, c.chunk_index, c.page, c.section,
-       c.sha256 AS chunk_sha256, d.source, d.original_filename, d.sha256 AS source_sha256,
+       c.locator, c.sha256 AS chunk_sha256, d.source, d.original_filename, d.sha256 AS source_sha256,
        d.classification, d.metadata,
        k.name AS collection, k.embed_model, k.embed_version
 FROM agentrag.chunks c
@@ -251,6 +251,7 @@ def _hits(ranked: _Ranked) -> tuple[Hit, ...]:
                 lexical_rank=l_rank,
                 lexical_score=l_score,
                 metadata=dict(row.metadata or {}),
+                locator=dict(row.locator) if row.locator else None,
             )
         )
     return tuple(hits)

@@ -129,6 +129,9 @@ class ProofChunkOut(BaseModel):
     embed_version: str | None
     source_sha256: str | None
     chunk_sha256: str | None
+    #: where the chunk is in its file: page / page_end, slide (+ title), sheet + rows, section (the
+    #: heading path), record, chapter, message, attachment, ocr; null when there is nothing to add
+    locator: dict[str, Any] | None = None
 
 
 class GenerationOut(BaseModel):

@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from agentrag.errors import IngestError, InvalidInputError, StoreError
+from agentrag.readers.options import check_reader
 from agentrag.store.collections import Collection, check_embedder
 from agentrag.store.connection import retrying
 from agentrag.store.ingest_report import IngestProgress, IngestReport, IngestTally, WriteOutcome
@@ -112,8 +113,10 @@ def ingest_paths(
     **options: Any,
 ) -> IngestReport:
     # read on the prepare stage (by the executor: here or on a worker), not here
+    reader = check_reader(options.pop("reader", None))
     items = [
-        PreparedDocument(key, "", dict(metadata or {}), path=str(path)) for path, key in iter_files(sources)
+        PreparedDocument(key, "", dict(metadata or {}), path=str(path), reader=reader)
+        for path, key in iter_files(sources)
     ]
     return _ingest(store, items, collection=collection, on_progress=on_progress, **options)
 
@@ -237,7 +240,9 @@ def _ingest(
                 pending: list[PreparedDocument] = []
                 for item in group:
                     if item.error is not None:
-                        tally.finished(item.source, "failed", error=item.error)
+                        tally.finished(
+                            item.source, "failed", error=item.error, error_type=item.error_type or ""
+                        )
                     elif item.unchanged:
                         if session is not None:
                             store.link_session(stored[item.source], session)

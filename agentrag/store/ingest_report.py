@@ -41,6 +41,8 @@ class IngestReport:
     #: "torch-bf16" by default on a CPU with native bfloat16, "onnx" elsewhere); None when nothing was
     #: embedded or the embedder has no document backend (hosted models, fakes)
     document_backend: str | None = None
+    #: the error class of each failed source (UnreadableFileError, FileTooLargeError, StoreError, ...)
+    error_types: dict[str, str] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -101,7 +103,10 @@ class IngestReport:
             "added": list(self.added),
             "replaced": list(self.replaced),
             "unchanged": list(self.unchanged),
-            "failed": [{"source": s, "error": e} for s, e in self.failed],
+            "failed": [
+                {"source": s, "error": e, "type": self.error_types.get(s, "IngestError")}
+                for s, e in self.failed
+            ],
             "chunks_written": self.chunks_written,
             "document_ids": dict(self.document_ids),
             "vector_index": self.vector_index,
@@ -134,6 +139,7 @@ class IngestTally:
     replaced: list[str] = field(default_factory=list)
     unchanged: list[str] = field(default_factory=list)
     failed: list[tuple[str, str]] = field(default_factory=list)
+    error_types: dict[str, str] = field(default_factory=dict)
     ids: dict[str, str] = field(default_factory=dict)
     written: int = 0
     retried: int = 0
@@ -143,11 +149,20 @@ class IngestTally:
         if self.on_progress is not None:
             self.on_progress(IngestProgress(self.done, self.total, source, status))
 
-    def finished(self, source: str, status: str, *, document_id: str | None = None, error: str = "") -> None:
+    def finished(
+        self,
+        source: str,
+        status: str,
+        *,
+        document_id: str | None = None,
+        error: str = "",
+        error_type: str = "",
+    ) -> None:
         """One document is done: ``status`` is added, replaced, unchanged or failed."""
         self.done += 1
         if status == "failed":
             self.failed.append((source, error or "failed"))
+            self.error_types[source] = error_type or "IngestError"
         else:
             assert document_id is not None
             self.ids[source] = document_id
@@ -169,4 +184,5 @@ class IngestTally:
             index_seconds=index_seconds,
             retried_alone=self.retried,
             document_backend=document_backend if self.written else None,
+            error_types=dict(self.error_types),
         )

@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from agentrag.errors import EmbeddingError, IngestError
-from agentrag.store.chunking import DEFAULT_CHUNK_OVERLAP, DEFAULT_CHUNK_SIZE, Chunk, chunk_text
-from agentrag.store.readers import read_file
+from agentrag.readers.chunking import DEFAULT_CHUNK_OVERLAP, DEFAULT_CHUNK_SIZE, Chunk, chunk_text
+from agentrag.readers.ingest import read_document
 
 if TYPE_CHECKING:
     import numpy as np
@@ -66,6 +66,8 @@ class PreparedDocument:
     known: tuple[str, str] | None = None
     unchanged: bool = False
     error: str | None = None
+    error_type: str | None = None  # the IngestError subclass of ``error`` (UnreadableFileError, ...)
+    reader: Any = None  # the caller's reader choice (agentrag.readers.ReaderChoice); None: by extension
     vectors: Any = None  # np.ndarray (len(chunks), dimensions) float32: row i for chunks[i]
     # (document id, its chunks' COPY rows): built by the write stage ahead of the write
     copy_rows: tuple[str, list[tuple[Any, ...]]] | None = field(default=None, repr=False)
@@ -186,7 +188,7 @@ def prepare_documents(
     size, overlap = chunk_options(chunk_size, chunk_overlap)
     for document in documents:
         try:
-            _read(document)
+            _read(document, size, overlap)
             document.sha256 = hashlib.sha256(document.text.encode("utf-8")).hexdigest()
             meta_json = canonical_metadata(document.metadata, document.source)
             document_columns(document.metadata, document.source)
@@ -197,31 +199,33 @@ def prepare_documents(
             if not document.text.strip():
                 raise IngestError(f"{document.source}: the document has no text", source=document.source)
         except IngestError as exc:
-            document.error = str(exc)
+            document.error, document.error_type = str(exc), type(exc).__name__
+            document.chunks = []
             continue
         if document.known is not None and document.known == (document.sha256, meta_json):
             document.unchanged = True
+            document.chunks = []
             continue
-        document.chunks = chunk_text(
-            document.text, size=size, overlap=overlap, page_starts=document.page_starts
-        )
+        if not document.chunks:  # a file's reader laid out its chunks with its text
+            document.chunks = chunk_text(
+                document.text, size=size, overlap=overlap, page_starts=document.page_starts
+            )
         # Between documents, hand the GIL to a thread waiting for it (ingest writes in another
         # thread while this runs): it waits at most one document's chunking, not a 5 ms switch.
         time.sleep(0)
     return list(documents)
 
 
-def _read(document: PreparedDocument) -> None:
+def _read(document: PreparedDocument, size: int, overlap: int) -> None:
     if document.path is None:
         return
     path = Path(document.path)
     if not path.exists():
         raise IngestError(f"{path}: no such file or directory", source=document.source)
-    read = read_file(path)
-    document.text = read.text
-    document.metadata = {**read.metadata, **document.metadata}
+    text, metadata, chunks = read_document(path, reader=document.reader, size=size, overlap=overlap)
+    document.text, document.chunks = text, chunks
+    document.metadata = {**metadata, **document.metadata}
     document.original_filename = path.name
-    document.page_starts = read.page_starts
     document.path = None  # read: what crosses back to the driver is the text
 
 

@@ -45,6 +45,7 @@ if TYPE_CHECKING:
 
     from agentrag.embedders import Embedder
     from agentrag.querylog import QueryLogEntry
+    from agentrag.readers.registry import ReaderChoice
     from agentrag.scope import Scope
     from agentrag.store.ingest import IngestProgress, IngestReport
     from agentrag.store.migrate import Migration, SchemaStatus
@@ -415,8 +416,14 @@ class Store:
         strict: bool = False,
         bulk: bool | None = None,
         executor: Executor | None = None,
+        reader: ReaderChoice = None,
     ) -> IngestReport:
-        """Ingest files and directories (``.txt``, ``.md``, ``.pdf``) into ``collection``.
+        """Ingest files and directories into ``collection``: text, Markdown, PDF (OCR for scanned
+        pages), DOCX, PPTX, XLSX, CSV, HTML, EML, MBOX, EPUB, JSON (``agentrag.readers``).
+
+        The reader is chosen by extension and content; ``reader`` overrides it: a reader name
+        (``"html"``), a reader (``agentrag.readers.JSONReader(text_field="body")``) or a mapping
+        ``{".txt": "markdown"}``. Each chunk's ``locator`` says where it is in its file.
 
         A file that cannot be read or ingested is recorded in ``report.failed`` (shown in the
         report's repr) and the others go on; ``strict=True`` raises IngestError instead, once
@@ -448,6 +455,7 @@ class Store:
             on_progress=on_progress,
             bulk=bulk,
             executor=executor,
+            reader=reader,
         )
         return report.raise_for_failures() if strict else report
 

@@ -21,10 +21,13 @@ __all__ = ["chunk_rows", "document_id", "encode_vectors", "existing_documents", 
 
 # The embedding goes in pre-encoded (vector's binary wire format, see encode_vectors): declared
 # bytea so psycopg passes the bytes through; the server reads them with vector's receive function.
-_COPY_TYPES = ["text", "text", "int8", "int4", "text", "int4", "int4", "int4", "text", "text", "bytea"]
+# The locator (jsonb) goes in through psycopg's binary jsonb dumper.
+_COPY_TYPES = [
+    "text", "text", "int8", "int4", "text", "int4", "int4", "int4", "text", "text", "bytea", "jsonb",
+]  # fmt: skip
 _COPY_SQL = (
     "COPY agentrag.chunks (id, document_id, collection_id, chunk_index, text, start_char, end_char,"
-    " page, section, sha256, embedding) FROM STDIN WITH (FORMAT BINARY)"
+    " page, section, sha256, embedding, locator) FROM STDIN WITH (FORMAT BINARY)"
 )
 
 
@@ -187,6 +190,8 @@ def chunk_rows(collection_id: int, doc_id: str, doc: PreparedDocument) -> list[t
     """The COPY rows of a document's chunks (ids, hashes, encoded vectors)."""
     if not doc.chunks:
         return []
+    from psycopg.types.json import Jsonb
+
     sha256 = hashlib.sha256
     return [
         (
@@ -201,6 +206,7 @@ def chunk_rows(collection_id: int, doc_id: str, doc: PreparedDocument) -> list[t
             chunk.section,
             sha256(chunk.text.encode("utf-8")).hexdigest(),
             vector,
+            Jsonb(chunk.locator) if chunk.locator else None,
         )
         for chunk, vector in zip(doc.chunks, encode_vectors(doc.vectors), strict=True)
     ]
