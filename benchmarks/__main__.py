@@ -62,6 +62,11 @@ RUNS = [
     ),
     ("CLI cold start", ["benchmarks.coldstart"], ["benchmarks.coldstart", "--runs", "2"]),
     (
+        "readers: pages/s per format beside the bare parser, OCR, HTML and PDF candidates",
+        ["benchmarks.readers"],
+        ["benchmarks.readers", "--pages", "8", "--repeats", "2", "--ocr-pages", "1"],
+    ),
+    (
         "reliability under load, faults and hostile input",
         ["benchmarks.reliability"],
         ["benchmarks.reliability", "--searches", "300", "--filters", "1000"],

@@ -418,28 +418,19 @@ class Store:
         executor: Executor | None = None,
         reader: ReaderChoice = None,
     ) -> IngestReport:
-        """Ingest files and directories into ``collection``: text, Markdown, PDF (OCR for scanned
-        pages), DOCX, PPTX, XLSX, CSV, HTML, EML, MBOX, EPUB, JSON (``agentrag.readers``).
-
-        The reader is chosen by extension and content; ``reader`` overrides it: a reader name
-        (``"html"``), a reader (``agentrag.readers.JSONReader(text_field="body")``) or a mapping
-        ``{".txt": "markdown"}``. Each chunk's ``locator`` says where it is in its file.
-
-        A file that cannot be read or ingested is recorded in ``report.failed`` (shown in the
-        report's repr) and the others go on; ``strict=True`` raises IngestError instead, once
+        """Ingest files and directories into ``collection``, each read by the reader its extension and
+        content call for (:mod:`agentrag.readers`) or by ``reader`` (a name, a Reader, ``{".ext": name}``).
+        A file that cannot be read or ingested is recorded in ``report.failed`` (with its error type in
+        ``report.error_types``) and the others go on; ``strict=True`` raises IngestError instead, once
         every file was tried (the error's ``.report`` has the details).
 
-        Documents are written many per transaction, each one all or nothing. ``bulk=True`` drops
-        the collection's HNSW index before writing and rebuilds it after (faster for a large
-        load; vector searches of this collection scan exactly meanwhile); ``bulk=False`` keeps
-        it and maintains it row by row; ``None`` (default) decides: bulk when the load brings at
-        least ``ingest.AUTO_BULK_MIN_CHUNKS`` chunks and at least as many as the collection
-        holds. ``report.vector_index`` and ``report.index_seconds`` say what happened.
-
+        Documents are written many per transaction, each one all or nothing. ``bulk=True`` drops the
+        HNSW index before writing and rebuilds it after (vector searches of this collection scan exactly
+        meanwhile); ``bulk=False`` maintains it row by row; ``None`` decides: bulk when the load brings
+        at least ``ingest.AUTO_BULK_MIN_CHUNKS`` chunks and as many as the collection holds.
         ``executor`` says where files are read, chunked and embedded: in this process
-        (:class:`~agentrag.LocalExecutor`, the default) or on Ray workers
-        (``agentrag.executors.ray.RayExecutor``, the ``ray`` extra). Writing always happens
-        here, each document all or nothing, so the report is the same either way."""
+        (:class:`~agentrag.LocalExecutor`, the default) or on Ray workers (``RayExecutor``, the ``ray``
+        extra); writing is always here, so the report is the same either way."""
         from agentrag.store.ingest import ingest_paths
 
         report = ingest_paths(
