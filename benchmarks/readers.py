@@ -33,6 +33,7 @@ import time
 from collections.abc import Callable
 from email.message import EmailMessage
 from pathlib import Path
+from typing import Any
 
 PAGE_CHARS = 3000
 TEXT = (
@@ -337,30 +338,49 @@ def _paired(
     return statistics.median(times_a), statistics.median(times_b), chars
 
 
-def html_fidelity(pages: int) -> list[tuple[str, float, float, float]]:
-    """(extractor, content sentences kept, boilerplate phrases leaked, pages/s)."""
+def saved_page(i: int) -> str:
+    """A page saved from an intranet: no semantic tags, the menu and footer are plain divs."""
+    menu = " | ".join(f'<a href="/m{k}">Navigation link {k}</a>' for k in range(25))
+    body = "".join(f"<h2>Topic {i}.{k}</h2><p>{_paragraph(i * 10 + k)}</p>" for k in range(4))
+    return (
+        f'<html><head><title>Page {i}</title><script>var tracking = 1;</script></head><body><div id="menu">'
+        f'{menu}</div><div class="sidebar"><p>Related articles sidebar</p></div><div class="content">'
+        f'<h1>Guide page {i}</h1>{body}</div><div class="footer">Copyright notice and cookie settings</div>'
+        "</body></html>"
+    )
+
+
+def html_fidelity(pages: int) -> list[tuple[str, str, float, float, float]]:
+    """(page kind, extractor, content sentences kept, boilerplate phrases leaked, pages/s)."""
     import trafilatura
 
     from agentrag.readers.markup import html_to_markdown
     from agentrag.readers.web import EXTRACT_OPTIONS
 
-    docs = [html_page(i) for i in range(pages)]
     boiler = ("Navigation link", "Related articles", "Copyright notice", "tracking")
     rows = []
+    for kind, page in (("docs page", html_page), ("saved page", saved_page)):
+        docs = [page(i) for i in range(pages)]
+        rows.extend(_html_rows(kind, docs, boiler, trafilatura.extract, EXTRACT_OPTIONS, html_to_markdown))
+    return rows
+
+
+def _html_rows(
+    kind: str, docs: list[str], boiler: tuple[str, ...], extract: Any, options: Any, soup: Any
+) -> list[tuple[str, str, float, float, float]]:
+    pages = len(docs)
+    rows = []
     for name, fn in (
-        (
-            "trafilatura",
-            lambda h: trafilatura.extract(h, **EXTRACT_OPTIONS) or "",
-        ),
-        ("BeautifulSoup + rules", lambda h: html_to_markdown(h)[1]),
-        ("BeautifulSoup, whole body", lambda h: html_to_markdown(h, whole=True)[1]),
+        ("trafilatura", lambda h: extract(h, **options) or ""),
+        ("BeautifulSoup + rules", lambda h: soup(h)[1]),
+        ("BeautifulSoup, whole body", lambda h: soup(h, whole=True)[1]),
     ):
         t = time.perf_counter()
         outs = [fn(h) for h in docs]
         seconds = time.perf_counter() - t
         kept = sum(_sentence((i * 10 + k) * 5) in out for i, out in enumerate(outs) for k in range(4))
         leaked = sum(b in out for out in outs for b in boiler)
-        rows.append((name, kept / (4 * pages), leaked / (len(boiler) * pages), pages / seconds))
+        rows.append((kind, name, kept / (4 * pages), leaked / (len(boiler) * pages), pages / seconds))
     return rows
 
 
@@ -409,9 +429,9 @@ def main() -> None:
         pdf = [p for name, paths, _ in corpora if name.startswith("pdf") for p in paths]
         pypdf_s, plumber_s, _ = _paired(bare_pdf, pdfplumber_pdf, pdf, args.repeats)
         print(f"\npdf text: pypdf {pages / pypdf_s:.1f} pages/s, pdfplumber {pages / plumber_s:.1f} pages/s")
-        print("\nhtml extractor              content kept  boilerplate leaked  pages/s")
-        for name, kept, leaked, rate in html_fidelity(pages):
-            print(f"{name:<27} {kept:>12.0%} {leaked:>19.0%} {rate:>8.1f}")
+        print("\nhtml page    extractor                   content kept  boilerplate leaked  pages/s")
+        for kind, name, kept, leaked, rate in html_fidelity(pages):
+            print(f"{kind:<12} {name:<27} {kept:>12.0%} {leaked:>19.0%} {rate:>8.1f}")
         if shutil.which("tesseract") is None:
             print("\nOCR: tesseract not installed (skipped)")
             return

@@ -244,3 +244,38 @@ def add_footnote(path: Path, text: str) -> Path:
         for name, data in parts.items():
             archive.writestr(name, data)
     return path
+
+
+def write_table_pdf(path: Path) -> Path:
+    """A one-page text PDF with a paragraph and a ruled table (PLANS), drawn by hand (no dependencies)."""
+    ops = ["BT /F1 11 Tf 72 740 Td (Plans and prices for every team size are below.) Tj ET"]
+    widths = [90, 60, 110, 190]
+    top, height = 700, 22
+    for r, row in enumerate(PLANS):
+        y = top - r * height
+        x = 72
+        for c, value in enumerate(row):
+            ops.append(f"{x} {y - height} {widths[c]} {height} re S")
+            ops.append(f"BT /F1 9 Tf {x + 4} {y - 15} Td ({value}) Tj ET")
+            x += widths[c]
+    ops.append(f"BT /F1 11 Tf 72 {top - len(PLANS) * height - 30} Td (Prices exclude VAT.) Tj ET")
+    stream = "\n".join(ops)
+    objects = [
+        "<< /Type /Catalog /Pages 2 0 R >>",
+        "<< /Type /Pages /Kids [5 0 R] /Count 1 >>",
+        "<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+        f"<< /Length {len(stream)} >>\nstream\n{stream}\nendstream",
+        "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R"
+        " /Resources << /Font << /F1 3 0 R >> >> >>",
+    ]
+    out = bytearray(b"%PDF-1.4\n")
+    offsets = []
+    for i, body in enumerate(objects, start=1):
+        offsets.append(len(out))
+        out += f"{i} 0 obj\n{body}\nendobj\n".encode()
+    xref = len(out)
+    out += f"xref\n0 {len(objects) + 1}\n0000000000 65535 f \n".encode()
+    out += "".join(f"{o:010d} 00000 n \n" for o in offsets).encode()
+    out += f"trailer\n<< /Size {len(objects) + 1} /Root 1 0 R >>\nstartxref\n{xref}\n%%EOF\n".encode()
+    path.write_bytes(bytes(out))
+    return path

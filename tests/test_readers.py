@@ -305,3 +305,23 @@ def test_cli_reader_choices_are_the_registry() -> None:
         a for a in parser._subparsers._group_actions[0].choices["ingest"]._actions if a.dest == "reader"
     )  # type: ignore[union-attr]
     assert set(ingest.choices) == set(READERS)  # type: ignore[arg-type]
+
+
+def test_pdf_tables_kept_as_tables_when_asked(tmp_path: Path) -> None:
+    pytest.importorskip("pdfplumber")
+    path = fx.write_table_pdf(tmp_path / "plans.pdf")
+    text, chunks = layout(read(path), size=1000, overlap=0)
+    assert "Business 100 480" in text  # by default: pypdf's text lines
+    assert all(c.locator == {"page": 1} for c in chunks)
+    extracted = read(path, reader=PDFReader(tables=True))
+    text, chunks = layout(extracted, size=1000, overlap=0)
+    assert [c.text for c in chunks] == [
+        "Plans and prices for every team size are below.",
+        "| Plan | Seats | Price per month | Support |\n|---|---|---|---|\n"
+        "| Free | 3 | 0 | Community forum |\n| Team | 25 | 120 | Email within one business day |\n"
+        "| Business | 100 | 480 | Phone within four hours |\n"
+        "| Enterprise | 1000 | 2900 | Dedicated engineer |",
+        "Prices exclude VAT.",
+    ]
+    assert [c.locator for c in chunks] == [{"page": 1}, {"page": 1, "table": 1, "rows": [2, 5]}, {"page": 1}]
+    assert all(text[c.start_char : c.end_char] == c.text for c in chunks)

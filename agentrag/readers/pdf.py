@@ -14,15 +14,20 @@ MIN_PAGE_CHARS = 3  # a page with less text than this has no text layer worth th
 class PDFReader:
     """``.pdf``: one prose block over the pages (``page_starts``), so the chunker knows each
     chunk's page. ``ocr=None`` OCRs image-only pages when Tesseract is there (else notes them),
-    ``True`` requires it, ``False`` never runs it."""
+    ``True`` requires it, ``False`` never runs it. ``tables=True`` keeps ruled tables as tables
+    (pdfplumber, the ``readers`` extra; much slower: :mod:`agentrag.readers.pdftables`)."""
 
     name = "pdf"
     suffixes: tuple[str, ...] = (".pdf",)
     extra: str | None = "pdf"
 
-    def __init__(self, *, ocr: bool | None = None, ocr_language: str = "eng") -> None:
+    def __init__(self, *, ocr: bool | None = None, ocr_language: str = "eng", tables: bool = False) -> None:
         self.ocr = ocr
         self.ocr_language = ocr_language
+        self.tables = tables
+
+    def __repr__(self) -> str:
+        return f"PDFReader(ocr={self.ocr!r}, ocr_language={self.ocr_language!r}, tables={self.tables!r})"
 
     def read(self, source: Source) -> Extracted:
         pypdf = import_extra("pypdf", "pdf", "PDF", source)
@@ -68,6 +73,18 @@ class PDFReader:
             extracted.metadata["unread_pages"] = unread
         if extracted.ocr_pages:
             extracted.metadata["ocr_pages"] = list(extracted.ocr_pages)
+        if self.tables:
+            from agentrag.readers.pdftables import page_blocks
+
+            try:
+                extracted.blocks = page_blocks(source, pages, extracted.ocr_pages)
+            except IngestError:
+                raise
+            except Exception as exc:
+                raise UnreadableFileError(
+                    f"{source.name}: cannot find the PDF's tables ({exc})", source=source.name
+                ) from exc
+            return extracted
         locator = {"page": 1, **({"ocr_pages": list(extracted.ocr_pages)} if extracted.ocr_pages else {})}
         extracted.blocks.append(Block("text", body, locator, markdown=False, page_starts=tuple(starts)))
         return extracted
