@@ -8,6 +8,7 @@ import io
 import tracemalloc
 import zipfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -184,3 +185,22 @@ def test_bad_files_fail_typed_with_bounded_memory(tmp_path: Path, monkeypatch: p
     finally:
         tracemalloc.stop()
     assert peak < 5 * 2**20  # the 3.5 MB file was not held whole
+
+
+def test_search_over_http_returns_locators(
+    tmp_path: Path, store: Store, client: Any, collection_name: str
+) -> None:
+    from tests.server_support import auth, new_tenant
+
+    tenant = new_tenant(store, "readers")
+    store.create_collection(collection_name)
+    deck = fx.write_pptx(tmp_path / "review.pptx")
+    assert store.ingest(deck, collection=collection_name, tenant=tenant).ok
+    response = client.post(
+        f"/api/v1/query/{tenant}/search",
+        json={"query_text": "Lisbon engineers hiring", "collections": [collection_name], "mode": "lexical"},
+        headers=auth(tenant),
+    )
+    assert response.status_code == 200, response.text
+    top = response.json()["chunks"][0]
+    assert top["locator"] == {"slide": 3, "title": "Hiring plan"} and top["page"] == 3

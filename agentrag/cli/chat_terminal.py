@@ -99,7 +99,11 @@ def render_turn(ctx: Context, result: RAGResult) -> str:
         cited = set(ctx.citations)
         for i, c in enumerate(result.citations, 1):
             where = c["source"] or c["document_id"]
-            if c["section"]:
+            if c.get("locator"):
+                from agentrag.readers.locators import format_locator
+
+                where += f" ({format_locator(c['locator'])})"
+            elif c["section"]:
                 where += f" § {c['section']}"
             mark = "  (cited)" if c["label"] in cited else ""
             lines.append(f"  {i}. [{c['label']}] {c['collection']}:{where}{mark}")

@@ -152,6 +152,7 @@ def sources(proof: Mapping[str, Any], order: Sequence[str]) -> list[dict[str, An
                 "source": chunk["original_filename"] or chunk["source"],
                 "section": chunk["section"],
                 "page": chunk["page"],
+                "locator": chunk.get("locator"),
                 "start_char": chunk["start_char"],
                 "end_char": chunk["end_char"],
                 "revision": chunk["source_sha256"],

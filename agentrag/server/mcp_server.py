@@ -182,6 +182,7 @@ def build_server(
                 "source": c["original_filename"] or c["source"],
                 "section": c["section"],
                 "page": c["page"],
+                "locator": c.get("locator"),
                 "start_char": c["start_char"],
                 "end_char": c["end_char"],
                 "revision": c["source_sha256"],
