@@ -40,6 +40,7 @@ __all__ = [
     "SearchRecord",
     "StepRecord",
     "StopReason",
+    "SupportSpan",
     "Turn",
 ]
 
@@ -119,6 +120,26 @@ class StepRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class SupportSpan:
+    """One answer sentence and its best supporting span in a cited chunk.
+
+    ``start`` / ``end`` are character offsets of ``text`` in the document ``document_id``;
+    ``score`` (0-1) is the support check's (lexical + semantic, or the LLM judge's verdict);
+    ``method`` says which check decided (``quoted``: the sentence is the span itself, extractive;
+    ``local``; ``llm``). A sentence without any cited chunk has ``chunk_id`` None."""
+
+    sentence: str
+    chunk_id: str | None
+    document_id: str | None
+    start: int | None
+    end: int | None
+    text: str
+    score: float
+    supported: bool
+    method: str = "local"
+
+
+@dataclass(frozen=True, slots=True)
 class Degradation:
     """A fallback that happened: never silent, always recorded here and on the span."""
 
@@ -190,6 +211,8 @@ class Context(Renderable):
     ungrounded_claims: tuple[str, ...] = ()
     grounded: bool | None = None
     mode: str | None = None
+    answer_confidence: float | None = None  # 0-1: how likely the evidence answers (agentrag.abstain)
+    support: tuple[SupportSpan, ...] = ()  # per answer sentence, its supporting span
     # bookkeeping
     error: AgentragError | None = None
     warnings: tuple[str, ...] = ()

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -26,6 +26,8 @@ __all__ = [
     "CitationCheck",
     "PackedContext",
     "check_citations",
+    "citation_labels",
+    "claim_sentences",
     "estimate_tokens",
     "graph_labels",
     "pack_context",
@@ -37,7 +39,13 @@ _LABEL = re.compile(r"^(?:chk|rel)_[A-Za-z0-9]+$")
 # What a citation attempt looks like even when it names nothing we retrieved: "[chk_x]",
 # "[Source 2]", "[doc 3]", "[1]". Markdown link text ("[see here](...)") is not one.
 _ATTEMPT = re.compile(r"^(?:(?:chk|rel|source|doc)\b|(?:chk|rel)_|\d+$)", re.IGNORECASE)
-_SENTENCE_END = re.compile(r"(?<=[.!?])(?:\s*\[[^\[\]\n]+\])*\s+(?=[A-Z0-9\"'(*_-])|\n+")
+# A sentence of an answer ends at . ! ? (with closing quotes / emphasis marks and the citation
+# markers after it) followed by whitespace and anything (a lowercase start after a full stop is
+# a new sentence too, so an uncited claim cannot hide behind one), or at a line break.
+_SENTENCE_END = re.compile(r"(?<=[.!?])[\"'”’)\]*_]*(?:\s*\[[^\[\]\n]+\])*\s+(?=[^\s\[])|\n+")
+_ABBREVIATION = re.compile(r"(?:^|[\s(])(?:e\.g|i\.e|etc|vs|cf|approx|dr|mr|mrs|ms|no|fig|incl|[a-z])\.$", re.I)
+_LIST_LINE = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
+_SHORT_FACT = re.compile(r"[\d:=@$%€£]")
 _GRAPH_LABEL = re.compile(r"\[(rel_\d+)\]")
 _TRUNCATED = " …"
 _BULLET = re.compile(r"[ \t]*(?:[-*+>]|\d+[.)])?[ \t]*")
@@ -263,11 +271,23 @@ def _sentence_spans(text: str) -> list[tuple[int, int]]:
             spans.append((begin + lead, begin + len(piece.rstrip())))
 
     for match in _SENTENCE_END.finditer(text):
+        if not match.group(0).startswith("\n") and _ABBREVIATION.search(text[max(start, match.start() - 8) : match.start()]):
+            continue  # "e.g." and friends end no sentence
         end = match.start() if match.group(0).startswith("\n") else match.end()
         add(start, end)
         start = match.end()
     add(start, len(text))
     return spans
+
+
+def claim_sentences(text: str) -> list[str]:
+    """The sentences of an answer that state something (see :func:`check_citations`), as split there."""
+    return [text[a:b] for a, b in _sentence_spans(text) if _is_claim(text[a:b], text[b : b + 200])]
+
+
+def citation_labels(sentence: str) -> list[str]:
+    """Every citation label a sentence carries (valid or not), in order."""
+    return [label for label, _ in _markers(sentence)]
 
 
 def split_sentences(text: str) -> list[str]:
@@ -298,12 +318,35 @@ def _markers(sentence: str) -> list[tuple[str, str]]:
     return found
 
 
-def _is_claim(sentence: str) -> bool:
-    """A sentence that states something: three words or more, not a heading or a lead-in to a list."""
-    bare = _CITATION.sub("", sentence).strip(" \t-*#>:|")
-    if not bare or sentence.rstrip().endswith(":"):
+def _is_claim(sentence: str, after: str = "") -> bool:
+    """Whether a sentence of an answer states something that needs a citation.
+
+    Not claims: headings, a lead-in ending in ``:`` that a list follows (or that ends the answer),
+    and one or two words without a figure, a ``:`` or a symbol (``"Yes."``, ``"In short"``). Any other
+    sentence is one, whatever its punctuation: ``"Password: hunter2."`` is a claim."""
+    bare = _CITATION.sub("", sentence).strip(" \t-*#>|_`")
+    if not bare or sentence.lstrip().startswith("#"):
         return False
-    return len(bare.split()) >= 3
+    if bare.endswith(":"):
+        rest = after.strip()
+        if not rest or (after.lstrip(" \t").startswith("\n") and _LIST_LINE.match(rest.splitlines()[0])):
+            return False
+        return True
+    if len(bare.split()) <= 2 and not _SHORT_FACT.search(bare.rstrip(".!?")):
+        return False
+    return True
+
+
+def _uncited_tail(sentence: str) -> bool:
+    """Whether a cited sentence goes on after its last citation with words of its own (a run-on
+    ``"A [chk_a]; B."`` cites A, not B)."""
+    last = None
+    for last in _CITATION.finditer(sentence):
+        pass
+    if last is None:
+        return False
+    tail = sentence[last.end() :].strip(" \t.,;:!?\"'”’)*_")
+    return len(tail.split()) >= 2
 
 
 def _remove_invalid(sentence: str, invalid: set[str]) -> str:
@@ -330,13 +373,20 @@ def _whole_line(text: str, start: int, end: int) -> tuple[int, int]:
 
 
 def check_citations(
-    answer: str, valid: Collection[str], *, aliases: Mapping[str, str] | None = None
+    answer: str,
+    valid: Collection[str],
+    *,
+    aliases: Mapping[str, str] | None = None,
+    supported: Callable[[str], bool] | None = None,
 ) -> CitationCheck:
     """Check every citation of ``answer`` against ``valid`` (the retrieved chunk ids).
 
     A sentence is grounded when it carries at least one valid citation; sentences that
     state nothing (headings, lead-ins ending in ``:``, under three words) need none.
-    ``aliases`` maps a merged chunk's id to the label it was shown under.
+    ``aliases`` maps a merged chunk's id to the label it was shown under. ``supported``, when
+    given, is asked about every cited claim (the sentence's text): ``False`` makes it ungrounded
+    although its citation is valid (the cited chunk does not say it; see :mod:`agentrag.support`).
+    A cited sentence that goes on after its last citation (``"A [chk_a]; B."``) is ungrounded.
     """
     aliases = dict(aliases or {})
     cited: dict[str, None] = {}
@@ -352,7 +402,10 @@ def check_citations(
             invalid[label] = None
         for label in good:
             cited[label] = None
-        if good or not _is_claim(sentence):
+        claim = _is_claim(sentence, answer[end : end + 200])
+        if good and claim and (_uncited_tail(sentence) or (supported is not None and not supported(sentence))):
+            good = []
+        if good or not claim:
             if bad:
                 edits.append((start, end, _remove_invalid(sentence, set(bad))))
         else:

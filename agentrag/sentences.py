@@ -38,7 +38,7 @@ _QUOTE = re.compile(r"^\s{0,3}>\s?")
 _INDENTED_CODE = re.compile(r"^( {4,}|\t)")
 # A sentence ends at . ! ? (plus closing quotes / brackets / emphasis marks), then whitespace,
 # then something that can start a sentence.
-_END = re.compile(r"[.!?][\"'”’)\]*_]*(?=\s+[\"'“‘(*_`\[]?[A-Z0-9])")
+_END = re.compile(r"[.!?][\"'”’)\]*_]*(?=\s+[\"'“‘(*_`\[]*[A-Z0-9])")
 _ABBREVIATIONS = frozenset(
     "e.g i.e etc vs cf al approx dr mr mrs ms prof fig eq inc ltd jr sr mt".split()  # noqa: SIM905
 )

@@ -48,14 +48,17 @@ from agentrag._sansio import (
     stream_sync,
 )
 from agentrag.context import Context, Degradation
+from agentrag.abstain import Calibration, abstention_message
 from agentrag.errors import AgentragError, InvalidInputError, LLMError, RetrievalError
+from agentrag.extractive import extractive_answer, gather, render, spans_of
 from agentrag.grounding import PackedContext, check_citations, graph_labels, pack_context
 from agentrag.hits import Hit
 from agentrag.step import Outcome, Step, StepRun, calls_of, telemetry_of
-from agentrag.steps._common import coverage, prompts_of, use_llm
+from agentrag.steps._common import prompts_of, use_llm
 
 if TYPE_CHECKING:
     from agentrag.llm import LLMCall, Message
+    from agentrag.support import SupportCheck
 
 __all__ = [
     "AnswerPlan",
@@ -94,76 +97,11 @@ def no_results_message(ctx: Context) -> str:
     )
 
 
-@dataclass(frozen=True, slots=True)
-class _Candidate:
-    rank: int  # the hit's rank among the answer's hits
-    position: int  # where the sentence starts in its document (document order)
-    source: str  # its document
-    text: str
-    label: str  # the chunk id it cites
-
-
-def _candidate_sentences(hits: Sequence[Hit]) -> list[_Candidate]:
-    """Every complete prose sentence of the hits (Markdown-aware: hard wraps joined, headings,
-    code and tables skipped, fragments cut by a chunk boundary dropped)."""
-    from agentrag.sentences import sentences
-
-    out = []
-    for rank, hit in enumerate(hits):
-        for sentence in sentences(hit.text, cut_at_start=hit.start_char > 0, cut_at_end=True):
-            if sentence.complete and not sentence.text.rstrip("*_\"')").endswith("?"):  # no questions
-                position = hit.start_char + sentence.start
-                out.append(_Candidate(rank, position, hit.document_id, sentence.text, hit.chunk_id))
-    return out
-
-
 def has_complete_sentence(hits: Sequence[Hit]) -> bool:
-    """Whether an extractive answer can quote at least one whole sentence of ``hits``."""
-    return bool(_candidate_sentences(hits))
+    """Whether an extractive answer can quote at least one whole sentence or table row of ``hits``."""
+    from agentrag.evidence import units_of
 
-
-def extractive_answer(question: str | Sequence[str], hits: Sequence[Hit], *, max_sentences: int = 3) -> str:
-    """The whole sentences that cover the most question terms, each cited with its chunk id.
-
-    With several (sub-)questions, each gets its own best sentences, so every part of a
-    decomposed question is answered. The chosen sentences are printed source by source (the
-    source of the best sentence first), in document order within a source, so an answer
-    reads as its documents do. When the hits hold no complete sentence, the best hit's text
-    is quoted as an excerpt (``prepare`` then marks the answer ungrounded).
-    """
-    questions = [question] if isinstance(question, str) else list(question)
-    candidates = _candidate_sentences(hits)
-    if not candidates:
-        top = hits[0]
-        return f'Excerpt: "{" ".join(top.text.split())[:300]}" [{top.chunk_id}]'
-    per_question = max(1, max_sentences // len(questions))
-    picked: list[tuple[float, _Candidate]] = []
-    seen: set[str] = set()
-    for q in questions:
-        scored = sorted(
-            ((coverage(q, c.text) + 0.05 / (c.rank + 1), c) for c in candidates),
-            key=lambda s: (-s[0], s[1].rank, s[1].position),
-        )
-        taken = 0
-        for score, candidate in scored:
-            key = candidate.text.lower()
-            if key in seen:
-                continue
-            seen.add(key)
-            picked.append((score, candidate))
-            taken += 1
-            if taken == per_question:
-                break
-    # source by source (best source first), document order within a source
-    first_pick: dict[str, int] = {}
-    for order, (_score, c) in enumerate(picked):
-        first_pick.setdefault(c.source, order)
-    picked.sort(key=lambda item: (first_pick[item[1].source], item[1].position))
-    parts = []
-    for _score, c in picked:
-        end = "" if c.text.endswith((".", "!", "?")) or c.text[-1:] in "\"')" else "."
-        parts.append(f"{c.text}{end} [{c.label}]")
-    return " ".join(parts)
+    return bool(units_of(hits))
 
 
 def graph_answer(graph_context: str, *, max_facts: int = 5) -> str:
@@ -205,15 +143,32 @@ class AnswerPlan:
     aliases: dict[str, str] = field(default_factory=dict)
     suppress_ungrounded: bool = False
     check: bool = True  # False when no retrieval was wanted: there is nothing to cite
+    support: str = "local"  # how cited claims are checked against their chunks: local, llm or off
+    embedder: Any = None  # for the support check's semantic signal (the store's)
+    warnings: tuple[str, ...] = ()
+    degradations: tuple[Degradation, ...] = ()
     messages: list[Message] | None = None
     outcome: Outcome | None = None
 
 
-def _grounding_changes(text: str, plan: AnswerPlan) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The Context changes and span attributes of a checked answer ``text``."""
+def _grounding_changes(
+    text: str, plan: AnswerPlan, support: SupportCheck | None = None
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The Context changes and span attributes of a checked answer ``text``: citations checked
+    against the retrieved set, and (unless ``support="off"``) each cited claim against its chunk."""
+    from agentrag.support import check_support
+
     if not plan.check:
         return {"answer_text": text, "grounded": None, "citations": ()}, {}
-    check = check_citations(text, plan.valid, aliases=plan.aliases)
+    if support is None and plan.support != "off":
+        support = check_support(text, plan.packed.hits, aliases=plan.aliases, embedder=plan.embedder)
+    verdicts = support.by_sentence if support is not None else {}
+
+    def supported(sentence: str) -> bool:
+        span = verdicts.get(sentence)
+        return span is None or span.supported
+
+    check = check_citations(text, plan.valid, aliases=plan.aliases, supported=supported)
     final = text
     if plan.suppress_ungrounded:
         final = check.suppressed_text or NOTHING_GROUNDED
@@ -223,14 +178,23 @@ def _grounding_changes(text: str, plan: AnswerPlan) -> tuple[dict[str, Any], dic
         "grounded": check.grounded,
         "invalid_citations": check.invalid,
         "ungrounded_claims": check.ungrounded,
+        "support": support.spans if support is not None else (),
     }
     attrs = {
         "grounded": check.grounded,
         "citation_count": len(check.cited),
         "invalid_citation_count": len(check.invalid),
         "ungrounded_claim_count": len(check.ungrounded),
+        "unsupported_claim_count": len(support.unsupported) if support is not None else 0,
     }
     return changes, attrs
+
+
+SUPPORT_CHECKS = ("local", "llm", "off")
+
+
+def _embedder_of(ctx: Context) -> Any:
+    return ctx.deps.store.embedder if ctx.deps.store is not None else None
 
 
 def prepare(
@@ -240,10 +204,13 @@ def prepare(
     max_context_tokens: int = 3000,
     suppress_ungrounded: bool = False,
     max_sentences: int = 3,
+    abstain: bool = True,
+    calibration: Calibration | None = None,
+    support: str = "local",
 ) -> AnswerPlan:
-    """Decide the mode, pack the context (recording the ``context.*`` metrics) and either
-    finish without the LLM or render the prompt. Raises RetrievalError when every search
-    failed and there is no graph context."""
+    """Decide the mode, pack the context (recording the ``context.*`` metrics), weigh the evidence
+    (abstaining when nothing answers) and either finish without the LLM or render the prompt.
+    Raises RetrievalError when every search failed and there is no graph context."""
     from agentrag.prompts import new_delimiter
 
     llm = use_llm(ctx, strategy, "answer")
@@ -255,6 +222,13 @@ def prepare(
         raise InvalidInputError(f"max_context_tokens must be an integer >= 100, got {max_context_tokens!r}")
     if isinstance(max_sentences, bool) or not isinstance(max_sentences, int) or max_sentences < 1:
         raise InvalidInputError(f"max_sentences must be a positive integer, got {max_sentences!r}")
+    if support not in SUPPORT_CHECKS:
+        raise InvalidInputError(f"answer(): support must be one of {SUPPORT_CHECKS}, got {support!r}")
+    if support == "llm" and not llm:
+        raise InvalidInputError("answer(support='llm') needs an LLM: pass llm=... to new()")
+    if calibration is not None and not isinstance(calibration, Calibration):
+        raise InvalidInputError(f"answer(): calibration must be an agentrag.Calibration, got {calibration!r}")
+    cal = calibration or Calibration()
     if retrieval_failed(ctx) and not ctx.graph_context:
         reasons = "; ".join(dict.fromkeys(r.error or "" for r in ctx.results))
         raise RetrievalError(f"every retrieval source failed and there is no graph context: {reasons}")
@@ -288,39 +262,71 @@ def prepare(
         aliases=dict(packed.aliases),
         suppress_ungrounded=bool(suppress_ungrounded),
         check=ctx.retrieve is not False,
+        support=support,
+        embedder=_embedder_of(ctx),
     )
 
     def done(changes: dict[str, Any], strategy_name: str, attrs: dict[str, Any] | None = None) -> AnswerPlan:
         outcome = Outcome(
             {**plan.base, **changes},
             strategy=strategy_name,
-            attributes={**plan.attributes, **(attrs or {})},
+            attributes={**plan.attributes, **(attrs or {}), "mode": changes.get("mode", plan.mode)},
             stages=plan.stages,
+            warnings=plan.warnings,
+            degradations=plan.degradations,
         )
         return _replace_plan(plan, outcome=outcome)
 
     if ctx.retrieve is not False and not packed.hits and not ctx.graph_context:
-        return done(
-            {"answer_text": no_results_message(ctx), "grounded": False, "citations": ()}, "no-results"
+        changes = {"answer_text": no_results_message(ctx), "grounded": False, "citations": ()}
+        return done({**changes, "mode": "abstained", "answer_confidence": 0.0}, "no-results")
+    if ctx.retrieve is False and not packed.hits and not llm:
+        changes = {"answer_text": NO_RETRIEVAL_NO_LLM, "grounded": None, "citations": (), "mode": "abstained"}
+        return done(changes, "local:no-retrieval")
+    evidence = None
+    if packed.hits:
+        started = time.perf_counter()
+        evidence = gather(
+            ctx.questions, packed.hits, embedder=plan.embedder, calibration=cal, max_units=max_sentences
         )
-    if not llm:
-        if packed.hits and max(coverage(ctx.question, h.text) for h in packed.hits) == 0.0:
-            # extractive answers need shared words: none of the hits mentions anything asked
-            changes = {"answer_text": no_results_message(ctx), "grounded": False, "citations": ()}
-            return done(changes, "no-results")
-        if ctx.retrieve is False and not packed.hits:
-            return done(
-                {"answer_text": NO_RETRIEVAL_NO_LLM, "grounded": None, "citations": ()}, "local:no-retrieval"
+        plan = _replace_plan(plan, stages=(*plan.stages, ("evidence", (time.perf_counter() - started) * 1000.0)))
+        if evidence.fallback:
+            plan = _replace_plan(
+                plan,
+                warnings=(evidence.fallback,),
+                degradations=(Degradation("answer", "lexical-evidence", evidence.fallback),),
             )
+        confidence = round(evidence.confidence, 4)
+        low = confidence < cal.low_below and mode == "full"
+        plan = _replace_plan(
+            plan,
+            base={**plan.base, "answer_confidence": confidence, "mode": "low-confidence" if low else mode},
+            attributes={**plan.attributes, "answer_confidence": confidence},
+        )
+        if abstain and (confidence < cal.abstain_below or (not llm and not evidence.selected)):
+            changes = {
+                "answer_text": abstention_message(evidence.closest()),
+                "grounded": False,
+                "citations": (),
+                "mode": "abstained",
+            }
+            return done(changes, "local:abstained" if not llm else "abstained")
+    if not llm:
         if packed.hits:
-            text = extractive_answer(ctx.questions, packed.hits, max_sentences=max_sentences)
-        else:
-            text = graph_answer(ctx.graph_context or "", max_facts=max(max_sentences, 5))
-        changes, attrs = _grounding_changes(text, plan)
-        if packed.hits and not has_complete_sentence(packed.hits):
-            # only fragments to quote: an excerpt, not a grounded answer
-            changes["grounded"] = attrs["grounded"] = False
-            return done(changes, "local:excerpt", attrs)
+            assert evidence is not None
+            chosen = evidence.selected or tuple(r[0] for r in evidence.ranked if r)[:1]
+            if not chosen:  # only fragments to quote: an excerpt, not a grounded answer
+                text = extractive_answer(ctx.questions, packed.hits, max_sentences=max_sentences)
+                changes, attrs = _grounding_changes(text, _replace_plan(plan, support="off"))
+                changes["grounded"] = attrs["grounded"] = False
+                return done(changes, "local:excerpt", attrs)
+            from agentrag.support import SupportCheck
+
+            text = render(chosen)
+            changes, attrs = _grounding_changes(text, plan, SupportCheck(spans_of(chosen)))
+            return done(changes, "local:extractive", attrs)
+        text = graph_answer(ctx.graph_context or "", max_facts=max(max_sentences, 5))
+        changes, attrs = _grounding_changes(text, _replace_plan(plan, support="off"))
         return done(changes, "local:extractive", attrs)
     messages = prompts_of(ctx).render(
         "answer",
@@ -339,16 +345,44 @@ def _replace_plan(plan: AnswerPlan, **changes: Any) -> AnswerPlan:
     return replace(plan, **changes)
 
 
-def finish(plan: AnswerPlan, call: LLMCall, generation_ms: float) -> Outcome:
-    """The outcome of a successful model call: the reply, its citations checked."""
-    changes, attrs = _grounding_changes(call.reply or "", plan)
+def finish(
+    plan: AnswerPlan,
+    call: LLMCall,
+    generation_ms: float,
+    support: SupportCheck | None = None,
+    judge_calls: tuple[LLMCall, ...] = (),
+    judge_failed: str | None = None,
+) -> Outcome:
+    """The outcome of a successful model call: the reply, its citations and their support checked."""
+    changes, attrs = _grounding_changes(call.reply or "", plan, support)
     return Outcome(
         {**plan.base, **changes},
         strategy="llm",
         attributes={**plan.attributes, **attrs},
-        llm_calls=(call,),
+        llm_calls=(call, *judge_calls),
         stages=(*plan.stages, ("generation", generation_ms)),
+        warnings=(*plan.warnings, *((judge_failed,) if judge_failed else ())),
+        degradations=(
+            *plan.degradations,
+            *((Degradation("answer", "local-support", judge_failed),) if judge_failed else ()),
+        ),
     )
+
+
+def _judge(
+    ctx: Context, plan: AnswerPlan, text: str
+) -> tuple[SupportCheck | None, tuple[LLMCall, ...], str | None]:
+    """``support="llm"``: the local check, then the LLM's verdict on each claim (its failure
+    keeps the local verdicts and is recorded)."""
+    from agentrag.support import check_support, judge_with_llm
+
+    local = check_support(text, plan.packed.hits, aliases=plan.aliases, embedder=plan.embedder)
+    try:
+        judged, calls = judge_with_llm(ctx, local)
+    except LLMError as exc:
+        reason = f"the support judge failed ({type(exc).__name__}): the local support check decided"
+        return local, calls_of(exc), reason
+    return judged, tuple(calls), None
 
 
 def llm_failed(plan: AnswerPlan, exc: LLMError, generation_ms: float) -> Outcome:
@@ -366,8 +400,8 @@ def llm_failed(plan: AnswerPlan, exc: LLMError, generation_ms: float) -> Outcome
         },
         strategy="llm",
         attributes={**plan.attributes, "mode": "raw-results"},
-        warnings=(reason,),
-        degradations=(Degradation("answer", "raw-results", reason),),
+        warnings=(*plan.warnings, reason),
+        degradations=(*plan.degradations, Degradation("answer", "raw-results", reason)),
         llm_calls=calls_of(exc),
         stages=(*plan.stages, ("generation", generation_ms)),
         error_status=f"{type(exc).__name__}: generation failed, raw results returned",
@@ -381,6 +415,9 @@ def _answer(
     max_context_tokens: int = 3000,
     suppress_ungrounded: bool = False,
     max_sentences: int = 3,
+    abstain: bool = True,
+    calibration: Calibration | None = None,
+    support: str = "local",
 ) -> Body[Outcome]:
     """The one body of ``answer`` and its async twin (see :mod:`agentrag._sansio`)."""
     from agentrag.llm import acall_llm, call_llm
@@ -392,6 +429,9 @@ def _answer(
         max_context_tokens=max_context_tokens,
         suppress_ungrounded=suppress_ungrounded,
         max_sentences=max_sentences,
+        abstain=abstain,
+        calibration=calibration,
+        support=support,
     )
     if plan.outcome is not None:
         return plan.outcome
@@ -403,7 +443,11 @@ def _answer(
         )
     except LLMError as exc:
         return llm_failed(plan, exc, (time.perf_counter() - started) * 1000.0)
-    return finish(plan, call, (time.perf_counter() - started) * 1000.0)
+    elapsed = (time.perf_counter() - started) * 1000.0
+    if plan.support == "llm" and plan.check:
+        checked, judge_calls, failed = yield blocking(_judge, ctx, plan, call.reply or "")
+        return finish(plan, call, elapsed, checked, judge_calls, failed)
+    return finish(plan, call, elapsed)
 
 
 def _after_answer(ctx: Context) -> None:

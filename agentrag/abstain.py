@@ -1,0 +1,154 @@
+"""Abstention: a calibrated decision, from retrieval and evidence signals, that the retrieved
+chunks do not answer the question.
+
+:func:`signals` gathers, per answer:
+
+* ``evidence``: the best evidence score (:mod:`agentrag.evidence`: semantic + rarity-weighted
+  lexical + answer type + rank) of the question's best unit (with sub-questions, the mean of each
+  one's best);
+* ``semantic``: that unit's cosine similarity with the question (None without vectors);
+* ``found``: the share of the question's content terms, weighted by rarity, that occur anywhere in
+  the retrieved chunks (a question about "PayPal" over chunks that never say it scores low);
+* ``vector``: the best raw cosine similarity of the vector leg (relative-score fusion rescales
+  the fused score so that the best hit always looks strong; the raw leg score does not).
+
+:func:`confidence` maps them to 0-1 with a logistic curve centred on ``Calibration.center``:
+``0.5`` is the point where answering and abstaining are equally likely to be right on the
+calibration set. ``answer()`` abstains below ``Calibration.abstain_below`` (the answer then says
+the knowledge base does not cover the question and names the closest documents, ``grounded`` is
+False and ``mode`` is ``abstained``) and marks the answer ``low-confidence`` below
+``Calibration.low_below``. :func:`calibrate` refits the centre and scale on labelled questions of
+your own (``agentrag eval answers --calibrate``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from agentrag.errors import InvalidInputError
+from agentrag.evidence import Scored, Unit, question_terms
+
+__all__ = ["Calibration", "Signals", "abstention_message", "calibrate", "confidence", "signals"]
+
+
+@dataclass(frozen=True, slots=True)
+class Calibration:
+    """Thresholds of the abstention decision. The defaults were calibrated on the sample corpus's
+    dev questions (answerable, unanswerable about the product, unrelated) with the default
+    local embedder; :func:`calibrate` fits ``center`` and ``scale`` to labelled questions of yours.
+
+    * ``center``: the combined evidence score at which confidence is 0.5;
+    * ``scale``: how fast confidence rises around it (larger: steeper);
+    * ``missing_penalty``: what a question's terms absent from every chunk cost the combined score;
+    * ``abstain_below``: abstain when confidence is below this;
+    * ``low_below``: answer, but as ``low-confidence``, below this;
+    * ``select``: the evidence score a unit must reach to be quoted.
+    """
+
+    center: float = 0.47
+    scale: float = 18.0
+    missing_penalty: float = 0.25
+    abstain_below: float = 0.5
+    low_below: float = 0.65
+    select: float = 0.40
+
+    def __post_init__(self) -> None:
+        for name in ("center", "scale", "missing_penalty", "abstain_below", "low_below", "select"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+                raise InvalidInputError(f"Calibration.{name} must be a finite number, got {value!r}")
+        if self.scale <= 0:
+            raise InvalidInputError(f"Calibration.scale must be > 0, got {self.scale!r}")
+        if not 0.0 <= self.abstain_below <= self.low_below <= 1.0:
+            raise InvalidInputError(
+                "Calibration: need 0 <= abstain_below <= low_below <= 1, got "
+                f"{self.abstain_below!r} and {self.low_below!r}"
+            )
+
+
+@dataclass(frozen=True, slots=True)
+class Signals:
+    """What the abstention decision sees (see the module docstring)."""
+
+    evidence: float
+    semantic: float | None
+    found: float
+    vector: float | None
+
+    def combined(self, calibration: Calibration) -> float:
+        return self.evidence - calibration.missing_penalty * (1.0 - self.found)
+
+
+def found_share(question: str, texts: Sequence[str]) -> float:
+    """The share of ``question``'s content terms (rarer terms weigh more) found in ``texts``."""
+    from agentrag.steps._common import terms
+
+    asked = question_terms(question)
+    if not asked:
+        return 1.0
+    present: set[str] = set()
+    for text in texts:
+        present.update(terms(text))
+    # the rarer a term among the chunks, the more its absence says: weigh by 1 + length (a proxy
+    # for specificity that needs no corpus statistics); found terms count fully
+    weights = {t: 1.0 + min(len(t), 10) / 10 for t in asked}
+    return sum(w for t, w in weights.items() if t in present) / sum(weights.values())
+
+
+def signals(
+    questions: Sequence[str], ranked: Sequence[Sequence[Scored]], texts: Sequence[str], vector: float | None
+) -> Signals:
+    """The signals of one answer: ``ranked`` from :func:`agentrag.evidence.score_units`, ``texts``
+    the retrieved chunks' texts, ``vector`` the best raw vector-leg similarity (None if none)."""
+    bests = [r[0] for r in ranked if r]
+    if not bests:
+        return Signals(0.0, None, 0.0, vector)
+    evidence = sum(b.score for b in bests) / len(bests)
+    semantic = sum(b.semantic for b in bests) / len(bests)
+    found = sum(found_share(q, texts) for q in questions) / max(1, len(questions))
+    return Signals(evidence, semantic, found, vector)
+
+
+def confidence(sig: Signals, calibration: Calibration = Calibration()) -> float:
+    """0-1: how likely the selected evidence answers the question."""
+    z = calibration.scale * (sig.combined(calibration) - calibration.center)
+    return 1.0 / (1.0 + math.exp(-max(-60.0, min(60.0, z))))
+
+
+def calibrate(
+    labelled: Sequence[tuple[Signals, bool]], calibration: Calibration = Calibration(), *, steps: int = 400
+) -> Calibration:
+    """Refit ``center`` and ``scale`` by logistic regression on ``(signals, answerable)`` pairs
+    (plain gradient descent; deterministic). Needs both kinds of question."""
+    if not any(y for _, y in labelled) or all(y for _, y in labelled):
+        raise InvalidInputError("calibrate() needs both answerable and unanswerable questions")
+    xs = [s.combined(calibration) for s, _ in labelled]
+    ys = [1.0 if y else 0.0 for _, y in labelled]
+    a, b = calibration.scale, -calibration.scale * calibration.center
+    rate = 0.5
+    for _ in range(steps):
+        ga = gb = 0.0
+        for x, y in zip(xs, ys, strict=True):
+            p = 1.0 / (1.0 + math.exp(-max(-60.0, min(60.0, a * x + b))))
+            ga += (p - y) * x
+            gb += p - y
+        a -= rate * ga / len(xs) * 10
+        b -= rate * gb / len(xs)
+    a = max(a, 1e-3)
+    return replace(calibration, scale=a, center=-b / a)
+
+
+def abstention_message(closest: Sequence[Unit | str]) -> str:
+    """What an abstaining answer says: the knowledge base does not cover it, and the closest documents."""
+    names: list[str] = []
+    for item in closest:
+        name = item if isinstance(item, str) else (item.hit.source or item.hit.document_id)
+        name = name.rsplit("/", 1)[-1]
+        if name not in names:
+            names.append(name)
+    text = "The knowledge base does not seem to cover this question: no passage of the retrieved documents answers it."
+    if names:
+        text += " The closest documents were " + ", ".join(names[:3]) + "."
+    return text

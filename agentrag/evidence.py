@@ -1,0 +1,487 @@
+"""Evidence selection: which sentences and table rows of the retrieved chunks answer a question.
+
+Every retrieved chunk is cut into *units*: the complete prose sentences of :mod:`agentrag.sentences`
+(one splitter for answers and for the grounding check) and the rows of its Markdown tables, each
+row rendered with its header (``"Plan: Team; Seats: 2 to 50 seats"``) so that a row quoted alone
+still says what its cells are. Text the document presents as a quoted example (a block quote) or
+that addresses an assistant ("ignore previous instructions ...") is never a unit: it is not the
+document's own statement and must not be lifted out of its context.
+
+A unit is scored against each (sub-)question from four signals (:func:`score_units`):
+
+* **semantic**: cosine similarity of the question's and the unit's vectors from the store's
+  embedder (units embedded at answer time in one batch, cached by content; see :class:`VectorCache`);
+* **lexical**: the share of the question's terms the unit contains, each term weighted by its
+  rarity among the candidate units (IDF), with half credit for a term found only in the unit's
+  local context (the sentence before it, the table's header, the section heading);
+* **answer type**: what the question asks for (``how long`` -> a duration, ``how many`` /
+  ``how much`` -> a number, ``where`` -> a place, address or menu path, ``how do I`` -> steps,
+  ``when`` -> a time); a unit of the wanted kind gains, one without it loses;
+* **retrieval**: the hit's rank among the answer's hits (a small prior).
+
+:func:`select` keeps the units that clear a threshold near the best one (one is often right),
+adds a unit's continuation when it starts with a back-reference ("This ...", "It ..."), and
+orders them readably: the best unit's document first, document order within a document.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from agentrag.hits import Hit
+
+if TYPE_CHECKING:
+    import numpy as np
+
+__all__ = [
+    "EvidenceWeights",
+    "Scored",
+    "Unit",
+    "VectorCache",
+    "answer_type",
+    "is_instruction_to_assistant",
+    "score_units",
+    "select",
+    "units_of",
+]
+
+# ---- units --------------------------------------------------------------------------------------
+_TABLE_LINE = re.compile(r"^\s*\|.*\|\s*$")
+_TABLE_RULE = re.compile(r"^\s*\|?\s*:?-{2,}:?\s*(\|\s*:?-{2,}:?\s*)*\|?\s*$")
+_INSTRUCTION = re.compile(
+    r"\b(ignore|disregard|forget)\s+(all\s+|any\s+)?(the\s+)?(previous|prior|above|earlier)\s+"
+    r"(instructions|prompts?|messages)|\bsystem prompt\b|\byou are (now )?an? (ai|assistant|language model)\b"
+    r"|\b(as an ai|dear (ai|assistant|bot))\b",
+    re.IGNORECASE,
+)
+_MARKUP = re.compile(r"\*\*|__|(?<!\w)[*_](?=\S)|(?<=\S)[*_](?!\w)")
+_BACK_REFERENCE = re.compile(
+    r"^[\"'“(*_]*(this|that|these|those|it|its|they|them|their|such|each|both|there|otherwise|"
+    r"however|also|then|after that|in that case)\b",
+    re.IGNORECASE,
+)
+
+
+def is_instruction_to_assistant(text: str) -> bool:
+    """Whether ``text`` addresses an assistant or model ("ignore previous instructions ...")."""
+    return bool(_INSTRUCTION.search(text))
+
+
+@dataclass(frozen=True, slots=True)
+class Unit:
+    """A quotable piece of a retrieved chunk: a sentence or a table row (with its header)."""
+
+    text: str  # as quoted in an answer
+    kind: str  # "sentence", "item" (a list item) or "row"
+    hit: Hit
+    rank: int  # the hit's rank among the answer's hits (0 = best)
+    start: int  # offsets of the unit in its document
+    end: int
+    block: int  # units of one paragraph / list / table share a block number (per hit)
+    context: str = ""  # the text around it that gives it meaning: previous sentence, header, section
+
+    @property
+    def chunk_id(self) -> str:
+        return self.hit.chunk_id
+
+    @property
+    def document_id(self) -> str:
+        return self.hit.document_id
+
+
+def _cells(line: str) -> list[str]:
+    inner = line.strip()
+    inner = inner[1:] if inner.startswith("|") else inner
+    inner = inner[:-1] if inner.endswith("|") else inner
+    return [" ".join(_MARKUP.sub("", c).split()) for c in re.split(r"(?<!\\)\|", inner)]
+
+
+def _row_text(header: list[str], cells: list[str]) -> str:
+    """A table row as a sentence-like line: ``"Header: cell; Header: cell"``; a row whose first
+    header cell is empty (a row label) reads ``"Label: Header cell; Header cell"``."""
+    pairs = []
+    label = ""
+    for i, cell in enumerate(cells):
+        name = header[i] if i < len(header) else ""
+        if not cell or cell in ("-", "–", "—"):
+            continue
+        if i == 0 and not name:
+            label = cell
+            continue
+        pairs.append(f"{name}: {cell}" if name else cell)
+    body = "; ".join(pairs)
+    return f"{label}: {body}" if label and body else (label or body)
+
+
+def _table_units(hit: Hit, rank: int, first_block: int) -> list[Unit]:
+    out: list[Unit] = []
+    lines = hit.text.splitlines(keepends=True)
+    offset = 0
+    block = first_block
+    header: list[str] | None = None
+    previous_table = False
+    heading = hit.section or ""
+    for i, raw in enumerate(lines):
+        at = offset
+        offset += len(raw)
+        line = raw.rstrip("\r\n")
+        if not _TABLE_LINE.match(line):
+            previous_table = False
+            header = None
+            if line.lstrip().startswith("#"):
+                heading = line.lstrip("# ").strip()
+            continue
+        if not previous_table:
+            block += 1
+            following = lines[i + 1] if i + 1 < len(lines) else ""
+            header = _cells(line) if _TABLE_RULE.match(following.rstrip("\r\n")) else []
+            previous_table = True
+            if header:
+                continue
+        if _TABLE_RULE.match(line):
+            continue
+        cells = _cells(line)
+        text = _row_text(header or [], cells)
+        if len(text.split()) < 2 or is_instruction_to_assistant(text):
+            continue
+        context = " ".join(x for x in (heading, " ".join(header or [])) if x)
+        start = hit.start_char + at + (len(line) - len(line.lstrip()))
+        out.append(Unit(text, "row", hit, rank, start, hit.start_char + at + len(line), block, context))
+    return out
+
+
+def units_of(hits: Sequence[Hit]) -> list[Unit]:
+    """Every quotable unit of ``hits``, hit by hit, in document order within a hit."""
+    from agentrag.sentences import sentences
+
+    out: list[Unit] = []
+    block = 0
+    for rank, hit in enumerate(hits):
+        previous = ""
+        last_end = -10
+        for sentence in sentences(hit.text, cut_at_start=hit.start_char > 0, cut_at_end=True):
+            if sentence.kind == "quote" or is_instruction_to_assistant(sentence.text):
+                previous = ""
+                continue
+            if hit.text[last_end : sentence.start].count("\n") > 1 or sentence.kind == "item":
+                block += 1  # a new paragraph (or list item)
+                previous = previous if sentence.kind == "item" else ""
+            last_end = sentence.end
+            text = _MARKUP.sub("", sentence.text)
+            if not sentence.complete or text.rstrip("\"')").endswith("?"):
+                previous = text
+                continue
+            kind = "item" if sentence.kind == "item" else "sentence"
+            context = " ".join(x for x in (hit.section or "", previous) if x)
+            start, end = hit.start_char + sentence.start, hit.start_char + sentence.end
+            out.append(Unit(text, kind, hit, rank, start, end, block, context))
+            previous = text
+        block += 1
+        table = _table_units(hit, rank, block)
+        out.extend(table)
+        block = max([block, *(u.block for u in table)]) + 1
+    return out
+
+
+# ---- vectors ------------------------------------------------------------------------------------
+class VectorCache:
+    """Unit vectors keyed by the embedder's model, version and the unit's text (its SHA-1):
+    a bounded LRU shared by every answer of the process, so the sentences of chunks that come
+    back across questions are embedded once."""
+
+    def __init__(self, size: int = 20_000) -> None:
+        self.size = size
+        self._vectors: OrderedDict[tuple[str, str, bytes], np.ndarray] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def vectors(self, embedder: Any, texts: Sequence[str]) -> np.ndarray:
+        import numpy as np
+
+        model, version = str(embedder.model_id), str(embedder.version)
+        keys = [(model, version, hashlib.sha1(t.encode()).digest()) for t in texts]
+        found: dict[tuple[str, str, bytes], np.ndarray] = {}
+        with self._lock:
+            for key in keys:
+                vector = self._vectors.get(key)
+                if vector is not None:
+                    self._vectors.move_to_end(key)
+                    found[key] = vector
+        missing = {key: text for key, text in zip(keys, texts, strict=True) if key not in found}
+        if missing:
+            got = np.asarray(embedder.embed(list(missing.values())), dtype=np.float32)
+            if got.ndim != 2 or len(got) != len(missing):
+                raise ValueError(f"the embedder returned shape {got.shape} for {len(missing)} texts")
+            norms = np.linalg.norm(got, axis=1, keepdims=True)
+            got = got / np.where(norms == 0, 1.0, norms)
+            with self._lock:
+                for key, vector in zip(missing, got, strict=True):
+                    found[key] = self._vectors[key] = vector
+                while len(self._vectors) > self.size:
+                    self._vectors.popitem(last=False)
+        if not keys:
+            return np.zeros((0, 1), dtype=np.float32)
+        return np.stack([found[key] for key in keys])
+
+    def clear(self) -> None:
+        with self._lock:
+            self._vectors.clear()
+
+
+DEFAULT_CACHE = VectorCache()
+
+# ---- answer types -------------------------------------------------------------------------------
+_NUMBER_WORDS = r"(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|fifteen|twenty|thirty)"
+_UNIT_OF_TIME = r"(?:seconds?|minutes?|hours?|days?|weeks?|months?|years?|business days?|ms|milliseconds?)"
+_DURATION = re.compile(
+    rf"\b(?:\d[\d,.]*|{_NUMBER_WORDS}|a|an)[\s-]*{_UNIT_OF_TIME}\b|\b(?:unlimited|indefinitely|forever|"
+    r"immediately|permanent(?:ly)?|no (?:time )?limit|without limit)\b|\b\d+/\d+\b|\b24/[57]\b",
+    re.IGNORECASE,
+)
+_NUMBER = re.compile(rf"\d|\b{_NUMBER_WORDS}\b|\bunlimited\b|\bnone\b", re.IGNORECASE)
+_PLACE = re.compile(r"@|://|→|->|`|\b[A-Z][a-z]+,? [A-Z][a-z]+\b|\bSettings\b|\bmenu\b", re.UNICODE)
+_TIME = re.compile(
+    r"\b\d{4}-\d\d|\b(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday|january|february|march|"
+    rf"april|may|june|july|august|september|october|november|december|utc|midnight|noon|daily|weekly|"
+    rf"monthly|annually|hourly|quarterly|after|before|within|until)\b|{_DURATION.pattern}",
+    re.IGNORECASE,
+)
+_STEP_VERB = re.compile(
+    r"^[\"'“(*_`]*(?:click|open|go|choose|select|enter|use|press|type|contact|forward|change|set|add|"
+    r"remove|create|send|sign|log|find|check|install|run|call|pass|turn|enable|disable|ask|restore|"
+    r"delete|export|import|upload|download|copy|paste|wait|retry|follow|visit|navigate|tap|reset)\b",
+    re.IGNORECASE,
+)
+_QUESTION_TYPES: tuple[tuple[re.Pattern[str], str], ...] = (
+    (
+        re.compile(
+            r"\bhow (long|soon|quickly|fast|often|late|early)\b|\bfor how long\b|\bhow many "
+            r"(seconds|minutes|hours|days|weeks|months|years)\b|\b(retention|expir\w*|valid)\b.*\?$",
+            re.IGNORECASE,
+        ),
+        "duration",
+    ),
+    (re.compile(r"^\s*(when|until when|by when|what time)\b", re.IGNORECASE), "time"),
+    (
+        re.compile(
+            r"\bhow (many|much|big|large|high|low)\b|\bwhat(?:'s| is| are) the (maximum|minimum|max|min|"
+            r"limit|size|price|cost|number|amount|percentage|rate)\b|\b(price|cost|limit|maximum|minimum|"
+            r"size|number of|how much)\b",
+            re.IGNORECASE,
+        ),
+        "number",
+    ),
+    (re.compile(r"^\s*(where|to which|to what) ", re.IGNORECASE), "place"),
+    (re.compile(r"\bhow (do|can|should|would) (i|we|you|one)\b|\bhow to\b|\bsteps? to\b", re.IGNORECASE), "steps"),
+)
+
+
+def answer_type(question: str) -> str | None:
+    """What kind of answer ``question`` wants: duration, time, number, place, steps or None."""
+    for pattern, kind in _QUESTION_TYPES:
+        if pattern.search(question):
+            return kind
+    return None
+
+
+def _type_fit(kind: str | None, unit: Unit) -> float:
+    """+1 when the unit holds the wanted kind of answer, -1 when it cannot, 0 when nobody knows."""
+    if kind is None:
+        return 0.0
+    text = unit.text
+    if kind == "duration":
+        return 1.0 if _DURATION.search(text) else -1.0
+    if kind == "number":
+        return 1.0 if _NUMBER.search(text) else -1.0
+    if kind == "time":
+        return 1.0 if _TIME.search(text) else -0.5
+    if kind == "place":
+        return 1.0 if _PLACE.search(text) else -0.5
+    if kind == "steps":
+        return 1.0 if unit.kind == "item" or _STEP_VERB.match(text) or "→" in text else 0.0
+    return 0.0
+
+
+# ---- scoring ------------------------------------------------------------------------------------
+_QUESTION_WORDS = frozenset(
+    """what which who whom whose when where why how does do did can could should would will is are was
+    were has have had may might must shall tell know explain get there here about any some much many
+    long way ways thing things happen happens i me my we our you your please""".split()  # noqa: SIM905
+)
+
+
+def question_terms(question: str) -> list[str]:
+    """The stemmed content terms of a question (question words and stop words removed)."""
+    from agentrag.steps._common import terms
+
+    drop = {t for w in _QUESTION_WORDS for t in terms(w)}
+    return [t for t in dict.fromkeys(terms(question)) if t not in drop]
+
+
+@dataclass(frozen=True, slots=True)
+class EvidenceWeights:
+    """How :func:`score_units` combines its signals (defaults calibrated on the sample corpus)."""
+
+    semantic: float = 0.55
+    lexical: float = 0.35
+    answer_type: float = 0.08
+    retrieval: float = 0.04
+
+
+@dataclass(frozen=True, slots=True)
+class Scored:
+    """One unit's score for one question, with the signals it came from."""
+
+    unit: Unit
+    score: float
+    semantic: float
+    lexical: float
+    type_fit: float
+    question: int = 0  # which (sub-)question
+
+
+@dataclass(slots=True)
+class _Pool:
+    units: list[Unit]
+    unit_terms: list[set[str]]
+    context_terms: list[set[str]]
+    idf: dict[str, float] = field(default_factory=dict)
+
+
+def _pool(units: Sequence[Unit]) -> _Pool:
+    from agentrag.steps._common import terms
+
+    unit_terms = [set(terms(u.text)) for u in units]
+    context_terms = [set(terms(u.context)) for u in units]
+    df: dict[str, int] = {}
+    for ts in unit_terms:
+        for t in ts:
+            df[t] = df.get(t, 0) + 1
+    n = len(units)
+    idf = {t: math.log(1.0 + (n + 1) / (c + 0.5)) for t, c in df.items()}
+    return _Pool(list(units), unit_terms, context_terms, idf)
+
+
+def lexical_scores(question: str, pool: _Pool) -> list[float]:
+    asked = question_terms(question)
+    if not asked:
+        return [0.0] * len(pool.units)
+    rare = math.log(1.0 + (len(pool.units) + 1) / 0.5)  # a term in no unit is as rare as can be
+    weights = {t: pool.idf.get(t, rare) for t in asked}
+    total = sum(weights.values())
+    out = []
+    for ts, cs in zip(pool.unit_terms, pool.context_terms, strict=True):
+        got = sum(w for t, w in weights.items() if t in ts) + 0.5 * sum(
+            w for t, w in weights.items() if t not in ts and t in cs
+        )
+        out.append(got / total)
+    return out
+
+
+def score_units(
+    questions: Sequence[str],
+    units: Sequence[Unit],
+    *,
+    question_vectors: np.ndarray | None = None,
+    unit_vectors: np.ndarray | None = None,
+    weights: EvidenceWeights = EvidenceWeights(),
+) -> list[list[Scored]]:
+    """Per question, every unit scored (best first). Without vectors the semantic signal is
+    left out and the other weights are rescaled to the same total."""
+    pool = _pool(units)
+    semantic_on = question_vectors is not None and unit_vectors is not None and len(units) > 0
+    scale = 1.0
+    if not semantic_on:
+        scale = (weights.semantic + weights.lexical) / weights.lexical
+    out: list[list[Scored]] = []
+    for qi, question in enumerate(questions):
+        lex = lexical_scores(question, pool)
+        if semantic_on:
+            assert question_vectors is not None and unit_vectors is not None
+            sims = (unit_vectors @ question_vectors[qi]).tolist()
+        else:
+            sims = [0.0] * len(units)
+        kind = answer_type(question)
+        scored = []
+        for unit, lexical, sim in zip(units, lex, sims, strict=True):
+            fit = _type_fit(kind, unit)
+            score = (
+                weights.semantic * max(sim, 0.0)
+                + weights.lexical * lexical * scale
+                + weights.answer_type * fit
+                + weights.retrieval / (1 + unit.rank)
+            )
+            scored.append(Scored(unit, score, sim, lexical, fit, qi))
+        scored.sort(key=lambda s: (-s.score, s.unit.rank, s.unit.start))
+        out.append(scored)
+    return out
+
+
+def _near_duplicate(a: str, b: str) -> bool:
+    from agentrag.steps._common import terms
+
+    ta, tb = set(terms(a)), set(terms(b))
+    if not ta or not tb:
+        return a.lower() == b.lower()
+    return len(ta & tb) / len(ta | tb) >= 0.8
+
+
+def select(
+    ranked: Sequence[Sequence[Scored]],
+    units: Sequence[Unit],
+    *,
+    threshold: float,
+    margin: float = 0.06,
+    max_units: int = 3,
+) -> list[Scored]:
+    """The units that answer: per question, the best one when it clears ``threshold``, and the
+    others within ``margin`` of it (another document's within half the margin), at most
+    ``max_units`` in all; then back-reference continuations; in reading order."""
+    picked: list[Scored] = []
+    per_question = max(1, max_units // max(1, len(ranked)))
+    for scored in ranked:
+        if not scored or scored[0].score < threshold:
+            continue
+        best = scored[0]
+        taken = 0
+        for candidate in scored:
+            if taken == per_question:
+                break
+            gap = best.score - candidate.score
+            allowed = margin if candidate.unit.document_id == best.unit.document_id else margin / 2
+            if candidate.score < threshold or gap > margin:
+                break  # best first: every later one is further off
+            if gap > allowed:
+                continue
+            if any(_near_duplicate(candidate.unit.text, p.unit.text) for p in picked):
+                continue
+            picked.append(candidate)
+            taken += 1
+    chosen = {id(p.unit) for p in picked}
+    extra: list[Scored] = []
+    index = {id(u): i for i, u in enumerate(units)}
+    for p in picked:
+        i = index.get(id(p.unit))
+        if i is None:
+            continue
+        around = []
+        if _BACK_REFERENCE.match(p.unit.text) and i > 0:
+            around.append(units[i - 1])  # the sentence the unit refers back to
+        if i + 1 < len(units) and _BACK_REFERENCE.match(units[i + 1].text):
+            around.append(units[i + 1])  # its continuation
+        for unit in around:
+            if unit.hit is p.unit.hit and unit.block == p.unit.block and id(unit) not in chosen:
+                chosen.add(id(unit))
+                extra.append(Scored(unit, p.score, p.semantic, p.lexical, p.type_fit, p.question))
+    everything = picked + extra
+    first_doc: dict[str, int] = {}
+    for order, p in enumerate(picked):
+        first_doc.setdefault(p.unit.document_id, order)
+    everything.sort(key=lambda s: (first_doc.get(s.unit.document_id, 99), s.unit.start))
+    return everything

@@ -1,0 +1,138 @@
+"""Extractive answers: the evidence units that answer, quoted with their citations, or an abstention.
+
+:func:`gather` runs :mod:`agentrag.evidence` over the hits (units, vectors from the embedder when
+there is one, scores, selection) and :mod:`agentrag.abstain` over the result (signals, confidence).
+:func:`render` prints the selected units in reading order, each followed by its chunk's citation
+marker; a table row reads ``"Header: cell; Header: cell."``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from agentrag.abstain import Calibration, Signals, confidence, signals
+from agentrag.context import SupportSpan
+from agentrag.errors import AgentragError
+from agentrag.evidence import DEFAULT_CACHE, Scored, Unit, VectorCache, score_units, select, units_of
+from agentrag.hits import Hit
+
+__all__ = ["Evidence", "extractive_answer", "gather", "render", "spans_of"]
+
+
+@dataclass(frozen=True, slots=True)
+class Evidence:
+    """What :func:`gather` found for one answer."""
+
+    units: tuple[Unit, ...]
+    ranked: tuple[tuple[Scored, ...], ...]  # per question, every unit, best first
+    selected: tuple[Scored, ...]  # what answers, in reading order
+    signals: Signals
+    confidence: float
+    semantic: bool  # whether unit vectors were used
+    fallback: str | None = None  # why they were not, when an embedder failed
+
+    def closest(self, count: int = 3) -> list[Unit]:
+        """The best unit of each of the ``count`` closest documents (for an abstention's pointer)."""
+        seen: dict[str, Unit] = {}
+        for ranked in self.ranked:
+            for s in ranked:
+                seen.setdefault(s.unit.document_id, s.unit)
+                if len(seen) == count:
+                    return list(seen.values())
+        return list(seen.values())
+
+
+def gather(
+    questions: Sequence[str],
+    hits: Sequence[Hit],
+    *,
+    embedder: Any = None,
+    cache: VectorCache = DEFAULT_CACHE,
+    calibration: Calibration = Calibration(),
+    max_units: int = 3,
+) -> Evidence:
+    """Score every unit of ``hits`` against ``questions``, select the answer, measure confidence.
+
+    ``embedder`` (anything with ``embed``, ``model_id`` and ``version``; usually the store's):
+    questions and units are embedded in one batch, units through ``cache``. When it fails the
+    evidence is lexical only and ``fallback`` says why."""
+    import numpy as np
+
+    units = units_of(hits)
+    question_vectors = unit_vectors = None
+    fallback = None
+    if embedder is not None and units:
+        try:
+            question_vectors = cache.vectors(embedder, list(questions))
+            unit_vectors = cache.vectors(embedder, [u.text for u in units])
+            if question_vectors.shape[1] != unit_vectors.shape[1]:
+                raise ValueError("question and unit vectors differ in size")
+            question_vectors = np.asarray(question_vectors)
+        except (AgentragError, ValueError) as exc:
+            question_vectors = unit_vectors = None
+            fallback = f"{type(exc).__name__}: evidence scored without the embedder (lexical only)"
+    ranked = score_units(questions, units, question_vectors=question_vectors, unit_vectors=unit_vectors)
+    chosen = select(ranked, units, threshold=calibration.select, max_units=max_units)
+    vector = max((h.vector_score for h in hits if h.vector_score is not None), default=None)
+    sig = signals(questions, ranked, [h.text for h in hits], vector)
+    return Evidence(
+        tuple(units),
+        tuple(tuple(r) for r in ranked),
+        tuple(chosen),
+        sig,
+        confidence(sig, calibration),
+        question_vectors is not None,
+        fallback,
+    )
+
+
+def _sentence(text: str) -> str:
+    text = text.rstrip()
+    return text if text.endswith((".", "!", "?", '"', "'", ")", "`")) else text + "."
+
+
+def render(selected: Sequence[Scored]) -> str:
+    """The selected units, each with its citation marker, in the order given."""
+    return " ".join(f"{_sentence(s.unit.text)} [{s.unit.chunk_id}]" for s in selected)
+
+
+def spans_of(selected: Sequence[Scored]) -> tuple[SupportSpan, ...]:
+    """Each quoted unit is its own support: the span it was taken from."""
+    return tuple(
+        SupportSpan(
+            sentence=_sentence(s.unit.text),
+            chunk_id=s.unit.chunk_id,
+            document_id=s.unit.document_id,
+            start=s.unit.start,
+            end=s.unit.end,
+            text=s.unit.text,
+            score=1.0,
+            supported=True,
+            method="quoted",
+        )
+        for s in selected
+    )
+
+
+def extractive_answer(
+    question: str | Sequence[str],
+    hits: Sequence[Hit],
+    *,
+    max_sentences: int = 3,
+    embedder: Any = None,
+    calibration: Calibration = Calibration(),
+) -> str:
+    """The sentences and table rows that answer ``question`` (or each sub-question), each cited
+    with its chunk id, in reading order. When nothing clears the threshold the best unit is
+    quoted; when the hits hold no quotable unit, the best hit's text as an excerpt."""
+    questions = [question] if isinstance(question, str) else list(question)
+    found = gather(questions, hits, embedder=embedder, calibration=calibration, max_units=max_sentences)
+    if found.selected:
+        return render(found.selected)
+    best = [r[0] for r in found.ranked if r]
+    if best:
+        return render(best[:1])
+    top = hits[0]
+    return f'Excerpt: "{" ".join(top.text.split())[:300]}" [{top.chunk_id}]'
