@@ -69,6 +69,14 @@ _BACK_REFERENCE = re.compile(
 )
 
 
+# A sentence that sends the reader elsewhere instead of stating the fact.
+_POINTER = re.compile(
+    r"\b(see|refer to|are (?:documented|listed|described|explained|detailed) (?:in|on|under)|"
+    r"is (?:documented|listed|described|explained|detailed) (?:in|on|under)|details are in)\b",
+    re.IGNORECASE,
+)
+
+
 def is_instruction_to_assistant(text: str) -> bool:
     """Whether ``text`` addresses an assistant or model ("ignore previous instructions ...")."""
     return bool(_INSTRUCTION.search(text))
@@ -241,7 +249,7 @@ _NUMBER_WORDS = r"(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twe
 _UNIT_OF_TIME = r"(?:seconds?|minutes?|hours?|days?|weeks?|months?|years?|business days?|ms|milliseconds?)"
 _DURATION = re.compile(
     rf"\b(?:\d[\d,.]*|{_NUMBER_WORDS}|a|an)[\s-]*{_UNIT_OF_TIME}\b|\b(?:unlimited|indefinitely|forever|"
-    r"immediately|permanent(?:ly)?|no (?:time )?limit|without limit)\b|\b\d+/\d+\b|\b24/[57]\b",
+    r"immediately|no (?:time )?limit|without limit)\b|\b\d+/\d+\b|\b24/[57]\b",
     re.IGNORECASE,
 )
 _NUMBER = re.compile(rf"\d|\b{_NUMBER_WORDS}\b|\bunlimited\b|\bnone\b", re.IGNORECASE)
@@ -271,8 +279,8 @@ _QUESTION_TYPES: tuple[tuple[re.Pattern[str], str], ...] = (
     (
         re.compile(
             r"\bhow (many|much|big|large|high|low)\b|\bwhat(?:'s| is| are) the (maximum|minimum|max|min|"
-            r"limit|size|price|cost|number|amount|percentage|rate)\b|\b(price|cost|limit|maximum|minimum|"
-            r"size|number of|how much)\b",
+            r"limits?|sizes?|prices?|costs?|numbers?|amount|percentage|rates?)\b|\b(prices?|costs?|limits?|maximum|"
+            r"minimum|sizes?|number of|how much|quotas?|fees?)\b",
             re.IGNORECASE,
         ),
         "number",
@@ -331,7 +339,8 @@ class EvidenceWeights:
     semantic: float = 0.55
     lexical: float = 0.35
     answer_type: float = 0.08
-    retrieval: float = 0.04
+    retrieval: float = 0.06
+    pointer: float = 0.05  # what a sentence that only points elsewhere ("see ...") loses
 
 
 @dataclass(frozen=True, slots=True)
@@ -412,7 +421,8 @@ def score_units(
         for unit, lexical, sim in zip(units, lex, sims, strict=True):
             fit = _type_fit(kind, unit)
             score = (
-                weights.semantic * max(sim, 0.0)
+                -weights.pointer * bool(_POINTER.search(unit.text))
+                + weights.semantic * max(sim, 0.0)
                 + weights.lexical * lexical * scale
                 + weights.answer_type * fit
                 + weights.retrieval / (1 + unit.rank)

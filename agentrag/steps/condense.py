@@ -127,12 +127,25 @@ def _resolve(message: str, previous: str | None) -> str:
 
 
 def condense_local(question: str, history: Sequence[Turn]) -> str:
-    """The local strategy: ``question`` made standalone from the earlier user turns."""
+    """The local strategy: ``question`` made standalone from the turn it follows (the previous
+    user question, itself resolved one level, and the assistant's reply to it); see
+    :mod:`agentrag.steps.followup`."""
+    from agentrag.steps.followup import resolve
+
     standalone: str | None = None
+    reply: str | None = None
     for turn in history:
         if turn.role == "user":
-            standalone = _resolve(turn.content, standalone)
-    return _resolve(question, standalone)
+            if standalone is not None and is_follow_up(turn.content):
+                standalone = resolve(turn.content, standalone, reply)
+            else:
+                standalone = turn.content
+            reply = None
+        elif turn.role == "assistant":
+            reply = turn.content
+    if standalone is None or not is_follow_up(question):
+        return question
+    return resolve(question, standalone, reply)
 
 
 def _llm_condense(ctx: Context, question: str, turns: Sequence[Turn]) -> tuple[str, str, list[LLMCall]]:

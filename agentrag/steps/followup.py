@@ -1,0 +1,130 @@
+"""The local resolution of a follow-up into a question a person would type (``condense``'s local
+strategy, step 3).
+
+The follow-up is resolved against the turn it refers to, never against a chain of earlier
+rewrites: the previous user question (itself resolved, one level) and the assistant's last reply.
+
+* **Elliptical** follow-ups (``"and on Business?"``, ``"what about Enterprise?"``, ``"and if I pay
+  monthly?"``) repeat the previous question with the new part: a name of the same kind replaces
+  the one the previous question had (``"What are the API rate limits on the Team plan?"`` ->
+  ``"What are the API rate limits on the Business plan?"``); otherwise the new part is added at
+  the end (``"How much does the Team plan cost if I pay monthly?"``).
+* **Pronouns** ``it / they / them`` are replaced by the final noun phrase of the previous question
+  (``"How do I recover a deleted note?"`` -> ``"a deleted note"``); ``there`` by the place the
+  assistant's last reply ended on (``"... restore it from the trash."`` -> ``"in the trash"``).
+* Anything else that depends on the conversation gets that noun phrase after it:
+  ``"how long until the money is back, regarding a refund?"``.
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["final_noun_phrase", "place_of", "resolve"]
+
+_WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9'’./+-]*[A-Za-z0-9]|[A-Za-z0-9]")
+# Words that end a noun phrase when reading backwards: function words, question words, verbs of
+# questions. Everything else is taken as part of the phrase.
+_BOUNDARY = frozenset(
+    """a an the my our your their his her its this that these those some any every each all no
+    of on in at to for from with by about into onto over under after before during through via
+    per as than and or but if when where while so is are was were be been being am do does did
+    done can could should would will shall may might must have has had get gets got i we you they
+    he she it them me us what which who whom whose how why there here work works working use uses
+    used set make need needs""".split()  # noqa: SIM905
+)
+_DETERMINERS = frozenset("a an the my our your their".split())  # noqa: SIM905
+_PLACE_PREPOSITIONS = frozenset("in from to into at on inside under".split())  # noqa: SIM905
+_OPENER = re.compile(
+    r"^(?:and what about|and how about|what about|how about|what if|same for|same question for|"
+    r"and|also|or|but|so|plus|then)\b[\s,]*",
+    re.IGNORECASE,
+)
+_PRONOUN = re.compile(r"\b(it|they|them)\b", re.IGNORECASE)
+_THERE = re.compile(r"(?<!\bis )(?<!\bare )(?<!\bwas )(?<!\bwere )\bthere\b(?!\s+(?:is|are|was|were|be)\b)", re.I)
+_TITLE = re.compile(r"\b[A-Z][a-z]+\b")
+_QUESTION_START = frozenset("what which who how when where why can could do does did is are should would will".split())  # noqa: SIM905
+
+
+def _words(text: str) -> list[re.Match[str]]:
+    return list(_WORD.finditer(text))
+
+
+def final_noun_phrase(question: str, *, with_determiner: bool = True) -> str | None:
+    """The noun phrase a question ends on (``"How do I recover a deleted note?"`` -> ``"a deleted
+    note"``), or None when it ends on a function word."""
+    words = _words(question)
+    i = len(words)
+    while i > 0 and words[i - 1].group(0).lower() not in _BOUNDARY:
+        i -= 1
+    if i == len(words):
+        return None
+    start = words[i].start()
+    if with_determiner and i > 0 and words[i - 1].group(0).lower() in _DETERMINERS:
+        start = words[i - 1].start()
+    return question[start : words[-1].end()]
+
+
+def place_of(reply: str) -> str | None:
+    """The place a reply's last sentence ends on, as ``"in <noun phrase>"`` (``"restore it from the
+    trash."`` -> ``"in the trash"``), or None."""
+    last = re.split(r"(?<=[.!?])\s+", reply.strip())[-1] if reply.strip() else ""
+    words = _words(last)
+    phrase = final_noun_phrase(last, with_determiner=True)
+    if not phrase:
+        return None
+    n = len(_words(phrase))
+    before = words[-n - 1].group(0).lower() if len(words) > n else ""
+    if before in _DETERMINERS and len(words) > n + 1:
+        before = words[-n - 2].group(0).lower()
+        if not phrase.lower().startswith(tuple(_DETERMINERS)):
+            phrase = f"{words[-n - 1].group(0)} {phrase}"
+    if before not in _PLACE_PREPOSITIONS:
+        return None
+    return f"in {phrase}"
+
+
+def _titles(text: str, *, skip_first: bool) -> list[re.Match[str]]:
+    found = list(_TITLE.finditer(text))
+    if skip_first and found and found[0].start() == len(text) - len(text.lstrip()):
+        found = found[1:]
+    return [m for m in found if m.group(0).lower() not in _QUESTION_START]
+
+
+def _sentence(text: str) -> str:
+    text = text.strip()
+    return text[:1].upper() + text[1:] if text else text
+
+
+def resolve(message: str, previous: str, reply: str | None = None) -> str:
+    """``message`` (a follow-up) made standalone from ``previous`` (the question it follows,
+    already standalone) and ``reply`` (the assistant's answer to it, if any)."""
+    text = message.strip()
+    mark = "?" if text.endswith("?") or not text else ""
+    body = text.rstrip(" ?.!")
+    prev = previous.strip().rstrip(" ?.!")
+    opener = _OPENER.match(body)
+    if opener and opener.end() < len(body):
+        rest = body[opener.end() :].strip(" ,")
+        new_names = _titles(rest, skip_first=False)
+        old_names = _titles(prev, skip_first=True)
+        if new_names and old_names:  # a name of the same kind: swap it
+            old = old_names[-1]
+            swapped = prev[: old.start()] + new_names[0].group(0) + prev[old.end() :]
+            return _sentence(swapped) + "?"
+        rest = re.sub(r"^(?:on|for|in|with|about)\s+", "", rest, flags=re.IGNORECASE) if new_names else rest
+        joiner = " for " if new_names and not re.match(r"^(if|when|while|with|without|on|in|for)\b", rest, re.I) else " "
+        return _sentence(f"{prev}{joiner}{rest}") + "?"
+    resolved = body
+    changed = False
+    place = place_of(reply) if reply else None
+    if place and _THERE.search(resolved):
+        resolved = _THERE.sub(place, resolved, count=1)
+        changed = True
+    phrase = final_noun_phrase(prev)
+    if phrase and _PRONOUN.search(resolved):
+        resolved = _PRONOUN.sub(phrase, resolved, count=1)
+        changed = True
+    if not changed and phrase:
+        resolved = f"{resolved}, regarding {phrase}"
+    return _sentence(resolved) + mark
