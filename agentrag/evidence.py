@@ -182,8 +182,8 @@ def units_of(hits: Sequence[Hit]) -> list[Unit]:
                 block += 1  # a new paragraph (or list item)
                 previous = previous if sentence.kind == "item" else ""
             last_end = sentence.end
-            text = _MARKUP.sub("", sentence.text)
-            if not sentence.complete or text.rstrip("\"')").endswith("?"):
+            text = sentence.text  # verbatim: an answer quotes the document exactly
+            if not sentence.complete or text.rstrip("*_\"')").endswith("?"):
                 previous = text
                 continue
             kind = "item" if sentence.kind == "item" else "sentence"
@@ -319,8 +319,10 @@ def _type_fit(kind: str | None, unit: Unit) -> float:
 # ---- scoring ------------------------------------------------------------------------------------
 _QUESTION_WORDS = frozenset(
     """what which who whom whose when where why how does do did can could should would will is are was
-    were has have had may might must shall tell know explain get there here about any some much many
-    long way ways thing things happen happens i me my we our you your please""".split()  # noqa: SIM905
+    were has have had may might must shall tell know explain get gets got go goes going there here about
+    any some much many long way ways thing things happen happens i me my we our us you your he him his
+    she her they them their its one ones also just only too very really please from into onto over
+    under up down out off than then so yet still""".split()  # noqa: SIM905
 )
 
 

@@ -8,6 +8,7 @@ marker; a table row reads ``"Header: cell; Header: cell."``.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -88,9 +89,12 @@ def gather(
     )
 
 
+_ENDED = re.compile(r"[.!?][\"'”’)\]*_`]*$")
+
+
 def _sentence(text: str) -> str:
     text = text.rstrip()
-    return text if text.endswith((".", "!", "?", '"', "'", ")", "`")) else text + "."
+    return text if _ENDED.search(text) else text + "."
 
 
 def render(selected: Sequence[Scored]) -> str:

@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 
 __all__ = ["DEFAULT_THRESHOLD", "SupportCheck", "check_support", "judge_with_llm"]
 
-DEFAULT_THRESHOLD = 0.55
+DEFAULT_THRESHOLD = 0.5
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
 _NEGATION = re.compile(r"\b(not|no|never|cannot|can't|isn't|aren't|doesn't|don't|won't|without|none)\b", re.I)
 _CITATION = re.compile(r"\[[^\[\]\n]{1,400}\]")
@@ -96,7 +96,7 @@ def _local_score(claim: str, span: str, semantic: float | None) -> float:
     if missing:
         score *= 0.4
     if bool(_NEGATION.search(claim)) != bool(_NEGATION.search(span)):
-        score *= 0.7
+        score *= 0.8
     return score
 
 

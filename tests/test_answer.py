@@ -108,8 +108,10 @@ def test_an_extractive_answer_with_nothing_relevant_says_so(store: Store, suppor
     ctx = new("zebra quantum xylophone", store=store, collections=support).search().rerank()
     assert ctx.hits  # the vector leg always finds something
     ctx = ctx.answer()
-    assert ctx.steps[-1].strategy == "no-results"
-    assert ctx.grounded is False and "could not find anything relevant" in (ctx.answer_text or "")
+    assert ctx.steps[-1].strategy == "local:abstained" and ctx.mode == "abstained"
+    assert ctx.grounded is False and ctx.citations == ()
+    assert (ctx.answer_text or "").startswith("The knowledge base does not seem to cover this question")
+    assert ctx.answer_confidence is not None and ctx.answer_confidence < 0.5
 
 
 def test_the_prompt_carries_only_the_packed_labels(store: Store, support: str) -> None:
@@ -375,7 +377,11 @@ def test_audit_events_after_search_and_answer(store: Store, support: str) -> Non
     sink = ListAuditSink()
     ids = first_ids(store, support)
     ctx = new(
-        QUESTION, store=store, llm=FakeLLM([f"Use the trash [{ids[0]}]."]), collections=support, audit=sink
+        QUESTION,
+        store=store,
+        llm=FakeLLM([f"Deleted notes go to the trash [{ids[0]}]."]),
+        collections=support,
+        audit=sink,
     )
     ctx = ctx.search()
     assert [e.type for e in sink.events] == [AuditEventType.RETRIEVAL_EXECUTED]

@@ -41,7 +41,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
                 "agentrag.readers")),
     ("retrieval", ("agentrag.retrieval",)),
     ("store", ("agentrag.store", "agentrag.querylog")),
-    ("steps", ("agentrag.step", "agentrag.steps", "agentrag.proof", "agentrag.chat")),
+    ("steps", ("agentrag.step", "agentrag.steps", "agentrag.proof", "agentrag.chat", "agentrag.evidence",
+               "agentrag.extractive", "agentrag.abstain", "agentrag.support")),
     ("presentation", ("agentrag.display",)),
     ("application", ("agentrag", "agentrag.__main__", "agentrag.cli", "agentrag.demo", "agentrag.eval")),
 ]  # fmt: skip

@@ -204,7 +204,7 @@ def prepare(
     max_context_tokens: int = 3000,
     suppress_ungrounded: bool = False,
     max_sentences: int = 3,
-    abstain: bool = True,
+    abstain: bool | None = None,
     calibration: Calibration | None = None,
     support: str = "local",
 ) -> AnswerPlan:
@@ -303,7 +303,11 @@ def prepare(
             base={**plan.base, "answer_confidence": confidence, "mode": "low-confidence" if low else mode},
             attributes={**plan.attributes, "answer_confidence": confidence},
         )
-        if abstain and (confidence < cal.abstain_below or (not llm and not evidence.selected)):
+        if (
+            (not llm if abstain is None else abstain)
+            and evidence.units  # nothing quotable is not nothing relevant: an excerpt follows
+            and (confidence < cal.abstain_below or (not llm and not evidence.selected))
+        ):
             changes = {
                 "answer_text": abstention_message(evidence.closest()),
                 "grounded": False,
@@ -415,7 +419,7 @@ def _answer(
     max_context_tokens: int = 3000,
     suppress_ungrounded: bool = False,
     max_sentences: int = 3,
-    abstain: bool = True,
+    abstain: bool | None = None,
     calibration: Calibration | None = None,
     support: str = "local",
 ) -> Body[Outcome]:
