@@ -30,7 +30,15 @@ from dataclasses import dataclass, replace
 from agentrag.errors import InvalidInputError
 from agentrag.evidence import Scored, Unit, question_terms
 
-__all__ = ["Calibration", "Signals", "abstention_message", "calibrate", "confidence", "signals"]
+__all__ = [
+    "DEFAULT_CALIBRATION",
+    "Calibration",
+    "Signals",
+    "abstention_message",
+    "calibrate",
+    "confidence",
+    "signals",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +74,9 @@ class Calibration:
                 "Calibration: need 0 <= abstain_below <= low_below <= 1, got "
                 f"{self.abstain_below!r} and {self.low_below!r}"
             )
+
+
+DEFAULT_CALIBRATION = Calibration()
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,17 +122,19 @@ def signals(
     return Signals(evidence, semantic, found, vector)
 
 
-def confidence(sig: Signals, calibration: Calibration = Calibration()) -> float:
+def confidence(sig: Signals, calibration: Calibration | None = None) -> float:
     """0-1: how likely the selected evidence answers the question."""
+    calibration = calibration or DEFAULT_CALIBRATION
     z = calibration.scale * (sig.combined(calibration) - calibration.center)
     return 1.0 / (1.0 + math.exp(-max(-60.0, min(60.0, z))))
 
 
 def calibrate(
-    labelled: Sequence[tuple[Signals, bool]], calibration: Calibration = Calibration(), *, steps: int = 400
+    labelled: Sequence[tuple[Signals, bool]], calibration: Calibration | None = None, *, steps: int = 400
 ) -> Calibration:
     """Refit ``center`` and ``scale`` by logistic regression on ``(signals, answerable)`` pairs
     (plain gradient descent; deterministic). Needs both kinds of question."""
+    calibration = calibration or DEFAULT_CALIBRATION
     if not any(y for _, y in labelled) or all(y for _, y in labelled):
         raise InvalidInputError("calibrate() needs both answerable and unanswerable questions")
     xs = [s.combined(calibration) for s, _ in labelled]
@@ -148,7 +161,10 @@ def abstention_message(closest: Sequence[Unit | str]) -> str:
         name = name.rsplit("/", 1)[-1]
         if name not in names:
             names.append(name)
-    text = "The knowledge base does not seem to cover this question: no passage of the retrieved documents answers it."
+    text = (
+        "The knowledge base does not seem to cover this question: "
+        "no passage of the retrieved documents answers it."
+    )
     if names:
         text += " The closest documents were " + ", ".join(names[:3]) + "."
     return text

@@ -227,7 +227,7 @@ class VectorCache:
             if got.ndim != 2 or len(got) != len(missing):
                 raise ValueError(f"the embedder returned shape {got.shape} for {len(missing)} texts")
             norms = np.linalg.norm(got, axis=1, keepdims=True)
-            got = got / np.where(norms == 0, 1.0, norms)
+            got = (got / np.where(norms == 0, 1.0, norms)).astype(np.float32)
             with self._lock:
                 for key, vector in zip(missing, got, strict=True):
                     found[key] = self._vectors[key] = vector
@@ -286,7 +286,10 @@ _QUESTION_TYPES: tuple[tuple[re.Pattern[str], str], ...] = (
         "number",
     ),
     (re.compile(r"^\s*(where|to which|to what) ", re.IGNORECASE), "place"),
-    (re.compile(r"\bhow (do|can|should|would) (i|we|you|one)\b|\bhow to\b|\bsteps? to\b", re.IGNORECASE), "steps"),
+    (
+        re.compile(r"\bhow (do|can|should|would) (i|we|you|one)\b|\bhow to\b|\bsteps? to\b", re.IGNORECASE),
+        "steps",
+    ),
 )
 
 
@@ -322,7 +325,7 @@ _QUESTION_WORDS = frozenset(
     were has have had may might must shall tell know explain get gets got go goes going there here about
     any some much many long way ways thing things happen happens i me my we our us you your he him his
     she her they them their its one ones also just only too very really please from into onto over
-    under up down out off than then so yet still""".split()  # noqa: SIM905
+    under up down out off than then so yet still until""".split()  # noqa: SIM905
 )
 
 

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from agentrag.abstain import Calibration, Signals, confidence, signals
+from agentrag.abstain import DEFAULT_CALIBRATION, Calibration, Signals, confidence, signals
 from agentrag.context import SupportSpan
 from agentrag.errors import AgentragError
 from agentrag.evidence import DEFAULT_CACHE, Scored, Unit, VectorCache, score_units, select, units_of
@@ -51,7 +51,7 @@ def gather(
     *,
     embedder: Any = None,
     cache: VectorCache = DEFAULT_CACHE,
-    calibration: Calibration = Calibration(),
+    calibration: Calibration | None = None,
     max_units: int = 3,
 ) -> Evidence:
     """Score every unit of ``hits`` against ``questions``, select the answer, measure confidence.
@@ -61,6 +61,7 @@ def gather(
     evidence is lexical only and ``fallback`` says why."""
     import numpy as np
 
+    calibration = calibration or DEFAULT_CALIBRATION
     units = units_of(hits)
     question_vectors = unit_vectors = None
     fallback = None
@@ -126,7 +127,7 @@ def extractive_answer(
     *,
     max_sentences: int = 3,
     embedder: Any = None,
-    calibration: Calibration = Calibration(),
+    calibration: Calibration | None = None,
 ) -> str:
     """The sentences and table rows that answer ``question`` (or each sub-question), each cited
     with its chunk id, in reading order. When nothing clears the threshold the best unit is

@@ -43,7 +43,9 @@ _ATTEMPT = re.compile(r"^(?:(?:chk|rel|source|doc)\b|(?:chk|rel)_|\d+$)", re.IGN
 # markers after it) followed by whitespace and anything (a lowercase start after a full stop is
 # a new sentence too, so an uncited claim cannot hide behind one), or at a line break.
 _SENTENCE_END = re.compile(r"(?<=[.!?])[\"'”’)\]*_]*(?:\s*\[[^\[\]\n]+\])*\s+(?=[^\s\[])|\n+")
-_ABBREVIATION = re.compile(r"(?:^|[\s(])(?:e\.g|i\.e|etc|vs|cf|approx|dr|mr|mrs|ms|no|fig|incl|[a-z])\.$", re.I)
+_ABBREVIATION = re.compile(
+    r"(?:^|[\s(])(?:e\.g|i\.e|etc|vs|cf|approx|dr|mr|mrs|ms|no|fig|incl|[a-z])\.$", re.I
+)
 _LIST_LINE = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
 _SHORT_FACT = re.compile(r"[\d:=@$%€£]")
 _GRAPH_LABEL = re.compile(r"\[(rel_\d+)\]")
@@ -271,7 +273,9 @@ def _sentence_spans(text: str) -> list[tuple[int, int]]:
             spans.append((begin + lead, begin + len(piece.rstrip())))
 
     for match in _SENTENCE_END.finditer(text):
-        if not match.group(0).startswith("\n") and _ABBREVIATION.search(text[max(start, match.start() - 8) : match.start()]):
+        if not match.group(0).startswith("\n") and _ABBREVIATION.search(
+            text[max(start, match.start() - 8) : match.start()]
+        ):
             continue  # "e.g." and friends end no sentence
         end = match.start() if match.group(0).startswith("\n") else match.end()
         add(start, end)
@@ -329,22 +333,19 @@ def _is_claim(sentence: str, after: str = "") -> bool:
         return False
     if bare.endswith(":"):
         rest = after.strip()
-        if not rest or (after.lstrip(" \t").startswith("\n") and _LIST_LINE.match(rest.splitlines()[0])):
-            return False
-        return True
-    if len(bare.split()) <= 2 and not _SHORT_FACT.search(bare.rstrip(".!?")):
-        return False
-    return True
+        return not (
+            not rest or (after.lstrip(" \t").startswith("\n") and _LIST_LINE.match(rest.splitlines()[0]))
+        )
+    return not (len(bare.split()) <= 2 and not _SHORT_FACT.search(bare.rstrip(".!?")))
 
 
 def _uncited_tail(sentence: str) -> bool:
     """Whether a cited sentence goes on after its last citation with words of its own (a run-on
     ``"A [chk_a]; B."`` cites A, not B)."""
-    last = None
-    for last in _CITATION.finditer(sentence):
-        pass
-    if last is None:
+    found = list(_CITATION.finditer(sentence))
+    if not found:
         return False
+    last = found[-1]
     tail = sentence[last.end() :].strip(" \t.,;:!?\"'”’)*_")
     return len(tail.split()) >= 2
 
@@ -403,7 +404,11 @@ def check_citations(
         for label in good:
             cited[label] = None
         claim = _is_claim(sentence, answer[end : end + 200])
-        if good and claim and (_uncited_tail(sentence) or (supported is not None and not supported(sentence))):
+        if (
+            good
+            and claim
+            and (_uncited_tail(sentence) or (supported is not None and not supported(sentence)))
+        ):
             good = []
         if good or not claim:
             if bad:

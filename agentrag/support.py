@@ -7,7 +7,8 @@ its document offsets. The local score (0-1) is deterministic:
 
 * **lexical**: the share of the claim's content terms the span contains (a claim that adds
   words of its own is less supported);
-* **semantic**: cosine similarity of claim and span from the store's embedder, when there is one;
+* **semantic**: cosine similarity of claim and span from the store's embedder, when there is one
+  (it can raise a paraphrase's score, averaged with the lexical one, never lower it);
 * **figures**: every number of the claim must appear in the span (``"30 days"`` is not
   supported by a span that says ``"14 days"``); a claim that negates what the span affirms (or
   the reverse) is not supported either.
@@ -19,12 +20,14 @@ delimiter: retrieved text is untrusted) and its verdict decides; the local score
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from agentrag.context import SupportSpan
+from agentrag.errors import AgentragError
 from agentrag.evidence import DEFAULT_CACHE, VectorCache, question_terms, units_of
 from agentrag.grounding import citation_labels, claim_sentences
 from agentrag.hits import Hit
@@ -67,7 +70,7 @@ class _Candidate:
 def _candidates(hit: Hit) -> list[_Candidate]:
     units = [u for u in units_of([hit])]
     out = [_Candidate(hit, u.text, u.start, u.end) for u in units]
-    for a, b in zip(units, units[1:], strict=False):  # a claim may merge two adjacent sentences
+    for a, b in itertools.pairwise(units):  # a claim may merge two adjacent sentences
         if a.block == b.block or b.start - a.end < 4:
             out.append(_Candidate(hit, f"{a.text} {b.text}", a.start, b.end))
     if not out:  # no complete sentence: the chunk itself
@@ -91,12 +94,13 @@ def _lexical(claim: str, span: str) -> float:
 
 def _local_score(claim: str, span: str, semantic: float | None) -> float:
     lexical = _lexical(claim, span)
-    score = lexical if semantic is None else 0.6 * lexical + 0.4 * max(0.0, semantic)
+    # the semantic signal can only help (a paraphrase), never sink a claim the words support
+    score = lexical if semantic is None else max(lexical, 0.5 * lexical + 0.5 * max(0.0, semantic))
     missing = _figures(claim) - _figures(span)
     if missing:
         score *= 0.4
     if bool(_NEGATION.search(claim)) != bool(_NEGATION.search(span)):
-        score *= 0.8
+        score *= 0.85
     return score
 
 
@@ -134,7 +138,7 @@ def check_support(
             for i, (_, _, cands) in enumerate(claims):
                 values = span_vectors[[row[c.text] for c in cands]] @ np.asarray(claim_vectors[i])
                 sims[i] = [float(v) for v in values]
-        except Exception:  # noqa: BLE001 - the lexical score still decides; answer() records nothing lost
+        except (AgentragError, ValueError):  # the lexical score decides; gather() records the failure
             sims = [[None] * len(c[2]) for c in claims]
     spans = []
     for (sentence, bare, cands), claim_sims in zip(claims, sims, strict=True):

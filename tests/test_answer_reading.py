@@ -81,7 +81,7 @@ def test_extractive_answers_over_hard_wrapped_markdown(
     for sentence, chunk_id in parts:
         assert sentence[0].isupper() or sentence[0] in "*`\"'(" or sentence[0].isdigit(), sentence
         assert len(sentence.split()) >= 4
-        # quoted from the cited chunk (hard wraps joined); a table row as "Header: cell; ...", each cell quoted
+        # quoted from the cited chunk (hard wraps joined); a table row as "Header: cell; ...", cells quoted
         joined = " ".join(used[chunk_id].text.split())
         cells = [c.split(": ", 1)[-1] for c in sentence.rstrip(".").split("; ")]
         assert sentence.rstrip(".") in joined or all(c in joined for c in cells), sentence

@@ -47,8 +47,8 @@ from agentrag._sansio import (
     stream_async,
     stream_sync,
 )
-from agentrag.context import Context, Degradation
 from agentrag.abstain import Calibration, abstention_message
+from agentrag.context import Context, Degradation
 from agentrag.errors import AgentragError, InvalidInputError, LLMError, RetrievalError
 from agentrag.extractive import extractive_answer, gather, render, spans_of
 from agentrag.grounding import PackedContext, check_citations, graph_labels, pack_context
@@ -289,7 +289,9 @@ def prepare(
         evidence = gather(
             ctx.questions, packed.hits, embedder=plan.embedder, calibration=cal, max_units=max_sentences
         )
-        plan = _replace_plan(plan, stages=(*plan.stages, ("evidence", (time.perf_counter() - started) * 1000.0)))
+        plan = _replace_plan(
+            plan, stages=(*plan.stages, ("evidence", (time.perf_counter() - started) * 1000.0))
+        )
         if evidence.fallback:
             plan = _replace_plan(
                 plan,

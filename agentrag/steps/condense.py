@@ -16,12 +16,14 @@ Local strategy (deterministic, no model):
    ``which one``, ``the same``), opens elliptically (``and ...``, ``what about ...``, ``how about
    ...``, ``what if ...``, ``also ...``, ``or ...``, ``same for ...``) or has fewer than two content
    terms. Any other message is standalone and passes unchanged (``local:standalone``).
-2. The topic carries forward: the earlier user turns are resolved in order, each against the
-   standalone form of the one before, so a chain of follow-ups keeps the first question's subject.
-3. The topic phrase is the content words of the previous standalone question (question words,
-   stop words, pronouns and generic verbs dropped; words the message already has dropped; at
-   most ``TOPIC_WORDS``, in their order). The first bare pronoun (``it / they / them``) is
-   replaced by it; otherwise it is appended: ``"<message>, regarding <topic phrase>"``.
+   A message of two content words or fewer with a definite reference ("how long until the money
+   is back?") depends on it too.
+2. It is resolved against the turn it follows, never a chain of rewrites: the previous user
+   question (itself resolved one level) and the assistant's reply to it
+   (:mod:`agentrag.steps.followup`): an elliptical message repeats the previous question with the
+   new name swapped in or the new part added; ``it`` / ``they`` / ``them`` become the noun phrase
+   of the previous question they agree with; ``there`` becomes the place the reply ended on; else
+   the noun phrase is added: ``"<message>, regarding <noun phrase>"``.
 """
 
 from __future__ import annotations
@@ -39,8 +41,6 @@ from agentrag.steps._common import ask_json, terms, use_llm
 
 __all__ = ["condense", "condense_local", "is_follow_up"]
 
-TOPIC_WORDS = 8
-
 _BARE_PRONOUN = re.compile(r"\b(it|they|them)\b", re.IGNORECASE)
 _POSSESSIVE = re.compile(r"\b(its|their|theirs)\b", re.IGNORECASE)
 # "this / that / these / those", except "that" as a conjunction ("check that the key is valid")
@@ -56,21 +56,7 @@ _ELLIPTICAL_OPENER = re.compile(
     r"same for|same question for|is that also|does that also)\b",
     re.IGNORECASE,
 )
-_WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9'./+-]*[A-Za-z0-9]|[A-Za-z0-9]")
-# Words that never make a topic: function words, question words, pronouns, generic chat verbs.
-_NOT_TOPIC = frozenset(
-    """
-    a about above after again all also am an and any are as at be been being both but by can could
-    did do does doing done for from had has have having he her here hers him his how i if in into is
-    it its itself just me more most my myself no nor not of off on once only or other our ours out
-    over own same she should so some such than that the their theirs them then there these they this
-    those through to too under until up very was we were what when where which while who whom why
-    will with would you your yours yourself yourselves anything something thing things way ways
-    please thanks thank ok okay hi hello hey tell know explain show get got getting want wanted need
-    needed make makes made let lets really actually also still else much many one ones kind sort
-    exactly anyway tho though 'd 's 're 've 'll i'm it's what's how's that's there's
-    """.split()  # noqa: SIM905
-)
+_DEFINITE = re.compile(r"\bthe\s+[a-z]", re.IGNORECASE)
 
 
 class CondenseReply(BaseModel):
@@ -90,40 +76,14 @@ def _has_anaphor(message: str) -> bool:
 def is_follow_up(message: str) -> bool:
     """Whether ``message`` leans on earlier turns (the local strategy's rule 1)."""
     text = message.strip()
+    from agentrag.evidence import question_terms
+
     if _ELLIPTICAL_OPENER.match(text) or _has_anaphor(text):
         return True
-    return len(set(terms(text))) < 2
-
-
-def _topic_phrase(previous: str, message: str) -> str:
-    have = set(terms(message))
-    words: list[str] = []
-    seen: set[str] = set()
-    for word in _WORD.findall(previous):
-        lower = word.lower()
-        if lower in _NOT_TOPIC or lower in seen:
-            continue
-        stems = terms(word)
-        if not stems or any(s in have for s in stems):
-            continue
-        seen.add(lower)
-        words.append(word)
-        if len(words) == TOPIC_WORDS:
-            break
-    return " ".join(words)
-
-
-def _resolve(message: str, previous: str | None) -> str:
-    if previous is None or not is_follow_up(message):
-        return message
-    topic = _topic_phrase(previous, message)
-    if not topic:
-        return message
-    if _BARE_PRONOUN.search(message):
-        return _BARE_PRONOUN.sub(topic, message, count=1)
-    body = message.rstrip(" ?.!")
-    end = message[len(body) :].strip() or ""
-    return f"{body}, regarding {topic}{end[:1]}"
+    if len(set(terms(text))) < 2:
+        return True
+    # two content words or fewer, one of them a definite reference ("how long until the money is back?")
+    return len(question_terms(text)) <= 2 and bool(_DEFINITE.search(text))
 
 
 def condense_local(question: str, history: Sequence[Turn]) -> str:

@@ -41,34 +41,69 @@ _OPENER = re.compile(
     re.IGNORECASE,
 )
 _PRONOUN = re.compile(r"\b(it|they|them)\b", re.IGNORECASE)
-_THERE = re.compile(r"(?<!\bis )(?<!\bare )(?<!\bwas )(?<!\bwere )\bthere\b(?!\s+(?:is|are|was|were|be)\b)", re.I)
+_THERE = re.compile(
+    r"(?<!\bis )(?<!\bare )(?<!\bwas )(?<!\bwere )\bthere\b(?!\s+(?:is|are|was|were|be)\b)", re.I
+)
 _TITLE = re.compile(r"\b[A-Z][a-z]+\b")
-_QUESTION_START = frozenset("what which who how when where why can could do does did is are should would will".split())  # noqa: SIM905
+_QUESTION_START = frozenset(
+    "what which who how when where why can could do does did is are should would will".split()  # noqa: SIM905
+)
 
 
 def _words(text: str) -> list[re.Match[str]]:
     return list(_WORD.finditer(text))
 
 
-def final_noun_phrase(question: str, *, with_determiner: bool = True) -> str | None:
+def _phrases(text: str) -> list[str]:
+    """The noun phrases of ``text`` in order: runs of words between function words, each with
+    the determiner before it."""
+    words = _words(text)
+    out: list[str] = []
+    i = 0
+    while i < len(words):
+        if words[i].group(0).lower() in _BOUNDARY:
+            i += 1
+            continue
+        j = i
+        while j < len(words) and words[j].group(0).lower() not in _BOUNDARY:
+            j += 1
+        start = words[i].start()
+        if i > 0 and words[i - 1].group(0).lower() in _DETERMINERS:
+            start = words[i - 1].start()
+        out.append(text[start : words[j - 1].end()])
+        i = j
+    return out
+
+
+def _plural(phrase: str) -> bool:
+    head = phrase.split()[-1].lower()
+    return len(head) > 3 and head.endswith("s") and not head.endswith(("ss", "us", "is"))
+
+
+def final_noun_phrase(
+    question: str, *, with_determiner: bool = True, plural: bool | None = None
+) -> str | None:
     """The noun phrase a question ends on (``"How do I recover a deleted note?"`` -> ``"a deleted
-    note"``), or None when it ends on a function word."""
+    note"``), or None when it ends on a function word. ``plural``: the last phrase that is (or is
+    not) plural, for ``they`` / ``it``, falling back to the final one."""
+    phrases = _phrases(question)
     words = _words(question)
-    i = len(words)
-    while i > 0 and words[i - 1].group(0).lower() not in _BOUNDARY:
-        i -= 1
-    if i == len(words):
+    if not phrases or not words or (words[-1].group(0).lower() in _BOUNDARY and plural is None):
         return None
-    start = words[i].start()
-    if with_determiner and i > 0 and words[i - 1].group(0).lower() in _DETERMINERS:
-        start = words[i - 1].start()
-    return question[start : words[-1].end()]
+    chosen = phrases[-1]
+    if plural is not None:
+        chosen = next((p for p in reversed(phrases) if _plural(p) == plural), chosen)
+    if not with_determiner:
+        first = chosen.split()[0].lower()
+        chosen = chosen.split(" ", 1)[1] if first in _DETERMINERS and " " in chosen else chosen
+    return chosen
 
 
 def place_of(reply: str) -> str | None:
     """The place a reply's last sentence ends on, as ``"in <noun phrase>"`` (``"restore it from the
     trash."`` -> ``"in the trash"``), or None."""
-    last = re.split(r"(?<=[.!?])\s+", reply.strip())[-1] if reply.strip() else ""
+    reply = re.sub(r"\s*\[[^\[\]\n]*\]", "", reply).strip()
+    last = re.split(r"(?<=[.!?])\s+", reply)[-1] if reply else ""
     words = _words(last)
     phrase = final_noun_phrase(last, with_determiner=True)
     if not phrase:
@@ -113,7 +148,11 @@ def resolve(message: str, previous: str, reply: str | None = None) -> str:
             swapped = prev[: old.start()] + new_names[0].group(0) + prev[old.end() :]
             return _sentence(swapped) + "?"
         rest = re.sub(r"^(?:on|for|in|with|about)\s+", "", rest, flags=re.IGNORECASE) if new_names else rest
-        joiner = " for " if new_names and not re.match(r"^(if|when|while|with|without|on|in|for)\b", rest, re.I) else " "
+        joiner = (
+            " for "
+            if new_names and not re.match(r"^(if|when|while|with|without|on|in|for)\b", rest, re.I)
+            else " "
+        )
         return _sentence(f"{prev}{joiner}{rest}") + "?"
     resolved = body
     changed = False
@@ -122,9 +161,13 @@ def resolve(message: str, previous: str, reply: str | None = None) -> str:
         resolved = _THERE.sub(place, resolved, count=1)
         changed = True
     phrase = final_noun_phrase(prev)
-    if phrase and _PRONOUN.search(resolved):
-        resolved = _PRONOUN.sub(phrase, resolved, count=1)
-        changed = True
+    pronoun = _PRONOUN.search(resolved)
+    if pronoun:
+        plural = pronoun.group(0).lower() != "it"
+        referent = final_noun_phrase(prev, plural=plural)
+        if referent:
+            resolved = resolved[: pronoun.start()] + referent + resolved[pronoun.end() :]
+            changed = True
     if not changed and phrase:
         resolved = f"{resolved}, regarding {phrase}"
     return _sentence(resolved) + mark
