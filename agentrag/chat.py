@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from agentrag.abstain import DEFAULT_CALIBRATION
 from agentrag.context import Context, Degradation
 from agentrag.errors import InvalidInputError
 from agentrag.scope import Scope
@@ -59,10 +60,8 @@ __all__ = [
     "with_rag_context",
 ]
 
-GUIDANCE = (
-    "No relevant passages were found in the searched documents. Widen the scope (another "
-    "workspace, or beyond this session) or add documents that cover this topic."
-)
+_WIDEN = "Widen the scope (another workspace, or beyond this session) or add documents that cover this topic."
+GUIDANCE = f"No relevant passages were found in the searched documents. {_WIDEN}"
 RAG_FIELDS = (
     "rag_context",
     "rag_citations",
@@ -73,6 +72,7 @@ RAG_FIELDS = (
     "rag_proof",
     "rag_guidance",
     "rag_question",
+    "rag_confidence",
 )
 Strategy = Literal["auto", "llm", "local"]
 
@@ -103,6 +103,7 @@ class RAGConfig(BaseModel):
     min_term_coverage: float = Field(0.34, ge=0, le=1)
     min_similarity: float = Field(0.45, ge=-1, le=1)
     include_proof: bool = True
+    abstain: bool = True  # no context when the evidence answers nothing (rag_mode "abstained")
 
     def __init__(self, **data: Any) -> None:
         try:
@@ -164,11 +165,12 @@ class RAGResult:
     citations: tuple[dict[str, Any], ...] = ()
     chunks: tuple[dict[str, Any], ...] = ()
     grounded: bool = False
-    mode: str = "skipped"  # full | lexical-only | skipped | disabled | failed
+    mode: str = "skipped"  # full | lexical-only | low-confidence | abstained | skipped | disabled | failed
     skipped_reason: str | None = None
     proof: dict[str, Any] | None = None
     guidance: str | None = None
     question: str | None = None  # the standalone question that was searched
+    confidence: float | None = None  # 0-1: how likely the context answers it (agentrag.abstain)
     ctx: Context | None = field(default=None, compare=False, repr=False)
 
     def as_state(self) -> dict[str, Any]:
@@ -183,6 +185,7 @@ class RAGResult:
             "rag_proof": self.proof,
             "rag_guidance": self.guidance,
             "rag_question": self.question,
+            "rag_confidence": self.confidence,
         }
 
     def __repr__(self) -> str:
@@ -325,6 +328,23 @@ def _mode(ctx: Context, config: RAGConfig) -> tuple[str, str | None]:
     return ("failed", "every search failed") if mode == "graph-only" else (mode, None)
 
 
+def _confidence(ctx: Context, config: RAGConfig) -> tuple[float | None, str | None]:
+    """The evidence's confidence over the hits (None without hits) and, when the turn abstains,
+    the guidance that says so (the knowledge base does not cover it; the closest documents)."""
+    from agentrag.abstain import abstention_message
+    from agentrag.extractive import gather
+
+    hits = ctx.hits[: config.rerank_top_n]
+    if not hits:
+        return None, None
+    embedder = ctx.deps.store.embedder if ctx.deps.store is not None else None
+    evidence = gather(ctx.questions, hits, embedder=embedder)
+    confidence = round(evidence.confidence, 4)
+    if config.abstain and evidence.units and confidence < DEFAULT_CALIBRATION.abstain_below:
+        return confidence, f"{abstention_message(evidence.closest())} {_WIDEN}"
+    return confidence, None
+
+
 def context_node(ctx: Context, config: RAGConfig) -> tuple[Context, RAGResult]:
     """Build ``rag_context`` (span ``agentrag.rag_context``); record what fell back."""
     from agentrag.grounding import pack_context
@@ -346,11 +366,16 @@ def context_node(ctx: Context, config: RAGConfig) -> tuple[Context, RAGResult]:
             )
             mark_degraded(span, "heuristic-rerank", why)
         relevant = _relevant(ctx, config)[: config.max_chunks]
+        confidence, guidance = _confidence(ctx, config)
+        if confidence is not None and guidance is not None:
+            relevant, mode = [], "abstained"
+        elif confidence is not None and confidence < DEFAULT_CALIBRATION.low_below and mode == "full":
+            mode = "low-confidence"
         packed = pack_context(
             relevant, delimiter=new_delimiter(), budget_tokens=config.token_budget, prompts=ctx.deps.prompts
         )
         grounded = bool(packed.hits)
-        ctx = replace(ctx, context_used=packed.hits, grounded=grounded)
+        ctx = replace(ctx, context_used=packed.hits, grounded=grounded, answer_confidence=confidence)
         text = ""
         if grounded:
             from agentrag.prompts import default_prompts
@@ -363,6 +388,8 @@ def context_node(ctx: Context, config: RAGConfig) -> tuple[Context, RAGResult]:
         span.set_attribute("agentrag.rag_context.grounded", grounded)
         span.set_attribute("agentrag.rag_context.chunks", len(packed.hits))
         span.set_attribute("agentrag.rag_context.tokens", packed.tokens)
+        if confidence is not None:
+            span.set_attribute("agentrag.rag_context.confidence", confidence)
         result = RAGResult(
             context=text,
             citations=tuple(_citation(h) for h in packed.hits),
@@ -372,8 +399,9 @@ def context_node(ctx: Context, config: RAGConfig) -> tuple[Context, RAGResult]:
             grounded=grounded,
             mode=mode,
             proof=ctx.proof().to_dict() if config.include_proof else None,
-            guidance=None if grounded else GUIDANCE,
+            guidance=None if grounded else (guidance or GUIDANCE),
             question=ctx.question,
+            confidence=confidence,
             ctx=ctx,
         )
         return ctx, result

@@ -4,9 +4,10 @@
 with its document, original filename, text, page, character offsets into the stored
 document text, similarity, classification, embedding model and version, and the sha256 of
 the document text, plus a timestamp, ``model_version_match`` and, once answered, the
-generation (answer, cited chunks, ungrounded claims). In a conversation (``condense()`` ran) it
-also holds the user's message (``original_question``) and the standalone question that was
-searched (``condensed_question``). So for every chunk::
+generation (answer, cited chunks, ungrounded claims, the answer's confidence and, per answer
+sentence, its supporting span: document id and character offsets, text, support score). In a
+conversation (``condense()`` ran) it also holds the user's message (``original_question``) and
+the standalone question that was searched (``condensed_question``). So for every chunk::
 
     document.text[chunk.start_char:chunk.end_char] == chunk.text
     sha256(document.text.encode("utf-8")).hexdigest() == chunk.source_sha256
@@ -19,7 +20,7 @@ original filename with its text (``None`` when unknown, e.g. text ingested with 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -70,6 +71,10 @@ class Generation:
     mode: str | None
     model: str | None
     context_chunks: tuple[str, ...]  # the chunk ids that went into the prompt
+    confidence: float | None = None  # ctx.answer_confidence (agentrag.abstain)
+    # per answer sentence, its supporting span: sentence, chunk_id, document_id, start, end, text,
+    # score, supported, method (ctx.support)
+    support: tuple[dict[str, Any], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,6 +109,7 @@ class Proof:
             g = {name: getattr(self.generation, name) for name in _GENERATION_FIELDS}
             for key in ("cited_chunks", "ungrounded_claims", "invalid_citations", "context_chunks"):
                 g[key] = list(g[key])
+            g["support"] = [dict(span) for span in g["support"]]
             out["generation"] = g
         return out
 
@@ -174,6 +180,8 @@ def build_proof(ctx: Context) -> Proof:
             mode=ctx.mode,
             model=answer_calls[-1].model if answer_calls else None,
             context_chunks=tuple(h.chunk_id for h in ctx.context_used),
+            confidence=ctx.answer_confidence,
+            support=tuple(asdict(span) for span in ctx.support),
         )
     scope = ctx.options.scope
     collections = (
@@ -227,6 +235,33 @@ _CHUNK_SCHEMA: dict[str, Any] = {
     },
 }
 
+_SUPPORT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": [
+        "sentence",
+        "chunk_id",
+        "document_id",
+        "start",
+        "end",
+        "text",
+        "score",
+        "supported",
+        "method",
+    ],
+    "properties": {
+        "sentence": {"type": "string"},
+        "chunk_id": _nullable("string"),
+        "document_id": _nullable("string"),
+        "start": _nullable("integer"),
+        "end": _nullable("integer"),
+        "text": {"type": "string"},
+        "score": {"type": "number"},
+        "supported": {"type": "boolean"},
+        "method": {"type": "string"},
+    },
+}
+
 _GENERATION_SCHEMA: dict[str, Any] = {
     "type": ["object", "null"],
     "additionalProperties": False,
@@ -240,6 +275,8 @@ _GENERATION_SCHEMA: dict[str, Any] = {
         "mode": _nullable("string"),
         "model": _nullable("string"),
         "context_chunks": {"type": "array", "items": {"type": "string"}},
+        "confidence": _nullable("number"),
+        "support": {"type": "array", "items": _SUPPORT_SCHEMA},
     },
 }
 

@@ -52,7 +52,7 @@ def test_chat_loop_answers_follow_ups_with_citations_in_a_session(sample_store, 
     text = "\n".join(out)
     turns = out[1:]
     assert "sources:" in turns[0] and "recover-deleted-note.md" in turns[0] and "(cited)" in turns[0]
-    assert "(searched: how long is recover deleted note kept in the trash?)" in turns[1]
+    assert "(searched: How long is a deleted note kept in the trash?)" in turns[1]
     assert "sources:" in turns[1]
     assert "did not need a document search" in turns[2] and "sources:" not in turns[2]
     assert "never read" not in text

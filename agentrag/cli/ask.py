@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import asdict
 from typing import Any
 
 from agentrag.cli.common import (
@@ -44,9 +45,11 @@ def _ask_dict(ctx: Any, proof: bool) -> dict[str, Any]:
         "answer": ctx.answer_text,
         "mode": ctx.mode,
         "grounded": ctx.grounded,
+        "answer_confidence": ctx.answer_confidence,
         "citations": list(ctx.citations),
         "invalid_citations": list(ctx.invalid_citations),
         "ungrounded_claims": list(ctx.ungrounded_claims),
+        "support": [asdict(span) for span in ctx.support],
         "sources": [{k: getattr(h, k) for k in _SOURCE_KEYS} for h in ctx.context_used],
         "graph_context": ctx.graph_context,
         "warnings": list(ctx.warnings),
@@ -81,13 +84,14 @@ def _print_answer(ctx: Any, *, streamed: bool, load: Load | None = None) -> None
     if ctx.invalid_citations:
         print(f"\nInvalid citations (not among the retrieved sources): {', '.join(ctx.invalid_citations)}")
     if ctx.ungrounded_claims:
-        print("\nUngrounded claims (no valid citation):")
+        print("\nUngrounded claims (no valid citation, or the cited source does not say it):")
         for claim in ctx.ungrounded_claims:
             print(f"  - {claim}")
     grounded = {True: "yes", False: "no", None: "n/a"}[ctx.grounded]
     total = ctx.latencies_ms.get("total", 0.0)
     timing = load.line("answer", total) if load is not None else f"{total:.0f} ms"
-    print(f"\nmode: {ctx.mode}  grounded: {grounded}  sources: {len(ctx.context_used)}  {timing}")
+    confidence = "" if ctx.answer_confidence is None else f"  confidence: {ctx.answer_confidence:.2f}"
+    print(f"\nmode: {ctx.mode}  grounded: {grounded}{confidence}  sources: {len(ctx.context_used)}  {timing}")
     for warning in dict.fromkeys(ctx.warnings):
         print(f"warning: {warning}", file=sys.stderr)
 

@@ -139,6 +139,8 @@ def _headline(ctx: Context) -> list[tuple[str, str]]:
         items.append(("mode", ctx.mode))
     if ctx.answer_text is not None:
         items.append(("grounded", grounded))
+    if ctx.answer_confidence is not None:
+        items.append(("confidence", f"{ctx.answer_confidence:.2f}"))
     items.append(("total", f"{ctx.latencies_ms.get('total', 0.0):.1f} ms"))
     if ctx.llm_calls:
         items.append(("LLM calls", str(len(ctx.llm_calls))))
@@ -194,6 +196,32 @@ def _source_sets(ctx: Context) -> tuple[list[Hit], set[str], set[str], set[str]]
     return sources, {h.chunk_id for h in sources}, set(ctx.citations), {h.chunk_id for h in ctx.context_used}
 
 
+def _support_html(ctx: Context, source_ids: set[str]) -> list[str]:
+    """Each answer sentence beside its supporting span, highlighted (``<mark>``) in its chunk."""
+    if not ctx.support:
+        return []
+    hits = {h.chunk_id: h for h in ctx.context_used}
+    rows = []
+    for span in ctx.support:
+        hit = hits.get(span.chunk_id or "")
+        shown = esc(snippet(span.text))
+        if hit is not None and span.start is not None and span.end is not None:
+            a, b = span.start - hit.start_char, span.end - hit.start_char
+            if 0 <= a <= b <= len(hit.text):
+                around = (
+                    f"{esc(hit.text[max(0, a - 120) : a])}<mark>{esc(hit.text[a:b])}</mark>"
+                    f"{esc(hit.text[b : b + 120])}"
+                )
+                shown = f"<details><summary>{shown}</summary><pre>{around}</pre></details>"
+        chunk = esc(span.chunk_id or "-")
+        if span.chunk_id in source_ids:
+            chunk = f'<a href="#{esc(anchor(ctx.query_id, span.chunk_id or ""))}">{chunk}</a>'
+        verdict = "yes" if span.supported else '<span class="err">no</span>'
+        rows.append([esc(span.sentence), chunk, f"{span.score:.2f}", verdict, shown])
+    header = ["sentence", "chunk", "support", "supported", "supporting span"]
+    return ["<h4>Support</h4>", html_table(header, rows, numeric=(2,))]
+
+
 def context_html(ctx: Context) -> str:
     """The whole context as one self-contained, escaped HTML fragment (inline CSS)."""
     qid = ctx.query_id
@@ -229,6 +257,7 @@ def context_html(ctx: Context) -> str:
                 for c in ctx.citations
             )
             out.append(f'<p><span class="muted">cited</span> {links}</p>')
+        out.extend(_support_html(ctx, source_ids))
 
     if ctx.steps:
         out.append("<h4>Steps</h4>")
@@ -377,6 +406,19 @@ def context_markdown(ctx: Context) -> str:
 
         lines = [f"> {line(text)}" if text.strip() else ">" for text in ctx.answer_text.split("\n")]
         parts.append("#### Answer\n\n" + "\n".join(lines))
+        if ctx.support:
+            rows = [
+                [
+                    md_esc(span.sentence),
+                    md_esc(span.chunk_id or "-"),
+                    f"{span.score:.2f}",
+                    "yes" if span.supported else "no",
+                    md_esc(snippet(span.text)),
+                ]
+                for span in ctx.support
+            ]
+            header = ["sentence", "chunk", "support", "supported", "supporting span"]
+            parts.append("#### Support\n\n" + md_table(header, rows))
 
     if ctx.steps:
         rows = []

@@ -75,6 +75,7 @@ class RAGState(TypedDict, total=False):
     rag_proof: dict[str, Any] | None
     rag_guidance: str | None
     rag_question: str | None
+    rag_confidence: float | None
 
 
 class _RunState(RAGState, total=False):

@@ -134,6 +134,20 @@ class ProofChunkOut(BaseModel):
     locator: dict[str, Any] | None = None
 
 
+class SupportSpanOut(BaseModel):
+    """One answer sentence and its best supporting span (document offsets) in a cited chunk."""
+
+    sentence: str
+    chunk_id: str | None
+    document_id: str | None
+    start: int | None
+    end: int | None
+    text: str
+    score: float
+    supported: bool
+    method: str
+
+
 class GenerationOut(BaseModel):
     answer: str | None
     cited_chunks: list[str]
@@ -143,6 +157,8 @@ class GenerationOut(BaseModel):
     mode: str | None
     model: str | None
     context_chunks: list[str]
+    confidence: float | None = None  # 0-1; the answer abstains ("mode": "abstained") when low
+    support: list[SupportSpanOut] = []
 
 
 class ProofResponse(BaseModel):
