@@ -153,18 +153,17 @@ def calibrate(
     return replace(calibration, scale=a, center=-b / a)
 
 
-def abstention_message(closest: Sequence[Unit | str]) -> str:
-    """What an abstaining answer says: the knowledge base does not cover it, and the closest documents."""
+def abstention_message(closest: Sequence[Unit | str], *, reason: str | None = None) -> str:
+    """What an abstaining answer says: the knowledge base does not cover it (``reason``: why; by
+    default no retrieved passage answers it), and the closest documents."""
     names: list[str] = []
     for item in closest:
         name = item if isinstance(item, str) else (item.hit.source or item.hit.document_id)
         name = name.rsplit("/", 1)[-1]
         if name not in names:
             names.append(name)
-    text = (
-        "The knowledge base does not seem to cover this question: "
-        "no passage of the retrieved documents answers it."
-    )
+    why = reason or "no passage of the retrieved documents answers it"
+    text = f"The knowledge base does not seem to cover this question: {why}."
     if names:
         text += " The closest documents were " + ", ".join(names[:3]) + "."
     return text

@@ -100,7 +100,12 @@ def _sentence(text: str) -> str:
 
 def render(selected: Sequence[Scored]) -> str:
     """The selected units, each with its citation marker, in the order given."""
-    return " ".join(f"{_sentence(s.unit.text)} [{s.unit.chunk_id}]" for s in selected)
+    from agentrag.grounding import split_sentences
+
+    # a unit with sentences inside (a table cell can hold two) cites each, as the grounding check splits
+    return " ".join(
+        f"{piece} [{s.unit.chunk_id}]" for s in selected for piece in split_sentences(_sentence(s.unit.text))
+    )
 
 
 def spans_of(selected: Sequence[Scored]) -> tuple[SupportSpan, ...]:

@@ -23,6 +23,8 @@ if TYPE_CHECKING:
 M = TypeVar("M", bound="BaseModel")
 
 STRATEGIES = ("auto", "llm", "local")
+# gate()'s reason when no word of the question occurs in the searched collections (answer() says so)
+UNRELATED_REASON = "local: no content word of the question occurs in the searched collections"
 
 
 def prompts_of(ctx: Context) -> Prompts:

@@ -54,7 +54,7 @@ from agentrag.extractive import extractive_answer, gather, render, spans_of
 from agentrag.grounding import PackedContext, check_citations, graph_labels, pack_context
 from agentrag.hits import Hit
 from agentrag.step import Outcome, Step, StepRun, calls_of, telemetry_of
-from agentrag.steps._common import prompts_of, use_llm
+from agentrag.steps._common import UNRELATED_REASON, prompts_of, use_llm
 
 if TYPE_CHECKING:
     from agentrag.llm import LLMCall, Message
@@ -281,7 +281,12 @@ def prepare(
         changes = {"answer_text": no_results_message(ctx), "grounded": False, "citations": ()}
         return done({**changes, "mode": "abstained", "answer_confidence": 0.0}, "no-results")
     if ctx.retrieve is False and not packed.hits and not llm:
-        changes = {"answer_text": NO_RETRIEVAL_NO_LLM, "grounded": None, "citations": (), "mode": "abstained"}
+        unrelated = ctx.gate_reasoning == UNRELATED_REASON
+        why = "none of its words occurs in the searched documents"
+        text = abstention_message((), reason=why) if unrelated else NO_RETRIEVAL_NO_LLM
+        changes = {"answer_text": text, "grounded": None, "citations": (), "mode": "abstained"}
+        if unrelated:
+            changes.update(grounded=False, answer_confidence=0.0)
         return done(changes, "local:no-retrieval")
     evidence = None
     if packed.hits:

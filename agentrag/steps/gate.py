@@ -1,7 +1,10 @@
 """``gate()``: does this message need retrieval at all?
 
-Local strategy (no LLM): greetings, thanks and pure arithmetic skip retrieval; everything
-else retrieves (a follow-up such as "and for Business?" is not small talk, so it retrieves).
+Local strategy (no LLM): greetings, thanks and pure arithmetic skip retrieval; so does, when the
+context has a store, a question none of whose content words occurs in the searched collections (one
+lexical lookup: "What is the capital of France?" over a product handbook); ``answer()`` then says
+the knowledge base does not cover it. Everything else retrieves (a follow-up such as "and for
+Business?" is not small talk, so it retrieves).
 With an LLM, ``prompts/gate.j2`` decides, seeing the last ``max_turns`` earlier turns of the
 conversation (fenced) so that a follow-up is judged in context.
 """
@@ -13,15 +16,18 @@ import re
 from pydantic import BaseModel
 
 from agentrag.context import Context
-from agentrag.errors import InvalidInputError
+from agentrag.errors import AgentragError, InvalidInputError
 from agentrag.step import Outcome, Step
-from agentrag.steps._common import ask_json, use_llm
+from agentrag.steps._common import UNRELATED_REASON, ask_json, use_llm
 
 _CHAT = re.compile(
-    r"^(hi|hello|hey|hiya|yo|thanks|thank you|thx|cheers|good (morning|afternoon|evening|night)|"
-    r"how are you( doing)?|bye|goodbye|see you|ok(ay)?|great|cool)[\s!.,?]*$",
+    r"^((hi|hello|hey|hiya|yo|thanks|thank you|thx|cheers|good (morning|afternoon|evening|night)|"
+    r"how are you( doing)?|bye|goodbye|see you|ok(ay)?|great|cool|perfect|got it|nice|awesome)[\s!.,?]*)+"
+    r"((that'?s|that is) (all|it|great|helpful)|(you'?re|you are) (great|helpful)|have a nice day)?"
+    r"[\s!.,?]*$",
     re.IGNORECASE,
 )
+_WORDS = re.compile(r"[A-Za-z0-9][A-Za-z0-9'-]*")
 _ARITHMETIC = re.compile(r"^(what is |what's |calculate )?[\d\s+\-*/^().,=x%]+\??$", re.IGNORECASE)
 
 
@@ -59,11 +65,46 @@ def _gate(ctx: Context, *, strategy: str = "auto", max_turns: int = 6) -> Outcom
         retrieve, why = False, "local: arithmetic"
     else:
         retrieve, why = True, "local: a question for the documents"
+    warnings: tuple[str, ...] = ()
+    if retrieve and ctx.deps.store is not None and ctx.history == ():
+        try:
+            if _no_word_occurs(ctx, message):
+                retrieve, why = False, UNRELATED_REASON
+        except AgentragError as exc:
+            warnings = (f"gate: the vocabulary check failed ({type(exc).__name__}); retrieving",)
     return Outcome(
         {"retrieve": retrieve, "gate_reasoning": why},
         strategy="local:chat-patterns",
         attributes={"retrieve": retrieve},
+        warnings=warnings,
     )
+
+
+def _no_word_occurs(ctx: Context, message: str) -> bool:
+    """Whether none of ``message``'s content words occurs in the collections it would search
+    (one lexical lookup of those words; a follow-up is never judged alone: gate skips the check
+    when there is history)."""
+    from agentrag.evidence import question_terms
+
+    store = ctx.deps.store
+    assert store is not None
+    words = [w for w in _WORDS.findall(message) if question_terms(w)]
+    if not words:
+        return False
+    collections = ctx.collections or ctx.options.collections
+    if not collections:
+        collections = tuple(c.name for c in store.collections())
+    if not collections:
+        return False
+    found = store.search(
+        " ".join(words),
+        collections=list(collections),
+        mode="lexical",
+        top_k=1,
+        filters=ctx.options.filters,
+        scope=ctx.options.scope,
+    )
+    return len(found.hits) == 0
 
 
 gate = Step("gate", _gate)
