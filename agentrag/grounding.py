@@ -325,7 +325,7 @@ def _markers(sentence: str) -> list[tuple[str, str]]:
 def _is_claim(sentence: str, after: str = "") -> bool:
     """Whether a sentence of an answer states something that needs a citation.
 
-    Not claims: headings, a lead-in ending in ``:`` that a list follows (or that ends the answer),
+    Not claims: headings, a lead-in ending in ``:`` that a list follows,
     and one or two words without a figure, a ``:`` or a symbol (``"Yes."``, ``"In short"``). Any other
     sentence is one, whatever its punctuation: ``"Password: hunter2."`` is a claim."""
     bare = _CITATION.sub("", sentence).strip(" \t-*#>|_`")
@@ -333,9 +333,8 @@ def _is_claim(sentence: str, after: str = "") -> bool:
         return False
     if bare.endswith(":"):
         rest = after.strip()
-        return not (
-            not rest or (after.lstrip(" \t").startswith("\n") and _LIST_LINE.match(rest.splitlines()[0]))
-        )
+        # a lead-in only when a list follows it on the next line
+        return not (rest and after.lstrip(" \t").startswith("\n") and _LIST_LINE.match(rest.splitlines()[0]))
     return not (len(bare.split()) <= 2 and not _SHORT_FACT.search(bare.rstrip(".!?")))
 
 

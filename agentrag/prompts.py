@@ -54,6 +54,7 @@ PROMPT_NAMES: tuple[str, ...] = (
     "sufficiency",
     "rerank",
     "answer",
+    "support",
 )
 
 _SUFFIX = ".j2"

@@ -10,8 +10,8 @@ its document offsets. The local score (0-1) is deterministic:
 * **semantic**: cosine similarity of claim and span from the store's embedder, when there is one
   (it can raise a paraphrase's score, averaged with the lexical one, never lower it);
 * **figures**: every number of the claim must appear in the span (``"30 days"`` is not
-  supported by a span that says ``"14 days"``); a claim that negates what the span affirms (or
-  the reverse) is not supported either.
+  supported by a span that says ``"14 days"``, nor ``"ninety days"`` by ``"30 days"``); a claim that
+  negates what the clause of the span it matches affirms (or the reverse) is not supported either.
 
 A claim is supported when its score reaches ``threshold``. With ``judge="llm"`` (opt-in), an LLM
 reads each claim beside its best span through ``prompts/support.j2`` (spans fenced with a random
@@ -78,8 +78,49 @@ def _candidates(hit: Hit) -> list[_Candidate]:
     return out
 
 
+_NUMBER_WORDS = {
+    word: str(value)
+    for value, word in enumerate(
+        [
+            "zero",
+            "one",
+            "two",
+            "three",
+            "four",
+            "five",
+            "six",
+            "seven",
+            "eight",
+            "nine",
+            "ten",
+            "eleven",
+            "twelve",
+            "thirteen",
+            "fourteen",
+            "fifteen",
+            "sixteen",
+            "seventeen",
+            "eighteen",
+            "nineteen",
+            "twenty",
+        ]
+    )
+} | {w: str(10 * (i + 3)) for i, w in enumerate("thirty forty fifty sixty seventy eighty ninety".split())}  # noqa: SIM905
+_NUMBER_WORD = re.compile(r"\b(" + "|".join(_NUMBER_WORDS) + r")\b", re.IGNORECASE)
+
+
 def _figures(text: str) -> set[str]:
-    return {n.replace(",", "") for n in _NUMBER.findall(text)}
+    """The numbers of ``text``, digits or words ("thirty" is 30)."""
+    found = {n.replace(",", "") for n in _NUMBER.findall(text)}
+    found.update(_NUMBER_WORDS[w.lower()] for w in _NUMBER_WORD.findall(text))
+    return found
+
+
+def _negated_where_it_matters(claim: str, span: str) -> bool:
+    """Whether the claim and the clause of the span that matches it best disagree on negation."""
+    clauses = [c for c in re.split(r"[;,:()]|\s[-–—]\s", span) if c.strip()] or [span]
+    best = max(clauses, key=lambda c: _lexical(claim, c))
+    return bool(_NEGATION.search(claim)) != bool(_NEGATION.search(best))
 
 
 def _lexical(claim: str, span: str) -> float:
@@ -99,8 +140,8 @@ def _local_score(claim: str, span: str, semantic: float | None) -> float:
     missing = _figures(claim) - _figures(span)
     if missing:
         score *= 0.4
-    if bool(_NEGATION.search(claim)) != bool(_NEGATION.search(span)):
-        score *= 0.85
+    if _negated_where_it_matters(claim, span):
+        score *= 0.45
     return score
 
 

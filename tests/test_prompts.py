@@ -72,6 +72,13 @@ CONTRACT: dict[str, dict[str, Any]] = {
         "labels": [c.label for c in CHUNKS],
         "graph_context": "Acme Store --has_policy--> 30-day refund policy",
     },
+    "support": {
+        "claims": [
+            {"index": 0, "claim": "Refunds are accepted for 30 days.", "span": CHUNKS[0].text},
+            {"index": 1, "claim": "Shipping is free.", "span": CHUNKS[1].text},
+        ],
+        "delimiter": DELIM,
+    },
 }
 JSON_PROMPTS = {
     "gate": ('"retrieve"', '"reasoning"'),
@@ -81,8 +88,9 @@ JSON_PROMPTS = {
     "decompose": ('"sub_questions"', '"reasoning"'),
     "sufficiency": ('"sufficient"', '"reasoning"'),
     "rerank": ('"ranking"',),
+    "support": ('"verdicts"', '"supported"'),
 }
-DELIMITED = ("sufficiency", "rerank", "answer")
+DELIMITED = ("sufficiency", "rerank", "answer", "support")
 
 # Extra variants worth pinning: first round of rewrite, rewrite showing chunk text, empty inputs.
 VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
