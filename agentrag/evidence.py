@@ -47,6 +47,7 @@ __all__ = [
     "VectorCache",
     "answer_type",
     "is_instruction_to_assistant",
+    "plain",
     "score_units",
     "select",
     "units_of",
@@ -75,6 +76,12 @@ _POINTER = re.compile(
     r"is (?:documented|listed|described|explained|detailed) (?:in|on|under)|details are in)\b",
     re.IGNORECASE,
 )
+
+
+def plain(text: str) -> str:
+    """``text`` without Markdown emphasis and code marks: what is embedded (the marks are noise to
+    a sentence model), while answers quote the text as written."""
+    return " ".join(_MARKUP.sub("", text).replace("`", "").split())
 
 
 def is_instruction_to_assistant(text: str) -> bool:
@@ -278,9 +285,9 @@ _QUESTION_TYPES: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"^\s*(when|until when|by when|what time)\b", re.IGNORECASE), "time"),
     (
         re.compile(
-            r"\bhow (many|much|big|large|high|low)\b|\bwhat(?:'s| is| are) the (maximum|minimum|max|min|"
-            r"limits?|sizes?|prices?|costs?|numbers?|amount|percentage|rates?)\b|\b(prices?|costs?|limits?|maximum|"
-            r"minimum|sizes?|number of|how much|quotas?|fees?)\b",
+            r"\bhow (many|much|big|large|high|low)\b|^\s*(?:what|which)(?:'s| is| are| was| were)?\b"
+            r"(?!\s+happens)[^?]*\b(maximum|minimum|max|min|limits?|sizes?|prices?|costs?|numbers? of|amount|"
+            r"percentage|rates?|quotas?|fees?)\b",
             re.IGNORECASE,
         ),
         "number",
@@ -315,7 +322,7 @@ def _type_fit(kind: str | None, unit: Unit) -> float:
     if kind == "place":
         return 1.0 if _PLACE.search(text) else -0.5
     if kind == "steps":
-        return 1.0 if unit.kind == "item" or _STEP_VERB.match(text) or "→" in text else 0.0
+        return 1.0 if _STEP_VERB.match(_MARKUP.sub("", text)) or "→" in text else 0.0
     return 0.0
 
 
@@ -341,7 +348,8 @@ def question_terms(question: str) -> list[str]:
 class EvidenceWeights:
     """How :func:`score_units` combines its signals (defaults calibrated on the sample corpus)."""
 
-    semantic: float = 0.55
+    semantic: float = 0.45
+    passage: float = 0.12  # the similarity of the question and the unit's whole chunk (its units' mean)
     lexical: float = 0.35
     answer_type: float = 0.08
     retrieval: float = 0.06
@@ -398,6 +406,24 @@ def lexical_scores(question: str, pool: _Pool) -> list[float]:
     return out
 
 
+def _passage_similarity(units: Sequence[Unit], vectors: np.ndarray, question: np.ndarray) -> list[float]:
+    """Per unit, the question's similarity to the mean of its chunk's unit vectors: what the passage
+    is about (a stray sentence in an unrelated chunk scores lower than one in a chunk on the topic)."""
+    import numpy as np
+
+    groups: dict[str, list[int]] = {}
+    for i, unit in enumerate(units):
+        groups.setdefault(unit.chunk_id, []).append(i)
+    out = [0.0] * len(units)
+    for rows in groups.values():
+        centroid = vectors[rows].mean(axis=0)
+        norm = float(np.linalg.norm(centroid))
+        value = float(centroid @ question) / norm if norm else 0.0
+        for i in rows:
+            out[i] = value
+    return out
+
+
 def score_units(
     questions: Sequence[str],
     units: Sequence[Unit],
@@ -412,22 +438,25 @@ def score_units(
     semantic_on = question_vectors is not None and unit_vectors is not None and len(units) > 0
     scale = 1.0
     if not semantic_on:
-        scale = (weights.semantic + weights.lexical) / weights.lexical
+        scale = (weights.semantic + weights.passage + weights.lexical) / weights.lexical
     out: list[list[Scored]] = []
     for qi, question in enumerate(questions):
         lex = lexical_scores(question, pool)
         if semantic_on:
             assert question_vectors is not None and unit_vectors is not None
             sims = (unit_vectors @ question_vectors[qi]).tolist()
+            passages = _passage_similarity(units, unit_vectors, question_vectors[qi])
         else:
             sims = [0.0] * len(units)
+            passages = [0.0] * len(units)
         kind = answer_type(question)
         scored = []
-        for unit, lexical, sim in zip(units, lex, sims, strict=True):
+        for unit, lexical, sim, passage in zip(units, lex, sims, passages, strict=True):
             fit = _type_fit(kind, unit)
             score = (
                 -weights.pointer * bool(_POINTER.search(unit.text))
                 + weights.semantic * max(sim, 0.0)
+                + weights.passage * max(passage, 0.0)
                 + weights.lexical * lexical * scale
                 + weights.answer_type * fit
                 + weights.retrieval / (1 + unit.rank)
@@ -459,7 +488,7 @@ def select(
     others within ``margin`` of it (another document's within half the margin), at most
     ``max_units`` in all; then back-reference continuations; in reading order."""
     picked: list[Scored] = []
-    per_question = max(1, max_units // max(1, len(ranked)))
+    per_question = max(1, -(-max_units // max(1, len(ranked))))  # ceil: every part gets its share
     for scored in ranked:
         if not scored or scored[0].score < threshold:
             continue

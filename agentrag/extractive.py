@@ -16,7 +16,7 @@ from typing import Any
 from agentrag.abstain import DEFAULT_CALIBRATION, Calibration, Signals, confidence, signals
 from agentrag.context import SupportSpan
 from agentrag.errors import AgentragError
-from agentrag.evidence import DEFAULT_CACHE, Scored, Unit, VectorCache, score_units, select, units_of
+from agentrag.evidence import DEFAULT_CACHE, Scored, Unit, VectorCache, plain, score_units, select, units_of
 from agentrag.hits import Hit
 
 __all__ = ["Evidence", "extractive_answer", "gather", "render", "spans_of"]
@@ -68,7 +68,7 @@ def gather(
     if embedder is not None and units:
         try:
             question_vectors = cache.vectors(embedder, list(questions))
-            unit_vectors = cache.vectors(embedder, [u.text for u in units])
+            unit_vectors = cache.vectors(embedder, [plain(u.text) for u in units])
             if question_vectors.shape[1] != unit_vectors.shape[1]:
                 raise ValueError("question and unit vectors differ in size")
             question_vectors = np.asarray(question_vectors)

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from agentrag.context import SupportSpan
 from agentrag.errors import AgentragError
-from agentrag.evidence import DEFAULT_CACHE, VectorCache, question_terms, units_of
+from agentrag.evidence import DEFAULT_CACHE, VectorCache, plain, question_terms, units_of
 from agentrag.grounding import citation_labels, claim_sentences
 from agentrag.hits import Hit
 
@@ -172,12 +172,12 @@ def check_support(
     sims: list[list[float | None]] = [[None] * len(c[2]) for c in claims]
     if embedder is not None:
         try:
-            claim_vectors = cache.vectors(embedder, [bare for _, bare, _ in claims])
-            texts = sorted({c.text for _, _, cands in claims for c in cands})
+            claim_vectors = cache.vectors(embedder, [plain(bare) for _, bare, _ in claims])
+            texts = sorted({plain(c.text) for _, _, cands in claims for c in cands})
             span_vectors = cache.vectors(embedder, texts)
             row = {t: i for i, t in enumerate(texts)}
             for i, (_, _, cands) in enumerate(claims):
-                values = span_vectors[[row[c.text] for c in cands]] @ np.asarray(claim_vectors[i])
+                values = span_vectors[[row[plain(c.text)] for c in cands]] @ np.asarray(claim_vectors[i])
                 sims[i] = [float(v) for v in values]
         except (AgentragError, ValueError):  # the lexical score decides; gather() records the failure
             sims = [[None] * len(c[2]) for c in claims]

@@ -191,6 +191,7 @@ def _grounding_changes(
 
 
 SUPPORT_CHECKS = ("local", "llm", "off")
+EVIDENCE_HITS = 20  # hits an extractive answer reads (an LLM reads what the token budget packs)
 
 
 def _embedder_of(ctx: Context) -> Any:
@@ -289,10 +290,18 @@ def prepare(
             changes.update(grounded=False, answer_confidence=0.0)
         return done(changes, "local:no-retrieval")
     evidence = None
-    if packed.hits:
+    evidence_hits = packed.hits
+    if not llm and len(hits) > len(packed.hits):
+        # no prompt to fit: the extractive answer reads the top EVIDENCE_HITS hits, not the budget's share
+        wide = pack_context(hits[:EVIDENCE_HITS], delimiter=packed.delimiter, budget_tokens=1_000_000)
+        evidence_hits = wide.hits
+        plan = _replace_plan(
+            plan, valid=plan.valid | wide.valid_ids, aliases={**dict(wide.aliases), **plan.aliases}
+        )
+    if evidence_hits:
         started = time.perf_counter()
         evidence = gather(
-            ctx.questions, packed.hits, embedder=plan.embedder, calibration=cal, max_units=max_sentences
+            ctx.questions, evidence_hits, embedder=plan.embedder, calibration=cal, max_units=max_sentences
         )
         plan = _replace_plan(
             plan, stages=(*plan.stages, ("evidence", (time.perf_counter() - started) * 1000.0))
@@ -335,6 +344,9 @@ def prepare(
 
             text = render(chosen)
             changes, attrs = _grounding_changes(text, plan, SupportCheck(spans_of(chosen)))
+            shown = {h.chunk_id for h in packed.hits}
+            quoted = tuple(dict.fromkeys(s.unit.hit for s in chosen if s.unit.chunk_id not in shown))
+            changes["context_used"] = (*packed.hits, *quoted)
             return done(changes, "local:extractive", attrs)
         text = graph_answer(ctx.graph_context or "", max_facts=max(max_sentences, 5))
         changes, attrs = _grounding_changes(text, _replace_plan(plan, support="off"))
