@@ -35,6 +35,7 @@ from agentrag.abstain import DEFAULT_CALIBRATION
 from agentrag.context import Context, Degradation
 from agentrag.errors import InvalidInputError
 from agentrag.scope import Scope
+from agentrag.steps._common import UNRELATED_REASON
 
 if TYPE_CHECKING:
     from agentrag.hits import Hit
@@ -355,6 +356,22 @@ def context_node(ctx: Context, config: RAGConfig) -> tuple[Context, RAGResult]:
     with telemetry.step_span("rag_context") as span:
         mode, skipped = _mode(ctx, config)
         question = ctx.question if config.enabled and ctx.error is None else None
+        if skipped is not None and ctx.retrieve is False and skipped == UNRELATED_REASON and config.abstain:
+            # the gate found none of the question's words in the collections: the turn abstains
+            from agentrag.abstain import abstention_message
+
+            why = abstention_message((), reason="none of its words occurs in the searched documents")
+            span.set_attribute("agentrag.rag_context.mode", "abstained")
+            ctx = replace(ctx, answer_confidence=0.0)
+            result = RAGResult(
+                mode="abstained",
+                skipped_reason=skipped,
+                guidance=f"{why} {_WIDEN}",
+                question=question,
+                confidence=0.0,
+                ctx=ctx,
+            )
+            return ctx, result
         if skipped is not None:
             mark_skipped(span, skipped)
             span.set_attribute("agentrag.rag_context.mode", mode)
