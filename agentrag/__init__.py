@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from agentrag.display import register_renderers
 from agentrag.errors import (
     AgentragError,
+    BudgetExceededError,
     CollectionExistsError,
     CollectionNotFoundError,
     DatabaseUnavailableError,
@@ -119,6 +120,7 @@ __all__ = [
     "APIReranker",
     "AgentragError",
     "Budget",
+    "BudgetExceededError",
     "Collection",
     "CollectionExistsError",
     "CollectionNotFoundError",

@@ -29,6 +29,7 @@ Every error agentrag raises on purpose derives from :class:`AgentragError`::
     │   │   └── LLMAuthError .................. a missing or rejected credential (names it); never retried
     │   └── LLMOutputError .................... the reply could not be parsed / validated (after one repair)
     ├── RerankError ........................... a reranker failed (model missing, provider down, bad scores)
+    ├── BudgetExceededError ................... Budget(max_seconds=...) ran out before a call could finish
     └── RetrievalError ........................ every retrieval source failed
 
 Programming mistakes (an unknown option, a wrong type) raise the builtin
@@ -39,6 +40,7 @@ from __future__ import annotations
 
 __all__ = [
     "AgentragError",
+    "BudgetExceededError",
     "CollectionExistsError",
     "CollectionNotFoundError",
     "DatabaseUnavailableError",
@@ -195,6 +197,17 @@ class LLMOutputError(LLMError):
 
 class RerankError(AgentragError):
     """A reranker failed: the model could not load, the provider is down, or the scores are unusable."""
+
+
+class BudgetExceededError(AgentragError):
+    """The run's ``Budget(max_seconds=...)`` deadline passed: a call was stopped (or not started).
+
+    ``limit_s`` is the budget; ``what`` names the call that ran out of time (``"llm:answer"``...)."""
+
+    def __init__(self, message: str, *, limit_s: float | None = None, what: str | None = None) -> None:
+        super().__init__(message)
+        self.limit_s = limit_s
+        self.what = what
 
 
 class RetrievalError(AgentragError):

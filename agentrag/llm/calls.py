@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from agentrag._sansio import Body, Op, run_async, run_sync
 from agentrag.errors import AgentragError, LLMError
+from agentrag.llm.deadline import acall_within, call_within
 from agentrag.llm.protocol import LLM, LLMCall, LLMReply, Message, int_or_none, snippet
 from agentrag.telemetry import DEFAULT_TELEMETRY, Telemetry
 
@@ -145,7 +146,11 @@ def call_body(
     try:
         with recorder.current():
             request = recorder.request
-            reply = yield Op(lambda: llm.complete(request), lambda: llm.acomplete(request))
+            what = f"llm:{purpose}"
+            reply = yield Op(
+                lambda: call_within(what, lambda: llm.complete(request)),
+                lambda: acall_within(what, lambda: llm.acomplete(request)),
+            )
     except AgentragError as exc:
         recorder.fail(exc)
         raise

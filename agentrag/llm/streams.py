@@ -6,8 +6,10 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from typing import Any
 
-from agentrag._sansio import END, Body, Emit, close, next_item, stream_async, stream_sync
-from agentrag.llm.calls import CallRecorder
+from agentrag._sansio import END, Body, Emit, Op, close, stream_async, stream_sync
+from agentrag.errors import AgentragError
+from agentrag.llm.calls import CallRecorder, foreign_llm_error
+from agentrag.llm.deadline import acall_within, call_within
 from agentrag.llm.protocol import LLM, LLMCall, Message
 from agentrag.telemetry import DEFAULT_TELEMETRY, Telemetry
 
@@ -116,15 +118,33 @@ class LLMStream:
         pieces: Any = None
         try:
             pieces = open_(recorder.request)
-            while (piece := (yield next_item(pieces))) is not END:
+            while (piece := (yield _next_within(pieces, self.purpose))) is not END:
                 if piece:
                     recorder.piece(piece)
                     yield Emit(piece)
+        except AgentragError as exc:
+            self.call = recorder.fail(exc)
+            yield close(pieces)
+            raise
+        except Exception as exc:  # a stream outside agentrag raised its own error: typed here
+            error = foreign_llm_error(self.llm, exc)
+            self.call = recorder.fail(error)
+            yield close(pieces)
+            raise error from None
         except BaseException as exc:
             self.call = recorder.fail(exc)
             yield close(pieces)
             raise
         self.call = recorder.succeed_stream(pieces)
+
+
+def _next_within(pieces: Any, purpose: str) -> Op:
+    """The next piece, bounded by the run's deadline (:mod:`agentrag.llm.deadline`)."""
+    what = f"llm:{purpose}"
+    return Op(
+        lambda: call_within(what, lambda: next(pieces, END)),
+        lambda: acall_within(what, lambda: anext(pieces, END)),
+    )
 
 
 class AsyncLLMStream(LLMStream):

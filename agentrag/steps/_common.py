@@ -7,8 +7,10 @@ import re
 import threading
 import time
 from collections.abc import Iterable, Sequence
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from agentrag._sansio import Op
 from agentrag.errors import InvalidInputError
 
 if TYPE_CHECKING:
@@ -49,10 +51,45 @@ def ask_json(ctx: Context, purpose: str, schema: type[M], **variables: Any) -> t
 
     assert ctx.deps.llm is not None
     messages = prompts_of(ctx).render(purpose, **variables)
-    parsed, calls = complete_json(
-        ctx.deps.llm, messages, schema, purpose=purpose, telemetry=ctx.deps.telemetry or DEFAULT_TELEMETRY
-    )
+    with within_budget(ctx):
+        parsed, calls = complete_json(
+            ctx.deps.llm, messages, schema, purpose=purpose, telemetry=ctx.deps.telemetry or DEFAULT_TELEMETRY
+        )
     return parsed, list(calls)
+
+
+def deadline_of(ctx: Context) -> float | None:
+    """The run's deadline (``time.time()`` seconds): creation + ``Budget(max_seconds=...)``."""
+    seconds = ctx.options.budget.max_seconds
+    return None if seconds is None else ctx.created_at.timestamp() + seconds
+
+
+def within_budget(ctx: Context) -> AbstractContextManager[None]:
+    """The run's deadline in force for the model calls inside (see :mod:`agentrag.llm.deadline`)."""
+    from agentrag.llm.deadline import deadline_scope
+
+    return deadline_scope(deadline_of(ctx), ctx.options.budget.max_seconds)
+
+
+def past_deadline(ctx: Context) -> bool:
+    at = deadline_of(ctx)
+    return at is not None and time.time() >= at
+
+
+def bounded(ctx: Context, op: Op) -> Op:
+    """``op`` with the run's deadline in force while it runs (sync or async)."""
+    if ctx.options.budget.max_seconds is None:
+        return op
+
+    def run() -> Any:
+        with within_budget(ctx):
+            return op.run()
+
+    async def arun() -> Any:
+        with within_budget(ctx):
+            return await op.arun()
+
+    return Op(run, arun)
 
 
 def require_store(ctx: Context, step: str) -> Store:

@@ -54,7 +54,7 @@ from agentrag.extractive import extractive_answer, gather, render, spans_of
 from agentrag.grounding import PackedContext, check_citations, graph_labels, pack_context
 from agentrag.hits import Hit
 from agentrag.step import Outcome, Step, StepRun, calls_of, telemetry_of
-from agentrag.steps._common import UNRELATED_REASON, prompts_of, use_llm
+from agentrag.steps._common import UNRELATED_REASON, bounded, prompts_of, use_llm
 
 if TYPE_CHECKING:
     from agentrag.llm import LLMCall, Message
@@ -461,8 +461,9 @@ def _answer(
     assert ctx.deps.llm is not None and plan.messages is not None
     started = time.perf_counter()
     try:
-        call = yield either(
-            call_llm, acall_llm, ctx.deps.llm, plan.messages, purpose="answer", telemetry=telemetry_of(ctx)
+        call = yield bounded(
+            ctx,
+            either(call_llm, acall_llm, ctx.deps.llm, plan.messages, purpose="answer", telemetry=telemetry_of(ctx)),
         )
     except LLMError as exc:
         return llm_failed(plan, exc, (time.perf_counter() - started) * 1000.0)
@@ -525,11 +526,14 @@ def _stream_body(
         with run.current():  # starts the model-call span under the answer span
             pieces = yield choose(lambda: iter(stream), lambda: aiter(stream))
         try:
-            while (piece := (yield next_item(pieces))) is not END:
+            while (piece := (yield bounded(ctx, next_item(pieces)))) is not END:
                 yield Emit(piece)
         except LLMError as exc:
             elapsed = (time.perf_counter() - started) * 1000.0
             yield Emit(run.finish(ctx, llm_failed(plan, exc, elapsed)))
+            return
+        except AgentragError as exc:  # the time budget ran out mid-stream: typed, on the Context
+            yield Emit(run.fail(ctx, exc))
             return
         assert stream.call is not None
         yield Emit(run.finish(ctx, finish(plan, stream.call, (time.perf_counter() - started) * 1000.0)))

@@ -8,6 +8,10 @@ Local strategy (deterministic, no LLM):
 3. ``... and what/how/why/when/where/which/who/can/does/is ...`` splits at that ``and``.
 
 Anything else stays one question. With an LLM, ``prompts/decompose.j2`` decides.
+
+Fan-out is bounded: ``max_sub_questions`` (default 5) is at most :data:`MAX_SUB_QUESTIONS` (10),
+and either strategy keeps the first ``max_sub_questions`` sub-questions, so a question of 400
+clauses is at most 10 searches per collection.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import re
 from pydantic import BaseModel, Field
 
 from agentrag.context import Context
+from agentrag.errors import InvalidInputError
 from agentrag.step import Outcome, Step
 from agentrag.steps._common import ask_json, clean_list, use_llm
 
@@ -59,7 +64,19 @@ def local_decompose(question: str) -> tuple[list[str], str]:
     return [question], "local: simple question"
 
 
+#: The most sub-questions decompose() may produce (each is searched in every collection).
+MAX_SUB_QUESTIONS = 10
+
+
 def _decompose(ctx: Context, *, strategy: str = "auto", max_sub_questions: int = 5) -> Outcome:
+    if (
+        not isinstance(max_sub_questions, int)
+        or isinstance(max_sub_questions, bool)
+        or not 1 <= max_sub_questions <= MAX_SUB_QUESTIONS
+    ):
+        raise InvalidInputError(
+            f"max_sub_questions must be an integer from 1 to {MAX_SUB_QUESTIONS}, got {max_sub_questions!r}"
+        )
     if use_llm(ctx, strategy, "decompose"):
         reply, calls = ask_json(ctx, "decompose", DecomposeReply, question=ctx.question)
         subs = clean_list(reply.sub_questions, limit=max_sub_questions) or [ctx.question]

@@ -2,7 +2,8 @@
 
 Local strategy: pseudo-relevance feedback. A lexical search for the question finds the
 top chunks; their most frequent words that the question lacks are appended to it.
-With an LLM, ``prompts/rewrite.j2`` writes the queries.
+With an LLM, ``prompts/rewrite.j2`` writes the queries. Fan-out is bounded: ``max_rewrites`` is an
+integer from 1 to 10 (anything else raises InvalidInputError).
 """
 
 from __future__ import annotations

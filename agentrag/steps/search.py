@@ -45,6 +45,7 @@ from pydantic import BaseModel
 from agentrag._sansio import Body, blocking, concurrently
 from agentrag.context import Context, Degradation, SearchIteration, SearchRecord, StopReason
 from agentrag.errors import (
+    BudgetExceededError,
     CollectionNotFoundError,
     EmbeddingError,
     InvalidInputError,
@@ -59,7 +60,7 @@ from agentrag.prompts import chunk_views
 from agentrag.retrieval.fusion import DEFAULT_RRF_K, check_rrf_k, merge_by_score, relative_score, rrf
 from agentrag.retrieval.result import SearchResult
 from agentrag.step import Outcome, Step, calls_of, telemetry_of
-from agentrag.steps._common import BudgetTracker, ask_json, coverage, require_store, use_llm
+from agentrag.steps._common import BudgetTracker, ask_json, coverage, past_deadline, require_store, use_llm
 from agentrag.steps.new import MODES
 from agentrag.steps.rewrite import llm_rewrites, prf_rewrite
 
@@ -223,6 +224,9 @@ class _Unit:
         pending = [self.question, *(self.ctx.rewrites if self.question == self.ctx.question else ())]
         stop = StopReason.MAX_ITERATIONS
         for iteration in range(1, plan.max_iterations + 1):
+            if iteration > 1 and past_deadline(self.ctx):  # Budget(max_seconds=...) spent
+                stop = StopReason.BUDGET_EXHAUSTED
+                break
             found = self.search(pending)
             new_ids = {h.chunk_id for h in found} - self.best.keys()
             for hit in found:
@@ -321,6 +325,9 @@ class _Unit:
                 self.tracker.add(calls_of(exc))
                 self.out.calls.extend(calls_of(exc))
                 return None, "the sufficiency reply could not be parsed", StopReason.JUDGE_UNPARSEABLE
+            except BudgetExceededError as exc:
+                self.out.calls.extend(calls_of(exc))
+                return None, str(exc), StopReason.BUDGET_EXHAUSTED
             except LLMError as exc:
                 self.tracker.add(calls_of(exc))
                 self._degrade("local-judge", exc)
@@ -345,6 +352,9 @@ class _Unit:
                 )
                 self.tracker.add(calls)
                 self.out.calls.extend(calls)
+            except BudgetExceededError as exc:
+                self.out.calls.extend(calls_of(exc))
+                return None
             except LLMError as exc:
                 self.tracker.add(calls_of(exc))
                 self._degrade("local-rewrite", exc)
