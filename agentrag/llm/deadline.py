@@ -92,7 +92,7 @@ def call_within(what: str, call: Callable[[], T]) -> T:
         raise _exceeded(what)
     if "error" in box:
         raise box["error"]
-    return box["value"]  # type: ignore[no-any-return]
+    return box["value"]
 
 
 async def acall_within(what: str, call: Callable[[], Awaitable[T]]) -> T:

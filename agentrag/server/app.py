@@ -14,7 +14,6 @@ import inspect
 import json
 import logging
 import math
-import re
 import time
 import traceback
 from collections.abc import AsyncIterator
@@ -23,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, Response, StreamingResponse
+from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 import agentrag as ar
@@ -34,13 +33,25 @@ from agentrag.errors import (
     EmbeddingMismatchError,
     InvalidInputError,
 )
+from agentrag.server import limits
 from agentrag.server.auditlog import AuditWriter
 from agentrag.server.auth import AuthError, ForbiddenError, TokenVerifier, authorize
 from agentrag.server.config import ServerConfig
+from agentrag.server.errors import (
+    DATABASE_DOWN_KINDS,
+    ApiError,
+    api_error_for,
+    database_unavailable,
+    known_field,
+    mapped_exceptions,
+    safe_message,
+)
+from agentrag.server.fastpath import SearchFastPath, json_bytes, json_response
 from agentrag.server.interfaces import install as install_interfaces
 from agentrag.server.metrics import server_telemetry
 from agentrag.server.models import AskRequest, ErrorBody, ProofResponse, SearchRequest
 from agentrag.server.observe import BodyTooLarge, ObserveMiddleware
+from agentrag.server.streaming import ClosingStream, with_outcome
 from agentrag.server.tenants import Admitter, Tenant, write_audit
 
 if TYPE_CHECKING:
@@ -69,28 +80,14 @@ _ERRORS: dict[int, dict[str, Any]] = {
         (403, "scope missing, tenant mismatch, TENANT_SUSPENDED or GENERATION_DISABLED"),
         (404, "unknown tenant or collection"),
         (413, "body too large"),
+        (415, "the body is not application/json"),
         (422, "invalid request (the field is named)"),
         (429, "rate limited (Retry-After)"),
         (500, "internal error (no details)"),
+        (503, "database unavailable or server overloaded (Retry-After)"),
+        (504, "the request's time budget ran out"),
     )
 }
-
-
-class ApiError(Exception):
-    """An error answered with ``{"error": {"code", "message", "field"?}}``."""
-
-    def __init__(
-        self,
-        status: int,
-        code: str,
-        message: str,
-        *,
-        field: str | None = None,
-        headers: dict[str, str] | None = None,
-    ) -> None:
-        super().__init__(message)
-        self.status, self.code, self.message, self.field = status, code, message, field
-        self.headers = headers or {}
 
 
 def _error(request: Request, status: int, code: str, message: str, **extra: Any) -> JSONResponse:
@@ -105,7 +102,8 @@ def _request_id(request: Request) -> str | None:
 
 
 class _Collect:
-    """The per-request audit sink: events as dicts (ids and counts only), written after the pipeline."""
+    """The per-request audit sink: events as dicts (ids and counts only), written before any
+    retrieved text leaves the process."""
 
     def __init__(self) -> None:
         self.events: list[dict[str, Any]] = []
@@ -133,7 +131,9 @@ def create_app(
     owned: list[Any] = []
     metrics_reader = None  # /metrics renders the metrics of the providers made here, not an app's own
     if telemetry is None:
-        telemetry, owned, metrics_reader = server_telemetry(config.trace_file, metrics=config.metrics)
+        telemetry, owned, metrics_reader = server_telemetry(
+            config.trace_file, metrics=config.metrics, trace_max_bytes=config.trace_file_max_bytes
+        )
     if llm is None and config.llm:
         llm = ar.LiteLLM(config.llm, api_base=config.llm_api_base, api_key=config.llm_api_key)
     verifier = TokenVerifier(config)
@@ -142,6 +142,7 @@ def create_app(
     engine = store.engine
     admit = Admitter(engine)  # the tenant + rate-limit statement: one round trip, no pre-ping
     default_collections = [c for c in (config.default_collections or "").split(",") if c] or None
+    budget = ar.Budget(max_seconds=config.request_budget_s or None)  # --request-budget: a deadline
     executor: list[ThreadPoolExecutor] = []
     writers: list[AuditWriter] = []  # the background audit writer, while the app runs
 
@@ -151,6 +152,15 @@ def create_app(
         else:  # served without the lifespan: write through
             write_audit(engine, events, latency_ms=latency_ms)
 
+    def refused(status: int, scope: Any) -> None:  # a refusal's audit row: no body, no token
+        route = getattr(scope.get("route"), "path", None) or "-"
+        request_id = (scope.get("state") or {}).get("request_id") or "-"
+        tenant = limits.tenant_of(scope.get("path", ""))
+        details = {"status": status, "method": scope.get("method"), "route": route}
+        event = {"type": "REQUEST_REFUSED", "query_id": request_id, "tenant": tenant, "details": details}
+        if writers:
+            writers[0].offer([event])
+
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         from concurrent.futures import ThreadPoolExecutor
@@ -159,7 +169,10 @@ def create_app(
         executor.append(pool)
         asyncio.get_running_loop().set_default_executor(pool)
         await asyncio.to_thread(store.embedder.embed, ["warm up"])  # load the model before serving
-        writers.append(AuditWriter(engine))
+        days = config.audit_retention_days
+        writers.append(
+            AuditWriter(engine, retention_days=days, purge_interval_s=config.audit_purge_interval_s)
+        )
         if freeze_gc:
             import gc
 
@@ -190,15 +203,29 @@ def create_app(
             extra["field"] = exc.field
         return _error(request, exc.status, exc.code, exc.message, **extra)
 
+    async def _mapped(request: Request, exc: Exception) -> JSONResponse:
+        mapped = api_error_for(exc)
+        if mapped is None:
+            return await _internal(request, exc)
+        if mapped.status == 503:
+            _log.warning("database unavailable: %s (503, Retry-After)", type(exc).__name__)
+        return await _api_error(request, mapped)
+
+    for kind in mapped_exceptions():  # handled here, not re-raised: the connection stays usable
+        app.add_exception_handler(kind, _mapped)
+
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
         errors = exc.errors()
         first = errors[0] if errors else {"loc": (), "msg": "invalid request"}
         loc = [str(p) for p in first.get("loc", ()) if p != "body"]
-        # the message only: pydantic's "input" (which may hold the query text) is never echoed
-        return _error(
-            request, 422, "VALIDATION_ERROR", str(first.get("msg", "invalid")), field=".".join(loc) or None
+        # the message only: pydantic's "input" (which may hold the query text) is never echoed, and a
+        # field is named only when it is one of ours (not an unknown key the client sent)
+        known = known_field(AskRequest, loc)
+        message = (
+            "unknown field" if first.get("type") == "extra_forbidden" else str(first.get("msg", "invalid"))
         )
+        return _error(request, 422, "VALIDATION_ERROR", safe_message(message), field=known)
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
@@ -229,7 +256,10 @@ def create_app(
         return tenant_id
 
     def admitted(tenant_id: str) -> Tenant:
-        admission = admit(tenant_id)
+        try:
+            admission = admit(tenant_id)
+        except Exception as exc:  # the database is down: 503, Retry-After
+            raise (api_error_for(exc) or exc) from None
         if admission.tenant is None:
             raise ApiError(404, "TENANT_NOT_FOUND", "no such tenant")
         if not admission.tenant.active:
@@ -265,6 +295,7 @@ def create_app(
                 llm=llm if generate else None,
                 telemetry=telemetry,
                 audit=sink,
+                budget=budget,
                 limit=body.top_k,
                 collections=collections,
                 mode=body.mode,
@@ -272,7 +303,7 @@ def create_app(
                 filters=body.filters.to_filters() if body.filters else None,
             )
         except InvalidInputError as exc:
-            raise ApiError(422, "VALIDATION_ERROR", _safe(exc), field=_field_of(exc)) from None
+            raise ApiError(422, "VALIDATION_ERROR", safe_message(exc), field=_field_of(exc)) from None
         try:
             ctx = ctx | ar.search()
         except InvalidInputError:  # the only one left: the store holds no collection at all
@@ -281,7 +312,9 @@ def create_app(
             kinds = {r.error.split(":", 1)[0] for r in ctx.results if r.error}
             embedding = {EmbeddingError.__name__, EmbeddingMismatchError.__name__}
             code = "EMBEDDING_FAILED" if kinds & embedding else "RETRIEVAL_FAILED"
-            audit(sink.events, None)
+            audit(with_outcome(sink.events, "failed"), None)
+            if kinds <= DATABASE_DOWN_KINDS:
+                raise database_unavailable()
             raise ApiError(500, code, "retrieval failed")
         return ctx, sink
 
@@ -299,27 +332,43 @@ def create_app(
     def run_search(body: SearchRequest, tenant_id: str, started: float) -> bytes:
         tenant = admitted(tenant_id)
         ctx, sink = start(body, tenant, generate=False)
-        return _json_bytes(respond(ctx, sink, started))
+        return json_bytes(respond(ctx, sink, started))
 
     def run_search_guarded(body: SearchRequest, tenant_id: str, started: float) -> bytes | ApiError:
-        """:func:`run_search` for the fast path: an ApiError is returned, not raised (no traceback)."""
+        """:func:`run_search` for the fast path: an ApiError is returned, not raised (no traceback);
+        so is the answer to a database outage (503) or a spent budget (504)."""
         try:
             return run_search(body, tenant_id, started)
-        except ApiError as exc:
-            return exc
+        except Exception as exc:
+            mapped = api_error_for(exc)
+            if mapped is None:
+                raise
+            return mapped
 
     def run_ask(body: AskRequest, tenant_id: str, started: float) -> bytes:
         tenant = admitted(tenant_id)
         ctx, sink = start(body, tenant, generate=True)
         ctx = ctx | ar.answer(suppress_ungrounded=tenant.suppress_ungrounded)
         if ctx.error is not None:
-            audit(sink.events, None)
-            raise ApiError(500, "GENERATION_FAILED", "answer generation failed")
-        return _json_bytes(respond(ctx, sink, started))
+            audit(with_outcome(sink.events, "failed"), None)
+            raise api_error_for(ctx.error) or ApiError(500, "GENERATION_FAILED", "answer generation failed")
+        return json_bytes(respond(ctx, sink, started))
 
     def start_stream(body: AskRequest, tenant_id: str) -> tuple[ar.Context, _Collect, Tenant]:
+        """Admission and search; the retrieval is audited here, before its first event is sent."""
         tenant = admitted(tenant_id)
-        return (*start(body, tenant, generate=True), tenant)
+        ctx, sink = start(body, tenant, generate=True)
+        audit(with_outcome(sink.events, "streaming"), None)
+        sink.events.clear()
+        return ctx, sink, tenant
+
+    def stream_ended(ctx: ar.Context, outcome: str) -> None:
+        """REQUEST_OUTCOME of an SSE answer: completed, client_disconnected or failed (never waits)."""
+        scope = ctx.options.scope
+        event: dict[str, Any] = {"type": "REQUEST_OUTCOME", "query_id": ctx.query_id}
+        event.update(tenant=scope.tenant if scope else None, details={"outcome": outcome})
+        if writers:
+            writers[0].offer([event], required=True)
 
     # ---- routes ---------------------------------------------------------------------------------------
     @app.post(
@@ -330,7 +379,7 @@ def create_app(
     )
     async def search(body: SearchRequest, tenant_id: str = Depends(authenticated)) -> Response:
         started = time.perf_counter()
-        return _json(await asyncio.to_thread(run_search, body, tenant_id, started))
+        return json_response(await asyncio.to_thread(run_search, body, tenant_id, started))
 
     @app.post(
         "/api/v1/query/{tenant_id}/ask",
@@ -345,37 +394,47 @@ def create_app(
     ) -> Any:
         started = time.perf_counter()
         if "text/event-stream" not in request.headers.get("accept", ""):
-            return _json(await asyncio.to_thread(run_ask, body, tenant_id, started))
+            return json_response(await asyncio.to_thread(run_ask, body, tenant_id, started))
         ctx, sink, tenant = await asyncio.to_thread(start_stream, body, tenant_id)
-        return StreamingResponse(
+        return ClosingStream(
             _sse(ctx, sink, tenant, started),
             media_type="text/event-stream",
             headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
         )
 
     async def _sse(ctx: ar.Context, sink: _Collect, tenant: Tenant, started: float) -> AsyncIterator[bytes]:
-        """``retrieval`` (the proof without generation), ``token`` pieces, ``citations``, ``done``."""
-        retrieval = ctx.proof().to_dict()
-        retrieval["warnings"] = [MODEL_MISMATCH_WARNING] if retrieval["model_version_match"] is False else []
-        yield _event("retrieval", retrieval)
-        final: ar.Context | None = None
+        """``retrieval`` (the proof without generation), ``token`` pieces, ``citations``, ``done``;
+        the outcome is audited however the stream ends (the client gone: ``client_disconnected``)."""
+        outcome = "client_disconnected"
         try:
-            async for item in ar.aanswer_stream(ctx, suppress_ungrounded=tenant.suppress_ungrounded):
-                if isinstance(item, str):
-                    yield _event("token", {"text": item})
-                else:
-                    final = item
-            if final is None or final.error is not None:
-                raise RuntimeError("answer generation failed")
-            proof = await asyncio.to_thread(respond, final, sink, started)
-        except Exception as exc:
-            _log.error("stream failed: %s", type(exc).__name__)
-            yield _event(
-                "error", {"error": {"code": "GENERATION_FAILED", "message": "answer generation failed"}}
+            retrieval = ctx.proof().to_dict()
+            retrieval["warnings"] = (
+                [MODEL_MISMATCH_WARNING] if retrieval["model_version_match"] is False else []
             )
-            return
-        yield _event("citations", {"query_id": proof["query_id"], "generation": proof["generation"]})
-        yield _event("done", {"query_id": proof["query_id"]})
+            yield _event("retrieval", retrieval)
+            final: ar.Context | None = None
+            try:
+                async for item in ar.aanswer_stream(ctx, suppress_ungrounded=tenant.suppress_ungrounded):
+                    if isinstance(item, str):
+                        yield _event("token", {"text": item})
+                    else:
+                        final = item
+                if final is None or final.error is not None:
+                    raise final.error if final is not None and final.error else RuntimeError("no answer")
+                proof = await asyncio.to_thread(respond, final, sink, started)
+            except Exception as exc:
+                outcome = "failed"
+                _log.error("stream failed: %s", type(exc).__name__)
+                mapped = api_error_for(exc)
+                if mapped is None or mapped.status == 500:
+                    mapped = ApiError(500, "GENERATION_FAILED", "answer generation failed")
+                yield _event("error", {"error": {"code": mapped.code, "message": mapped.message}})
+                return
+            yield _event("citations", {"query_id": proof["query_id"], "generation": proof["generation"]})
+            yield _event("done", {"query_id": proof["query_id"]})
+            outcome = "completed"
+        finally:
+            stream_ended(ctx, outcome)
 
     @app.get("/healthz", summary="The process is up")
     async def healthz() -> dict[str, str]:
@@ -395,6 +454,8 @@ def create_app(
                 checks["embedder"] = len(store.embedder.embed(["ready"])) == 1
             except Exception as exc:
                 _log.warning("readyz: embedder check failed: %s", type(exc).__name__)
+            if writers:  # the audit writer is writing (not stuck on a database that is down)
+                checks["audit"] = not writers[0].failing
             return checks
 
         checks = await asyncio.to_thread(check)
@@ -416,126 +477,23 @@ def create_app(
         metrics_reader=metrics_reader,
     )  # /, /docs, /metrics, /v1/* (OpenAI), /mcp
     # Inside ObserveMiddleware (added first = innermost): the span, metrics and body limit still apply.
-    app.add_middleware(_SearchFastPath, run=run_search_guarded, verifier=verifier)
+    app.add_middleware(SearchFastPath, run=run_search_guarded, verifier=verifier)
     app.add_middleware(
         ObserveMiddleware,
         tracer=telemetry.tracer,
         meter=telemetry.meter,
         max_body_bytes=config.max_body_bytes,
     )
+    request_limits = limits.RequestLimits.of(config)  # outermost: header limits, 415, 408, in-flight
+    limits.install(
+        app,
+        lambda stack: limits.RequestGuard(stack, request_limits, meter=telemetry.meter, on_refusal=refused),
+    )
     return app
-
-
-_SEARCH_PATH = re.compile(r"/api/v1/query/([^/]+)/search")
-
-
-class _SearchFastPath:
-    """``POST /api/v1/query/{tenant_id}/search`` on its successful path, without FastAPI's routing.
-
-    FastAPI's request machinery (routing, dependency solving, body reading, validation) was ~0.3 ms of
-    the event loop's ~0.7 ms of CPU per search (measured in one process by the retired
-    benchmarks/serve_cpu.py: benchmarks/HISTORY.md, serving). This middleware serves a search
-    request itself when it is the plain case: ``application/json`` body, a bearer token that
-    :func:`authorize` accepts for the path's tenant, and a body that parses and validates as
-    :class:`SearchRequest` exactly as FastAPI would
-    (``json.loads``, then the model's Python validation). The work is the route's own
-    (``run_search``: admission, search, proof, audit, one thread hop). Anything else (another route,
-    another content type, a bad token, an invalid body) goes to the FastAPI app with the body
-    replayed, so every refusal keeps its one error body and the OpenAPI schema stays FastAPI's.
-    Errors raised by the work itself (429, 404, ...) are answered with the same error body the
-    app's handlers write; an unexpected exception propagates like the app's own.
-    """
-
-    def __init__(self, app: Any, *, run: Any, verifier: TokenVerifier) -> None:
-        self.app = app
-        self.run = run
-        self.verifier = verifier
-        self.route: Any = None  # the FastAPI route, for ObserveMiddleware's http.route
-
-    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if scope["type"] != "http" or scope["method"] != "POST" or scope.get("root_path"):
-            return await self.app(scope, receive, send)
-        matched = _SEARCH_PATH.fullmatch(scope["path"])
-        if matched is None:
-            return await self.app(scope, receive, send)
-        authorization = content_type = None
-        for key, value in scope["headers"]:
-            if key == b"authorization" and authorization is None:
-                authorization = value.decode("latin-1")
-            elif key == b"content-type" and content_type is None:
-                content_type = value.decode("latin-1")
-        if content_type is None or content_type.split(";", 1)[0].strip().lower() != "application/json":
-            return await self.app(scope, receive, send)
-        messages: list[dict[str, Any]] = []
-        while True:
-            message = await receive()
-            messages.append(message)
-            if message["type"] != "http.request":  # a disconnect while reading: FastAPI's way
-                return await self.app(scope, _replay(messages, receive), send)
-            if not message.get("more_body", False):
-                break
-        raw = b"".join(m.get("body", b"") for m in messages)
-        tenant_id = matched.group(1)
-        try:
-            authorize(self.verifier, authorization, tenant_id)
-            body = SearchRequest.model_validate(json.loads(raw))
-        except Exception:  # any refusal: the app answers it, with its one error body
-            return await self.app(scope, _replay(messages, receive), send)
-        if self.route is None:
-            self.route = _route_of(scope, "/api/v1/query/{tenant_id}/search")
-        scope["route"], scope["path_params"] = self.route, {"tenant_id": tenant_id}
-        started = time.perf_counter()
-        result = await asyncio.to_thread(self.run, body, tenant_id, started)
-        if isinstance(result, ApiError):
-            state = scope.get("state") or {}
-            extra: dict[str, Any] = {} if result.field is None else {"field": result.field}
-            error = {"code": result.code, "message": result.message, "request_id": state.get("request_id")}
-            response: Response = JSONResponse({"error": {**error, **extra}}, result.status, result.headers)
-        else:
-            response = _json(result)
-        await response(scope, receive, send)
-
-
-def _replay(messages: list[dict[str, Any]], receive: Any) -> Any:
-    """A ``receive`` that gives the ``messages`` already read again, in order, then the original's."""
-    pending = list(messages)
-
-    async def replay() -> Any:
-        return pending.pop(0) if pending else await receive()
-
-    return replay
-
-
-def _route_of(scope: dict[str, Any], path: str) -> Any:
-    app = scope.get("app")
-    for route in getattr(app, "routes", ()):
-        if getattr(route, "path", None) == path:
-            return route
-    return None
-
-
-def _json_bytes(content: Any) -> bytes:
-    """``content`` as compact UTF-8 JSON (orjson: several times faster than ``json`` on a proof)."""
-    import orjson
-
-    try:
-        return orjson.dumps(content, option=orjson.OPT_SERIALIZE_NUMPY)
-    except TypeError:  # a type orjson does not know (JSONEncodeError is a TypeError): the stdlib's turn
-        return json.dumps(content, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode()
-
-
-def _json(body: bytes) -> Response:
-    return Response(body, media_type="application/json")
 
 
 def _event(name: str, data: Any) -> bytes:
     return f"event: {name}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n".encode()
-
-
-def _safe(exc: AgentragError) -> str:
-    """An error message fit for a response: the library's own text, which never quotes the question."""
-    message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-    return message[:300]
 
 
 def _field_of(exc: AgentragError) -> str | None:

@@ -8,7 +8,8 @@ One key source, chosen by configuration, fixes the algorithms a token may use:
 
 The token's header ``alg`` must be the key's algorithm before anything is verified, so
 ``alg: none`` and algorithm confusion (an HS256 token "signed" with the public key) are
-refused. ``exp`` is required; ``nbf`` is checked when present; ``iss`` and ``aud`` are
+refused. ``exp`` is required, and may be at most ``jwt_max_lifetime_s`` away (from now, and from
+``iat`` when present); ``nbf`` is checked when present; ``iss`` and ``aud`` are
 required and checked when configured. Then the claims must carry the ``query`` scope
 (``scope``: space-separated, or ``scp``: a list) and the tenant claim (``tenant_id`` by
 default) equal to the path's tenant. Failures are :class:`AuthError` (401: who are you?) or
@@ -180,7 +181,20 @@ class TokenVerifier:
             raise AuthError("malformed token") from None
         if not isinstance(claims, dict):
             raise AuthError("malformed token")
+        _check_lifetime(claims, self.config.jwt_max_lifetime_s)
         return claims
+
+
+def _check_lifetime(claims: Mapping[str, Any], max_lifetime_s: float) -> None:
+    """A token may not be valid for longer than ``max_lifetime_s``: from now (its ``exp``) and,
+    when it has an ``iat``, from its issue."""
+    exp, iat = claims.get("exp"), claims.get("iat")
+    if not isinstance(exp, int | float) or isinstance(exp, bool):
+        raise AuthError("malformed token")
+    if exp - time.time() > max_lifetime_s or (
+        isinstance(iat, int | float) and not isinstance(iat, bool) and exp - iat > max_lifetime_s
+    ):
+        raise AuthError(f"token lifetime is over the maximum of {max_lifetime_s:g}s (jwt_max_lifetime_s)")
 
 
 def _scopes(claims: Mapping[str, Any]) -> frozenset[str]:

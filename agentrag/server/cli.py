@@ -81,9 +81,21 @@ def cmd_tenants_list(args: argparse.Namespace) -> int:
 def cmd_audit_list(args: argparse.Namespace) -> int:
     from agentrag.server.tenants import list_audit
 
-    rows = list_audit(_engine(args), tenant=args.tenant, query_id=args.query_id, limit=args.limit)
+    if args.limit < 1:
+        raise SystemExit("agentrag audit list: --limit must be >= 1")
+    found = list_audit(
+        _engine(args),
+        tenant=args.tenant,
+        query_id=args.query_id,
+        limit=args.limit + 1,
+        before_id=args.before_id,
+    )
+    rows, more = found[: args.limit], len(found) > args.limit
     if args.json:
         _print_json([r.to_dict() for r in rows])
+    if more:  # on stderr, so --json output stays one JSON document
+        print(f"more rows: agentrag audit list --before-id {rows[-1].id} ...", file=sys.stderr)
+    if args.json:
         return 0
     for r in rows:
         ids = r.details.get("chunk_ids") or r.details.get("cited_chunk_ids") or []
@@ -92,6 +104,16 @@ def cmd_audit_list(args: argparse.Namespace) -> int:
             f"{r.created_at:%Y-%m-%d %H:%M:%S}  {r.type:<20} {r.tenant_id or '-':<16} {r.query_id}"
             f"  {len(ids)} chunks  {latency}"
         )
+    return 0
+
+
+def cmd_audit_purge(args: argparse.Namespace) -> int:
+    from agentrag.server.tenants import purge_audit
+
+    if not args.older_than_days > 0:
+        raise SystemExit("agentrag audit purge: --older-than-days must be > 0")
+    deleted = purge_audit(_engine(args), older_than_days=args.older_than_days)
+    _print_json({"deleted": deleted}) if args.json else print(f"deleted {deleted} audit rows")
     return 0
 
 
@@ -109,9 +131,21 @@ _OPTIONS = (
     ("--jwt-audience", "jwt_audience", str, "required aud claim"),
     ("--jwt-tenant-claim", "jwt_tenant_claim", str, "claim holding the tenant id (default tenant_id)"),
     ("--jwt-leeway", "jwt_leeway_s", float, "clock skew allowed for exp / nbf, seconds (default 0)"),
+    ("--jwt-max-lifetime", "jwt_max_lifetime_s", float, "longest token validity, seconds (default 86400)"),
     ("--max-body-bytes", "max_body_bytes", int, "largest request body (default 65536)"),
     ("--trace-file", "trace_file", str, "write spans and request metrics as JSON lines to this file"),
+    ("--trace-file-max-bytes", "trace_file_max_bytes", int, "rotate the trace file at this size"),
     ("--collections", "default_collections", str, "comma-separated collections searched by default"),
+    ("--max-header-count", "max_header_count", int, "most request headers (default 100; else 431)"),
+    ("--max-header-bytes", "max_header_bytes", int, "largest request head (default 16384; else 431)"),
+    ("--max-request-line", "max_request_line_bytes", int, "longest request line (default 8192; 414)"),
+    ("--header-timeout", "header_timeout_s", float, "seconds for the request head to arrive (10; 408)"),
+    ("--body-timeout", "body_timeout_s", float, "seconds for the request body to arrive (10; 408)"),
+    ("--send-timeout", "send_timeout_s", float, "drop a client that reads nothing this long (30 s)"),
+    ("--keep-alive", "keep_alive_s", int, "close idle keep-alive connections after this (5 s)"),
+    ("--max-in-flight", "max_in_flight", int, "requests at once per worker (1000; beyond: 503)"),
+    ("--request-budget", "request_budget_s", float, "seconds a query may take, LLM calls included (0: none)"),
+    ("--audit-retention-days", "audit_retention_days", float, "purge older audit rows (365; 0: keep)"),
 )
 
 
@@ -143,8 +177,23 @@ def cmd_serve(args: argparse.Namespace) -> int:
         log_level=args.log_level,
         access_log=args.access_log,
         server_header=False,  # no "server: uvicorn" on every response
+        http=_http_protocol(),
+        timeout_keep_alive=config.keep_alive_s,
+        h11_max_incomplete_event_size=config.max_header_bytes + config.max_request_line_bytes,
     )
     return 0
+
+
+def _http_protocol() -> str:
+    """uvicorn's httptools protocol with the request-head limits (agentrag.server.protocol), or
+    h11 (whose head-size limit uvicorn sets) where httptools is not installed."""
+    import importlib.util
+
+    return (
+        "agentrag.server.protocol:GuardedHttpToolsProtocol"
+        if importlib.util.find_spec("httptools")
+        else "h11"
+    )
 
 
 def _demo(store: Any, config: Any, port: int) -> Any:
@@ -243,7 +292,10 @@ def register(sub: Any, add: Callable[..., argparse.ArgumentParser]) -> None:
     p = add(aud, "list", cmd_audit_list, "audit events, newest first (ids and counts, never text)")
     p.add_argument("--tenant")
     p.add_argument("--query-id")
-    p.add_argument("--limit", "-n", type=int, default=50)
+    p.add_argument("--limit", "-n", type=int, default=50, help="rows per page (default 50)")
+    p.add_argument("--before-id", type=int, help="the next page: rows older than this id")
+    p = add(aud, "purge", cmd_audit_purge, "delete audit rows older than --older-than-days")
+    p.add_argument("--older-than-days", type=float, required=True)
 
     from agentrag.server import mcp_cli, token_cli
 

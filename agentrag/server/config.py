@@ -38,10 +38,25 @@ class ServerConfig:
     jwt_audience: str | None = None
     jwt_tenant_claim: str = "tenant_id"
     jwt_leeway_s: float = 0.0
+    jwt_max_lifetime_s: float = 86400.0  # a token whose exp is further away than this is refused
     max_body_bytes: int = 65536
     trace_file: str | None = None  # spans and request metrics as JSON lines (for tests, debugging)
+    trace_file_max_bytes: int = 10_000_000  # then it is rotated to <file>.1 (one old file kept)
     default_collections: str | None = None  # comma-separated; none: every collection
     metrics: bool = True  # /metrics: record into the service's own MeterProvider (~40 us CPU a request)
+    # request limits (agentrag.server.limits, agentrag.server.protocol)
+    max_header_count: int = 100
+    max_header_bytes: int = 16384
+    max_request_line_bytes: int = 8192
+    header_timeout_s: float = 10.0  # the request head must arrive within this
+    body_timeout_s: float = 10.0  # the request body must arrive within this
+    send_timeout_s: float = 30.0  # a client that reads nothing for this long is dropped
+    keep_alive_s: int = 5  # an idle keep-alive connection is closed after this
+    max_in_flight: int = 1000  # requests at once per worker; beyond: 503 OVERLOADED
+    request_budget_s: float = 0.0  # Budget(max_seconds=...) of every query (0: none)
+    # audit (agentrag.server.auditlog)
+    audit_retention_days: float = 365.0  # older audit rows are purged (0: kept forever)
+    audit_purge_interval_s: float = 3600.0
 
     def __post_init__(self) -> None:
         keys = [k for k in (self.jwt_secret, self.jwt_public_key, self.jwt_jwks) if k]
@@ -53,6 +68,17 @@ class ServerConfig:
             raise InvalidInputError(f"pool_size must be >= 1, got {self.pool_size}")
         if self.max_body_bytes < 1024:
             raise InvalidInputError(f"max_body_bytes must be >= 1024, got {self.max_body_bytes}")
+        positive = (
+            "jwt_max_lifetime_s", "max_header_count", "max_header_bytes", "max_request_line_bytes",
+            "header_timeout_s", "body_timeout_s", "send_timeout_s", "keep_alive_s", "max_in_flight",
+            "trace_file_max_bytes", "audit_purge_interval_s",
+        )  # fmt: skip
+        for name in positive:
+            if not getattr(self, name) > 0:
+                raise InvalidInputError(f"{name} must be > 0, got {getattr(self, name)!r}")
+        for name in ("request_budget_s", "audit_retention_days"):
+            if not getattr(self, name) >= 0:
+                raise InvalidInputError(f"{name} must be >= 0 (0: none), got {getattr(self, name)!r}")
 
     @property
     def has_key(self) -> bool:

@@ -40,7 +40,9 @@ LABELS: dict[str, str] = {
 _NAME = re.compile(r"[^a-zA-Z0-9_]")
 
 
-def server_telemetry(trace_file: str | None, *, metrics: bool = True) -> tuple[Any, list[Any], Any]:
+def server_telemetry(
+    trace_file: str | None, *, metrics: bool = True, trace_max_bytes: int = 10_000_000
+) -> tuple[Any, list[Any], Any]:
     """``(telemetry, providers to shut down, the /metrics reader or None)`` for a service given no
     telemetry. Neither a trace file nor metrics: the global providers (no-op unless installed)."""
     from opentelemetry.sdk.metrics import MeterProvider
@@ -60,7 +62,7 @@ def server_telemetry(trace_file: str | None, *, metrics: bool = True) -> tuple[A
 
         from agentrag.server.observe import JsonLinesExporter
 
-        exporter = JsonLinesExporter(trace_file)
+        exporter = JsonLinesExporter(trace_file, max_bytes=trace_max_bytes)
         tracer_provider = TracerProvider()
         tracer_provider.add_span_processor(SimpleSpanProcessor(exporter))  # type: ignore[arg-type]
         readers.append(PeriodicExportingMetricReader(exporter, export_interval_millis=500))  # type: ignore[arg-type]

@@ -14,6 +14,7 @@ string is ever recorded.
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 import uuid
@@ -162,12 +163,16 @@ class JsonLinesExporter:
     """Span and metric exporter writing one JSON object per line to a file (``--trace-file``).
 
     For tests and local debugging: production deployments install their own OpenTelemetry
-    SDK exporters around :func:`agentrag.server.create_app`.
+    SDK exporters around :func:`agentrag.server.create_app`. A metric point is written when it
+    changed since its last line (an idle server writes nothing), and the file is rotated to
+    ``<path>.1`` once it reaches ``max_bytes``.
     """
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, *, max_bytes: int = 10_000_000) -> None:
         self.path = path
+        self.max_bytes = max_bytes
         self._lock = threading.Lock()
+        self._last: dict[str, str] = {}  # metric point -> its last written line (unchanged: not again)
         # metric-exporter protocol attributes
         from opentelemetry.sdk.metrics.export import AggregationTemporality
 
@@ -175,9 +180,18 @@ class JsonLinesExporter:
         self._preferred_aggregation: dict[type, Any] = {}
 
     def _write(self, lines: Sequence[dict[str, Any]]) -> None:
-        with self._lock, open(self.path, "a", encoding="utf-8") as out:
-            for line in lines:
-                out.write(json.dumps(line, default=str) + "\n")
+        if not lines:
+            return
+        with self._lock:
+            try:
+                if os.path.getsize(self.path) >= self.max_bytes:
+                    os.replace(self.path, self.path + ".1")  # one old file kept
+                    self._last.clear()
+            except OSError:
+                pass  # no file yet
+            with open(self.path, "a", encoding="utf-8") as out:
+                for line in lines:
+                    out.write(json.dumps(line, default=str) + "\n")
 
     # SpanExporter
     def export(self, items: Any, timeout_millis: float = 10_000, **_: Any) -> Any:
@@ -222,7 +236,14 @@ class JsonLinesExporter:
                                 "value": getattr(point, "value", None),
                             }
                         )
-        self._write(lines)
+        changed = []
+        for line in lines:  # a quiet server exports the same points every interval: written once
+            key = json.dumps([line["name"], line["attributes"]], sort_keys=True, default=str)
+            encoded = json.dumps(line, sort_keys=True, default=str)
+            if self._last.get(key) != encoded:
+                self._last[key] = encoded
+                changed.append(line)
+        self._write(changed)
         return MetricExportResult.SUCCESS
 
     def shutdown(self, *args: Any, **kwargs: Any) -> None:

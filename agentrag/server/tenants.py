@@ -40,6 +40,7 @@ __all__ = [
     "insert_audit_rows",
     "list_audit",
     "list_tenants",
+    "purge_audit",
     "set_state",
     "write_audit",
 ]
@@ -371,13 +372,24 @@ def write_audit(engine: Engine, events: Iterable[Mapping[str, Any]], *, latency_
 
 
 def list_audit(
-    engine: Engine, *, tenant: str | None = None, query_id: str | None = None, limit: int = 50
+    engine: Engine,
+    *,
+    tenant: str | None = None,
+    query_id: str | None = None,
+    limit: int = 50,
+    before_id: int | None = None,
 ) -> list[AuditRow]:
-    """Audit events, newest first, optionally of one tenant / one query."""
+    """Audit events, newest first, optionally of one tenant / one query; ``before_id``: only rows
+    with a smaller id (the next page after a page whose last row has that id)."""
     from sqlalchemy import text
 
+    if not isinstance(limit, int) or limit < 1:
+        raise InvalidInputError(f"limit must be an integer >= 1, got {limit!r}")
     clauses: list[str] = []
     params: dict[str, Any] = {"limit": int(limit)}
+    if before_id is not None:
+        clauses.append("id < :before_id")
+        params["before_id"] = int(before_id)
     if tenant is not None:
         clauses.append("tenant_id = :tenant")
         params["tenant"] = tenant
@@ -394,3 +406,25 @@ def list_audit(
             params,
         ).mappings()
         return [AuditRow(**row) for row in rows]
+
+
+def purge_audit(engine: Engine, *, older_than_days: float, batch: int = 10_000) -> int:
+    """Delete audit rows older than ``older_than_days`` days, ``batch`` rows per transaction (so a
+    long backlog never holds one long lock); returns how many were deleted."""
+    from sqlalchemy import text
+
+    if not older_than_days > 0:
+        raise InvalidInputError(f"older_than_days must be > 0, got {older_than_days!r}")
+    total = 0
+    while True:
+        with engine.begin() as conn:
+            deleted = conn.execute(
+                text(
+                    "DELETE FROM agentrag.audit_events WHERE id IN (SELECT id FROM agentrag.audit_events"
+                    " WHERE created_at < now() - make_interval(secs => :seconds) ORDER BY id LIMIT :batch)"
+                ),
+                {"seconds": float(older_than_days) * 86400.0, "batch": int(batch)},
+            ).rowcount
+        total += deleted
+        if deleted < batch:
+            return total

@@ -463,7 +463,14 @@ def _answer(
     try:
         call = yield bounded(
             ctx,
-            either(call_llm, acall_llm, ctx.deps.llm, plan.messages, purpose="answer", telemetry=telemetry_of(ctx)),
+            either(
+                call_llm,
+                acall_llm,
+                ctx.deps.llm,
+                plan.messages,
+                purpose="answer",
+                telemetry=telemetry_of(ctx),
+            ),
         )
     except LLMError as exc:
         return llm_failed(plan, exc, (time.perf_counter() - started) * 1000.0)
