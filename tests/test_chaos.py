@@ -8,8 +8,11 @@ connection, the embedder and the LLM fail at their Nth call.
 
 from __future__ import annotations
 
+import json
 import threading
+import time
 import uuid
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -478,3 +481,248 @@ def test_query_log_rows_carry_their_tenant_and_are_read_tenant_rooted(
     every = {e.id for e in store.query_logs(limit=1000, scope=Scope.every())}
     assert set(asked.values()) <= every
     store.delete_collection(collection_name)
+
+
+# ---- the service under faults (issue #28): real `agentrag serve` processes over real HTTP ------------
+def _served_corpus(store: Store, tenant: str, collection: str) -> None:
+    store.create_collection(collection, exist_ok=True)
+    for i, body in enumerate(_docs(6, salt=tenant)):
+        store.ingest_text(body, collection=collection, source=f"s{i}", tenant=tenant)
+
+
+def _sse_events(text: str) -> list[str]:
+    return [line.split(":", 1)[1].strip() for line in text.splitlines() if line.startswith("event:")]
+
+
+def _refused_rows(engine: Any, tenant: str) -> list[Any]:
+    from agentrag.server.tenants import list_audit
+
+    return [r for r in list_audit(engine, tenant=tenant, limit=500) if r.type == "REQUEST_REFUSED"]
+
+
+def test_server_under_backend_kills_answers_200_or_503_and_keeps_its_connections(
+    database_url: str, store: Store, tmp_path: Path, collection_name: str
+) -> None:
+    """Search and ask (JSON and SSE) on keep-alive connections while every backend of the database
+    is terminated every 20 ms: each answer is a 200 or a 503 with Retry-After, never a 500 and
+    never a dropped connection; afterwards everything works again."""
+    import httpx
+
+    from tests.chaos_support import BackendKiller
+    from tests.server_support import auth, new_tenant, start_server
+
+    tenant = new_tenant(store, "kill", rate_limit=100_000)
+    _served_corpus(store, tenant, collection_name)
+    server = start_server(database_url, tmp_path)
+    body = {"query_text": "orbit comet nebula", "collections": [collection_name]}
+    statuses: Counter[int] = Counter()
+    problems: list[str] = []
+
+    def client_loop(kind: str) -> None:
+        with httpx.Client(base_url=server.url, timeout=30, headers=auth(tenant)) as client:
+            for _ in range(25):
+                try:
+                    if kind == "sse":
+                        headers = {"Accept": "text/event-stream"}
+                        r = client.post(f"/api/v1/query/{tenant}/ask", json=body, headers=headers)
+                        if r.status_code == 200 and _sse_events(r.text)[-1] != "done":
+                            problems.append(f"sse ended with {_sse_events(r.text)}")
+                    else:
+                        r = client.post(f"/api/v1/query/{tenant}/{kind}", json=body)
+                except httpx.TransportError as exc:  # a dropped connection
+                    problems.append(f"{kind}: {type(exc).__name__}")
+                    continue
+                statuses[r.status_code] += 1
+                if r.status_code == 503 and r.headers.get("retry-after") != "1":
+                    problems.append("503 without Retry-After")
+                if r.status_code not in (200, 503):
+                    problems.append(f"{kind}: {r.status_code} {r.text[:200]}")
+
+    try:
+        with BackendKiller(database_url, interval_s=0.02) as killer, ThreadPoolExecutor(6) as pool:
+            list(pool.map(client_loop, ["search", "search", "ask", "ask", "sse", "sse"]))
+        assert killer.kills > 0
+        failures = [line for line in server.log().splitlines() if "failed" in line]
+        assert not problems, (problems[:5], failures[:10])
+        assert statuses[200] > 0, statuses
+        with httpx.Client(base_url=server.url, timeout=30, headers=auth(tenant)) as client:
+            for kind in ("search", "ask"):
+                assert client.post(f"/api/v1/query/{tenant}/{kind}", json=body).status_code == 200
+        assert "Exception in ASGI application" not in server.log()
+    finally:
+        server.stop()
+
+
+def test_server_answers_503_while_postgresql_is_stopped_and_recovers_without_a_restart(
+    database_url: str, store: Store, tmp_path: Path, collection_name: str
+) -> None:
+    import httpx
+
+    from tests.chaos_support import PgProxy
+    from tests.server_support import auth, new_tenant, start_server
+
+    tenant = new_tenant(store, "outage")
+    _served_corpus(store, tenant, collection_name)
+    proxy = PgProxy(database_url)
+    server = start_server(proxy.url, tmp_path)
+    body = {"query_text": "orbit comet", "collections": [collection_name]}
+    try:
+        with httpx.Client(base_url=server.url, timeout=30, headers=auth(tenant)) as client:
+            assert client.post(f"/api/v1/query/{tenant}/search", json=body).status_code == 200
+            proxy.stop()
+            for path, kwargs in (
+                ("search", {}),
+                ("ask", {}),
+                ("ask", {"headers": {"Accept": "text/event-stream"}}),
+                ("search", {}),
+            ):
+                r = client.post(f"/api/v1/query/{tenant}/{path}", json=body, **kwargs)
+                assert r.status_code == 503, r.text
+                assert r.headers["retry-after"] == "1"
+                assert r.json()["error"]["code"] == "DATABASE_UNAVAILABLE"
+            ready = client.get("/readyz")
+            assert ready.status_code == 503 and ready.json()["checks"]["database"] is False
+            proxy.start()
+            deadline = time.monotonic() + 30
+            while client.post(f"/api/v1/query/{tenant}/search", json=body).status_code != 200:
+                assert time.monotonic() < deadline, "no recovery within 30 s"
+                time.sleep(0.2)
+            assert client.get("/readyz").status_code == 200
+        assert "Exception in ASGI application" not in server.log()
+    finally:
+        server.stop()
+        proxy.close()
+
+
+def test_an_sse_client_gone_after_the_first_event_leaves_its_audit_rows(
+    database_url: str, store: Store, tmp_path: Path, collection_name: str, openai_stub: Any
+) -> None:
+    """The retrieval is audited before its event is sent; the outcome row says the client left."""
+    import httpx
+
+    from agentrag.server.tenants import list_audit
+    from tests.openai_stub import slow
+    from tests.server_support import audit_of, auth, new_tenant, start_server
+
+    tenant = new_tenant(store, "gone")
+    _served_corpus(store, tenant, collection_name)
+    server = start_server(
+        database_url, tmp_path, "--llm", "openai/stub-model", "--llm-api-base", openai_stub.url,
+        env={"AGENTRAG_LLM_API_KEY": "sk-test"},
+    )  # fmt: skip
+    body = {"query_text": "orbit comet", "collections": [collection_name]}
+    try:
+        openai_stub.enqueue(slow(3.0, "late"))
+        headers = {**auth(tenant), "Accept": "text/event-stream"}
+        with (
+            httpx.Client(base_url=server.url, timeout=30) as client,
+            client.stream("POST", f"/api/v1/query/{tenant}/ask", json=body, headers=headers) as r,
+        ):
+            assert r.status_code == 200
+            first = next(r.iter_lines())
+            assert first == "event: retrieval"
+        # the client is gone: the retrieval row is there, and the outcome row follows
+        deadline = time.monotonic() + 15
+        while True:
+            rows = list_audit(store.engine, tenant=tenant)
+            outcomes = [r.details.get("outcome") for r in rows if r.type == "REQUEST_OUTCOME"]
+            if outcomes or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        retrieval = [r for r in rows if r.type == "RETRIEVAL_EXECUTED"]
+        assert len(retrieval) == 1 and retrieval[0].details["outcome"] == "streaming"
+        assert retrieval[0].details["chunk_ids"]
+        assert outcomes == ["client_disconnected"]
+        assert audit_of(store.engine, retrieval[0].query_id, 2)
+    finally:
+        server.stop()
+
+
+def test_slow_senders_and_oversized_heads_are_refused_within_the_limits(
+    database_url: str, store: Store, tmp_path: Path
+) -> None:
+    import httpx
+
+    from tests.chaos_support import raw_request
+    from tests.server_support import auth, new_tenant, start_server
+
+    tenant = new_tenant(store, "slow")
+    server = start_server(database_url, tmp_path, "--header-timeout", "1", "--body-timeout", "1")
+    port = int(server.url.rsplit(":", 1)[1])
+    path = f"/api/v1/query/{tenant}/search"
+    try:
+        # a head that never completes: 408 and the connection closed by the header timeout
+        reply, elapsed = raw_request(port, b"POST " + path.encode() + b" HTTP/1.1\r\nHost: x\r\n")
+        assert reply.startswith(b"HTTP/1.1 408") and elapsed < 5
+        # a connection that sends nothing at all
+        reply, elapsed = raw_request(port, b"")
+        assert reply.startswith(b"HTTP/1.1 408") and elapsed < 5
+        # 20,000 headers; one 8 MB header; a 100 KB request line
+        many = b"".join(b"X-H%d: v\r\n" % i for i in range(20_000))
+        reply, _ = raw_request(port, b"GET /healthz HTTP/1.1\r\nHost: x\r\n" + many + b"\r\n")
+        assert reply.startswith(b"HTTP/1.1 431")
+        huge = b"X-Big: " + b"a" * 8_000_000 + b"\r\n"
+        reply, _ = raw_request(port, b"GET /healthz HTTP/1.1\r\nHost: x\r\n" + huge + b"\r\n")
+        assert reply.startswith(b"HTTP/1.1 431")
+        reply, _ = raw_request(port, b"GET /healthz?" + b"q" * 100_000 + b" HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert reply.startswith(b"HTTP/1.1 414")
+        # a body that stops halfway: 408 from the body timeout, the connection closed
+        token = auth(tenant)["Authorization"]
+        head = (
+            f"POST {path} HTTP/1.1\r\nHost: x\r\nAuthorization: {token}\r\n"
+            "Content-Type: application/json\r\nContent-Length: 100\r\n\r\n"
+        ).encode()
+        reply, elapsed = raw_request(port, head + b'{"query_text": ')
+        assert reply.startswith(b"HTTP/1.1 408") and elapsed < 5
+        assert b"query_text" not in reply
+        # the server still serves, and the refusals it saw as requests were counted and audited
+        with httpx.Client(base_url=server.url, timeout=30) as client:
+            assert client.get("/healthz").status_code == 200
+            r = client.post(
+                path, content=b"query_text=x", headers={**auth(tenant), "Content-Type": "text/plain"}
+            )
+            assert r.status_code == 415 and r.json()["error"]["code"] == "UNSUPPORTED_MEDIA_TYPE"
+        deadline = time.monotonic() + 10
+        while len(_refused_rows(store.engine, tenant)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        refused = sorted(r.details["status"] for r in _refused_rows(store.engine, tenant))
+        assert refused == [408, 415]
+        assert all("token" not in json.dumps(r.details) for r in _refused_rows(store.engine, tenant))
+    finally:
+        server.stop()
+
+
+def test_a_stalling_llm_under_the_request_budget_stops_within_it(
+    database_url: str, store: Store, tmp_path: Path, collection_name: str, openai_stub: Any
+) -> None:
+    """--request-budget 2: a model that takes 30 s is abandoned at the deadline (504 BUDGET_EXCEEDED
+    for JSON, an error event for SSE), within the budget + 10%."""
+    import httpx
+
+    from tests.openai_stub import slow
+    from tests.server_support import auth, new_tenant, start_server
+
+    tenant = new_tenant(store, "budget")
+    _served_corpus(store, tenant, collection_name)
+    server = start_server(
+        database_url, tmp_path, "--llm", "openai/stub-model", "--llm-api-base", openai_stub.url,
+        "--request-budget", "2", env={"AGENTRAG_LLM_API_KEY": "sk-test"},
+    )  # fmt: skip
+    body = {"query_text": "orbit comet", "collections": [collection_name]}
+    try:
+        with httpx.Client(base_url=server.url, timeout=60, headers=auth(tenant)) as client:
+            for accept in ("application/json", "text/event-stream"):
+                openai_stub.enqueue(slow(30.0))
+                started = time.monotonic()
+                headers = {"Accept": accept}
+                with client.stream("POST", f"/api/v1/query/{tenant}/ask", json=body, headers=headers) as r:
+                    text = r.read().decode()
+                elapsed = time.monotonic() - started
+                assert elapsed < 2.0 * 1.1, elapsed  # the deadline is a bound, not a speed
+                if accept == "application/json":
+                    assert r.status_code == 504 and json.loads(text)["error"]["code"] == "BUDGET_EXCEEDED"
+                else:
+                    assert r.status_code == 200 and _sse_events(text)[-1] == "error"
+                    assert "BUDGET_EXCEEDED" in text
+    finally:
+        server.stop()

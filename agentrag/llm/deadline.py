@@ -13,7 +13,8 @@ under it:
   :class:`~agentrag.errors.BudgetExceededError` is raised. :class:`~agentrag.llm.LiteLLM` also
   passes the time left as litellm's ``timeout``, so its HTTP request stops there too.
 
-:func:`acall_within` is the async twin (``asyncio.wait_for``: the coroutine is cancelled).
+:func:`acall_within` is the async twin: at the deadline the call's task is cancelled and left to
+finish its cleanup on its own (the caller does not wait for it).
 """
 
 from __future__ import annotations
@@ -104,7 +105,15 @@ async def acall_within(what: str, call: Callable[[], Awaitable[T]]) -> T:
         return await call()
     if left <= 0:
         raise _exceeded(what)
-    try:
-        return await asyncio.wait_for(call(), left)
-    except TimeoutError:
-        raise _exceeded(what) from None
+    task = asyncio.ensure_future(call())
+    done, _ = await asyncio.wait({task}, timeout=left)
+    if not done:  # cancelled, not waited for: its cleanup (closing a connection) runs on its own
+        task.cancel()
+        task.add_done_callback(_quiet)
+        raise _exceeded(what)
+    return task.result()
+
+
+def _quiet(task: Any) -> None:
+    if not task.cancelled():
+        task.exception()  # retrieved: no "exception was never retrieved" warning

@@ -10,6 +10,7 @@ background :class:`~agentrag.server.auditlog.AuditWriter` (batched, off the requ
 from __future__ import annotations
 
 import asyncio
+import importlib
 import inspect
 import json
 import logging
@@ -38,7 +39,7 @@ from agentrag.server.auditlog import AuditWriter
 from agentrag.server.auth import AuthError, ForbiddenError, TokenVerifier, authorize
 from agentrag.server.config import ServerConfig
 from agentrag.server.errors import (
-    DATABASE_DOWN_KINDS,
+    RETRIEVAL_RETRY_KINDS,
     ApiError,
     api_error_for,
     database_unavailable,
@@ -169,6 +170,8 @@ def create_app(
         executor.append(pool)
         asyncio.get_running_loop().set_default_executor(pool)
         await asyncio.to_thread(store.embedder.embed, ["warm up"])  # load the model before serving
+        if getattr(llm, "system", None) == "litellm":  # not on the event loop at the first /ask
+            await asyncio.to_thread(importlib.import_module, "litellm")
         days = config.audit_retention_days
         writers.append(
             AuditWriter(engine, retention_days=days, purge_interval_s=config.audit_purge_interval_s)
@@ -313,7 +316,8 @@ def create_app(
             embedding = {EmbeddingError.__name__, EmbeddingMismatchError.__name__}
             code = "EMBEDDING_FAILED" if kinds & embedding else "RETRIEVAL_FAILED"
             audit(with_outcome(sink.events, "failed"), None)
-            if kinds <= DATABASE_DOWN_KINDS:
+            _log.warning("retrieval failed: %s", ", ".join(sorted(kinds)))
+            if kinds <= RETRIEVAL_RETRY_KINDS:
                 raise database_unavailable()
             raise ApiError(500, code, "retrieval failed")
         return ctx, sink

@@ -23,6 +23,8 @@ from typing import Any
 from agentrag.errors import AgentragError, BudgetExceededError, DatabaseUnavailableError
 
 __all__ = [
+    "DATABASE_DOWN_KINDS",
+    "RETRIEVAL_RETRY_KINDS",
     "RETRY_AFTER_S",
     "ApiError",
     "AuditBackpressure",
@@ -52,6 +54,10 @@ DATABASE_DOWN_KINDS = frozenset(
         "AuditBackpressure",
     }
 )
+
+#: Retrieval failures answered 503 (retry later): the database down, or any other database error
+#: the store reported (``StoreError``: a backend terminated mid-statement twice, say).
+RETRIEVAL_RETRY_KINDS = DATABASE_DOWN_KINDS | {"StoreError"}
 
 
 class ApiError(Exception):

@@ -88,10 +88,6 @@ async def _answer(send: Any, status: int, code: str, message: str, *, retry_afte
     await send({"type": "http.response.body", "body": body})
 
 
-class _BodyTimeout(Exception):
-    pass
-
-
 class RequestGuard:
     """The outermost ASGI layer (see the module docstring)."""
 
@@ -118,9 +114,11 @@ class RequestGuard:
     async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
-        state = {"status": 0, "started": False, "complete": False}
+        state = {"status": 0, "started": False, "complete": False, "answered": False}
 
         async def tracked_send(message: Message) -> None:
+            if state["answered"]:  # the guard answered (408): the app's own answer is dropped
+                return
             if message["type"] == "http.response.start":
                 state["status"], state["started"] = int(message["status"]), True
             elif message["type"] == "http.response.body" and not message.get("more_body", False):
@@ -139,13 +137,9 @@ class RequestGuard:
                 return
             self.in_flight += 1
             try:
-                await self.app(scope, self._timed_receive(receive, state), tracked_send)
-            except _BodyTimeout:
-                if state["started"]:
-                    raise
-                await _answer(tracked_send, 408, "REQUEST_TIMEOUT", "the request body did not arrive in time")
+                await self.app(scope, self._timed_receive(receive, tracked_send, state), tracked_send)
             except Exception as exc:
-                if not state["complete"]:
+                if not (state["complete"] or state["answered"]):
                     raise
                 # answered already (FastAPI's error middleware re-raises after its 500): keep the
                 # connection; the error was logged by that middleware
@@ -170,7 +164,9 @@ class RequestGuard:
                 return 415, "UNSUPPORTED_MEDIA_TYPE", "the request body must be application/json"
         return None
 
-    def _timed_receive(self, receive: Any, state: dict[str, Any]) -> Any:
+    def _timed_receive(self, receive: Any, send: Any, state: dict[str, Any]) -> Any:
+        """``receive`` with the body timeout: when it passes before the body is read, 408 is sent
+        (connection: close) and the app gets a disconnect; whatever it answers then is dropped."""
         deadline = time.monotonic() + self.limits.body_timeout_s
         done = {"body": False}
 
@@ -181,7 +177,10 @@ class RequestGuard:
             try:
                 message = await asyncio.wait_for(receive(), max(left, 0.001))
             except TimeoutError:
-                raise _BodyTimeout from None
+                if not state["started"]:
+                    await _answer(send, 408, "REQUEST_TIMEOUT", "the request body did not arrive in time")
+                state["answered"] = done["body"] = True
+                return {"type": "http.disconnect"}
             if message["type"] != "http.request" or not message.get("more_body", False):
                 done["body"] = True
             return message
