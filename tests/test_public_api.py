@@ -16,6 +16,7 @@ PINNED = [
     "APIReranker",
     "AgentragError",
     "Budget",
+    "BudgetExceededError",
     "Collection",
     "CollectionExistsError",
     "CollectionNotFoundError",

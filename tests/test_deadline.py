@@ -1,0 +1,150 @@
+"""Budget(max_seconds=...) is a deadline on every model call; fan-out has maximums; a custom
+model's failing stream is a typed error (issue #28)."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import AsyncIterator, Iterator, Sequence
+from typing import Any
+
+import pytest
+
+import agentrag as ar
+from agentrag.context import StopReason
+from agentrag.errors import BudgetExceededError, InvalidInputError
+from agentrag.llm import LLMReply
+from agentrag.llm.deadline import acall_within, call_within, deadline_scope, remaining
+from agentrag.llm.streams import AsyncTextStream, TextStream
+from agentrag.store.store import Store
+
+
+def _stall(seconds: float) -> Any:
+    def reply(_prompt: str) -> str:
+        time.sleep(seconds)
+        return '{"sub_questions": ["a?"], "reasoning": "r"}'
+
+    return reply
+
+
+def test_no_deadline_runs_the_call_inline_and_none_remains() -> None:
+    assert remaining() is None
+    assert call_within("x", threading.get_ident) == threading.get_ident()
+
+
+def test_a_call_past_the_deadline_is_not_started() -> None:
+    started: list[bool] = []
+    with deadline_scope(time.time() - 1, 5.0), pytest.raises(BudgetExceededError) as raised:
+        call_within("llm:gate", lambda: started.append(True))
+    assert not started and raised.value.what == "llm:gate" and raised.value.limit_s == 5.0
+
+
+def test_an_inner_scope_cannot_extend_the_outer_deadline() -> None:
+    outer = time.time() + 1
+    with deadline_scope(outer, 1.0), deadline_scope(outer + 100, 101.0):
+        left = remaining()
+        assert left is not None and left <= 1.0
+
+
+def test_a_stalling_callable_is_abandoned_at_the_deadline() -> None:
+    ctx = ar.new("what is x and what is y", llm=_stall(5), budget=ar.Budget(max_seconds=0.5))
+    started = time.monotonic()
+    out = ctx | ar.decompose()
+    elapsed = time.monotonic() - started
+    assert isinstance(out.error, BudgetExceededError) and "0.5s" in str(out.error)
+    assert elapsed < 0.5 * 1.1 + 0.2  # a bound, not a speed: abandoned, never the 5 s of the call
+    assert out.llm_calls and out.llm_calls[-1].error and "BudgetExceededError" in out.llm_calls[-1].error
+
+
+def test_the_async_twin_cancels_at_the_deadline() -> None:
+    async def main() -> float:
+        async def slow() -> str:
+            await asyncio.sleep(5)
+            return "late"
+
+        started = time.monotonic()
+        with deadline_scope(time.time() + 0.3, 0.3), pytest.raises(BudgetExceededError):
+            await acall_within("llm:answer", slow)
+        return time.monotonic() - started
+
+    assert asyncio.run(main()) < 0.3 * 1.1 + 0.2
+
+
+def test_a_self_correcting_search_stops_with_budget_exhausted(store: Store, collection_name: str) -> None:
+    store.create_collection(collection_name)
+    store.ingest_text("orbit comet nebula quasar pulsar galaxy", collection=collection_name, source="a")
+    ctx = ar.new(
+        "orbit comet",
+        store=store,
+        llm=_stall(5),
+        collections=[collection_name],
+        budget=ar.Budget(max_seconds=0.8),
+    )
+    started = time.monotonic()
+    out = ctx | ar.search(self_correct=True, max_iterations=5)
+    elapsed = time.monotonic() - started
+    assert out.error is None and out.hits  # the hits found before the budget ran out are kept
+    assert [r.stop_reason for r in out.results] == [StopReason.BUDGET_EXHAUSTED]
+    assert elapsed < 0.8 * 1.1 + 0.3
+
+
+@pytest.mark.parametrize("value", [0, 11, 400, True, 2.5])
+def test_decompose_fan_out_has_a_maximum(value: Any) -> None:
+    with pytest.raises(InvalidInputError, match="max_sub_questions"):
+        ar.new("a and what is b") | ar.decompose(max_sub_questions=value)
+
+
+def test_a_question_of_400_clauses_is_at_most_10_sub_questions() -> None:
+    question = " and what is ".join(f"thing{i}" for i in range(400)) + "?"
+    out = ar.new(question) | ar.decompose(max_sub_questions=10)
+    assert out.error is None and 1 <= len(out.sub_questions) <= 10
+
+
+class _BrokenStreamLLM:
+    """A custom model (not agentrag's) whose stream fails after one piece with its own error."""
+
+    model = "custom-broken"
+
+    def complete(self, messages: Sequence[Any]) -> LLMReply:
+        return LLMReply(text="fine", model=self.model)
+
+    async def acomplete(self, messages: Sequence[Any]) -> LLMReply:
+        return self.complete(messages)
+
+    def stream(self, messages: Sequence[Any]) -> TextStream:
+        def produce(_: TextStream) -> Iterator[str]:
+            yield "partial "
+            raise ConnectionResetError("peer reset; secret-prompt-text")
+
+        return TextStream(self.model, produce)
+
+    def astream(self, messages: Sequence[Any]) -> AsyncTextStream:
+        async def produce(_: AsyncTextStream) -> AsyncIterator[str]:
+            yield "partial "
+            raise ConnectionResetError("peer reset; secret-prompt-text")
+
+        return AsyncTextStream(self.model, produce)
+
+
+def test_a_custom_models_failing_stream_is_a_recorded_degradation(store: Store, collection_name: str) -> None:
+    store.create_collection(collection_name)
+    store.ingest_text("orbit comet nebula quasar", collection=collection_name, source="a")
+    ctx = (
+        ar.new("orbit comet", store=store, llm=_BrokenStreamLLM(), collections=[collection_name])
+        | ar.search()
+    )
+
+    def final(items: list[Any]) -> ar.Context:
+        assert isinstance(items[-1], ar.Context)
+        return items[-1]
+
+    async def collect() -> list[Any]:
+        return [item async for item in ar.aanswer_stream(ctx)]
+
+    for out in (final(list(ar.answer_stream(ctx))), final(asyncio.run(collect()))):
+        assert out.error is None
+        assert [d.kind for d in out.degradations] == ["raw-results"]
+        failed = out.llm_calls[-1].error or ""
+        assert failed.startswith("LLMError") and "ConnectionResetError" in failed
+        assert "secret-prompt-text" not in failed
