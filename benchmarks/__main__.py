@@ -69,7 +69,17 @@ RUNS = [
     (
         "reliability under load, faults and hostile input",
         ["benchmarks.reliability"],
-        ["benchmarks.reliability", "--searches", "300", "--filters", "1000"],
+        [
+            "benchmarks.reliability",
+            "--searches",
+            "300",
+            "--filters",
+            "1000",
+            "--http-kills",
+            "200",
+            "--http-seconds",
+            "5",
+        ],
     ),
 ]
 

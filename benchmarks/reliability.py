@@ -10,6 +10,8 @@
 4. A canary in the question and the documents, with a chat model and an embedding provider (a
    local OpenAI-compatible server on 127.0.0.1) that fail echoing the request: occurrences of the
    canary in logs, spans, metrics, audit events and error messages.
+5-7. The served API (``agentrag serve``) under backend kills, PostgreSQL going away and coming back,
+   and 200 slow clients beside 16 normal ones: see benchmarks/reliability_http.py.
 """
 
 from __future__ import annotations
@@ -432,6 +434,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--searches", type=int, default=1000)
     parser.add_argument("--filters", type=int, default=10000)
+    parser.add_argument(
+        "--http-kills", type=int, default=1000, help="section 5: backends killed under HTTP load"
+    )
+    parser.add_argument("--http-seconds", type=float, default=20.0, help="section 7: seconds per run")
+    parser.add_argument("--no-http", action="store_true", help="skip sections 5-7 (the served API)")
     args = parser.parse_args()
     url = bench_url()
     embedder = FakeEmbedder(64)
@@ -445,6 +452,10 @@ def main() -> None:
     for logger in quiet:
         logger.setLevel(logging.NOTSET)
     canary(url)
+    if not args.no_http:  # 5-7: the served API under faults (benchmarks/reliability_http.py)
+        from benchmarks.reliability_http import run
+
+        run(kills=args.http_kills, seconds=args.http_seconds)
 
 
 if __name__ == "__main__":
