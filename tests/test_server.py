@@ -412,7 +412,7 @@ def test_tenants_and_audit_commands(
 def test_the_search_fast_path_answers_like_the_fastapi_route(
     client: Any, store: Any, corpus: dict[str, Any], case: str, status: int
 ) -> None:
-    """``application/json`` searches are served by ``_SearchFastPath``; ``application/vnd.api+json``
+    """``application/json`` searches are served by ``SearchFastPath``; ``application/vnd.api+json``
     (JSON to FastAPI, not to the fast path) by the FastAPI route. Both must answer alike."""
     from agentrag.server.tenants import set_state
 
