@@ -8,7 +8,8 @@ Two layers, both configured from :class:`~agentrag.server.config.ServerConfig`:
 * :class:`RequestGuard`, the outermost ASGI layer (outside FastAPI's own error middleware, see
   :func:`install`), for every server: the same header limits (431), ``415`` for a body that is
   not JSON on the query routes, ``408`` when the body does not arrive within ``body_timeout_s``,
-  a bound of ``send_timeout_s`` on each write to a client that stops reading, and at most
+  a bound of ``send_timeout_s`` on each write of a streamed response (SSE) to a client that stops
+  reading, and at most
   ``max_in_flight`` requests at once (beyond: ``503 OVERLOADED`` with ``Retry-After``).
   An exception raised after the response was completely sent is logged and swallowed, so the
   keep-alive connection stays usable.
@@ -114,7 +115,7 @@ class RequestGuard:
     async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
-        state = {"status": 0, "started": False, "complete": False, "answered": False}
+        state = {"status": 0, "started": False, "complete": False, "answered": False, "streaming": False}
 
         async def tracked_send(message: Message) -> None:
             if state["answered"]:  # the guard answered (408): the app's own answer is dropped
@@ -123,8 +124,13 @@ class RequestGuard:
                 state["status"], state["started"] = int(message["status"]), True
             elif message["type"] == "http.response.body" and not message.get("more_body", False):
                 state["complete"] = True
-            try:
-                await asyncio.wait_for(send(message), self.limits.send_timeout_s)
+            if message["type"] == "http.response.body":
+                state["streaming"] = bool(message.get("more_body", False)) or state["streaming"]
+            if not state["streaming"]:  # one small body: written to the transport's buffer at once
+                return await send(message)
+            try:  # a stream (SSE): a client that stops reading must not hold it open
+                async with asyncio.timeout(self.limits.send_timeout_s):
+                    await send(message)
             except TimeoutError:
                 raise OSError("the client stopped reading (send timeout)") from None
 
@@ -175,7 +181,8 @@ class RequestGuard:
                 return await receive()
             left = deadline - time.monotonic()
             try:
-                message = await asyncio.wait_for(receive(), max(left, 0.001))
+                async with asyncio.timeout(max(left, 0.001)):
+                    message = await receive()
             except TimeoutError:
                 if not state["started"]:
                     await _answer(send, 408, "REQUEST_TIMEOUT", "the request body did not arrive in time")
