@@ -180,3 +180,26 @@ async def test_http_tool_calls_are_admitted_per_tenant(server: Server, store: An
     async with over_http(server, token(suspended)) as client:
         refused = await client.call_tool("search", {"query": "anything"})
         assert refused.is_error and "TENANT_SUSPENDED" in refused.content[0].text
+
+
+async def test_in_process_audit_events_go_to_the_audit_logger(
+    store: Any, corpus: dict[str, Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    """Without the service's audit writer (as over stdio): ids and counts to ``agentrag.audit``."""
+    import json
+    import logging
+
+    from mcp import Client
+
+    from agentrag.server.mcp_server import TenantInfo, build_server
+
+    server = build_server(store, tenant_of=lambda ctx: TenantInfo(corpus["a"]))
+    question = "How do I reset two-factor authentication?"
+    with caplog.at_level(logging.INFO, logger="agentrag.audit"):
+        async with Client(server) as client:
+            result = await client.call_tool("search", {"query": question, "top_k": 2})
+    assert not result.is_error
+    events = [json.loads(r.getMessage()) for r in caplog.records if r.name == "agentrag.audit"]
+    assert [e["type"] for e in events] == ["RETRIEVAL_EXECUTED"]
+    assert events[0]["tenant"] == corpus["a"] and len(events[0]["details"]["chunk_ids"]) == 2
+    assert "two-factor" not in caplog.text

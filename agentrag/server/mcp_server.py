@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from collections.abc import Callable, Mapping
 from contextlib import asynccontextmanager
 from typing import Any, Literal
@@ -50,6 +51,7 @@ INSTRUCTIONS = (
 
 
 Collections = list[str] | None
+_audit_log = logging.getLogger("agentrag.audit")
 
 
 class TenantInfo:
@@ -65,6 +67,13 @@ class TenantInfo:
     ) -> None:
         self.tenant, self.top_k_max = tenant, top_k_max
         self.generation_enabled, self.suppress_ungrounded = generation_enabled, suppress_ungrounded
+
+
+def _log_audit(events: list[dict[str, Any]], latency_ms: float | None) -> None:
+    """Without the service's audit writer (stdio): the events to the ``agentrag.audit`` logger, as the
+    library's default sink writes them (ids and counts, never text)."""
+    for event in events:
+        _audit_log.info(json.dumps(event, default=str, ensure_ascii=False))
 
 
 def _tool_error(message: str) -> Exception:
@@ -94,12 +103,14 @@ def build_server(
     default_collections: list[str] | None = None,
 ) -> MCPServer:
     """The MCP server. ``tenant_of(ctx)`` returns the :class:`TenantInfo` of a tool call (or raises a
-    :class:`~agentrag.server.gateway.Refusal`), from the transport's knowledge of the caller."""
+    :class:`~agentrag.server.gateway.Refusal`), from the transport's knowledge of the caller.
+    ``audit(events, latency_ms)`` receives each call's audit events (default: the ``agentrag.audit``
+    logger)."""
     server: MCPServer = MCPServer(
         "agentrag", instructions=INSTRUCTIONS, version=ar.__version__, log_level="WARNING"
     )
     read_only = ToolAnnotations(read_only_hint=True, destructive_hint=False, open_world_hint=False)
-    write = audit or (lambda events, latency_ms: None)
+    write = audit or _log_audit
 
     async def who(ctx: Context) -> TenantInfo:
         try:
