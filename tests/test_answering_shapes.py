@@ -106,3 +106,25 @@ def test_a_quote_from_a_merged_neighbour_is_found_there() -> None:
     }
     spans = supporting_spans("Receipts are emailed at once. [chk_aa01]", [CHUNKS[0], neighbour, CHUNKS[1]])
     assert [(s["chunk_id"], s["exact"], s["doc_start"]) for s in spans] == [("chk_aa02", True, 180)]
+
+
+def test_the_answer_steps_own_support_check_comes_first() -> None:
+    """A sentence the answer step supported takes its span (document offsets -> chunk offsets)."""
+    answer = "Late payments accrue interest. [chk_bb02]"
+    checked = {
+        "sentence": "Late payments accrue interest.",
+        "chunk_id": "chk_bb02",
+        "document_id": "doc_2",
+        "start": 0,
+        "end": 38,
+        "text": "Late payments accrue interest monthly.",
+        "score": 0.9,
+        "supported": True,
+        "method": "overlap",
+    }
+    (span,) = supporting_spans(answer, CHUNKS, [checked])
+    assert (span["start"], span["end"], span["method"], span["exact"]) == (0, 38, "overlap", False)
+    # a span that does not match its chunk's text (or an unsupported one) is not trusted: located here
+    for bad in ({**checked, "text": "something else"}, {**checked, "supported": False}):
+        (fallback,) = supporting_spans(answer, CHUNKS, [bad])
+        assert "method" not in fallback and fallback["chunk_id"] == "chk_bb02"

@@ -104,6 +104,10 @@ async def exercise(client: Any, corpus: dict[str, Any]) -> None:
     assert not answered.is_error
     data = answered.structured_content
     assert data["grounded"] is True and "[1]" in data["answer"] and data["citations"][0]["n"] == 1
+    assert data["abstained"] is False and data["confidence"] >= 0.5
+    unknown = await client.call_tool("ask", {"question": "What is the boiling point of mercury on Jupiter?"})
+    assert not unknown.is_error and unknown.structured_content["abstained"] is True
+    assert unknown.structured_content["citations"] == [] and unknown.structured_content["confidence"] < 0.5
     assert data["supporting_spans"] and all(s["end"] > s["start"] for s in data["supporting_spans"])
     assert "Sources:\n[1] " in answered.content[0].text
 

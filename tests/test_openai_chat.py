@@ -37,8 +37,8 @@ def test_a_three_turn_conversation_with_follow_ups(server: Server, corpus: dict[
     messages: list[dict[str, str]] = [{"role": "system", "content": "Be brief."}]
     questions = [
         "How do I reset two-factor authentication?",
-        "How long does it take?",
-        "Who can do it for me?",
+        "Can an Admin do it for me?",
+        "What if I still have a recovery code?",
     ]
     searched = []
     for question in questions:
@@ -54,6 +54,7 @@ def test_a_three_turn_conversation_with_follow_ups(server: Server, corpus: dict[
         proof_ids = {c["chunk_id"] for c in data["proof"]["chunks"]}
         assert {s["chunk_id"] for s in data["sources"]} <= proof_ids
         assert data["proof"]["tenant_id"] == corpus["a"] and data["grounded"] is True
+        assert data["abstained"] is False and data["confidence"] >= 0.5
         for span in data["supporting_spans"]:
             chunk = next(c for c in data["proof"]["chunks"] if c["chunk_id"] == span["chunk_id"])
             assert chunk["text"][span["start"] : span["end"]]
@@ -133,14 +134,15 @@ def test_refusals_are_openai_errors(server: Server, corpus: dict[str, Any], stor
         )
 
 
-@pytest.mark.xfail(strict=False, reason="needs #23 abstention")
 def test_an_out_of_domain_question_abstains(server: Server, corpus: dict[str, Any]) -> None:
     reply = client(server, token(corpus["a"])).chat.completions.create(
         model=f"agentrag/{corpus['collection']}",
         messages=[{"role": "user", "content": "What is the boiling point of mercury on Jupiter?"}],
     )
     data = extra(reply)
-    assert data["abstained"] is True and data["sources"] == []
+    assert data["abstained"] is True and data["sources"] == [] and data["confidence"] < 0.5
+    assert "does not seem to cover" in reply.choices[0].message.content
+    assert "[1]" not in reply.choices[0].message.content
 
 
 def test_openapi_declares_the_bearer_scheme_and_the_chat_body(client: Any) -> None:

@@ -105,12 +105,15 @@ def test_search_only_and_a_refused_token(browser: Browser, server: Server, corpu
     assert_local(browser, server)
 
 
-@pytest.mark.xfail(strict=False, reason="needs #23 abstention")
 def test_an_out_of_domain_question_abstains(browser: Browser, server: Server, corpus: dict[str, Any]) -> None:
     connect(browser, server, corpus["a"], corpus["collection"])
     ask(browser, "What is the boiling point of mercury on Jupiter?")
     browser.screenshot("playground-abstained.png")
     assert browser.evaluate("document.getElementById('notice').className") == "abstained"
+    assert "abstained" in browser.evaluate("document.getElementById('notice').textContent")
+    assert browser.evaluate("document.querySelectorAll('mark.support').length") == 0
+    assert "confidence 0." in browser.evaluate("document.getElementById('timings').textContent")
+    assert_local(browser, server)
 
 
 def test_docs_render_offline_with_the_bearer_scheme(browser: Browser, server: Server) -> None:

@@ -40,7 +40,7 @@ def test_minted_token_round_trips_through_the_service_verifier() -> None:
     claims = TokenVerifier(config).verify(token)
     assert claims["tenant_id"] == "acme" and claims["sub"] == "alice" and claims["groups"] == ["eng", "ops"]
     assert claims["iss"] == "dev" and claims["aud"] == "rag" and claims["scope"] == "query"
-    assert 899 <= claims["exp"] - time.time() <= 900
+    assert claims["exp"] - claims["iat"] == 900 and claims["iat"] <= time.time() + 1
     principal = authorize(TokenVerifier(config), f"Bearer {token}", "acme")
     assert principal.subject == "alice" and principal.tenant == "acme"
 

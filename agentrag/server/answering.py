@@ -166,8 +166,17 @@ def _words(text: str) -> set[str]:
     return {w.lower() for w in _WORD.findall(text) if len(w) > 2}
 
 
-def supporting_spans(answer: str | None, chunks: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+def supporting_spans(
+    answer: str | None,
+    chunks: Sequence[Mapping[str, Any]],
+    support: Sequence[Mapping[str, Any]] = (),
+) -> list[dict[str, Any]]:
     """For each cited sentence of ``answer``: the span of a cited chunk that supports it.
+
+    ``support`` is the answer step's own per-sentence check (the proof's ``generation.support``:
+    ``sentence``, ``chunk_id``, document offsets ``start`` / ``end``, ``text``, ``score``,
+    ``method``); a sentence it supported with a span inside a retrieved chunk takes that span
+    (``method`` and ``score`` carried along). Any other sentence is located here:
 
     ``index`` is the sentence's place among the answer's citation groups (a run of markers such
     as ``[chk_a] [chk_b]`` ends one sentence), the same in the numbered text.
@@ -184,6 +193,10 @@ def supporting_spans(answer: str | None, chunks: Sequence[Mapping[str, Any]]) ->
         sentence = (answer or "")[position : match.start()].strip()
         position = match.end()
         if not sentence:
+            continue
+        checked = _checked_span(sentence, support, by_id)
+        if checked is not None:
+            spans.append({"index": index, "sentence": sentence, **checked})
             continue
         ids = [i for m in MARKER.finditer(match.group(0)) for i in re.split(r"\s*[,;]\s*", m.group(1))]
         cited = [by_id[i] for i in ids if i in by_id]
@@ -210,6 +223,35 @@ def supporting_spans(answer: str | None, chunks: Sequence[Mapping[str, Any]]) ->
             }
         )
     return spans
+
+
+def _checked_span(
+    sentence: str, support: Sequence[Mapping[str, Any]], by_id: Mapping[str, Mapping[str, Any]]
+) -> dict[str, Any] | None:
+    """The answer step's span for ``sentence``, in chunk offsets, when it supported it in a chunk here."""
+    bare = " ".join(MARKER.sub("", sentence).split())
+    for span in support:
+        if (
+            not span.get("supported")
+            or " ".join(MARKER.sub("", str(span.get("sentence", ""))).split()) != bare
+        ):
+            continue
+        chunk = by_id.get(str(span.get("chunk_id")))
+        if chunk is None:
+            continue
+        start, end = int(span["start"]) - chunk["start_char"], int(span["end"]) - chunk["start_char"]
+        if 0 <= start < end <= len(chunk["text"]) and chunk["text"][start:end] == span.get("text"):
+            return {
+                "chunk_id": chunk["chunk_id"],
+                "start": start,
+                "end": end,
+                "doc_start": int(span["start"]),
+                "doc_end": int(span["end"]),
+                "exact": span.get("method") == "quoted",
+                "method": span.get("method"),
+                "score": span.get("score"),
+            }
+    return None
 
 
 def _locate(sentence: str, text: str) -> tuple[int, int, bool]:

@@ -215,7 +215,9 @@ def build_server(
         title="Answer from the knowledge base",
         description="Answer a question using only retrieved passages. Every sentence of the answer cites "
         "a passage ([1], [2], ...; see citations); supporting_spans give, for each sentence, the exact "
-        "span of its passage that supports it; grounded is false when a sentence cites nothing valid.",
+        "span of its passage that supports it; grounded is false when a sentence cites nothing valid. When "
+        "the knowledge base does not answer, abstained is true and the answer says so (confidence, 0-1, "
+        "is low): tell the user rather than guess.",
         annotations=read_only,
     )
     async def ask(
@@ -247,10 +249,13 @@ def build_server(
             "query_id": proof["query_id"],
             "answer": text,
             "grounded": generation.get("grounded"),
-            "abstained": bool(generation.get("abstained", False)),
+            "abstained": generation.get("mode") == "abstained",
+            "confidence": generation.get("confidence"),
             "ungrounded_claims": generation.get("ungrounded_claims", []),
             "citations": citations,
-            "supporting_spans": answering.supporting_spans(generation.get("answer"), proof["chunks"]),
+            "supporting_spans": answering.supporting_spans(
+                generation.get("answer"), proof["chunks"], generation.get("support") or ()
+            ),
             "untrusted_text": True,
             "notice": UNTRUSTED,
         }

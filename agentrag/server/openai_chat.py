@@ -8,9 +8,10 @@ the tenant. A model is a collection (``agentrag/support``), several joined by ``
 The last user message is the question and the earlier turns its history: ``new -> condense ->
 search -> answer`` (the configured LLM, or the offline extractive answer). The reply's text carries
 numbered citations (``[1]``) and a "Sources" list; the extra ``agentrag`` field carries the
-structured ``sources``, each sentence's ``supporting_spans``, ``grounded`` and the retrieval
-``proof``. ``stream: true`` sends ``chat.completion.chunk`` events, the ``agentrag`` field on the
-last one, then ``data: [DONE]``. Errors are OpenAI error objects (``{"error": {"message", "type",
+structured ``sources``, each sentence's ``supporting_spans``, ``grounded``, ``confidence``,
+``abstained`` (the knowledge base does not answer: the text says so) and the retrieval ``proof``.
+``stream: true`` sends ``chat.completion.chunk`` events, the ``agentrag`` field on the last one,
+then ``data: [DONE]``. Errors are OpenAI error objects (``{"error": {"message", "type",
 "code", "param"}}``) with the HTTP status of the service's own routes.
 """
 
@@ -121,9 +122,12 @@ def _extra(ctx: ar.Context, order: list[str]) -> dict[str, Any]:
         "query_id": proof["query_id"],
         "question": proof.get("condensed_question") or proof.get("original_question"),
         "sources": answering.sources(proof, order),
-        "supporting_spans": answering.supporting_spans(generation.get("answer"), proof["chunks"]),
+        "supporting_spans": answering.supporting_spans(
+            generation.get("answer"), proof["chunks"], generation.get("support") or ()
+        ),
         "grounded": generation.get("grounded"),
-        "abstained": bool(generation.get("abstained", False)),
+        "abstained": generation.get("mode") == "abstained",
+        "confidence": generation.get("confidence"),
         "proof": proof,
     }
 

@@ -105,8 +105,8 @@
 
   function explain(extra, content) {
     const proof = extra.proof || {};
-    if (extra.abstained) { notice("The service abstained: the retrieved passages do not answer this question. " + content, "abstained"); return; }
     if (!proof.chunks || !proof.chunks.length) { notice("Nothing was retrieved for this question in this scope. " + content, ""); return; }
+    if (extra.abstained) { notice("The service abstained: none of the retrieved passages answers this question (below: the closest ones).", "abstained"); return; }
     if (extra.grounded === false) { notice("Some sentences of this answer cite no retrieved passage: read them with care.", ""); return; }
     notice("");
   }
@@ -152,6 +152,7 @@
         explain(extra, answerOnly);
         state.history.push({ role: "user", content: question }, { role: "assistant", content: answerOnly });
         $("timings").textContent = "first token " + (first === null ? "-" : Math.round(first - started) + " ms") + " · total " + Math.round(total) + " ms" +
+          (typeof extra.confidence === "number" ? " · confidence " + extra.confidence.toFixed(2) : "") +
           (extra.question && extra.question !== question ? " · searched for: " + extra.question : "");
       }
       status("Done.");
