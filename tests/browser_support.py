@@ -58,29 +58,33 @@ class Browser:
         from websockets.sync.client import connect
 
         profile.mkdir(parents=True, exist_ok=True)
+        port_file = profile / "DevToolsActivePort"
+        port_file.unlink(missing_ok=True)  # a reused profile's file names a port long gone
         self.process = subprocess.Popen(
             [chromium(), *FLAGS, f"--user-data-dir={profile}", "about:blank"],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
-        port_file = profile / "DevToolsActivePort"
-        deadline = time.monotonic() + 30
-        while not (port_file.exists() and len(port_file.read_text().splitlines()) >= 2):
-            if self.process.poll() is not None or time.monotonic() > deadline:
-                self.close()
-                raise RuntimeError("Chromium did not start its DevTools endpoint")
-            time.sleep(0.05)
-        port = int(port_file.read_text().splitlines()[0])
-        page = self._page_socket(port, deadline)
-        self._connection = connect(page, max_size=None, open_timeout=30)
-        self.socket = self._connection.__enter__()
         self.ids = itertools.count(1)
         self.events: list[dict[str, Any]] = []
         self.requests: list[str] = []
-        self.send("Page.enable")
-        self.send("Network.enable")
-        self.send("Runtime.enable")
-        self.send("Emulation.setFocusEmulationEnabled", {"enabled": True})  # focus events while headless
+        try:
+            deadline = time.monotonic() + 30
+            while not (port_file.exists() and len(port_file.read_text().splitlines()) >= 2):
+                if self.process.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError("Chromium did not start its DevTools endpoint")
+                time.sleep(0.05)
+            port = int(port_file.read_text().splitlines()[0])
+            page = self._page_socket(port, deadline)
+            self._connection = connect(page, max_size=None, open_timeout=30)
+            self.socket = self._connection.__enter__()
+            self.send("Page.enable")
+            self.send("Network.enable")
+            self.send("Runtime.enable")
+            self.send("Emulation.setFocusEmulationEnabled", {"enabled": True})  # focus events while headless
+        except BaseException:
+            self.close()  # never leave a browser behind
+            raise
 
     @staticmethod
     def _page_socket(port: int, deadline: float) -> str:
