@@ -15,7 +15,7 @@ import agentrag as ar
 from agentrag.context import StopReason
 from agentrag.errors import BudgetExceededError, InvalidInputError
 from agentrag.llm import LLMReply
-from agentrag.llm.deadline import acall_within, call_within, deadline_scope, remaining
+from agentrag.llm.deadline import acall_within, call_within, deadline_scope, remaining, timeout_within
 from agentrag.llm.streams import AsyncTextStream, TextStream
 from agentrag.store.store import Store
 
@@ -31,6 +31,14 @@ def _stall(seconds: float) -> Any:
 def test_no_deadline_runs_the_call_inline_and_none_remains() -> None:
     assert remaining() is None
     assert call_within("x", threading.get_ident) == threading.get_ident()
+
+
+def test_a_clients_own_timeout_is_cut_to_the_time_left() -> None:
+    assert timeout_within(30.0) == 30.0
+    with deadline_scope(time.time() + 0.5, 0.5):
+        assert 0 < timeout_within(30.0) <= 0.5
+    with deadline_scope(time.time() - 1, 0.5):
+        assert timeout_within(30.0) == 0.001  # spent: the call times out at once
 
 
 def test_a_call_past_the_deadline_is_not_started() -> None:

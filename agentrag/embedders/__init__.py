@@ -503,6 +503,7 @@ class LiteLLMEmbedder:
         import numpy as np
 
         from agentrag._lazy import import_litellm
+        from agentrag.llm.deadline import timeout_within
 
         litellm = import_litellm()
         rows: list[list[float]] = []
@@ -510,7 +511,7 @@ class LiteLLMEmbedder:
             batch = list(texts[i : i + self.batch_size])
             try:
                 response = litellm.embedding(
-                    model=self.model_id, input=batch, timeout=self.timeout, **self._kwargs
+                    model=self.model_id, input=batch, timeout=timeout_within(self.timeout), **self._kwargs
                 )
             except Exception as exc:  # the provider's text may echo the inputs: type only
                 error = EmbeddingError(f"embedding with {self.model_id!r} failed: {type(exc).__name__}")

@@ -11,7 +11,8 @@ under it:
 * otherwise the call runs in a daemon thread, and the caller waits at most the time left. A call
   still running then is abandoned (its thread finishes on its own; its reply is dropped) and
   :class:`~agentrag.errors.BudgetExceededError` is raised. :class:`~agentrag.llm.LiteLLM` also
-  passes the time left as litellm's ``timeout``, so its HTTP request stops there too.
+  passes the time left as litellm's ``timeout`` (:func:`timeout_within`), so its HTTP request stops
+  there too; so does ``LiteLLMEmbedder`` for a query embedded by a search step under a budget.
 
 :func:`acall_within` is the async twin: at the deadline the call's task is cancelled and left to
 finish its cleanup on its own (the caller does not wait for it).
@@ -28,7 +29,7 @@ from typing import Any, TypeVar
 
 from agentrag.errors import BudgetExceededError
 
-__all__ = ["acall_within", "call_within", "deadline_scope", "remaining"]
+__all__ = ["acall_within", "call_within", "deadline_scope", "remaining", "timeout_within"]
 
 T = TypeVar("T")
 
@@ -60,6 +61,13 @@ def remaining() -> float | None:
     """Seconds left before the current deadline (may be <= 0), or None without one."""
     current = _DEADLINE.get()
     return None if current is None else current[0] - time.time()
+
+
+def timeout_within(timeout: float) -> float:
+    """``timeout``, or less: the time left before the current deadline (for a client's own timeout:
+    litellm's completion and embedding calls)."""
+    left = remaining()
+    return timeout if left is None else max(0.001, min(timeout, left))
 
 
 def _exceeded(what: str) -> BudgetExceededError:

@@ -22,7 +22,7 @@ from agentrag._sansio import (
     stream_sync,
 )
 from agentrag.errors import LLMAuthError, LLMError, LLMRateLimitError, LLMRequestError, LLMTimeoutError
-from agentrag.llm.deadline import remaining
+from agentrag.llm.deadline import timeout_within
 from agentrag.llm.protocol import LLMReply, Message, int_or_none, snippet
 from agentrag.llm.streams import AsyncTextStream, TextStream
 
@@ -145,7 +145,7 @@ class LiteLLM:
         request: dict[str, Any] = {
             "model": self.model,
             "messages": [dict(m) for m in messages],
-            "timeout": _bounded(self.timeout),
+            "timeout": timeout_within(self.timeout),
             "temperature": self.temperature,
             "num_retries": 0,
             "max_retries": 0,
@@ -284,12 +284,6 @@ def _auth_error(model: str, status: int | None, detail: str, *, has_key: bool) -
         need = "check the API key (environment variable or api_key=) and its permissions"
         what = "credential rejected" + (f" ({status})" if status else "")
     return LLMAuthError(f"{model}: {what}: {need}; not retried: {detail}", missing=missing)
-
-
-def _bounded(timeout: float) -> float:
-    """``timeout``, or less: the time left of the run's budget (:mod:`agentrag.llm.deadline`)."""
-    left = remaining()
-    return timeout if left is None else max(0.001, min(timeout, left))
 
 
 def _is_timeout(exc: BaseException) -> bool:

@@ -4,8 +4,9 @@ Every route, the search fast path and the SSE stream answer through it, so one c
 one status everywhere:
 
 * the database cannot be reached (a driver ``OperationalError`` / ``InterfaceError``, the pool
-  timing out, :class:`~agentrag.errors.DatabaseUnavailableError`, the audit writer's queue full
-  because the database is down): **503 ``DATABASE_UNAVAILABLE``** with ``Retry-After``. It is a
+  timing out, :class:`~agentrag.errors.DatabaseUnavailableError` or another ``StoreError`` from a
+  statement, the audit writer's queue full because the database is down): **503
+  ``DATABASE_UNAVAILABLE``** with ``Retry-After``. It is a
   handled answer, never an unhandled exception, so uvicorn keeps the keep-alive connection;
 * the run's time budget ran out (:class:`~agentrag.errors.BudgetExceededError`): 504
   ``BUDGET_EXCEEDED``;
@@ -20,7 +21,17 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from agentrag.errors import AgentragError, BudgetExceededError, DatabaseUnavailableError
+from agentrag.errors import (
+    AgentragError,
+    BudgetExceededError,
+    CollectionExistsError,
+    CollectionNotFoundError,
+    DatabaseUnavailableError,
+    DocumentNotFoundError,
+    ExtensionMissingError,
+    MigrationError,
+    StoreError,
+)
 
 __all__ = [
     "DATABASE_DOWN_KINDS",
@@ -53,6 +64,15 @@ DATABASE_DOWN_KINDS = frozenset(
         "PoolTimeout",
         "AuditBackpressure",
     }
+)
+
+# StoreErrors that a retry would not fix: a name, the schema, the extension
+_NOT_TRANSIENT = (
+    CollectionExistsError,
+    CollectionNotFoundError,
+    DocumentNotFoundError,
+    ExtensionMissingError,
+    MigrationError,
 )
 
 #: Retrieval failures answered 503 (retry later): the database down, or any other database error
@@ -97,11 +117,14 @@ def database_unavailable() -> ApiError:
 
 
 def is_database_down(exc: BaseException) -> bool:
-    """Whether ``exc`` (or what it was raised from) means the database is unreachable now."""
+    """Whether ``exc`` (or what it was raised from) means the database is unreachable now, or failed a
+    statement under it (a ``StoreError`` that is not about a name: a backend terminated twice, say)."""
     seen = 0
     current: BaseException | None = exc
     while current is not None and seen < 5:
         if isinstance(current, DatabaseUnavailableError | AuditBackpressure):
+            return True
+        if isinstance(current, StoreError) and not isinstance(current, _NOT_TRANSIENT):
             return True
         if type(current).__name__ in DATABASE_DOWN_KINDS and _is_db_class(current):
             return True
@@ -143,6 +166,7 @@ def mapped_exceptions() -> tuple[type[Exception], ...]:
     import sqlalchemy.exc
 
     return (
+        StoreError,  # DatabaseUnavailableError and the rest; api_error_for leaves the name errors to 500
         DatabaseUnavailableError,
         BudgetExceededError,
         AuditBackpressure,

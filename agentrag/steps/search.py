@@ -60,7 +60,15 @@ from agentrag.prompts import chunk_views
 from agentrag.retrieval.fusion import DEFAULT_RRF_K, check_rrf_k, merge_by_score, relative_score, rrf
 from agentrag.retrieval.result import SearchResult
 from agentrag.step import Outcome, Step, calls_of, telemetry_of
-from agentrag.steps._common import BudgetTracker, ask_json, coverage, past_deadline, require_store, use_llm
+from agentrag.steps._common import (
+    BudgetTracker,
+    ask_json,
+    coverage,
+    past_deadline,
+    require_store,
+    use_llm,
+    within_budget,
+)
 from agentrag.steps.new import MODES
 from agentrag.steps.rewrite import llm_rewrites, prf_rewrite
 
@@ -114,17 +122,18 @@ def _search_once(ctx: Context, query: str, collection: str, plan: _Plan) -> Sear
     instruments.retriever_search_calls.add(1, attrs)
     started = time.perf_counter()
     try:
-        result = store.search(
-            query,
-            collections=[collection],
-            mode=plan.mode,
-            top_k=plan.limit,
-            depth=plan.depth,
-            fusion=ctx.options.fusion,
-            rrf_k=plan.rrf_k if ctx.options.fusion == "rrf" else None,  # RRF's constant, nothing else's
-            filters=ctx.options.filters,
-            scope=ctx.options.scope,
-        )
+        with within_budget(ctx):  # a hosted query embedder gets the time left as its timeout
+            result = store.search(
+                query,
+                collections=[collection],
+                mode=plan.mode,
+                top_k=plan.limit,
+                depth=plan.depth,
+                fusion=ctx.options.fusion,
+                rrf_k=plan.rrf_k if ctx.options.fusion == "rrf" else None,  # RRF's constant, nothing else's
+                filters=ctx.options.filters,
+                scope=ctx.options.scope,
+            )
     except Exception as exc:
         instruments.retriever_search_errors.add(1, {**attrs, "error_type": type(exc).__name__})
         raise
