@@ -19,7 +19,8 @@ Every error agentrag raises on purpose derives from :class:`AgentragError`::
     │   ├── ReaderUnavailableError ............ the reader's library (an extra) is not installed
     │   ├── UnreadableFileError ............... truncated, corrupt, or not the format its name says
     │   ├── EncryptedFileError ................ password-protected: cannot be read without the key
-    │   └── FileTooLargeError ................. over a reader limit (file size, unpacked size, text)
+    │   ├── FileTooLargeError ................. over a reader limit (file size, unpacked size, text)
+    │   └── SyncSourceError ................... a sync source cannot be listed or fetched (folder, bucket)
     ├── EmbeddingError ........................ the embedder failed (model missing, provider down)
     │   └── EmbeddingMismatchError ............ vectors from another model / dimension than the collection's
     ├── LLMError .............................. the language model failed
@@ -67,6 +68,7 @@ __all__ = [
     "StoreError",
     "UnreadableFileError",
     "UnsupportedFormatError",
+    "SyncSourceError",
 ]
 
 
@@ -151,6 +153,12 @@ class EncryptedFileError(IngestError):
 
 class FileTooLargeError(IngestError):
     """The file is over a reader limit: its size, its unpacked size (a zip bomb) or its text."""
+
+
+class SyncSourceError(IngestError):
+    """``store.sync``: the source cannot be listed (a missing folder, an unreachable or unknown
+    bucket, rejected credentials): nothing is written. A single file that cannot be fetched is
+    a failed file of the report instead."""
 
 
 class EmbeddingError(AgentragError):

@@ -38,6 +38,7 @@ class Document:
     updated_at: datetime
     sessions: list[str] = field(default_factory=list)
     text: str | None = field(default=None, repr=False)
+    revision: int | None = None  # its number among the document's revisions (agentrag.store.revisions)
 
     def __repr__(self) -> str:
         scope = "".join(f" {k}={getattr(self, k)!r}" for k in ("tenant", "workspace") if getattr(self, k))
@@ -55,6 +56,8 @@ DOCUMENT_SQL = """
 SELECT d.id, c.name AS collection, d.source, d.original_filename, d.sha256, d.metadata, d.classification,
        d.doc_date AS date, d.tenant_id AS tenant, d.workspace_id AS workspace, d.chunk_count,
        d.created_at, d.updated_at, {text} AS text,
+       (SELECT r.revision FROM agentrag.document_revisions r
+        WHERE r.document_id = d.id AND r.valid_to IS NULL) AS revision,
        coalesce((SELECT array_agg(s.session_id ORDER BY s.session_id) FROM agentrag.document_sessions s
                  WHERE s.document_id = d.id), '{{}}') AS sessions
 FROM agentrag.documents d JOIN agentrag.collections c ON c.id = d.collection_id
@@ -109,13 +112,20 @@ def list_documents(
         return [document_from_row(row) for row in rows.mappings()]
 
 
-def read_document(engine: Engine, document_id: str, scope: Scope | None = None) -> Document:
+def read_document(
+    engine: Engine, document_id: str, scope: Scope | None = None, revision: int | None = None
+) -> Document:
     """``Store.document``: one document with its text, inside ``scope`` (checked in SQL);
-    DocumentNotFoundError when there is none there."""
+    DocumentNotFoundError when there is none there. With ``revision``, that revision of the
+    document (:func:`agentrag.store.revisions.read_revision`), in the same scope."""
     from sqlalchemy import text
 
     from agentrag.retrieval.scope_sql import compile_scope
 
+    if revision is not None:
+        from agentrag.store.revisions import read_revision
+
+        return read_revision(engine, document_id, revision, scope)
     scope_sql, params = compile_scope(scope)
     where = "WHERE d.id = :id" + ("" if scope_sql == "TRUE" else f" AND ({scope_sql})")
     with engine.connect() as conn:

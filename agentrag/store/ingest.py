@@ -63,6 +63,7 @@ __all__ = [
     "IngestReport",
     "PreparedDocument",
     "WriteOutcome",
+    "ingest_documents",
     "ingest_paths",
     "ingest_texts",
     "iter_files",
@@ -132,6 +133,18 @@ def ingest_texts(
     """Ingest ``(source, text, metadata)`` triples."""
     items = [PreparedDocument(source, text, dict(meta)) for source, text, meta in texts]
     return _ingest(store, items, collection=collection, on_progress=on_progress, **options)
+
+
+def ingest_documents(
+    store: Store,
+    items: Sequence[PreparedDocument],
+    *,
+    collection: str,
+    on_progress: Callable[[IngestProgress], None] | None = None,
+    **options: Any,
+) -> IngestReport:
+    """Ingest documents described already (``text`` read, or a ``path`` to read): ``store.sync``'s way in."""
+    return _ingest(store, list(items), collection=collection, on_progress=on_progress, **options)
 
 
 def _check_ingest_options(

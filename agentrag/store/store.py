@@ -6,7 +6,6 @@ engine; ``query_vectors``: the query-vector cache; ``collections``, ``documents`
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
@@ -37,6 +36,7 @@ from agentrag.store.collections import (
 )
 from agentrag.store.documents import Document
 from agentrag.store.query_vectors import QueryVectorCache
+from agentrag.store.sync_api import SyncMethods
 from agentrag.store.text_index import TEXT_INDEX_BUILD_MEMORY as TEXT_INDEX_BUILD_MEMORY
 
 if TYPE_CHECKING:
@@ -55,8 +55,6 @@ if TYPE_CHECKING:
 
 __all__ = ["Document", "Store", "connect"]
 
-_log = logging.getLogger("agentrag.store")
-
 
 class _Unset:
     """The type of :data:`_UNSET`: an argument left out (where None is a value)."""
@@ -65,7 +63,7 @@ class _Unset:
 _UNSET = _Unset()
 
 
-class Store:
+class Store(SyncMethods):
     """PostgreSQL + pgvector behind a bounded connection pool.
 
     ``Store()`` uses ``AGENTRAG_DATABASE_URL`` or else the embedded server; ``Store(url)``
@@ -503,11 +501,14 @@ class Store:
         return list_documents(self, collection, tenant=tenant, workspace=workspace, scope=scope, limit=limit)
 
     @guarded("reading a document")
-    def document(self, document_id: str, *, scope: Scope | None = None) -> Document:
-        """The document with its text; with ``scope``, only inside it (checked in SQL)."""
+    def document(
+        self, document_id: str, *, scope: Scope | None = None, revision: int | None = None
+    ) -> Document:
+        """The document with its text; with ``scope``, only inside it (checked in SQL); with
+        ``revision``, the text that revision had (agentrag.store.revisions)."""
         from agentrag.store.documents import read_document
 
-        return read_document(self.engine, document_id, scope)
+        return read_document(self.engine, document_id, scope, revision)
 
     @guarded("deleting a document", retry=False)
     def delete_document(self, document_id: str, *, scope: Scope | None = None) -> None:

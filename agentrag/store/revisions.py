@@ -1,0 +1,195 @@
+"""Document revisions (migration 0020): every documents row is one revision of a document.
+
+``agentrag.document_revisions`` holds one row per revision: its document id (content-addressed,
+so a citation's ``doc_id`` names the exact text it quoted), sha256, source key, metadata and
+validity interval ``[valid_from, valid_to)``; a closed revision keeps the text it had. Triggers
+on ``agentrag.documents`` write them, so ingest, sync and deletions all record revisions; a
+document keeps its *lineage* (the id of its first revision) across replacements under its key
+and across renames by ``store.sync``. Searches read ``agentrag.chunks``, which hold the current
+revisions' chunks only: an old revision keeps its text, not its chunks or vectors.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from agentrag.errors import DocumentNotFoundError, InvalidInputError
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Connection, Engine
+
+    from agentrag.scope import Scope
+    from agentrag.store.documents import Document
+
+__all__ = ["Revision", "continue_lineage", "prune_revisions", "read_revision", "revisions"]
+
+
+@dataclass(frozen=True, slots=True)
+class Revision:
+    """One revision of a document (``text`` only from :func:`read_revision`)."""
+
+    lineage: str
+    revision: int
+    document_id: str
+    source: str
+    sha256: str
+    chunk_count: int
+    valid_from: datetime
+    valid_to: datetime | None  # None: the current revision
+
+    @property
+    def current(self) -> bool:
+        return self.valid_to is None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "lineage": self.lineage,
+            "revision": self.revision,
+            "document_id": self.document_id,
+            "source": self.source,
+            "sha256": self.sha256,
+            "chunk_count": self.chunk_count,
+            "valid_from": self.valid_from.isoformat(),
+            "valid_to": self.valid_to.isoformat() if self.valid_to else None,
+            "current": self.current,
+        }
+
+
+_LINEAGE_SQL = (
+    "SELECT lineage FROM agentrag.document_revisions WHERE document_id = :id ORDER BY revision DESC LIMIT 1"
+)
+
+
+# The revisions as a relation over the documents alias ``d`` that compile_scope's SQL reads: the
+# revision's tenant and workspace, and as ``id`` the lineage's current document (its session links).
+_SCOPED = (
+    "(SELECT r.*, coalesce((SELECT cur.document_id FROM agentrag.document_revisions cur"
+    " WHERE cur.lineage = r.lineage AND cur.valid_to IS NULL), r.document_id) AS id"
+    " FROM agentrag.document_revisions r) d"
+)
+
+
+def revisions(engine: Engine, document_id: str, scope: Scope | None = None) -> list[Revision]:
+    """Every revision of the document ``document_id`` is a revision of (any of them), oldest
+    first; with ``scope``, only inside it (checked in SQL)."""
+    from sqlalchemy import text
+
+    from agentrag.retrieval.scope_sql import compile_scope
+
+    scope_sql, params = compile_scope(scope)
+    with engine.connect() as conn:
+        rows = conn.execute(
+            text(
+                "SELECT d.lineage, d.revision, d.document_id, d.source, d.sha256, d.chunk_count, d.valid_from,"
+                f" d.valid_to FROM {_SCOPED} WHERE d.lineage = ({_LINEAGE_SQL}) AND ({scope_sql})"
+                " ORDER BY d.revision"
+            ),
+            {"id": document_id, **params},
+        ).all()
+    if not rows:
+        raise DocumentNotFoundError(f"no document with id {document_id!r} (nor a revision of one)")
+    return [Revision(*row) for row in rows]
+
+
+def read_revision(engine: Engine, document_id: str, revision: int, scope: Scope | None = None) -> Document:
+    """Revision ``revision`` of the document ``document_id`` is a revision of, with the text it had.
+
+    ``document_id`` may name any revision (an old answer's citation names the one it quoted);
+    the result's ``id`` is the revision's own document id and ``text`` its text, so the old
+    citation's offsets and ``source_sha256`` verify against it. With ``scope``, only inside it."""
+    from sqlalchemy import text
+
+    from agentrag.retrieval.scope_sql import compile_scope
+
+    from agentrag.store.documents import Document
+    from agentrag.store.prepare import document_columns
+
+    if type(revision) is not int or revision < 1:
+        raise InvalidInputError(f"revision must be an integer >= 1, got {revision!r}")
+    scope_sql, params = compile_scope(scope)
+    with engine.connect() as conn:
+        row = (
+            conn.execute(
+                text(
+                    "SELECT d.document_id AS id, c.name AS collection, d.source, d.original_filename,"
+                    " d.sha256, d.metadata, d.tenant_id AS tenant, d.workspace_id AS workspace, d.chunk_count,"
+                    " d.valid_from, d.valid_to, d.revision, coalesce(d.text, cur.text) AS text,"
+                    " cur.created_at, cur.updated_at, cur.classification, cur.doc_date"
+                    f" FROM {_SCOPED} JOIN agentrag.collections c ON c.id = d.collection_id"
+                    " LEFT JOIN agentrag.documents cur ON cur.id = d.document_id AND d.valid_to IS NULL"
+                    f" WHERE d.lineage = ({_LINEAGE_SQL}) AND d.revision = :rev AND ({scope_sql})"
+                ),
+                {"id": document_id, "rev": revision, **params},
+            )
+            .mappings()
+            .first()
+        )
+    if row is None:
+        raise DocumentNotFoundError(
+            f"document {document_id!r} has no revision {revision} (`agentrag documents revisions"
+            f" {document_id}` lists them; old revisions may have been pruned by keep_revisions)"
+        )
+    metadata = dict(row["metadata"] or {})
+    current = row["valid_to"] is None
+    classification, doc_date = (
+        (row["classification"], row["doc_date"]) if current else document_columns(metadata, row["source"])
+    )
+    return Document(
+        id=row["id"],
+        collection=row["collection"],
+        source=row["source"],
+        original_filename=row["original_filename"],
+        sha256=row["sha256"],
+        metadata=metadata,
+        classification=classification,
+        date=doc_date,
+        tenant=row["tenant"],
+        workspace=row["workspace"],
+        chunk_count=row["chunk_count"],
+        created_at=row["created_at"] or row["valid_from"],
+        updated_at=row["updated_at"] or row["valid_to"] or row["valid_from"],
+        text=row["text"],
+        revision=row["revision"],
+    )
+
+
+def continue_lineage(conn: Connection, old_document_id: str, new_document_id: str) -> None:
+    """Inside a rename's transaction, after the new row was inserted and the old one deleted: the
+    new document's revision continues the old one's lineage (the next revision number)."""
+    from sqlalchemy import text
+
+    conn.execute(
+        text(
+            "UPDATE agentrag.document_revisions SET (lineage, revision) = ("
+            " SELECT o.lineage, (SELECT max(x.revision) FROM agentrag.document_revisions x"
+            "                     WHERE x.lineage = o.lineage) + 1"
+            " FROM agentrag.document_revisions o WHERE o.document_id = :old ORDER BY o.revision DESC LIMIT 1)"
+            " WHERE document_id = :new AND valid_to IS NULL"
+        ),
+        {"old": old_document_id, "new": new_document_id},
+    )
+
+
+def prune_revisions(
+    conn: Connection, collection_id: int, keep: int, tenant: str | None, workspace: str | None
+) -> int:
+    """Delete the ended revisions of a collection's documents in one scope beyond the newest
+    ``keep`` of each document; returns how many went."""
+    from sqlalchemy import text
+
+    if type(keep) is not int or keep < 0:
+        raise InvalidInputError(f"keep_revisions must be an integer >= 0 or None (keep all), got {keep!r}")
+    result = conn.execute(
+        text(
+            "DELETE FROM agentrag.document_revisions r USING ("
+            " SELECT lineage, revision, row_number() OVER (PARTITION BY lineage ORDER BY revision DESC) AS n"
+            " FROM agentrag.document_revisions WHERE collection_id = :cid AND valid_to IS NOT NULL"
+            " AND coalesce(tenant_id, '') = coalesce(:tenant, '')"
+            " AND coalesce(workspace_id, '') = coalesce(:workspace, '')) old"
+            " WHERE r.lineage = old.lineage AND r.revision = old.revision AND old.n > :keep"
+        ),
+        {"cid": collection_id, "keep": keep, "tenant": tenant, "workspace": workspace},
+    )
+    return int(result.rowcount or 0)

@@ -1,0 +1,440 @@
+"""``store.sync``: make a collection (in one tenant / workspace) a faithful mirror of a source.
+
+One run, under the source's advisory lock (:func:`agentrag.store.sync_state.source_lock`):
+
+1. **List** the source (:mod:`agentrag.store.sync_source`) and read the state of the last run.
+2. **Pre-check**: a file whose size + mtime (or ETag) match its state row, while the stored
+   document under its key still has the recorded id and sha256, is unchanged and never read.
+3. **Read and hash** the others: same text and metadata as stored -> unchanged (nothing written);
+   stored under its key with another text -> modified; not stored -> added, unless a document
+   whose file vanished has the same text: a **rename**, moved without re-embedding (one
+   transaction: the new row, its chunks copied with their vectors under the ids a fresh ingest
+   gives, the old row deleted, the revision lineage continued).
+4. **Write** added and modified documents through ingest (each document all or nothing; a
+   modified document's new revision replaces the old one in one transaction).
+5. **Delete** the documents of vanished files (chunks, tsvectors, session links and the
+   relations they were the source of) in one transaction; other scopes are never touched.
+6. **Record** the state; prune old revisions beyond ``keep_revisions``.
+
+Every write is a transaction and the state rows of keys about to be written are recorded
+*pending* before the write, so a run killed at any point and run again converges to the rows
+of an uninterrupted run. A file that cannot be read or parsed is reported and left as it was
+stored; the others go on.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from agentrag.errors import IngestError, InvalidInputError
+from agentrag.store.collections import WRITE_LOCK_SQL, Collection, check_embedder, write_lock_params
+from agentrag.store.ingest import ingest_documents
+from agentrag.store.prepare import PreparedDocument, canonical_metadata, document_columns, json_default
+from agentrag.store.readers import read_file
+from agentrag.store.revisions import continue_lineage, prune_revisions
+from agentrag.store.sync_report import SyncProgress, SyncReport
+from agentrag.store.sync_source import SyncSource, open_source
+from agentrag.store.sync_state import SyncState, source_lock
+from agentrag.store.writes import document_id, existing_documents
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Connection
+
+    from agentrag.store.ingest import IngestProgress
+    from agentrag.store.store import Store
+
+__all__ = ["SyncProgress", "SyncReport", "sync"]
+
+# The keys' advisory locks, the statement and key format of ingest's writes (agentrag.store.writes),
+# so a sync's rename or deletion and an ingest of the same key serialise.
+_KEY_LOCK_SQL = (
+    "SELECT count(pg_advisory_xact_lock(h)) FROM (SELECT DISTINCT hashtextextended(k, 0) AS h"
+    " FROM unnest(CAST(:keys AS text[])) AS k ORDER BY h) AS keys"
+)
+_SCOPE_SQL = "coalesce(tenant_id, '') = :tenant AND coalesce(workspace_id, '') = :workspace"
+
+
+def sync(
+    store: Store,
+    source: str | Path,
+    *,
+    collection: str,
+    tenant: str | None = None,
+    workspace: str | None = None,
+    metadata: dict[str, Any] | None = None,
+    include: Sequence[str] = (),
+    exclude: Sequence[str] = (),
+    delete: bool = True,
+    dry_run: bool = False,
+    keep_revisions: int | None = None,
+    chunk_size: int | None = None,
+    chunk_overlap: int | None = None,
+    bulk: bool | None = None,
+    storage_options: dict[str, Any] | None = None,
+    on_progress: Callable[[SyncProgress], None] | None = None,
+) -> SyncReport:
+    """The body of ``Store.sync`` (see its docstring and this module's)."""
+    started = time.perf_counter()
+    for name, value in (("tenant", tenant), ("workspace", workspace)):
+        if value is not None and (not isinstance(value, str) or not value.strip()):
+            raise InvalidInputError(f"{name} must be a non-empty string, got {value!r}")
+    for name, flag in (("delete", delete), ("dry_run", dry_run)):
+        if not isinstance(flag, bool):
+            raise InvalidInputError(f"{name} must be True or False, got {flag!r}")
+    if keep_revisions is not None and (type(keep_revisions) is not int or keep_revisions < 0):
+        raise InvalidInputError(
+            f"keep_revisions must be an integer >= 0 or None (keep all), got {keep_revisions!r}"
+        )
+    user_metadata = dict(metadata or {})
+    try:
+        metadata_sha = hashlib.sha256(canonical_metadata(user_metadata, "metadata").encode()).hexdigest()
+    except IngestError as exc:
+        raise InvalidInputError(str(exc)) from None
+    coll = store.collection(collection)
+    if not dry_run:
+        check_embedder(coll, store.embedder)  # before anything is read or written
+    src = open_source(source, include=include, exclude=exclude, storage_options=storage_options)
+    run = _Run(store, coll, src, tenant, workspace, user_metadata, metadata_sha, on_progress)
+    try:
+        with source_lock(store.engine, [coll.id, tenant, workspace, src.uri]):
+            report = run.execute(
+                delete=delete,
+                dry_run=dry_run,
+                keep_revisions=keep_revisions,
+                ingest_options={"chunk_size": chunk_size, "chunk_overlap": chunk_overlap, "bulk": bulk},
+            )
+    finally:
+        src.close()
+    return SyncReport(**{**report, "seconds": time.perf_counter() - started})
+
+
+class _Run:
+    """One sync's work, step by step (the module docstring's numbering)."""
+
+    def __init__(
+        self,
+        store: Store,
+        coll: Collection,
+        src: SyncSource,
+        tenant: str | None,
+        workspace: str | None,
+        user_metadata: dict[str, Any],
+        metadata_sha: str,
+        on_progress: Callable[[SyncProgress], None] | None,
+    ) -> None:
+        self.store, self.coll, self.src = store, coll, src
+        self.tenant, self.workspace = tenant, workspace
+        self.scope = {"tenant": tenant or "", "workspace": workspace or ""}
+        self.user_metadata, self.metadata_sha = user_metadata, metadata_sha
+        self.on_progress = on_progress
+        self.state = SyncState(store.engine, coll.id, tenant, workspace, src.uri)
+        self.ids: dict[str, str] = {}
+        self.failed: list[tuple[str, str]] = []
+
+    def emit(self, step: str, key: str | None = None, done: int = 0, total: int = 0) -> None:
+        if self.on_progress is not None:
+            self.on_progress(SyncProgress(step, key, done, total))
+
+    def execute(
+        self, *, delete: bool, dry_run: bool, keep_revisions: int | None, ingest_options: dict[str, Any]
+    ) -> dict[str, Any]:
+        # 1. list; the state of the last run
+        listed_ns = time.time_ns()
+        listing = self.src.list()
+        self.emit("listed", total=len(listing))
+        if dry_run:
+            self.state.find()
+        else:
+            self.state.start()
+        files = self.state.files()
+        stored = existing_documents(
+            self.store, self.coll, sorted(set(listing) | set(files)), self.tenant, self.workspace
+        )
+        # 2. the pre-check
+        unchanged: list[str] = []
+        to_read: list[str] = []
+        for key, entry in listing.items():
+            row, doc = files.get(key), stored.get(key)
+            if row is not None and doc is not None and row.document_id == doc[0] and row.sha256 == doc[1]:
+                if row.matches(entry, self.metadata_sha):
+                    unchanged.append(key)
+                    self.ids[key] = doc[0]
+                    continue
+            to_read.append(key)
+        # 3. read and hash the others
+        read: dict[str, PreparedDocument] = {}
+        added: list[str] = []
+        modified: list[str] = []
+        confirmed: list[str] = []  # read: unchanged after all (state to refresh)
+        for number, key in enumerate(to_read, start=1):
+            item = self._read(key)
+            self.emit("read", key, number, len(to_read))
+            if item is None:
+                continue
+            read[key] = item
+            doc = stored.get(key)
+            if doc is None:
+                added.append(key)
+            elif doc[1] == item.sha256 and canonical_metadata(doc[2] or {}, key) == canonical_metadata(
+                item.metadata, key
+            ):
+                confirmed.append(key)
+                self.ids[key] = doc[0]
+            else:
+                modified.append(key)
+        vanished = sorted(key for key in files if key not in listing)
+        renamed = self._renames(added, vanished, read, stored) if delete else []
+        for _old, new in renamed:
+            added.remove(new)
+        deleted = (
+            [k for k in vanished if k in stored and k not in {old for old, _new in renamed}] if delete else []
+        )
+        report: dict[str, Any] = {
+            "collection": self.coll.name,
+            "source": self.src.uri,
+            "unchanged": tuple(sorted(unchanged + confirmed)),
+            "read": len(to_read),
+            "dry_run": dry_run,
+        }
+        if dry_run:
+            report.update(
+                added=tuple(added),
+                modified=tuple(modified),
+                deleted=tuple(deleted),
+                renamed=tuple(renamed),
+                failed=tuple(self.failed),
+                document_ids=dict(self.ids),
+            )
+            return report
+        # 4. pending state rows first, then the writes
+        self.state.record(
+            [(key, listing[key], None, None) for key in [*added, *modified, *(new for _o, new in renamed)]]
+            + [(key, listing[key], read[key].sha256, self.ids[key]) for key in confirmed],
+            self.metadata_sha,
+            listed_ns,
+        )
+        done_renames: list[tuple[str, str]] = []
+        for number, (old, new) in enumerate(renamed, start=1):
+            if self._move(old, new, read[new], stored[old][0]):
+                done_renames.append((old, new))
+                self.state.record(
+                    [(new, listing[new], read[new].sha256, self.ids[new])], self.metadata_sha, listed_ns
+                )
+            else:  # the old document changed meanwhile: an ordinary add
+                added.append(new)
+            self.emit("renamed", new, number, len(renamed))
+        ingested = self._ingest([read[k] for k in [*added, *modified]], ingest_options)
+        self.state.record(
+            [(k, listing[k], read[k].sha256, self.ids[k]) for k in [*added, *modified] if k in self.ids],
+            self.metadata_sha,
+            listed_ns,
+        )
+        # 5. deletions, in one transaction (with the state rows of every vanished key)
+        if delete:
+            self._delete(deleted, vanished)
+            self.emit("deleted", total=len(deleted))
+        # 6. revisions beyond keep_revisions; the run's record
+        pruned = 0
+        if keep_revisions is not None:
+            with self.store.engine.begin() as conn:
+                pruned = prune_revisions(conn, self.coll.id, keep_revisions, self.tenant, self.workspace)
+        status = ingested["status"]
+        report.update(
+            added=tuple(k for k in added if status.get(k) == "added"),
+            modified=tuple(k for k in [*added, *modified] if status.get(k) == "replaced"),
+            deleted=tuple(deleted),
+            renamed=tuple(done_renames),
+            unchanged=tuple(
+                sorted([*report["unchanged"], *(k for k in added + modified if status.get(k) == "unchanged")])
+            ),
+            failed=tuple(self.failed),
+            chunks_embedded=ingested["chunks"],
+            revisions_pruned=pruned,
+            document_ids=dict(sorted(self.ids.items())),
+        )
+        self.state.finish(
+            {k: len(v) if isinstance(v, tuple) else v for k, v in report.items() if k != "document_ids"}
+        )
+        self.emit("recorded")
+        return report
+
+    def _read(self, key: str) -> PreparedDocument | None:
+        """Read and hash one file; None (and a failure recorded) when it cannot be."""
+        from agentrag.errors import SyncSourceError
+
+        try:
+            path = self.src.local_path(key)
+            text = read_file(path)
+        except (IngestError, SyncSourceError) as exc:
+            self.failed.append((key, f"{key}: {exc}"))
+            return None
+        item = PreparedDocument(
+            key,
+            text.text,
+            {**text.metadata, **self.user_metadata},
+            original_filename=path.name,
+            page_starts=text.page_starts,
+        )
+        item.sha256 = hashlib.sha256(item.text.encode("utf-8")).hexdigest()
+        return item
+
+    def _renames(
+        self,
+        added: list[str],
+        vanished: list[str],
+        read: dict[str, PreparedDocument],
+        stored: dict[str, tuple[str, str, dict[str, Any]]],
+    ) -> list[tuple[str, str]]:
+        """``(old, new)``: a new key whose text a vanished key's stored document has (each once)."""
+        by_sha: dict[str, list[str]] = {}
+        for key in vanished:
+            if key in stored:
+                by_sha.setdefault(stored[key][1], []).append(key)
+        pairs = []
+        for key in added:
+            candidates = by_sha.get(read[key].sha256)
+            if candidates:
+                pairs.append((candidates.pop(0), key))
+        return pairs
+
+    def _locks(self, conn: Connection, keys: list[str]) -> None:
+        from sqlalchemy import text
+
+        conn.execute(text(WRITE_LOCK_SQL), write_lock_params(self.coll.id))
+        conn.execute(
+            text(_KEY_LOCK_SQL),
+            {"keys": [json.dumps([self.coll.id, k, self.tenant, self.workspace]) for k in keys]},
+        )
+
+    def _move(self, old: str, new: str, item: PreparedDocument, old_id: str) -> bool:
+        """Rename ``old`` to ``new`` in one transaction, reusing its chunks' vectors. False when the
+        stored documents no longer allow it (the old one changed, or the new key is taken)."""
+        from sqlalchemy import text
+
+        new_id = document_id(self.coll, item, self.tenant, self.workspace)
+        classification, doc_date = document_columns(item.metadata, new)
+        params = {"cid": self.coll.id, **self.scope}
+        with self.store.engine.begin() as conn:
+            self._locks(conn, [old, new])
+            rows = conn.execute(
+                text(
+                    f"SELECT source, id FROM agentrag.documents WHERE collection_id = :cid AND {_SCOPE_SQL}"
+                    " AND source = ANY(:keys)"
+                ),
+                {**params, "keys": [old, new]},
+            ).all()
+            if {row.source: row.id for row in rows} != {old: old_id}:
+                return False
+            conn.execute(
+                text(
+                    "INSERT INTO agentrag.documents (id, collection_id, source, original_filename, sha256, text,"
+                    " metadata, classification, doc_date, tenant_id, workspace_id, chunk_count)"
+                    " SELECT :new_id, collection_id, :new, :filename, sha256, text, CAST(:meta AS jsonb), :cls, :date,"
+                    " tenant_id, workspace_id, chunk_count FROM agentrag.documents WHERE id = :old_id"
+                ),
+                {
+                    "new_id": new_id,
+                    "new": new,
+                    "filename": item.original_filename,
+                    "meta": json.dumps(item.metadata, default=json_default),
+                    "cls": classification,
+                    "date": doc_date,
+                    "old_id": old_id,
+                },
+            )
+            conn.execute(
+                text(
+                    "INSERT INTO agentrag.chunks (id, document_id, collection_id, chunk_index, text, start_char,"
+                    " end_char, page, section, sha256, embedding)"
+                    " SELECT 'chk_' || left(encode(sha256(convert_to(:new_id || chr(31) || chunk_index::text,"
+                    " 'UTF8')), 'hex'), 16), :new_id, collection_id, chunk_index, text, start_char, end_char, page,"
+                    " section, sha256, embedding FROM agentrag.chunks WHERE document_id = :old_id"
+                ),
+                {"new_id": new_id, "old_id": old_id},
+            )
+            conn.execute(
+                text(
+                    "INSERT INTO agentrag.document_sessions (session_id, document_id)"
+                    " SELECT session_id, :new_id FROM agentrag.document_sessions WHERE document_id = :old_id"
+                ),
+                {"new_id": new_id, "old_id": old_id},
+            )
+            conn.execute(
+                text(
+                    f"UPDATE agentrag.relations SET source = :new WHERE collection_id = :cid AND {_SCOPE_SQL}"
+                    " AND session_id IS NULL AND source = :old"
+                ),
+                {**params, "old": old, "new": new},
+            )
+            conn.execute(text("DELETE FROM agentrag.documents WHERE id = :old_id"), {"old_id": old_id})
+            continue_lineage(conn, old_id, new_id)
+            conn.execute(
+                text("UPDATE agentrag.collections SET version = version + 1 WHERE id = :cid"), params
+            )
+            self.state.forget(conn, [old])
+        self.ids[new] = new_id
+        return True
+
+    def _ingest(self, items: list[PreparedDocument], options: dict[str, Any]) -> dict[str, Any]:
+        """Added and modified documents through ingest's write path; their status by key."""
+        status: dict[str, str] = {}
+        if not items:
+            return {"status": status, "chunks": 0}
+
+        def progress(event: IngestProgress) -> None:
+            if event.status != "writing":
+                self.emit("written", event.source, event.done, event.total)
+
+        report = ingest_documents(
+            self.store,
+            items,
+            collection=self.coll.name,
+            tenant=self.tenant,
+            workspace=self.workspace,
+            on_progress=progress,
+            **options,
+        )
+        for verb, keys in (
+            ("added", report.added),
+            ("replaced", report.replaced),
+            ("unchanged", report.unchanged),
+        ):
+            for key in keys:
+                status[key] = verb
+                self.ids[key] = report.document_ids[key]
+        self.failed.extend(report.failed)
+        return {"status": status, "chunks": report.chunks_written}
+
+    def _delete(self, deleted: list[str], vanished: list[str]) -> None:
+        """The documents of ``deleted`` keys, the relations they were the source of, and the state
+        rows of every vanished key, in one transaction."""
+        from sqlalchemy import text
+
+        params = {"cid": self.coll.id, **self.scope, "keys": deleted}
+        with self.store.engine.begin() as conn:
+            if deleted:
+                self._locks(conn, deleted)
+                gone = conn.execute(
+                    text(
+                        f"DELETE FROM agentrag.documents WHERE collection_id = :cid AND {_SCOPE_SQL}"
+                        " AND source = ANY(:keys)"
+                    ),
+                    params,
+                ).rowcount
+                conn.execute(
+                    text(
+                        f"DELETE FROM agentrag.relations WHERE collection_id = :cid AND {_SCOPE_SQL}"
+                        " AND session_id IS NULL AND source = ANY(:keys)"
+                    ),
+                    params,
+                )
+                if gone:
+                    conn.execute(
+                        text("UPDATE agentrag.collections SET version = version + 1 WHERE id = :cid"), params
+                    )
+            self.state.forget(conn, vanished)

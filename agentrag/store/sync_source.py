@@ -1,0 +1,203 @@
+"""What ``store.sync`` reads from: a local folder or any fsspec URL (S3 through s3fs).
+
+A :class:`SyncSource` lists its files as ``{key: Entry}`` (the key is the path relative to the
+source's root, ``/``-separated, the same key ``store.ingest`` gives a file inside a folder) with
+the cheap facts the pre-check compares (size, mtime in ns, and the ETag where the store gives
+one), and hands a file over as a local path to read (:meth:`SyncSource.local_path`).
+
+Local folders: hidden entries (a part starting with ``.``) are skipped, as ingest skips them;
+symbolic links are followed only when their target is inside the folder (a link out of it, or
+a loop, is skipped). Include / exclude globs match the key with :func:`fnmatch.fnmatchcase`
+(``*`` also matches ``/``): a key is listed when it matches an include glob (default: every
+key) and no exclude glob.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from agentrag.errors import InvalidInputError, SyncSourceError
+from agentrag.store.readers import SUPPORTED_SUFFIXES
+
+__all__ = ["Entry", "SyncSource", "open_source"]
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One listed file: its size, modification time (ns since the epoch) and ETag (object stores)."""
+
+    size: int | None
+    mtime_ns: int | None
+    etag: str | None = None
+
+
+def _wanted(key: str, include: Sequence[str], exclude: Sequence[str]) -> bool:
+    if any(part.startswith(".") for part in PurePosixPath(key).parts):
+        return False
+    if PurePosixPath(key).suffix.lower() not in SUPPORTED_SUFFIXES:
+        return False
+    if include and not any(fnmatch.fnmatchcase(key, glob) for glob in include):
+        return False
+    return not any(fnmatch.fnmatchcase(key, glob) for glob in exclude)
+
+
+class SyncSource:
+    """A source's root, its listing and its files (see the module docstring)."""
+
+    uri: str
+
+    def __init__(self, include: Sequence[str], exclude: Sequence[str]) -> None:
+        for glob in (*include, *exclude):
+            if not isinstance(glob, str) or not glob:
+                raise InvalidInputError(f"include / exclude globs must be non-empty strings, got {glob!r}")
+        self.include = tuple(include)
+        self.exclude = tuple(exclude)
+        self._tmp: tempfile.TemporaryDirectory[str] | None = None
+
+    def list(self) -> dict[str, Entry]:
+        raise NotImplementedError
+
+    def local_path(self, key: str) -> Path:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        if self._tmp is not None:
+            self._tmp.cleanup()
+            self._tmp = None
+
+    def scratch(self, key: str) -> Path:
+        """A fresh local path named like ``key``'s file (readers look at the suffix; the document's
+        ``original_filename`` is that name), in a temporary folder removed by :meth:`close`."""
+        if self._tmp is None:
+            self._tmp = tempfile.TemporaryDirectory(prefix="agentrag-sync-")
+        folder = Path(tempfile.mkdtemp(dir=self._tmp.name))
+        return folder / PurePosixPath(key).name
+
+
+class LocalSource(SyncSource):
+    def __init__(self, root: Path, include: Sequence[str], exclude: Sequence[str]) -> None:
+        super().__init__(include, exclude)
+        if not root.exists():
+            raise SyncSourceError(f"{root}: no such folder")
+        if not root.is_dir():
+            raise SyncSourceError(f"{root}: not a folder (sync takes a folder or a URL; ingest takes files)")
+        self.root = root.resolve()
+        self.uri = self.root.as_posix()
+
+    def list(self) -> dict[str, Entry]:
+        found: dict[str, Entry] = {}
+        seen_dirs: set[str] = set()
+        root = str(self.root)
+        for folder, dirs, files in os.walk(root, followlinks=True):
+            real = os.path.realpath(folder)
+            if real in seen_dirs or not _inside(real, root):  # a loop, or a link out of the folder
+                dirs[:] = []
+                continue
+            seen_dirs.add(real)
+            dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+            for name in files:
+                path = os.path.join(folder, name)
+                key = Path(os.path.relpath(path, root)).as_posix()
+                if not _wanted(key, self.include, self.exclude) or not _inside(os.path.realpath(path), root):
+                    continue
+                try:
+                    stat = os.stat(path)
+                except OSError:  # vanished while listing, or a dangling link
+                    continue
+                found[key] = Entry(stat.st_size, stat.st_mtime_ns)
+        return dict(sorted(found.items()))
+
+    def local_path(self, key: str) -> Path:
+        return self.root / key
+
+
+def _inside(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
+
+
+class FsspecSource(SyncSource):
+    def __init__(
+        self, url: str, include: Sequence[str], exclude: Sequence[str], options: dict[str, Any]
+    ) -> None:
+        super().__init__(include, exclude)
+        try:
+            from fsspec.core import url_to_fs
+        except ImportError as exc:  # pragma: no cover - fsspec comes with the sync extra
+            raise SyncSourceError(f"{url}: syncing a URL needs fsspec: pip install 'agentrag[sync]'") from exc
+        try:
+            self.fs, root = url_to_fs(url, **options)
+        except ImportError as exc:
+            raise SyncSourceError(
+                f"{url}: no filesystem for this URL ({exc}); for s3:// install 'agentrag[sync]' (s3fs)"
+            ) from exc
+        except (ValueError, TypeError) as exc:
+            raise InvalidInputError(f"{url}: {exc}") from exc
+        self.root = root.rstrip("/")
+        self.uri = self.fs.unstrip_protocol(self.root)
+
+    def list(self) -> dict[str, Entry]:
+        self.fs.invalidate_cache()
+        try:
+            listing = self.fs.find(self.root, detail=True)
+        except FileNotFoundError as exc:
+            raise SyncSourceError(f"{self.uri}: no such folder or bucket") from exc
+        except Exception as exc:  # network, credentials: the driver's message, typed
+            raise SyncSourceError(f"{self.uri}: cannot be listed ({type(exc).__name__}: {exc})") from exc
+        found: dict[str, Entry] = {}
+        prefix = self.root + "/"
+        for path, info in listing.items():
+            if info.get("type") == "directory" or not path.startswith(prefix):
+                continue
+            key = path[len(prefix) :]
+            if not _wanted(key, self.include, self.exclude):
+                continue
+            etag = info.get("ETag") or info.get("etag")
+            found[key] = Entry(info.get("size"), _mtime_ns(info), str(etag).strip('"') if etag else None)
+        return dict(sorted(found.items()))
+
+    def local_path(self, key: str) -> Path:
+        target = self.scratch(key)
+        try:
+            self.fs.get_file(f"{self.root}/{key}", str(target))
+        except Exception as exc:
+            raise SyncSourceError(f"{self.uri}/{key}: cannot be fetched ({type(exc).__name__})") from exc
+        return target
+
+
+def _mtime_ns(info: dict[str, Any]) -> int | None:
+    value = info.get("LastModified") or info.get("mtime") or info.get("modified")
+    if value is None:
+        return None
+    if hasattr(value, "timestamp"):
+        return int(value.timestamp() * 1_000_000_000)
+    try:
+        return int(float(value) * 1_000_000_000)
+    except (TypeError, ValueError):
+        return None
+
+
+def open_source(
+    source: str | Path,
+    *,
+    include: Sequence[str] = (),
+    exclude: Sequence[str] = (),
+    storage_options: dict[str, Any] | None = None,
+) -> SyncSource:
+    """A local folder (a path, or a ``file://`` URL) or any other fsspec URL (``s3://bucket/prefix``)."""
+    if isinstance(include, str) or isinstance(exclude, str):
+        raise InvalidInputError("include / exclude take a list of globs, not one string")
+    if isinstance(source, Path):
+        return LocalSource(source, include, exclude)
+    if not isinstance(source, str) or not source:
+        raise InvalidInputError(f"source must be a folder or a URL, got {source!r}")
+    if source.startswith("file://"):
+        return LocalSource(Path(source[len("file://") :]), include, exclude)
+    if "://" in source:
+        return FsspecSource(source, include, exclude, dict(storage_options or {}))
+    return LocalSource(Path(source), include, exclude)
