@@ -33,6 +33,7 @@ class Hit:
     source: str | None = None
     original_filename: str | None = None  # the uploaded file's name; None for text ingested as text
     source_sha256: str | None = None
+    revision: int | None = None  # the document revision the chunk belongs to (store.document(id, revision=n))
     chunk_sha256: str | None = None
     classification: str | None = None
     embed_model: str | None = None

@@ -57,6 +57,7 @@ class ProofChunk:
     #: where the chunk is in its file: page / page_end, slide, sheet + rows, section path, ...
     #: (``agentrag.readers.format_locator`` puts it in words); None when there is nothing to add
     locator: dict[str, Any] | None = None
+    revision: int | None = None  # the document's revision: store.document(doc_id, revision=...) reads its text
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,6 +166,7 @@ def build_proof(ctx: Context) -> Proof:
             source_sha256=h.source_sha256,
             chunk_sha256=h.chunk_sha256,
             locator=h.locator,
+            revision=h.revision,
         )
         for h in hits
     )
@@ -232,6 +234,7 @@ _CHUNK_SCHEMA: dict[str, Any] = {
         "source_sha256": _nullable("string"),
         "chunk_sha256": _nullable("string"),
         "locator": _nullable("object"),
+        "revision": _nullable("integer"),
     },
 }
 

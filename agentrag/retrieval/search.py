@@ -108,6 +108,8 @@ _FETCH_SQL = """
 SELECT c.id, c.document_id, c.text, c.start_char, c.end_char, c.chunk_index, c.page, c.section,
        c.locator, c.sha256 AS chunk_sha256, d.source, d.original_filename, d.sha256 AS source_sha256,
        d.classification, d.metadata,
+       (SELECT r.revision FROM agentrag.document_revisions r
+        WHERE r.document_id = d.id AND r.valid_to IS NULL) AS revision,
        k.name AS collection, k.embed_model, k.embed_version
 FROM agentrag.chunks c
 JOIN agentrag.documents d ON d.id = c.document_id
@@ -242,6 +244,7 @@ def _hits(ranked: _Ranked) -> tuple[Hit, ...]:
                 source=row.source,
                 original_filename=row.original_filename,
                 source_sha256=row.source_sha256,
+                revision=row.revision,
                 chunk_sha256=row.chunk_sha256,
                 classification=row.classification,
                 embed_model=row.embed_model,

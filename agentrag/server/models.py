@@ -132,6 +132,7 @@ class ProofChunkOut(BaseModel):
     #: where the chunk is in its file: page / page_end, slide (+ title), sheet + rows, section (the
     #: heading path), record, chapter, message, attachment, ocr; null when there is nothing to add
     locator: dict[str, Any] | None = None
+    revision: int | None = None
 
 
 class SupportSpanOut(BaseModel):
