@@ -326,12 +326,15 @@ def search(
         degraded=degraded,
         timings=timings,
     )
+    # One snapshot for the legs and the fetch (REPEATABLE READ): a document replaced meanwhile
+    # (store.sync, ingest) is seen as one revision, never both, never neither.
+    snapshot = {"isolation_level": "REPEATABLE READ"}
     try:
-        with store.engine.connect() as conn, conn.begin():
+        with store.engine.connect().execution_options(**snapshot) as conn, conn.begin():
             ranked = rank(conn, caches_ready=False)
     except CachesStale as stale:
         prepare_lexical(store, stale.collections, mode)
-        with store.engine.connect() as conn, conn.begin():
+        with store.engine.connect().execution_options(**snapshot) as conn, conn.begin():
             ranked = rank(conn, caches_ready=True)
 
     warnings = [*plan.warnings, *([degraded] if degraded else []), *ranked.version_warnings]

@@ -1,0 +1,199 @@
+"""store.sync under concurrency and interruption: two syncs at once, a searcher during syncs, a
+sync killed at every step and run again, and hypothesis over edit sequences (issue #24)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests.sync_support import rows, write
+
+
+class Killed(BaseException):
+    """Raised from a progress callback: the sync stops there, as a killed process would."""
+
+
+def fresh_rows(store, coll: str, folder: Path) -> dict:  # type: ignore[no-untyped-def,type-arg]
+    store.delete_collection(coll)
+    store.create_collection(coll)
+    assert store.ingest(folder, collection=coll).ok
+    return rows(store, coll)
+
+
+def version(folder: Path, n: int) -> Path:
+    """Two versions of a folder: version 2 modifies, deletes, renames and adds files of version 1."""
+    shutil.rmtree(folder, ignore_errors=True)
+    for i in range(8):
+        write(folder, f"f{i}.md", f"File {i} token{i} first version.\n" + "Filler sentence here. " * 40)
+    if n == 2:
+        write(folder, "f0.md", "File 0 token0 second version.\n" + "Other filler sentence. " * 40)
+        write(folder, "f1.md", "File 1 token1 second version.\n")
+        (folder / "f2.md").unlink()
+        (folder / "f3.md").rename(folder / "g3.md")
+        write(folder, "new.md", "A new file tokennew.\n")
+    return folder
+
+
+def test_a_kill_at_every_step_then_a_rerun_converges(store, collection_name, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    coll, src = collection_name, tmp_path / "src"
+    store.create_collection(coll)
+    store.sync(version(src, 1), collection=coll)
+    events: list[str] = []
+    store.sync(version(src, 2), collection=coll, on_progress=lambda e: events.append(e.step))
+    expected = rows(store, coll)
+    assert expected == fresh_rows(store, coll, src)
+    assert {"listed", "read", "renamed", "written", "deleted", "recorded"} <= set(events)
+    for stop_at in range(len(events)):
+        store.delete_collection(coll)
+        store.create_collection(coll)
+        store.sync(version(src, 1), collection=coll)
+        version(src, 2)
+        seen = iter(range(10_000))
+
+        def kill(event, stop_at: int = stop_at) -> None:  # type: ignore[no-untyped-def]
+            if next(seen) == stop_at:
+                raise Killed(event.step)
+
+        with pytest.raises(Killed):
+            store.sync(src, collection=coll, on_progress=kill)
+        report = store.sync(src, collection=coll)
+        assert report.ok, stop_at
+        assert rows(store, coll) == expected, f"killed at event {stop_at} ({events[stop_at]})"
+
+
+KILLED_SYNC = """
+import sys
+from agentrag.store.store import Store
+from agentrag.testing import FakeEmbedder
+store = Store(sys.argv[1], embedder=FakeEmbedder(dimensions=64))
+print("ready", flush=True)
+store.sync(sys.argv[2], collection=sys.argv[3])
+"""
+
+
+def test_a_sync_killed_by_sigkill_converges_on_the_next_run(store, database_url, collection_name, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    coll, src = collection_name, tmp_path / "src"
+    store.create_collection(coll)
+    for i in range(300):
+        write(src, f"d{i:03}.md", f"Document {i} about topic {i % 17}. " * 30)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", KILLED_SYNC, database_url, str(src), coll], stdout=subprocess.PIPE, text=True
+    )
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+    time.sleep(1.0)  # somewhere in the listing, reading or writing: any point must converge
+    proc.kill()
+    proc.wait()
+    assert store.sync(src, collection=coll).ok
+    synced = rows(store, coll)
+    assert len(synced["documents"]) == 300
+    assert synced == fresh_rows(store, coll, src)
+
+
+def test_two_syncs_of_one_source_serialise(store, collection_name, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    coll, src = collection_name, tmp_path / "src"
+    store.create_collection(coll)
+    store.sync(version(src, 1), collection=coll)
+    version(src, 2)
+    reports = []
+    threads = [threading.Thread(target=lambda: reports.append(store.sync(src, collection=coll))) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    first, second = sorted(reports, key=lambda r: not r.changed)
+    assert first.changed and not second.changed  # the second waited for the first, then found nothing to do
+    assert first.added == ("new.md",) and first.deleted == ("f2.md",) and first.renamed == (("f3.md", "g3.md"),)
+    expected = rows(store, coll)
+    assert expected == fresh_rows(store, coll, src)
+
+
+def test_a_searcher_never_sees_a_half_replaced_document(store, collection_name, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    coll, src = collection_name, tmp_path / "src"
+    store.create_collection(coll)
+    for i in range(6):
+        write(src, f"f{i}.md", f"Document {i} about the shared subject kiwi, revision 0. " * 20)
+    store.sync(src, collection=coll)
+    stop = threading.Event()
+    seen: list[tuple[int, set[str]]] = []
+
+    errors: list[BaseException] = []
+
+    def search() -> None:
+        try:
+            searching()
+        except BaseException as exc:  # reported by the test's thread
+            errors.append(exc)
+            raise
+
+    def searching() -> None:
+        while not stop.is_set():
+            for mode in ("hybrid", "lexical", "vector"):
+                hits = store.search("kiwi subject document", collections=coll, mode=mode, top_k=50)
+                by_source: dict[str, set[str]] = {}
+                for hit in hits:
+                    by_source.setdefault(hit.source or "", set()).add(hit.document_id)
+                seen.append((len(by_source), {s for s, ids in by_source.items() if len(ids) > 1}))
+
+    searcher = threading.Thread(target=search)
+    searcher.start()
+    try:
+        for revision in range(1, 31):
+            for i in range(6):
+                write(src, f"f{i}.md", f"Document {i} about the shared subject kiwi, revision {revision}. " * 20)
+            assert store.sync(src, collection=coll).modified == tuple(f"f{i}.md" for i in range(6))
+    finally:
+        stop.set()
+        searcher.join()
+    assert not errors
+    assert len(seen) > 10
+    assert all(both == set() for _n, both in seen)  # never two revisions of one document
+    assert all(n == 6 for n, _both in seen)  # never neither: every document found, every time
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    st.lists(
+        st.lists(
+            st.tuples(
+                st.sampled_from(["put", "delete", "rename"]),
+                st.sampled_from(["a.md", "b.md", "sub/c.md", "d.txt"]),
+                st.sampled_from(["one", "two", "three"]),
+            ),
+            min_size=1,
+            max_size=4,
+        ),
+        min_size=1,
+        max_size=4,
+    )
+)
+def test_any_sequence_of_syncs_equals_a_fresh_ingest(store, tmp_path_factory, edits) -> None:  # type: ignore[no-untyped-def]
+    import uuid
+
+    coll = f"h_{uuid.uuid4().hex[:10]}"
+    src = tmp_path_factory.mktemp("src")
+    store.create_collection(coll)
+    try:
+        for round_ in edits:
+            for op, key, body in round_:
+                path = src / key
+                if op == "put":
+                    write(src, key, f"Text {body}: " + f"{body} sentence. " * (40 if body == "three" else 3))
+                elif op == "delete" and path.exists():
+                    path.unlink()
+                elif op == "rename" and path.exists():
+                    target = src / ("moved-" + key.replace("/", "-"))
+                    if not target.exists():
+                        path.rename(target)
+            assert store.sync(src, collection=coll).ok
+        synced = rows(store, coll)
+        assert synced == fresh_rows(store, coll, src)
+    finally:
+        store.delete_collection(coll)
