@@ -19,7 +19,7 @@ $(STAMP): pyproject.toml constraints.txt Makefile
 	$(PIP) install --quiet --upgrade pip
 	# CPU torch first, pinned: never let pip pull the CUDA wheels.
 	$(PIP) install --quiet -c constraints.txt torch==2.13.0
-	$(PIP) install --quiet -c constraints.txt -e '.[local,embedded,pdf,readers,ocr,server,mcp,dev,langgraph,tokens,pandas,ray]'
+	$(PIP) install --quiet -c constraints.txt -e '.[local,embedded,pdf,readers,ocr,server,mcp,dev,langgraph,tokens,pandas,ray,sync]'
 	# Chromium for the browser tests (Debian's package), where this runs as root on Debian, as on CI
 	if [ "$$(id -u)" = 0 ] && [ -f /etc/debian_version ] && ! command -v chromium >/dev/null; then \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; fi

@@ -48,6 +48,7 @@ from agentrag.errors import (
     RetrievalError,
     ScopeError,
     StoreError,
+    SyncSourceError,
 )
 
 __version__ = "0.1.0"
@@ -92,6 +93,7 @@ _LAZY: dict[str, str] = {
     "Document": "agentrag.store.store",
     "Collection": "agentrag.store.collections",
     "IngestReport": "agentrag.store.ingest",
+    "SyncReport": "agentrag.store.sync_report",
     "Executor": "agentrag.store.prepare",
     "LocalExecutor": "agentrag.store.prepare",
     "PreparedDocument": "agentrag.store.prepare",
@@ -168,6 +170,8 @@ __all__ = [
     "StopReason",
     "Store",
     "StoreError",
+    "SyncReport",
+    "SyncSourceError",
     "Telemetry",
     "aanswer",
     "aanswer_stream",
@@ -254,6 +258,7 @@ if TYPE_CHECKING:
     asearch: AsyncStep
     from agentrag.store.collections import Collection
     from agentrag.store.ingest import IngestReport
+    from agentrag.store.sync_report import SyncReport
     from agentrag.store.prepare import (
         Executor,
         LocalExecutor,

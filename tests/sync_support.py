@@ -21,10 +21,14 @@ def write(folder: Path, key: str, body: str, *, old: bool = True) -> Path:
     return path
 
 
-def rows(store: Any, collection: str, tenant: str | None = None, workspace: str | None = None) -> dict[str, Any]:
+def rows(
+    store: Any, collection: str, tenant: str | None = None, workspace: str | None = None
+) -> dict[str, Any]:
     """Documents and chunks of a collection in one scope, keyed so two collections compare."""
     with store.engine.connect() as conn:
-        cid = conn.execute(text("SELECT id FROM agentrag.collections WHERE name = :n"), {"n": collection}).scalar()
+        cid = conn.execute(
+            text("SELECT id FROM agentrag.collections WHERE name = :n"), {"n": collection}
+        ).scalar()
         params = {"cid": cid, "t": tenant or "", "w": workspace or ""}
         scope = "coalesce(d.tenant_id, '') = :t AND coalesce(d.workspace_id, '') = :w"
         docs = conn.execute(
@@ -38,7 +42,8 @@ def rows(store: Any, collection: str, tenant: str | None = None, workspace: str 
             text(
                 "SELECT d.source, c.id, c.chunk_index, c.text, c.start_char, c.end_char, c.sha256,"
                 " c.embedding::text AS embedding FROM agentrag.chunks c JOIN agentrag.documents d"
-                f" ON d.id = c.document_id WHERE c.collection_id = :cid AND {scope} ORDER BY d.source, c.chunk_index"
+                f" ON d.id = c.document_id WHERE c.collection_id = :cid AND {scope}"
+                " ORDER BY d.source, c.chunk_index"
             ),
             params,
         ).all()

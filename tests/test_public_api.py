@@ -62,6 +62,8 @@ PINNED = [
     "StopReason",
     "Store",
     "StoreError",
+    "SyncReport",
+    "SyncSourceError",
     "Telemetry",
     "aanswer",
     "aanswer_stream",

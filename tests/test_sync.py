@@ -22,7 +22,12 @@ def test_add_modify_delete_rename_unchanged(store, coll, tmp_path: Path) -> None
     write(src, "b.md", "Beta document about bananas.\n")
     write(src, "sub/c.txt", "Gamma document about cherries.\n")
     first = store.sync(src, collection=coll)
-    assert (first.added, first.modified, first.deleted, first.renamed) == (("a.md", "b.md", "sub/c.txt"), (), (), ())
+    assert (first.added, first.modified, first.deleted, first.renamed) == (
+        ("a.md", "b.md", "sub/c.txt"),
+        (),
+        (),
+        (),
+    )
     assert first.read == 3 and first.ok
 
     again = store.sync(src, collection=coll)
@@ -203,5 +208,9 @@ def test_a_renamed_document_keeps_its_history(store, coll, tmp_path: Path) -> No
     assert store.sync(src, collection=coll).renamed == (("a.md", "b.md"),)
     doc = store.documents(coll)[0]
     history = store.revisions(doc.id)
-    assert [(r.revision, r.source, r.current) for r in history] == [(1, "a.md", False), (2, "a.md", False), (3, "b.md", True)]
+    assert [(r.revision, r.source, r.current) for r in history] == [
+        (1, "a.md", False),
+        (2, "a.md", False),
+        (3, "b.md", True),
+    ]
     assert store.document(doc.id, revision=1).text == "First text.\n"

@@ -9,6 +9,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -19,6 +20,18 @@ from tests.sync_support import rows, write
 
 class Killed(BaseException):
     """Raised from a progress callback: the sync stops there, as a killed process would."""
+
+
+class Killer:
+    """A progress callback that raises :class:`Killed` at its ``stop_at``-th event."""
+
+    def __init__(self, stop_at: int) -> None:
+        self.stop_at, self.seen = stop_at, 0
+
+    def __call__(self, event: Any) -> None:
+        self.seen += 1
+        if self.seen - 1 == self.stop_at:
+            raise Killed(event.step)
 
 
 def fresh_rows(store, coll: str, folder: Path) -> dict:  # type: ignore[no-untyped-def,type-arg]
@@ -56,11 +69,8 @@ def test_a_kill_at_every_step_then_a_rerun_converges(store, collection_name, tmp
         store.create_collection(coll)
         store.sync(version(src, 1), collection=coll)
         version(src, 2)
-        seen = iter(range(10_000))
 
-        def kill(event, stop_at: int = stop_at) -> None:  # type: ignore[no-untyped-def]
-            if next(seen) == stop_at:
-                raise Killed(event.step)
+        kill = Killer(stop_at)
 
         with pytest.raises(Killed):
             store.sync(src, collection=coll, on_progress=kill)
@@ -79,7 +89,9 @@ store.sync(sys.argv[2], collection=sys.argv[3])
 """
 
 
-def test_a_sync_killed_by_sigkill_converges_on_the_next_run(store, database_url, collection_name, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_a_sync_killed_by_sigkill_converges_on_the_next_run(
+    store, database_url, collection_name, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
     coll, src = collection_name, tmp_path / "src"
     store.create_collection(coll)
     for i in range(300):
@@ -103,14 +115,18 @@ def test_two_syncs_of_one_source_serialise(store, collection_name, tmp_path: Pat
     store.sync(version(src, 1), collection=coll)
     version(src, 2)
     reports = []
-    threads = [threading.Thread(target=lambda: reports.append(store.sync(src, collection=coll))) for _ in range(2)]
+    threads = [
+        threading.Thread(target=lambda: reports.append(store.sync(src, collection=coll))) for _ in range(2)
+    ]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
     first, second = sorted(reports, key=lambda r: not r.changed)
     assert first.changed and not second.changed  # the second waited for the first, then found nothing to do
-    assert first.added == ("new.md",) and first.deleted == ("f2.md",) and first.renamed == (("f3.md", "g3.md"),)
+    assert (
+        first.added == ("new.md",) and first.deleted == ("f2.md",) and first.renamed == (("f3.md", "g3.md"),)
+    )
     expected = rows(store, coll)
     assert expected == fresh_rows(store, coll, src)
 
@@ -147,7 +163,9 @@ def test_a_searcher_never_sees_a_half_replaced_document(store, collection_name, 
     try:
         for revision in range(1, 31):
             for i in range(6):
-                write(src, f"f{i}.md", f"Document {i} about the shared subject kiwi, revision {revision}. " * 20)
+                write(
+                    src, f"f{i}.md", f"Document {i} about the shared subject kiwi, revision {revision}. " * 20
+                )
             assert store.sync(src, collection=coll).modified == tuple(f"f{i}.md" for i in range(6))
     finally:
         stop.set()

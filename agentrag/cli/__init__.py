@@ -27,6 +27,7 @@ from agentrag.cli import (
     log,
     relations,
     search,
+    sync,
 )
 from agentrag.cli import eval as evaluation  # the `eval` group, not the builtin
 from agentrag.cli.common import AddCommand, add_command
@@ -35,7 +36,20 @@ from agentrag.errors import AgentragError
 __all__ = ["GROUPS", "build_parser", "main"]
 
 # The command groups, in the order of ``agentrag --help``; the extensions' commands come after.
-GROUPS = (db, collections, ingest, documents, search, ask, chat_terminal, relations, log, evaluation, demo)
+GROUPS = (
+    db,
+    collections,
+    ingest,
+    sync,
+    documents,
+    search,
+    ask,
+    chat_terminal,
+    relations,
+    log,
+    evaluation,
+    demo,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

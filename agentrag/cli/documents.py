@@ -1,4 +1,4 @@
-"""``agentrag documents list | delete``."""
+"""``agentrag documents list | show | revisions | delete``."""
 
 from __future__ import annotations
 
@@ -31,6 +31,32 @@ def cmd_documents_list(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_documents_show(args: argparse.Namespace) -> int:
+    """One document with its text; ``--revision N``: the text that revision had."""
+    doc = common.open_store(args).document(args.id, revision=args.revision)
+    if args.json:
+        print_json({**doc.to_dict(), "text": doc.text})
+        return 0
+    revision = f" revision {doc.revision}" if doc.revision is not None else ""
+    print(f"{doc.id}  {doc.collection}:{doc.source}{revision}  sha256 {doc.sha256}\n")
+    print(doc.text)
+    return 0
+
+
+def cmd_documents_revisions(args: argparse.Namespace) -> int:
+    revisions = common.open_store(args).revisions(args.id)
+    if args.json:
+        print_json([r.to_dict() for r in revisions])
+        return 0
+    for r in revisions:
+        until = r.valid_to.isoformat(timespec="seconds") if r.valid_to else "current"
+        print(
+            f"{r.revision:>4}  {r.document_id}  {r.source}"
+            f"  {r.valid_from.isoformat(timespec='seconds')} .. {until}"
+        )
+    return 0
+
+
 def cmd_documents_delete(args: argparse.Namespace) -> int:
     from agentrag.scope import Scope
 
@@ -47,7 +73,7 @@ def cmd_documents_delete(args: argparse.Namespace) -> int:
 
 
 def register(sub: Any, add: AddCommand) -> None:
-    docs = sub.add_parser("documents", help="list, delete documents").add_subparsers(
+    docs = sub.add_parser("documents", help="list, show, delete documents; their revisions").add_subparsers(
         dest="doc_command", required=True
     )
     p = add(docs, "list", cmd_documents_list, "list documents")
@@ -55,6 +81,11 @@ def register(sub: Any, add: AddCommand) -> None:
     p.add_argument("--tenant")
     p.add_argument("--workspace")
     p.add_argument("--every-scope", action="store_true", help="list every tenant's (scoped collections)")
+    p = add(docs, "show", cmd_documents_show, "show a document's text (--revision N: an earlier revision's)")
+    p.add_argument("id")
+    p.add_argument("--revision", type=int, metavar="N", help="the revision's number (documents revisions ID)")
+    p = add(docs, "revisions", cmd_documents_revisions, "list a document's revisions")
+    p.add_argument("id")
     p = add(docs, "delete", cmd_documents_delete, "delete documents by id", json_flag=False)
     p.add_argument("ids", nargs="+")
     p.add_argument("--tenant", help="the documents' tenant (required on scoped collections)")

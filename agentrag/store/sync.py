@@ -160,11 +160,11 @@ class _Run:
         to_read: list[str] = []
         for key, entry in listing.items():
             row, doc = files.get(key), stored.get(key)
-            if row is not None and doc is not None and row.document_id == doc[0] and row.sha256 == doc[1]:
-                if row.matches(entry, self.metadata_sha):
-                    unchanged.append(key)
-                    self.ids[key] = doc[0]
-                    continue
+            recorded = row is not None and doc is not None and (row.document_id, row.sha256) == doc[:2]
+            if recorded and row is not None and doc is not None and row.matches(entry, self.metadata_sha):
+                unchanged.append(key)
+                self.ids[key] = doc[0]
+                continue
             to_read.append(key)
         # 3. read and hash the others
         read: dict[str, PreparedDocument] = {}
@@ -332,9 +332,11 @@ class _Run:
                 return False
             conn.execute(
                 text(
-                    "INSERT INTO agentrag.documents (id, collection_id, source, original_filename, sha256, text,"
+                    "INSERT INTO agentrag.documents (id, collection_id, source, original_filename, sha256,"
+                    " text,"
                     " metadata, classification, doc_date, tenant_id, workspace_id, chunk_count)"
-                    " SELECT :new_id, collection_id, :new, :filename, sha256, text, CAST(:meta AS jsonb), :cls, :date,"
+                    " SELECT :new_id, collection_id, :new, :filename, sha256, text, CAST(:meta AS jsonb),"
+                    " :cls, :date,"
                     " tenant_id, workspace_id, chunk_count FROM agentrag.documents WHERE id = :old_id"
                 ),
                 {
@@ -349,10 +351,12 @@ class _Run:
             )
             conn.execute(
                 text(
-                    "INSERT INTO agentrag.chunks (id, document_id, collection_id, chunk_index, text, start_char,"
+                    "INSERT INTO agentrag.chunks (id, document_id, collection_id, chunk_index, text,"
+                    " start_char,"
                     " end_char, page, section, sha256, embedding)"
                     " SELECT 'chk_' || left(encode(sha256(convert_to(:new_id || chr(31) || chunk_index::text,"
-                    " 'UTF8')), 'hex'), 16), :new_id, collection_id, chunk_index, text, start_char, end_char, page,"
+                    " 'UTF8')), 'hex'), 16), :new_id, collection_id, chunk_index, text, start_char, end_char,"
+                    " page,"
                     " section, sha256, embedding FROM agentrag.chunks WHERE document_id = :old_id"
                 ),
                 {"new_id": new_id, "old_id": old_id},

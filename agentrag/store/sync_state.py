@@ -101,7 +101,8 @@ class SyncState:
                     text(
                         "INSERT INTO agentrag.sync_sources (collection_id, tenant_id, workspace_id, uri,"
                         " last_started_at) VALUES (:cid, :tenant, :workspace, :uri, now())"
-                        " ON CONFLICT (collection_id, coalesce(tenant_id, ''), coalesce(workspace_id, ''), uri)"
+                        " ON CONFLICT (collection_id, coalesce(tenant_id, ''), coalesce(workspace_id, ''),"
+                        " uri)"
                         " DO UPDATE SET last_started_at = now() RETURNING id"
                     ),
                     self.key,
@@ -163,8 +164,9 @@ class SyncState:
         with self.engine.begin() as conn:
             conn.execute(
                 text(
-                    "INSERT INTO agentrag.sync_files (source_id, key, size, mtime_ns, etag, sha256, document_id,"
-                    " metadata_sha256, listed_ns) VALUES (:sid, :key, :size, :mtime, :etag, :sha, :doc, :msha,"
+                    "INSERT INTO agentrag.sync_files (source_id, key, size, mtime_ns, etag, sha256,"
+                    " document_id, metadata_sha256, listed_ns)"
+                    " VALUES (:sid, :key, :size, :mtime, :etag, :sha, :doc, :msha,"
                     " :listed) ON CONFLICT (source_id, key) DO UPDATE SET size = EXCLUDED.size,"
                     " mtime_ns = EXCLUDED.mtime_ns, etag = EXCLUDED.etag, sha256 = EXCLUDED.sha256,"
                     " document_id = EXCLUDED.document_id, metadata_sha256 = EXCLUDED.metadata_sha256,"
@@ -189,7 +191,8 @@ class SyncState:
         with self.engine.begin() as conn:
             conn.execute(
                 text(
-                    "UPDATE agentrag.sync_sources SET last_finished_at = now(), last_report = CAST(:r AS jsonb)"
+                    "UPDATE agentrag.sync_sources SET last_finished_at = now(),"
+                    " last_report = CAST(:r AS jsonb)"
                     " WHERE id = :sid"
                 ),
                 {"sid": self.source_id, "r": json.dumps(report, default=str)},

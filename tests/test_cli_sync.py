@@ -1,0 +1,101 @@
+"""``agentrag sync`` and ``agentrag documents show | revisions`` (issue #24)."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agentrag import cli
+from agentrag.store.store import Store
+from tests.sync_support import write
+
+
+@pytest.fixture
+def run(store: Store, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> Any:
+    monkeypatch.setattr(cli.common, "open_store", lambda args: store)  # the test database, FakeEmbedder
+
+    def invoke(*argv: str) -> tuple[int, str, str]:
+        code = cli.main(list(argv))
+        out = capsys.readouterr()
+        return code, out.out, out.err
+
+    return invoke
+
+
+def test_sync_prints_the_report_and_json(run, collection_name: str, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    src = tmp_path / "src"
+    write(src, "a.md", "Alpha.\n")
+    code, _out, err = run("sync", str(src), "-c", collection_name)
+    assert code == 2 and "add --create" in err
+    code, out, _err = run("sync", str(src), "-c", collection_name, "--create")
+    assert code == 0 and "1 added, 0 modified, 0 deleted, 0 renamed, 0 unchanged, 0 failed" in out
+    assert "  added: a.md" in out
+    write(src, "a.md", "Alpha, edited.\n")
+    (src / "bad.md").write_bytes(b"\xff\xfe")
+    code, out, _err = run("sync", str(src), "-c", collection_name, "--dry-run", "--json")
+    data = json.loads(out)
+    assert (
+        code == 1
+        and data["dry_run"]
+        and data["modified"] == ["a.md"]
+        and data["failed"][0]["source"] == "bad.md"
+    )
+    code, out, _err = run("sync", str(src), "-c", collection_name, "--json", "--exclude", "bad*")
+    data = json.loads(out)
+    assert code == 0 and data["modified"] == ["a.md"] and data["failed"] == []
+    doc_id = data["document_ids"]["a.md"]
+
+    code, out, _err = run("documents", "revisions", doc_id)
+    assert code == 0 and out.splitlines()[0].split()[0] == "1" and "current" in out.splitlines()[1]
+    code, out, _err = run("documents", "show", doc_id, "--revision", "1")
+    assert code == 0 and "revision 1" in out and "Alpha.\n" in out
+    code, out, _err = run("documents", "show", doc_id, "--json")
+    assert json.loads(out)["text"] == "Alpha, edited.\n" and json.loads(out)["revision"] == 2
+    code, _out, err = run("documents", "show", doc_id, "--revision", "9")
+    assert code == 2 and "no revision 9" in err
+    code, _out, err = run("sync", str(src), "-c", collection_name, "--keep-revisions", "-1")
+    assert code == 2 and "--keep-revisions" in err
+
+
+def test_sync_watch_syncs_again_on_change(store: Store, collection_name: str, tmp_path: Path) -> None:
+    from agentrag.store.sync_watch import watch
+
+    pytest.importorskip("watchfiles")
+    src = tmp_path / "src"
+    write(src, "a.md", "Alpha.\n")
+    store.create_collection(collection_name)
+    reports: list[Any] = []
+    stop = threading.Event()
+    thread = threading.Thread(
+        target=watch,
+        args=(store, src),
+        kwargs={"collection": collection_name, "on_report": reports.append, "debounce_ms": 200, "stop": stop},
+    )
+    thread.start()
+    try:
+        deadline = time.monotonic() + 30
+        while not reports and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert reports and reports[0].added == ("a.md",)
+        time.sleep(0.5)  # the watcher is running
+        write(src, "b.md", "Beta.\n", old=False)
+        while not any(r.added == ("b.md",) for r in reports) and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        stop.set()
+        thread.join(timeout=30)
+    assert any(r.added == ("b.md",) for r in reports)
+    assert [d.source for d in store.documents(collection_name)] == ["a.md", "b.md"]
+
+
+def test_watch_refuses_a_url(store: Store, collection_name: str) -> None:
+    from agentrag.errors import InvalidInputError
+    from agentrag.store.sync_watch import watch
+
+    with pytest.raises(InvalidInputError, match="cron"):
+        watch(store, "s3://bucket/kb", collection=collection_name, on_report=print)
