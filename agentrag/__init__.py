@@ -258,7 +258,6 @@ if TYPE_CHECKING:
     asearch: AsyncStep
     from agentrag.store.collections import Collection
     from agentrag.store.ingest import IngestReport
-    from agentrag.store.sync_report import SyncReport
     from agentrag.store.prepare import (
         Executor,
         LocalExecutor,
@@ -267,4 +266,5 @@ if TYPE_CHECKING:
         prepare_documents,
     )
     from agentrag.store.store import Document, Store, connect
+    from agentrag.store.sync_report import SyncReport
     from agentrag.telemetry import Telemetry
