@@ -60,6 +60,11 @@ RUNS = [
         ["benchmarks.answers"],
         ["benchmarks.answers", "--support", "60", "--scifact", "0"],
     ),
+    (
+        "store.sync of a changing folder beside its floor, a full ingest and LangChain's indexing API",
+        ["benchmarks.sync"],
+        ["benchmarks.sync", "--files", "1000"],
+    ),
     ("CLI cold start", ["benchmarks.coldstart"], ["benchmarks.coldstart", "--runs", "2"]),
     (
         "readers: pages/s per format beside the bare parser, OCR, HTML and PDF candidates",
