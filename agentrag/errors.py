@@ -66,9 +66,9 @@ __all__ = [
     "RetrievalError",
     "ScopeError",
     "StoreError",
+    "SyncSourceError",
     "UnreadableFileError",
     "UnsupportedFormatError",
-    "SyncSourceError",
 ]
 
 

@@ -57,7 +57,9 @@ class ProofChunk:
     #: where the chunk is in its file: page / page_end, slide, sheet + rows, section path, ...
     #: (``agentrag.readers.format_locator`` puts it in words); None when there is nothing to add
     locator: dict[str, Any] | None = None
-    revision: int | None = None  # the document's revision: store.document(doc_id, revision=...) reads its text
+    revision: int | None = (
+        None  # the document's revision: store.document(doc_id, revision=...) reads its text
+    )
 
 
 @dataclass(frozen=True, slots=True)

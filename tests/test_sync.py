@@ -214,3 +214,18 @@ def test_a_renamed_document_keeps_its_history(store, coll, tmp_path: Path) -> No
         (3, "b.md", True),
     ]
     assert store.document(doc.id, revision=1).text == "First text.\n"
+
+
+def test_revisions_are_read_inside_a_scope_only(store, coll, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    src = tmp_path / "src"
+    write(src, "a.md", "Tenant one's first text.\n")
+    store.sync(src, collection=coll, tenant="t1")
+    write(src, "a.md", "Tenant one's second text.\n")
+    store.sync(src, collection=coll, tenant="t1")
+    doc = store.documents(coll, tenant="t1")[0]
+    assert store.document(doc.id, revision=1, scope=ar.Scope(tenant="t1")).text == "Tenant one's first text.\n"
+    with pytest.raises(ar.DocumentNotFoundError):
+        store.document(doc.id, revision=1, scope=ar.Scope(tenant="t2"))
+    assert [r.revision for r in store.revisions(doc.id, scope=ar.Scope(tenant="t1"))] == [1, 2]
+    with pytest.raises(ar.DocumentNotFoundError):
+        store.revisions(doc.id, scope=ar.Scope(tenant="t2"))

@@ -82,9 +82,9 @@ def revisions(engine: Engine, document_id: str, scope: Scope | None = None) -> l
     with engine.connect() as conn:
         rows = conn.execute(
             text(
-                "SELECT d.lineage, d.revision, d.document_id, d.source, d.sha256, d.chunk_count, d.valid_from,"
-                f" d.valid_to FROM {_SCOPED} WHERE d.lineage = ({_LINEAGE_SQL}) AND ({scope_sql})"
-                " ORDER BY d.revision"
+                "SELECT d.lineage, d.revision, d.document_id, d.source, d.sha256, d.chunk_count,"
+                f" d.valid_from, d.valid_to FROM {_SCOPED} WHERE d.lineage = ({_LINEAGE_SQL})"
+                f" AND ({scope_sql}) ORDER BY d.revision"
             ),
             {"id": document_id, **params},
         ).all()
@@ -102,7 +102,6 @@ def read_revision(engine: Engine, document_id: str, revision: int, scope: Scope 
     from sqlalchemy import text
 
     from agentrag.retrieval.scope_sql import compile_scope
-
     from agentrag.store.documents import Document
     from agentrag.store.prepare import document_columns
 
@@ -114,7 +113,8 @@ def read_revision(engine: Engine, document_id: str, revision: int, scope: Scope 
             conn.execute(
                 text(
                     "SELECT d.document_id AS id, c.name AS collection, d.source, d.original_filename,"
-                    " d.sha256, d.metadata, d.tenant_id AS tenant, d.workspace_id AS workspace, d.chunk_count,"
+                    " d.sha256, d.metadata, d.tenant_id AS tenant, d.workspace_id AS workspace,"
+                    " d.chunk_count,"
                     " d.valid_from, d.valid_to, d.revision, coalesce(d.text, cur.text) AS text,"
                     " cur.created_at, cur.updated_at, cur.classification, cur.doc_date"
                     f" FROM {_SCOPED} JOIN agentrag.collections c ON c.id = d.collection_id"

@@ -32,10 +32,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agentrag.errors import IngestError, InvalidInputError
+from agentrag.readers.ingest import read_document
 from agentrag.store.collections import WRITE_LOCK_SQL, Collection, check_embedder, write_lock_params
 from agentrag.store.ingest import ingest_documents
-from agentrag.store.prepare import PreparedDocument, canonical_metadata, document_columns, json_default
-from agentrag.store.readers import read_file
+from agentrag.store.prepare import (
+    PreparedDocument,
+    canonical_metadata,
+    chunk_options,
+    document_columns,
+    json_default,
+)
 from agentrag.store.revisions import continue_lineage, prune_revisions
 from agentrag.store.sync_report import SyncProgress, SyncReport
 from agentrag.store.sync_source import SyncSource, open_source
@@ -100,6 +106,7 @@ def sync(
         check_embedder(coll, store.embedder)  # before anything is read or written
     src = open_source(source, include=include, exclude=exclude, storage_options=storage_options)
     run = _Run(store, coll, src, tenant, workspace, user_metadata, metadata_sha, on_progress)
+    run.layout = chunk_options(chunk_size, chunk_overlap)
     try:
         with source_lock(store.engine, [coll.id, tenant, workspace, src.uri]):
             report = run.execute(
@@ -134,6 +141,7 @@ class _Run:
         self.on_progress = on_progress
         self.state = SyncState(store.engine, coll.id, tenant, workspace, src.uri)
         self.ids: dict[str, str] = {}
+        self.layout = chunk_options(None, None)  # chunk size and overlap the files are laid out with
         self.failed: list[tuple[str, str]] = []
 
     def emit(self, step: str, key: str | None = None, done: int = 0, total: int = 0) -> None:
@@ -269,16 +277,13 @@ class _Run:
 
         try:
             path = self.src.local_path(key)
-            text = read_file(path)
+            text, metadata, chunks = read_document(path, size=self.layout[0], overlap=self.layout[1])
         except (IngestError, SyncSourceError) as exc:
             self.failed.append((key, f"{key}: {exc}"))
             return None
+        # read and laid out as ingest reads a file (its reader's chunks kept): the same rows
         item = PreparedDocument(
-            key,
-            text.text,
-            {**text.metadata, **self.user_metadata},
-            original_filename=path.name,
-            page_starts=text.page_starts,
+            key, text, {**metadata, **self.user_metadata}, original_filename=path.name, chunks=chunks
         )
         item.sha256 = hashlib.sha256(item.text.encode("utf-8")).hexdigest()
         return item
@@ -352,12 +357,11 @@ class _Run:
             conn.execute(
                 text(
                     "INSERT INTO agentrag.chunks (id, document_id, collection_id, chunk_index, text,"
-                    " start_char,"
-                    " end_char, page, section, sha256, embedding)"
+                    " start_char, end_char, page, section, sha256, embedding, locator)"
                     " SELECT 'chk_' || left(encode(sha256(convert_to(:new_id || chr(31) || chunk_index::text,"
                     " 'UTF8')), 'hex'), 16), :new_id, collection_id, chunk_index, text, start_char, end_char,"
                     " page,"
-                    " section, sha256, embedding FROM agentrag.chunks WHERE document_id = :old_id"
+                    " section, sha256, embedding, locator FROM agentrag.chunks WHERE document_id = :old_id"
                 ),
                 {"new_id": new_id, "old_id": old_id},
             )
