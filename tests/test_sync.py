@@ -223,7 +223,8 @@ def test_revisions_are_read_inside_a_scope_only(store, coll, tmp_path: Path) -> 
     write(src, "a.md", "Tenant one's second text.\n")
     store.sync(src, collection=coll, tenant="t1")
     doc = store.documents(coll, tenant="t1")[0]
-    assert store.document(doc.id, revision=1, scope=ar.Scope(tenant="t1")).text == "Tenant one's first text.\n"
+    first = store.document(doc.id, revision=1, scope=ar.Scope(tenant="t1"))
+    assert first.text == "Tenant one's first text.\n"
     with pytest.raises(ar.DocumentNotFoundError):
         store.document(doc.id, revision=1, scope=ar.Scope(tenant="t2"))
     assert [r.revision for r in store.revisions(doc.id, scope=ar.Scope(tenant="t1"))] == [1, 2]
