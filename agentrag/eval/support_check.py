@@ -3,7 +3,8 @@
 For each answerable question of a question set, the question is searched (local strategies) and
 replies are written from its hits, sentence by labelled sentence:
 
-* ``supported``: a whole sentence of a retrieved chunk, citing that chunk;
+* ``supported``: a whole sentence of a retrieved chunk, citing that chunk; ``supported_part``: the
+  clause after its first comma, as a sentence of its own;
 * ``number``: such a sentence with a figure changed, citing the same chunk (unsupported);
 * ``wrong_chunk``: a sentence of another document's chunk, citing a chunk that does not say it;
 * ``fabricated``: an invented claim citing a retrieved chunk; ``uncited``: one without a citation;
@@ -34,6 +35,7 @@ __all__ = ["FORMS", "Reply", "Unit", "build_replies", "check_replies", "score_su
 
 FORMS = (
     "supported",
+    "supported_part",
     "number",
     "wrong_chunk",
     "fabricated",
@@ -129,6 +131,15 @@ def _bump(sentence: str) -> str | None:
     return sentence[: match.start()] + f"{changed}" + sentence[match.end() :]
 
 
+def _part(sentence: str) -> str | None:
+    """The clause after the first comma, as a sentence of its own (what a model quoting loosely
+    writes): still said by the chunk. None when that leaves fewer than six words."""
+    head, sep, rest = sentence.partition(", ")
+    if not sep or len(rest.split()) < 6 or not head:
+        return None
+    return rest[:1].upper() + rest[1:]
+
+
 def _lower_first(text: str) -> str:
     return text[:1].lower() + text[1:]
 
@@ -209,6 +220,11 @@ def _reply(
         else:
             units[0] = Unit(sentence.rstrip(".!"), "semicolon-head", True)
             units.append(Unit(f"; {clause} [{label}].", "semicolon", False))
+    if kind in (0, 1, 4):  # and a loosely quoted clause of another sentence, when there is one
+        parts = [(p, lab) for s, lab in own if s != sentence for p in [_part(s)] if p]
+        if parts:
+            part, part_label = parts[shape % len(parts)]
+            units.append(Unit(_with_citation(part, part_label), "supported_part", True))
     text = ""
     for unit in units:
         text += unit.text if unit.text.startswith(";") or not text else " " + unit.text
