@@ -58,6 +58,43 @@ def run_set(store: Any, file: str, corpus: Path, support: int) -> dict[str, Any]
     return out
 
 
+def latency(store: Any, file: str, corpus: Path, limit: int = 10) -> dict[str, Any]:
+    """The answer step alone over ``limit`` hits, for the answerable questions of ``file``: the first
+    call (cold: nothing cached in this process), a second call on the same context (warm), and the
+    floor of the cold call: embedding the hits' sentences once with the bare model."""
+    import agentrag as ar
+    from agentrag.eval.answers import load_answer_set
+    from agentrag.sentences import sentences
+
+    collections = ingest_corpus(store, corpus)
+    items = load_answer_set(file).of_kind("answerable")
+    embedder = store.embedder
+    embedder.embed(["warm the model up"])
+    cold, warm, floor = [], [], []
+    for item in items:
+        ctx = ar.new(item["question"], store=store, collections=collections, limit=limit).search().rerank()
+        for runs in (cold, warm):
+            started = time.perf_counter()
+            ctx.answer()
+            runs.append((time.perf_counter() - started) * 1000.0)
+        texts = [x.text for h in ctx.hits for x in sentences(h.text) if x.complete]
+        started = time.perf_counter()
+        if texts:
+            embedder.embed(texts)
+        floor.append((time.perf_counter() - started) * 1000.0)
+
+    def p50(values: list[float]) -> float:
+        return round(sorted(values)[len(values) // 2], 2)
+
+    return {
+        "questions": len(items),
+        "hits": limit,
+        "cold_p50": p50(cold),
+        "warm_p50": p50(warm),
+        "floor_p50": p50(floor),
+    }
+
+
 def scifact(store: Any, path: str, claims: int, seed: int) -> dict[str, Any]:
     """Gold document cited on SciFact claims; abstention when the gold documents are left out."""
     import agentrag as ar
@@ -113,6 +150,9 @@ def main() -> int:
 
     store = ar.Store(args.database_url)
     result: dict[str, Any] = {"agentrag": str(Path(ar.__file__).resolve().parent), "sets": []}
+    if args.set:  # first, while nothing is cached in this process
+        file, _, corpus = args.set[0].partition("=")
+        result["latency"] = latency(store, file, Path(corpus))
     for i, spec in enumerate(args.set):
         file, _, corpus = spec.partition("=")
         result["sets"].append(run_set(store, file, Path(corpus), args.support if i == 0 else 0))

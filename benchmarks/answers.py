@@ -143,6 +143,17 @@ def report(sides: dict[str, dict[str, Any]]) -> None:
                 + " | ".join(_cell(c) for c in cells)
                 + " |"
             )
+    if all("latency" in sides[n] for n in names):
+        lat = sides[names[-1]]["latency"]
+        print(f"\nanswer step alone, {lat['hits']} hits, {lat['questions']} questions: p50 (ms)")
+        print("| | " + " | ".join(names) + " |")
+        print("|---|" + "---|" * len(names))
+        for key, label in (
+            ("cold_p50", "first call"),
+            ("warm_p50", "second call, same hits"),
+            ("floor_p50", "floor: the hits' sentences embedded once"),
+        ):
+            print(f"| {label} | " + " | ".join(_cell(sides[n]["latency"][key]) for n in names) + " |")
     if all("scifact" in sides[n] for n in names):
         print(f"\nSciFact, {sides[names[-1]]['scifact']['claims']} test claims")
         print("| | " + " | ".join(names) + " |")
