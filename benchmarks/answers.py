@@ -10,7 +10,8 @@ the support check, on two question sets, beside the behaviour of an earlier comm
 * the support check (:mod:`agentrag.eval.support_check`) on ``--support`` scripted FakeLLM replies
   written from the sample corpus's hits;
 * SciFact (``AGENTRAG_BEIR_PATH``): the gold document cited for ``--scifact`` test claims, and
-  abstention on a copy of the collection without those claims' gold documents;
+  abstention when their gold documents are left out, over a collection of the claims' BM25 top-20
+  candidates plus their gold documents (embedded once per database; see _answers_worker.scifact);
 * the baseline row: the same measurement code run from a ``git archive`` of ``--baseline`` (the
   library as it was, with this checkout's ``agentrag/eval/answers.py`` and ``support_check.py``
   copied in) in its own database, in the same run.
@@ -155,7 +156,11 @@ def report(sides: dict[str, dict[str, Any]]) -> None:
         ):
             print(f"| {label} | " + " | ".join(_cell(sides[n]["latency"][key]) for n in names) + " |")
     if all("scifact" in sides[n] for n in names):
-        print(f"\nSciFact, {sides[names[-1]]['scifact']['claims']} test claims")
+        sf = sides[names[-1]]["scifact"]
+        print(
+            f"\nSciFact, {sf['claims']} test claims, over their pool of {sf['pool_documents']} documents "
+            f"({sf['left_out_documents']} gold documents left out for the *_without_gold rows)"
+        )
         print("| | " + " | ".join(names) + " |")
         print("|---|" + "---|" * len(names))
         for key in ("gold_cited", "abstained_with_gold", "abstained_without_gold", "grounded_without_gold"):
