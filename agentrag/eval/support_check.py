@@ -8,7 +8,8 @@ replies are written from its hits, sentence by labelled sentence:
 * ``number``: such a sentence with a figure changed, citing the same chunk (unsupported);
 * ``wrong_chunk``: a sentence of another document's chunk, citing a chunk that does not say it;
 * ``fabricated``: an invented claim citing a retrieved chunk; ``uncited``: one without a citation;
-* the bypass forms of issue #23: ``colon`` (an uncited claim ending in ``:``), ``lowercase`` (an
+* the bypass forms of issue #23: ``colon`` (an uncited claim ending in ``:``, then the cited sentence
+  on its line or as a list item below it), ``lowercase`` (an
   uncited claim after a cited sentence, starting lowercase), ``short`` (two words or fewer:
   ``Password: hunter2.``) and ``semicolon`` (an invented clause run on after a cited one).
 
@@ -189,6 +190,7 @@ def _reply(
     sentence, label = own[shape % len(own)]
     second, second_label = own[(shape + 1) % len(own)]
     units: list[Unit] = [Unit(_with_citation(sentence, label), "supported", True)]
+    separators: dict[int, str] = {}  # before unit i, when not a space
     kind = shape % 6
     if kind == 0:
         figures = [(s, lab) for s, lab in own if s != sentence and _NUMBER.search(s)]
@@ -206,9 +208,11 @@ def _reply(
         units.append(Unit(rng.choice(FABRICATED), "uncited", False))
         if second != sentence:
             units.append(Unit(_with_citation(second, second_label), "supported", True))
-    elif kind == 3:
+    elif kind == 3:  # the lead-in on the cited sentence's line, or above it as a list item
         units.insert(0, Unit(rng.choice(LEAD_INS), "colon", False))
         units.append(Unit(rng.choice(SHORTS), "short", False))
+        if rng.random() < 0.5:
+            separators = {1: "\n- ", 2: "\n\n"}
     elif kind == 4:
         units.append(Unit(_lower_first(rng.choice(CLAUSES)) + ".", "lowercase", False))
     else:
@@ -226,8 +230,11 @@ def _reply(
             part, part_label = parts[shape % len(parts)]
             units.append(Unit(_with_citation(part, part_label), "supported_part", True))
     text = ""
-    for unit in units:
-        text += unit.text if unit.text.startswith(";") or not text else " " + unit.text
+    for i, unit in enumerate(units):
+        if not text or unit.text.startswith(";"):
+            text += unit.text
+        else:
+            text += separators.get(i, " ") + unit.text
     return Reply(question, text, tuple(units))
 
 
