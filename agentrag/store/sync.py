@@ -227,15 +227,22 @@ class _Run:
             listed_ns,
         )
         done_renames: list[tuple[str, str]] = []
-        for number, (old, new) in enumerate(renamed, start=1):
-            if self._move(old, new, read[new], stored[old][0]):
-                done_renames.append((old, new))
-                self.state.record(
-                    [(new, listing[new], read[new].sha256, self.ids[new])], self.metadata_sha, listed_ns
-                )
-            else:  # the old document changed meanwhile: an ordinary add
-                added.append(new)
-            self.emit("renamed", new, number, len(renamed))
+        if renamed:  # one transaction for every rename (each one whole), then their state rows
+            with self.store.engine.begin() as conn:
+                self._locks(conn, [key for pair in renamed for key in pair])
+                for old, new in renamed:
+                    if self._move(conn, old, new, read[new], stored[old][0]):
+                        done_renames.append((old, new))
+                    else:  # the old document changed meanwhile: an ordinary add
+                        added.append(new)
+                self.state.forget(conn, [old for old, _new in done_renames])
+            self.state.record(
+                [(new, listing[new], read[new].sha256, self.ids[new]) for _old, new in done_renames],
+                self.metadata_sha,
+                listed_ns,
+            )
+            for number, (_old, new) in enumerate(renamed, start=1):
+                self.emit("renamed", new, number, len(renamed))
         ingested = self._ingest([read[k] for k in [*added, *modified]], ingest_options)
         self.state.record(
             [(k, listing[k], read[k].sha256, self.ids[k]) for k in [*added, *modified] if k in self.ids],
@@ -316,75 +323,71 @@ class _Run:
             {"keys": [json.dumps([self.coll.id, k, self.tenant, self.workspace]) for k in keys]},
         )
 
-    def _move(self, old: str, new: str, item: PreparedDocument, old_id: str) -> bool:
-        """Rename ``old`` to ``new`` in one transaction, reusing its chunks' vectors. False when the
-        stored documents no longer allow it (the old one changed, or the new key is taken)."""
+    def _move(self, conn: Connection, old: str, new: str, item: PreparedDocument, old_id: str) -> bool:
+        """Rename ``old`` to ``new`` inside the caller's transaction (the keys locked), reusing its
+        chunks' vectors. False, with nothing written, when the stored documents no longer allow it
+        (the old one changed, or the new key is taken)."""
         from sqlalchemy import text
 
         new_id = document_id(self.coll, item, self.tenant, self.workspace)
         classification, doc_date = document_columns(item.metadata, new)
         params = {"cid": self.coll.id, **self.scope}
-        with self.store.engine.begin() as conn:
-            self._locks(conn, [old, new])
-            rows = conn.execute(
-                text(
-                    f"SELECT source, id FROM agentrag.documents WHERE collection_id = :cid AND {_SCOPE_SQL}"
-                    " AND source = ANY(:keys)"
-                ),
-                {**params, "keys": [old, new]},
-            ).all()
-            if {row.source: row.id for row in rows} != {old: old_id}:
-                return False
-            conn.execute(
-                text(
-                    "INSERT INTO agentrag.documents (id, collection_id, source, original_filename, sha256,"
-                    " text,"
-                    " metadata, classification, doc_date, tenant_id, workspace_id, chunk_count)"
-                    " SELECT :new_id, collection_id, :new, :filename, sha256, text, CAST(:meta AS jsonb),"
-                    " :cls, :date,"
-                    " tenant_id, workspace_id, chunk_count FROM agentrag.documents WHERE id = :old_id"
-                ),
-                {
-                    "new_id": new_id,
-                    "new": new,
-                    "filename": item.original_filename,
-                    "meta": json.dumps(item.metadata, default=json_default),
-                    "cls": classification,
-                    "date": doc_date,
-                    "old_id": old_id,
-                },
-            )
-            conn.execute(
-                text(
-                    "INSERT INTO agentrag.chunks (id, document_id, collection_id, chunk_index, text,"
-                    " start_char, end_char, page, section, sha256, embedding, locator)"
-                    " SELECT 'chk_' || left(encode(sha256(convert_to(:new_id || chr(31) || chunk_index::text,"
-                    " 'UTF8')), 'hex'), 16), :new_id, collection_id, chunk_index, text, start_char, end_char,"
-                    " page,"
-                    " section, sha256, embedding, locator FROM agentrag.chunks WHERE document_id = :old_id"
-                ),
-                {"new_id": new_id, "old_id": old_id},
-            )
-            conn.execute(
-                text(
-                    "INSERT INTO agentrag.document_sessions (session_id, document_id)"
-                    " SELECT session_id, :new_id FROM agentrag.document_sessions WHERE document_id = :old_id"
-                ),
-                {"new_id": new_id, "old_id": old_id},
-            )
-            conn.execute(
-                text(
-                    f"UPDATE agentrag.relations SET source = :new WHERE collection_id = :cid AND {_SCOPE_SQL}"
-                    " AND session_id IS NULL AND source = :old"
-                ),
-                {**params, "old": old, "new": new},
-            )
-            conn.execute(text("DELETE FROM agentrag.documents WHERE id = :old_id"), {"old_id": old_id})
-            continue_lineage(conn, old_id, new_id)
-            conn.execute(
-                text("UPDATE agentrag.collections SET version = version + 1 WHERE id = :cid"), params
-            )
-            self.state.forget(conn, [old])
+        rows = conn.execute(
+            text(
+                f"SELECT source, id FROM agentrag.documents WHERE collection_id = :cid AND {_SCOPE_SQL}"
+                " AND source = ANY(:keys)"
+            ),
+            {**params, "keys": [old, new]},
+        ).all()
+        if {row.source: row.id for row in rows} != {old: old_id}:
+            return False
+        conn.execute(
+            text(
+                "INSERT INTO agentrag.documents (id, collection_id, source, original_filename, sha256,"
+                " text,"
+                " metadata, classification, doc_date, tenant_id, workspace_id, chunk_count)"
+                " SELECT :new_id, collection_id, :new, :filename, sha256, text, CAST(:meta AS jsonb),"
+                " :cls, :date,"
+                " tenant_id, workspace_id, chunk_count FROM agentrag.documents WHERE id = :old_id"
+            ),
+            {
+                "new_id": new_id,
+                "new": new,
+                "filename": item.original_filename,
+                "meta": json.dumps(item.metadata, default=json_default),
+                "cls": classification,
+                "date": doc_date,
+                "old_id": old_id,
+            },
+        )
+        conn.execute(
+            text(
+                "INSERT INTO agentrag.chunks (id, document_id, collection_id, chunk_index, text,"
+                " start_char, end_char, page, section, sha256, embedding, locator)"
+                " SELECT 'chk_' || left(encode(sha256(convert_to(:new_id || chr(31) || chunk_index::text,"
+                " 'UTF8')), 'hex'), 16), :new_id, collection_id, chunk_index, text, start_char, end_char,"
+                " page,"
+                " section, sha256, embedding, locator FROM agentrag.chunks WHERE document_id = :old_id"
+            ),
+            {"new_id": new_id, "old_id": old_id},
+        )
+        conn.execute(
+            text(
+                "INSERT INTO agentrag.document_sessions (session_id, document_id)"
+                " SELECT session_id, :new_id FROM agentrag.document_sessions WHERE document_id = :old_id"
+            ),
+            {"new_id": new_id, "old_id": old_id},
+        )
+        conn.execute(
+            text(
+                f"UPDATE agentrag.relations SET source = :new WHERE collection_id = :cid AND {_SCOPE_SQL}"
+                " AND session_id IS NULL AND source = :old"
+            ),
+            {**params, "old": old, "new": new},
+        )
+        conn.execute(text("DELETE FROM agentrag.documents WHERE id = :old_id"), {"old_id": old_id})
+        continue_lineage(conn, old_id, new_id)
+        conn.execute(text("UPDATE agentrag.collections SET version = version + 1 WHERE id = :cid"), params)
         self.ids[new] = new_id
         return True
 
