@@ -232,7 +232,11 @@ def main() -> None:
                 embedder.caching = True
                 lc_first = langchain_run(folder, embedder, text_sha(folder), first=True)
             except ImportError as exc:
-                print(f"LangChain left out: {exc} (pip install langchain-classic langchain-postgres)")
+                print(
+                    f"LangChain left out: {exc} (langchain-classic and langchain-postgres, in a separate"
+                    " venv: langchain-postgres pins the pgvector package to 0.3.6, which agentrag's venv"
+                    " must not get)"
+                )
                 langchain = False
             finally:
                 embedder.caching = False
