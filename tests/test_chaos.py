@@ -693,6 +693,20 @@ def test_an_sse_client_gone_after_the_first_event_leaves_its_audit_rows(
         server.stop()
 
 
+_SEARCH_ROUTE = "/api/v1/query/{tenant_id}/search"
+
+
+def _refusal_counts(server: Any) -> dict[str, dict[int, int]]:
+    """The server's ``agentrag.server.refused`` counter as last exported: route -> status -> count."""
+    counts: dict[str, dict[int, int]] = {}
+    for item in server.telemetry():
+        if item["kind"] == "metric" and item["name"] == "agentrag.server.refused":
+            attributes = item["attributes"]
+            by_status = counts.setdefault(attributes["http.route"], {})
+            by_status[attributes["http.response.status_code"]] = item["value"]
+    return counts
+
+
 def test_slow_senders_and_oversized_heads_are_refused_within_the_limits(
     database_url: str, store: Store, tmp_path: Path
 ) -> None:
@@ -743,6 +757,14 @@ def test_slow_senders_and_oversized_heads_are_refused_within_the_limits(
         refused = sorted(r.details["status"] for r in _refused_rows(store.engine, tenant))
         assert refused == [408, 415]
         assert all("token" not in json.dumps(r.details) for r in _refused_rows(store.engine, tenant))
+        # the refusals of the head (no request, no route) are counted too, under a fixed route:
+        # 2 x 408 (a head that stops, nothing sent), 2 x 431, 1 x 414
+        head = {408: 2, 414: 1, 431: 2}
+        deadline = time.monotonic() + 10
+        while (counted := _refusal_counts(server)).get("(request head)") != head:
+            assert time.monotonic() < deadline, counted
+            time.sleep(0.1)
+        assert counted[_SEARCH_ROUTE] == {408: 1} and counted["(before routing)"] == {415: 1}, counted
     finally:
         server.stop()
 

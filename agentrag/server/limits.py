@@ -15,8 +15,12 @@ Two layers, both configured from :class:`~agentrag.server.config.ServerConfig`:
   keep-alive connection stays usable.
 
 Every refusal (a 4xx of the list :data:`REFUSALS`, or an overload 503) is counted in the
-``agentrag.server.refused`` metric and handed to ``on_refusal`` (the server audits it: status,
-route, tenant from the path; never a body or a token).
+``agentrag.server.refused`` metric (by status and ``http.route``: the matched route's template, or
+``(before routing)`` for what the guard refuses itself) and handed to ``on_refusal`` (the server
+audits it: status, route, tenant from the path; never a body or a token). A refusal of the HTTP
+protocol layer, before any request exists (414 / 431 / 408 on the request head), reaches the same
+counter through :func:`head_refused`, with the fixed route :data:`HEAD_ROUTE` (nothing of the
+request was parsed to name it); it is not audited (no tenant is known, and no path is trusted).
 """
 
 from __future__ import annotations
@@ -27,11 +31,21 @@ import logging
 import re
 import time
 import uuid
+import weakref
 from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["REFUSALS", "RequestGuard", "RequestLimits", "error_body", "install", "tenant_of"]
+__all__ = [
+    "HEAD_ROUTE",
+    "REFUSALS",
+    "RequestGuard",
+    "RequestLimits",
+    "error_body",
+    "head_refused",
+    "install",
+    "tenant_of",
+]
 
 _log = logging.getLogger("agentrag.server")
 
@@ -41,6 +55,11 @@ ASGIApp = Callable[[Scope, Any, Any], Awaitable[None]]
 
 #: The statuses that are refusals of the client's request (counted and audited).
 REFUSALS = frozenset({400, 401, 403, 408, 413, 414, 415, 422, 429, 431})
+#: The ``http.route`` of a refusal at the request-head stage (no route is known yet).
+HEAD_ROUTE = "(request head)"
+_UNROUTED = "(before routing)"  # refused by the guard itself (431, 415, 503), or no route matched
+#: The counter of this process's serving guard (the latest :class:`RequestGuard` with a meter).
+_HEAD_SINK: list[weakref.WeakMethod[Callable[[int], None]]] = []
 _QUERY_PATH = re.compile(r"/api/v1/query/([A-Za-z0-9_][A-Za-z0-9_.-]{0,127})/[a-z]+")
 _JSON = re.compile(r"application/(?:[a-z0-9.+-]*\+)?json", re.IGNORECASE)
 
@@ -72,6 +91,18 @@ def tenant_of(path: str) -> str | None:
     """The tenant id of a query route's path (only a well-formed id), else None."""
     matched = _QUERY_PATH.fullmatch(path)
     return matched.group(1) if matched else None
+
+
+def head_refused(status: int) -> None:
+    """Count a refusal of the HTTP protocol layer (before an ASGI request exists) in the
+    ``agentrag.server.refused`` metric of this process's server, under :data:`HEAD_ROUTE`."""
+    sink = _HEAD_SINK[0]() if _HEAD_SINK else None
+    if sink is None:
+        return
+    try:
+        sink(status)
+    except Exception as exc:  # bookkeeping never fails the protocol
+        _log.warning("head refusal count failed: %s", type(exc).__name__)
 
 
 def error_body(code: str, message: str, request_id: str | None) -> bytes:
@@ -111,6 +142,12 @@ class RequestGuard:
             if meter is not None
             else None
         )
+        if self.refused is not None:
+            _HEAD_SINK[:] = [weakref.WeakMethod(self._count_head)]
+
+    def _count_head(self, status: int) -> None:
+        if self.refused is not None:
+            self.refused.add(1, {"http.response.status_code": status, "http.route": HEAD_ROUTE})
 
     async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
@@ -199,7 +236,8 @@ class RequestGuard:
         if not refused:
             return
         if self.refused is not None:
-            self.refused.add(1, {"http.response.status_code": status})
+            route = getattr(scope.get("route"), "path", None) or _UNROUTED
+            self.refused.add(1, {"http.response.status_code": status, "http.route": route})
         if self.on_refusal is not None:
             try:
                 self.on_refusal(status, scope)

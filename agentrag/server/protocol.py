@@ -3,9 +3,11 @@
 A request line over ``max_request_line_bytes`` gets 414; a request head over
 ``max_header_bytes`` or ``max_header_count`` headers gets 431; a connection that has not sent a
 complete request head within ``header_timeout_s`` of opening (or of its request's first byte)
-gets 408. Each answer closes the connection. The limits come from the worker's
-:class:`~agentrag.server.config.ServerConfig` (``AGENTRAG_*``). The idle keep-alive timeout is
-uvicorn's own (``keep_alive_s``). Imports uvicorn: only the server process loads this module.
+gets 408. Each answer closes the connection, and is counted in the ``agentrag.server.refused``
+metric (:func:`agentrag.server.limits.head_refused`: route ``(request head)``). The limits come
+from the worker's :class:`~agentrag.server.config.ServerConfig` (``AGENTRAG_*``). The idle
+keep-alive timeout is uvicorn's own (``keep_alive_s``). Imports uvicorn: only the server process
+loads this module.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from typing import Any
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-from agentrag.server.limits import RequestLimits, error_body
+from agentrag.server.limits import RequestLimits, error_body, head_refused
 
 __all__ = ["GuardedHttpToolsProtocol"]
 
@@ -121,3 +123,4 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         )
         self.transport.close()
         _log.info("request refused at the HTTP layer: %d %s", status, reason)
+        head_refused(status)
