@@ -1,4 +1,4 @@
-"""Locate data folders shipped with agentrag (prompt templates, SQL migrations).
+"""Locate data folders shipped with agentrag (prompt templates, SQL migrations, the sample corpus).
 
 In an installed wheel they live inside the package at ``agentrag/_data/<name>``
 (``pyproject.toml`` force-includes them there); in a source checkout or an editable
@@ -12,9 +12,9 @@ from typing import Literal
 
 __all__ = ["RESOURCE_NAMES", "resource_dir"]
 
-RESOURCE_NAMES: tuple[str, ...] = ("prompts", "migrations")
+RESOURCE_NAMES: tuple[str, ...] = ("prompts", "migrations", "samples")
 
-ResourceName = Literal["prompts", "migrations"]
+ResourceName = Literal["prompts", "migrations", "samples"]
 
 _PACKAGE_DIR = Path(__file__).resolve().parent
 
@@ -24,7 +24,7 @@ def _candidates(name: str) -> tuple[Path, Path]:
 
 
 def resource_dir(name: ResourceName | str) -> Path:
-    """Return the folder holding the ``name`` resources (``"prompts"`` or ``"migrations"``).
+    """Return the folder holding the ``name`` resources (``"prompts"``, ``"migrations"``, ``"samples"``).
 
     The installed-wheel location is checked first, then the source-checkout location.
     Raises :class:`ValueError` for an unknown name and :class:`FileNotFoundError` when

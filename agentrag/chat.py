@@ -25,6 +25,7 @@ appends the context, or a short disclaimer when ungrounded, to a reply's system 
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
@@ -153,7 +154,10 @@ def _problems(exc: ValidationError) -> str:
     parts = []
     for error in exc.errors():
         where = ".".join(str(p) for p in error["loc"]) or "config"
-        why = "unknown setting" if error["type"] == "extra_forbidden" else error["msg"]
+        why = error["msg"]
+        if error["type"] == "extra_forbidden":
+            close = difflib.get_close_matches(str(error["loc"][-1]), RAGConfig.model_fields, n=1, cutoff=0.6)
+            why = "unknown setting" + (f" (did you mean {close[0]!r}?)" if close else "")
         parts.append(f"{where}: {why}")
     return "RAGConfig: " + "; ".join(parts)
 

@@ -8,12 +8,15 @@ string (e.g. ``gpt-4o-mini`` or ``ollama/llama3.1``) to run the same pipeline wi
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import textwrap
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from agentrag.context import Context
+
+if TYPE_CHECKING:
+    from agentrag.store.ingest import IngestReport
 
 QUESTIONS = (
     "How do I paginate through the notes API and what happens when I hit the rate limit?",
@@ -26,33 +29,20 @@ def _clip(text: str, width: int = 110) -> str:
     return text if len(text) <= width else text[: width - 1].rsplit(" ", 1)[0] + " …"
 
 
-def find_samples(explicit: str | None = None) -> Path:
-    candidates = (
-        [Path(explicit)]
-        if explicit
-        else [Path.cwd() / "samples", Path(__file__).resolve().parents[1] / "samples"]
-    )
-    for path in candidates:
-        if (path / "collections.json").is_file():
-            return path
-    raise SystemExit("agentrag demo: no samples/collections.json found (pass --samples DIR)")
-
-
 def ingest_samples(store: object, samples: Path) -> list[str]:
-    from agentrag.errors import EmbeddingMismatchError
+    """The sample collections, ingested for tenant ``demo`` as ``agentrag serve --demo`` does (so
+    running both leaves one copy), a line per collection."""
+    from agentrag.samples import ingest_samples as ingest
 
-    names = []
-    for spec in json.loads((samples / "collections.json").read_text()):
-        try:
-            store.create_collection(spec["name"], description=spec["description"], exist_ok=True)  # type: ignore[attr-defined]
-        except EmbeddingMismatchError:  # embedded by an older default (e.g. float32): said, then fixed
-            print(f"  {spec['name']!r} was embedded with another model version; re-embedding it:")
-            print(f"  {store.reembed(spec['name'])}")  # type: ignore[attr-defined]
-        report = store.ingest(samples / spec["name"], collection=spec["name"])  # type: ignore[attr-defined]
+    def say(report: IngestReport) -> None:
         status = "nothing new to ingest" if not report.changed and report.ok else ""
         print(f"  {report}" + (f"  ({status})" if status else ""))
-        names.append(spec["name"])
-    return names
+
+    def reembed(name: str) -> None:  # embedded by an older default (e.g. float32): said, then fixed
+        print(f"  {name!r} was embedded with another model version; re-embedding it:")
+        print(f"  {store.reembed(name)}")  # type: ignore[attr-defined]
+
+    return ingest(store, samples, on_report=say, on_mismatch=reembed)  # type: ignore[arg-type]
 
 
 def describe(ctx: Context) -> str:
@@ -95,8 +85,12 @@ def describe(ctx: Context) -> str:
 
 def run_demo(args: argparse.Namespace) -> int:
     import agentrag as ar
+    from agentrag.samples import find_samples
 
-    samples = find_samples(getattr(args, "samples", None))
+    try:
+        samples = find_samples(getattr(args, "samples", None))
+    except FileNotFoundError as exc:
+        raise SystemExit(f"agentrag demo: {exc} (--samples DIR)") from None
     store = ar.Store(getattr(args, "database_url", None))
     print(f"database: {store.url}")
     print(f"ingesting the sample corpus from {samples}:")

@@ -12,8 +12,9 @@ __all__ = ["Hit"]
 class Hit:
     """A retrieved chunk with its provenance and how each leg ranked it.
 
-    ``score`` is the final score of the mode that produced the hit (RRF score for
-    hybrid, cosine similarity for vector, BM25 score for lexical). ``vector_rank`` /
+    ``score`` is the final score of the mode that produced the hit (for hybrid the fused score:
+    relative score fusion's in (0, 1] by default, the RRF score with ``fusion="rrf"``; cosine
+    similarity for vector, BM25 score for lexical). ``vector_rank`` /
     ``lexical_rank`` are 1-based ranks in each leg (None when the leg did not find it).
     ``rerank_score`` is a reranker's score (``rerank(strategy="cross-encoder" | "api")`` or a
     user :class:`~agentrag.rerankers.Reranker`); None when no reranker scored the hit.

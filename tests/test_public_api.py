@@ -12,6 +12,7 @@ PINNED = [
     "LocalExecutor",
     "PreparedDocument",
     "embed_documents",
+    "ingest_samples",
     "prepare_documents",
     "APIReranker",
     "AgentragError",

@@ -31,6 +31,7 @@ from agentrag.cli import (
 )
 from agentrag.cli import eval as evaluation  # the `eval` group, not the builtin
 from agentrag.cli.common import AddCommand, add_command
+from agentrag.cli.hints import hint_for
 from agentrag.errors import AgentragError
 
 __all__ = ["GROUPS", "build_parser", "main"]
@@ -81,7 +82,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.handler(args))
     except AgentragError as exc:
-        print(f"agentrag: error: {exc}", file=sys.stderr)
+        print(f"agentrag: error: {exc}{hint_for(args, exc)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130

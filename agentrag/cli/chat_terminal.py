@@ -31,16 +31,14 @@ UPLOADS = "chat_uploads"
 
 
 def link_samples(store: Store, session: str, samples: Path) -> list[str]:
-    """Ingest the sample corpus (a no-op when present) and link its documents to ``session``."""
-    import json
+    """Ingest the sample corpus (a no-op when present: the demo's copy, tenant ``demo``) and link
+    its documents to ``session``."""
+    from agentrag.samples import ingest_samples
 
-    names = []
-    for spec in json.loads((samples / "collections.json").read_text()):
-        store.create_collection(spec["name"], description=spec["description"], exist_ok=True)
-        store.ingest(samples / spec["name"], collection=spec["name"])
-        for document in store.documents(collection=spec["name"], limit=10_000):
+    names = ingest_samples(store, samples)
+    for name in names:
+        for document in store.documents(collection=name, limit=10_000):
             store.link_session(document.id, session)
-        names.append(spec["name"])
     return names
 
 
@@ -153,7 +151,7 @@ def cmd_chat(args: argparse.Namespace) -> int:
     import uuid
 
     from agentrag.chat import RAGConfig
-    from agentrag.demo import find_samples
+    from agentrag.samples import find_samples
     from agentrag.scope import Scope
     from agentrag.store.store import Store
 

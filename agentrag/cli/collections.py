@@ -66,7 +66,22 @@ def _positive_int(value: str) -> int:
 
 
 def cmd_collections_delete(args: argparse.Namespace) -> int:
-    common.open_store(args).delete_collection(args.name)
+    import sys
+
+    from agentrag.retrieval.missing import database_label
+
+    store = common.open_store(args)
+    c = store.collection(args.name)  # CollectionNotFoundError, naming the database
+    if c.document_count and not args.yes:
+        what = f"collection {c.name!r} and its {c.document_count} documents ({c.chunk_count} chunks)"
+        where = database_label(store.url)
+        if not sys.stdin.isatty():
+            print(f"agentrag: error: not deleting {what} from {where}: pass --yes", file=sys.stderr)
+            return 2
+        if input(f"delete {what} from {where}? [y/N] ").strip().lower() not in ("y", "yes"):
+            print("nothing deleted")
+            return 1
+    store.delete_collection(args.name)
     print(f"deleted collection {args.name!r}")
     return 0
 
@@ -100,3 +115,9 @@ def register(sub: Any, add: AddCommand) -> None:
     p.add_argument("--ef-search", help="new default ef_search, or 'default' for max(100, depth)")
     p = add(col, "delete", cmd_collections_delete, "delete a collection and its documents", json_flag=False)
     p.add_argument("name")
+    p.add_argument(
+        "--yes",
+        "-y",
+        action="store_true",
+        help="no confirmation (required off a terminal, for a non-empty one)",
+    )

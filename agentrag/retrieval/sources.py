@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from agentrag.errors import CollectionNotFoundError, EmbeddingError, EmbeddingMismatchError, InvalidInputError
+from agentrag.errors import EmbeddingError, EmbeddingMismatchError, InvalidInputError
 from agentrag.retrieval.lexical import BM25Cache
 
 if TYPE_CHECKING:
@@ -77,7 +77,9 @@ def load_collections(conn: Connection, names: tuple[str, ...]) -> list[Collectio
     found = {row.name: CollectionInfo(*row) for row in rows}
     missing = [name for name in names if name not in found]
     if missing:
-        raise CollectionNotFoundError(f"no collection named {', '.join(repr(n) for n in missing)}")
+        from agentrag.retrieval.missing import missing_collections_error
+
+        raise missing_collections_error(conn, missing)
     return [found[name] for name in names]
 
 

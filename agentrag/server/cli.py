@@ -10,7 +10,6 @@ import secrets
 import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 __all__ = ["register"]
@@ -202,14 +201,16 @@ def _demo(store: Any, config: Any, port: int) -> Any:
 
     import jwt
 
+    import agentrag as ar
     from agentrag.server.tenants import create_tenant
 
-    samples = _find_samples()
     local = ar_store_with_embedder(store.url if config.database_url is None else config.database_url, config)
-    for spec in json.loads((samples / "collections.json").read_text()):
-        local.create_collection(spec["name"], description=spec["description"], exist_ok=True)
-        print(f"  {local.ingest(samples / spec['name'], collection=spec['name'], tenant=DEMO_TENANT)}")
-    local.close()
+    try:  # the same documents as `agentrag demo` (tenant demo): after it, every one is unchanged
+        ar.ingest_samples(local, tenant=DEMO_TENANT, on_report=lambda report: print(f"  {report}"))
+    except FileNotFoundError as exc:
+        raise SystemExit(f"agentrag serve --demo: {exc}") from None
+    finally:
+        local.close()
     create_tenant(store.engine, DEMO_TENANT, exist_ok=True)
     if not config.has_key:
         config = replace(config, jwt_secret=secrets.token_urlsafe(32))
@@ -228,13 +229,6 @@ def _demo(store: Any, config: Any, port: int) -> Any:
             file=sys.stderr,
         )
     return config
-
-
-def _find_samples() -> Path:
-    for path in (Path.cwd() / "samples", Path(__file__).resolve().parents[2] / "samples"):
-        if (path / "collections.json").is_file():
-            return path
-    raise SystemExit("agentrag serve --demo: no samples/collections.json here (run it from the repository)")
 
 
 def ar_store_with_embedder(url: str | None, config: Any) -> Any:

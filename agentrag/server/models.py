@@ -52,6 +52,12 @@ class FiltersIn(_Strict):
     classification: str | list[str] | None = Field(default=None, description="one value or any of a list")
     date_range: DateRangeIn | None = Field(default=None, description="ingestion date range, inclusive")
     doc_ids: list[str] | None = Field(default=None, max_length=1000)
+    metadata: dict[str, Any] | None = Field(
+        default=None,
+        max_length=50,
+        description='top-level metadata key -> a JSON value it must equal, or {"in": [values]}; '
+        "as the Python and CLI filters (agentrag.Filters)",
+    )
 
     @field_validator("classification", "doc_ids")
     @classmethod
@@ -73,13 +79,17 @@ class FiltersIn(_Strict):
             out["doc_ids"] = self.doc_ids
         if self.date_range is not None:
             out["date_range"] = {"start": self.date_range.start, "end": self.date_range.end}
+        if self.metadata is not None:  # checked by the library (FilterError -> 422 on "filters")
+            out["metadata"] = self.metadata
         return out or None
 
 
 class SearchRequest(_Strict):
     """``POST /api/v1/query/{tenant_id}/search``."""
 
-    query_text: str = Field(min_length=1, max_length=MAX_QUERY_CHARS)
+    query_text: str = Field(
+        min_length=1, max_length=MAX_QUERY_CHARS, description="at most 4,000 characters (longer: 422)"
+    )
     top_k: int = Field(default=5, ge=1, le=50, description="capped by the tenant's retrieval_top_k_max")
     filters: FiltersIn | None = None
     mode: Mode = "hybrid"

@@ -97,17 +97,13 @@ def parse_history(history: Sequence[Any] | None) -> tuple[Turn, ...]:
 
 
 def _check_collections(store: Store, names: Sequence[str]) -> None:
-    """CollectionNotFoundError now (naming the collections that exist) rather than at search."""
-    from agentrag.errors import CollectionNotFoundError
+    """CollectionNotFoundError now (naming the database and the collections it holds; see
+    agentrag.retrieval.missing) rather than at search."""
     from agentrag.retrieval.catalog import validate_name
 
     for name in names:
         validate_name(name)
-    try:
-        store.describe(list(names), max_age=60)  # one cheap query, shared with route's cache
-    except CollectionNotFoundError as exc:
-        existing = ", ".join(repr(c.name) for c in store.collections()) or "none"
-        raise CollectionNotFoundError(f"{exc} (collections in this database: {existing})") from None
+    store.describe(list(names), max_age=60)  # one cheap query, shared with route's cache
 
 
 def new(

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from agentrag.errors import CollectionNotFoundError, EmbeddingMismatchError
+from agentrag.errors import EmbeddingMismatchError
 from agentrag.retrieval.catalog import DISTANCES, validate_name
 from agentrag.retrieval.vector import DEFAULT_HNSW_EF_CONSTRUCTION, DEFAULT_HNSW_M
 
@@ -206,7 +206,9 @@ def read_collection(engine: Engine, name: str) -> Collection:
     with engine.connect() as conn:
         row = conn.execute(text(COLLECTION_SQL + " WHERE c.name = :name"), {"name": name}).mappings().first()
     if row is None:
-        raise CollectionNotFoundError(f"no collection named {name!r}")
+        from agentrag.retrieval.missing import missing_collections_error
+
+        raise missing_collections_error(engine, [name])
     return Collection(**row)
 
 

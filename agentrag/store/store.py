@@ -19,6 +19,7 @@ from agentrag.errors import (
 )
 from agentrag.retrieval.dberrors import database_error, guarded
 from agentrag.retrieval.lexical import DEFAULT_BM25_MEMORY_BUDGET, BM25Cache
+from agentrag.retrieval.missing import missing_collections_error
 from agentrag.retrieval.search import asearch as retrieval_asearch
 from agentrag.retrieval.search import search as retrieval_search
 from agentrag.retrieval.vector import DEFAULT_HNSW_EF_CONSTRUCTION, DEFAULT_HNSW_M, hnsw_parameters
@@ -260,7 +261,7 @@ class Store(SyncMethods):
             self._described[name] = (fetched, collection)
         missing = [n for n in names if n not in found]
         if missing:
-            raise CollectionNotFoundError(f"no collection named {', '.join(repr(n) for n in missing)}")
+            raise missing_collections_error(self.engine, missing)
         return [found[n] for n in names]
 
     @guarded("listing collections")
