@@ -240,7 +240,17 @@ def _expected_document_backend() -> str:
     return "torch-bf16" if _native_bf16_flags() and _native_bf16() else "onnx"
 
 
-def test_the_default_embeds_documents_with_the_fastest_backend_this_machine_runs(texts: list[str]) -> None:
+@pytest.fixture
+def torch_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The automatic torch-bf16 choice from the first document text (not after 1,000, as by default)."""
+    import agentrag.embedders as embedders
+
+    monkeypatch.setattr(embedders, "TORCH_DOCUMENT_MIN_TEXTS", 0)
+
+
+def test_the_default_embeds_documents_with_the_fastest_backend_this_machine_runs(
+    texts: list[str], torch_at_once: None
+) -> None:
     default = LocalEmbedder()
     assert default.backend == "onnx" and default.document_backend == _expected_document_backend()
     assert default.document_backend_reason.startswith("automatic: ")
@@ -270,6 +280,28 @@ def test_the_default_embeds_documents_with_the_fastest_backend_this_machine_runs
     assert default.embed_documents([]).shape == (0, 384)
 
 
+def test_a_small_ingest_does_not_load_torch_and_says_which_backend_ran(
+    texts: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """torch-bf16's 3-5 s load repays itself only past TORCH_DOCUMENT_MIN_TEXTS texts: before, the
+    automatic choice embeds documents with onnx (and says so); from there on, with torch-bf16."""
+    import agentrag.embedders as embedders
+
+    monkeypatch.setattr(embedders, "TORCH_DOCUMENT_MIN_TEXTS", 6)
+    monkeypatch.setattr(LocalEmbedder, "_models", {})  # no torch model loaded by an earlier test
+    default = LocalEmbedder()
+    if default.document_backend != "torch-bf16":
+        pytest.skip(f"the default does not choose torch-bf16 here: {default.document_backend_reason}")
+    onnx = LocalEmbedder(backend="onnx")
+    np.testing.assert_array_equal(default.embed_documents(texts[:4]), onnx.embed(texts[:4]))
+    assert default.last_document_backend == "onnx" and default.document_backend == "torch-bf16"
+    assert not any(key[1] == "torch-bf16" for key in LocalEmbedder._models)  # torch not loaded
+    later = default.embed_documents(texts[4:8])  # 8 texts in all: past the threshold
+    assert default.last_document_backend == "torch-bf16"
+    assert not np.array_equal(later, onnx.embed(texts[4:8]))  # really the bf16 path
+    assert _cosines(later, onnx.embed(texts[4:8])).min() > 0.9995
+
+
 def test_an_explicit_document_backend_is_used_or_raises() -> None:
     pinned = LocalEmbedder(document_backend="onnx")
     assert (pinned.backend, pinned.document_backend, pinned.document_backend_reason) == (
@@ -290,7 +322,9 @@ def test_an_explicit_document_backend_is_used_or_raises() -> None:
     )
 
 
-def test_the_automatic_choice_falls_back_to_onnx_and_says_why(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_automatic_choice_falls_back_to_onnx_and_says_why(
+    monkeypatch: pytest.MonkeyPatch, torch_at_once: None
+) -> None:
     """If torch refuses bfloat16 here (or cannot load), the default's documents run on onnx, recorded on the
     embedder (and so on the report), never silently; an explicit torch-bf16 raises instead. The CPU check
     is replaced for this test only (no CPU here lacks it); the model cache is emptied so the check runs."""
@@ -315,7 +349,7 @@ def test_the_automatic_choice_falls_back_to_onnx_and_says_why(monkeypatch: pytes
 
 
 def test_a_collection_ingested_by_the_default_records_its_document_backend_and_matches_its_queries(
-    database_url: str, collection_name: str
+    database_url: str, collection_name: str, torch_at_once: None
 ) -> None:
     from sqlalchemy import text
 

@@ -3,7 +3,7 @@ virtualenv, and run ``agentrag demo`` and a search there, away from the checkout
 
 Offline and without downloading: the wheel is built with ``--no-build-isolation`` (hatchling is a
 dev dependency), and the new virtualenv sees the test environment's installed packages through a
-``.pth`` line, so ``pip install --no-index 'agentrag[local,embedded] @ wheel'`` finds every
+``.pth`` line (pip too), so ``pip install --no-index 'agentrag[local,embedded] @ wheel'`` finds every
 dependency of the extras already installed and installs agentrag itself from the wheel only.
 """
 
@@ -66,7 +66,9 @@ def test_the_wheel_carries_the_package_data(wheel: Path) -> None:
 
 def test_an_installed_wheel_runs_the_demo_and_a_search(wheel: Path, tmp_path: Path) -> None:
     venv = tmp_path / "venv"
-    _run([sys.executable, "-m", "venv", str(venv)], cwd=tmp_path)
+    # without pip: its own (older) pip and setuptools would shadow the environment's (torch needs a newer
+    # setuptools); pip runs from the environment's packages, installing into the new virtualenv
+    _run([sys.executable, "-m", "venv", "--without-pip", str(venv)], cwd=tmp_path)
     python = venv / "bin" / "python"
     site = Path(_run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                      cwd=tmp_path).strip())  # fmt: skip

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 __all__ = [
     "FILTER_HELP",
     "FUSION_HELP",
+    "PROGRESS_LINE_SECONDS",
     "SEARCH_MODES",
     "AddCommand",
     "Handler",
@@ -35,6 +36,8 @@ __all__ = [
 ]
 
 Handler = Callable[[argparse.Namespace], int]
+
+PROGRESS_LINE_SECONDS = 30.0  # off a terminal: a progress line this often (and only past this long)
 
 SEARCH_MODES = ("hybrid", "vector", "lexical", "lexical_sql")
 
@@ -180,17 +183,36 @@ class Load:
 def progress(
     total: int, enabled: bool, *, desc: str | None = None, unit: str = "doc", leave: bool = True
 ) -> Iterator[Callable[[Any], None]]:
-    """A tqdm bar on stderr when ``enabled`` and the ``on_progress`` callback that moves it one
-    step per event (not for ingest's "writing" events); the bar is closed on the way out."""
+    """The ``on_progress`` callback of a long command, moving one step per event (not for ingest's
+    "writing" events). When ``enabled``: a tqdm bar on a terminal's stderr; off a terminal (make,
+    CI, a log), a plain line on stderr every ``PROGRESS_LINE_SECONDS`` once the work has taken that
+    long, so a 15-minute ingest is never silent. Closed on the way out."""
+    import time
+
     bar = None
-    if enabled:
+    if enabled and sys.stderr.isatty():
         from tqdm import tqdm
 
         bar = tqdm(total=total, desc=desc, unit=unit, file=sys.stderr, leave=leave)
+    lines = enabled and bar is None
+    start = time.monotonic()
+    state = {"done": 0, "said": start}
 
     def advance(event: Any) -> None:
-        if bar is not None and getattr(event, "status", None) != "writing":
+        if getattr(event, "status", None) == "writing":
+            return
+        if bar is not None:
             bar.update(1)
+        state["done"] += 1
+        now = time.monotonic()
+        if lines and now - state["said"] >= PROGRESS_LINE_SECONDS:
+            state["said"] = now
+            share = f" ({100 * state['done'] / total:.0f}%)" if total else ""
+            print(
+                f"{desc or 'progress'}: {state['done']}/{total or '?'} {unit}s{share}, {now - start:.0f} s",
+                file=sys.stderr,
+                flush=True,
+            )
 
     try:
         yield advance

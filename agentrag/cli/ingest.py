@@ -31,8 +31,8 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     # an extension (e.g. agentrag.executors.cli: --ray) may say where documents are prepared
     factory = getattr(args, "executor_factory", None)
     executor = factory(args) if factory is not None else None
-    bars = not args.json and sys.stderr.isatty()
-    with progress(sum(1 for _ in iter_files(args.paths)) if bars else 0, bars) as advance:
+    shown = not args.json  # a bar on a terminal, else a line every 30 s of a long ingest
+    with progress(sum(1 for _ in iter_files(args.paths)) if shown else 0, shown, desc="ingest") as advance:
         report = store.ingest(
             args.paths,
             collection=args.collection,

@@ -87,6 +87,10 @@ DEFAULT_LOCAL_BACKEND = "onnx"  # queries, and documents where torch-bf16 cannot
 # of a collection it embedded, searched with onnx's float32 queries, stays within 0.002 nDCG@10 of
 # float32 (benchmarks/RESULTS.md).
 DEFAULT_DOCUMENT_BACKEND = "torch-bf16"
+# ... but only once a process has embedded this many document texts: loading torch costs 3-5 s, which
+# a small ingest never earns back (8 sample files: 6.9 s with torch-bf16, 1.5 s with onnx); the first
+# texts embed with onnx (the same vectors within cosine 0.99997, one version), the rest with torch-bf16.
+TORCH_DOCUMENT_MIN_TEXTS = 1000
 # What each backend adds to the model's version: backends computing the same vectors share one.
 # bf16 shares float32's: its matrix products round their inputs to bfloat16 but accumulate, normalise
 # and pool in float32; its vectors sit within cosine 0.99997 of float32's (int8's: 0.98-0.99), close enough
@@ -129,7 +133,10 @@ class LocalEmbedder:
     a local model directory is a split: queries with ``"onnx"`` (float32, the 0.2 s load; bf16 query
     vectors would move vector-only SciFact nDCG@10 by +0.0024), documents with ``"torch-bf16"``
     when this CPU has a native bfloat16 flag (``amx_bf16`` or ``avx512_bf16`` in ``/proc/cpuinfo``)
-    and torch and sentence-transformers are installed, else with ``"onnx"`` too. Every SciFact mode
+    and torch and sentence-transformers are installed, else with ``"onnx"`` too; torch-bf16 starts
+    only once the process has embedded ``TORCH_DOCUMENT_MIN_TEXTS`` (1,000) document texts (its 3-5 s
+    load repays itself only on larger ingests): the first ones embed with ``"onnx"``, the backend that
+    ran last is ``last_document_backend`` (what an ``IngestReport`` names). Every SciFact mode
     of a collection so built stays within 0.002 nDCG@10 of float32 (benchmarks/RESULTS.md). The
     choice is made when the embedder is created, without importing torch (torch loads on the first
     :meth:`embed_documents` call, so query-only processes never pay for it), and is recorded:
@@ -207,6 +214,9 @@ class LocalEmbedder:
             )
         self.backend = backend
         self.document_backend = document_backend
+        #: the backend that embedded the last documents (the automatic choice starts on ``backend``)
+        self.last_document_backend: str | None = None
+        self._documents_embedded = 0
         #: why ``document_backend`` is what it is ("given", "automatic: ...", a fallback's cause)
         self.document_backend_reason = reason
         self.batch_size = DEFAULT_BATCH_SIZES[backend] if batch_size is None else batch_size
@@ -287,10 +297,26 @@ class LocalEmbedder:
     def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
         """Document vectors (``document_backend``; torch loads on the first call for ``torch-bf16``):
         what ingest, ``Store.reembed`` and Ray's actors call. The same version as :meth:`embed`."""
+        self._documents_embedded += len(texts)
         if self.document_backend != self.backend:
+            if self._small_so_far():  # torch's load would cost more than it saves: not yet
+                self.last_document_backend = self.backend
+                return self._encode(self.backend, self.batch_size, texts)
             with _typed_errors(self.model_id):
                 self._document_model()  # the automatic choice's fallback happens here, if at all
+        self.last_document_backend = self.document_backend
         return self._encode(self.document_backend, self.document_batch_size, texts)
+
+    def _small_so_far(self) -> bool:
+        """The automatic torch-bf16 choice waits until this process has embedded
+        ``TORCH_DOCUMENT_MIN_TEXTS`` document texts (unless torch is loaded already)."""
+        loaded = (self.model_id, self.document_backend, self.version) in self._models
+        return (
+            self._document_automatic
+            and self.document_backend in ("torch", "torch-bf16")
+            and not loaded
+            and self._documents_embedded < TORCH_DOCUMENT_MIN_TEXTS
+        )
 
     def _encode(self, backend: str, batch_size: int, texts: Sequence[str]) -> np.ndarray:
         import numpy as np

@@ -280,7 +280,8 @@ def _ingest(
     else:
         index_state = "unchanged"
     # read after the embedding: an automatic choice that fell back while embedding says so
-    return tally.report(index_state, index_seconds, getattr(embedder, "document_backend", None))
+    backend = getattr(embedder, "last_document_backend", None) or getattr(embedder, "document_backend", None)
+    return tally.report(index_state, index_seconds, backend)
 
 
 def _index_plan(
