@@ -120,4 +120,4 @@ def test_search_splits_load_from_search_and_never_imports_torch(database_url: st
     text = _cli(env, "search", "single sign-on", "-c", name)
     assert text.returncode == 0
     assert "load " in text.stdout and "(database " in text.stdout and "  search " in text.stdout
-    _cli(env, "collections", "delete", name)
+    _cli(env, "collections", "delete", name, "--yes")

@@ -8,11 +8,13 @@ collection, a session scope over shared documents) and check what the user reads
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -29,15 +31,17 @@ def cli(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-de
     env["AGENTRAG_DATA_DIR"] = str(data)
     agentrag = str(Path(sys.executable).parent / "agentrag")
 
-    def run(*args: str, code: int = 0) -> subprocess.CompletedProcess[str]:
+    def run(*args: str, code: int = 0, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
         done = subprocess.run(
-            [agentrag, *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=600
+            [agentrag, *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=600, input=stdin
         )
         assert done.returncode == code, (
             f"agentrag {' '.join(args)} -> {done.returncode}\n{done.stdout}\n{done.stderr}"
         )
         return done
 
+    run.env = env  # type: ignore[attr-defined]
+    run.data = data  # type: ignore[attr-defined]
     yield run
     if "stop" in run("db", "--help").stdout:  # a server kept running between calls
         run("db", "stop")
@@ -71,7 +75,7 @@ def test_a_first_session(cli, tmp_path: Path) -> None:  # type: ignore[no-untype
         re.fullmatch(r"[A-Z*`].*[.!?][*_`\"')]* \[chk_[0-9a-f]{16}\]", s) for s in sentences
     )
     assert ",." not in answer and "recover-deleted-note.md" in rest
-    assert re.search(r"mode: full  grounded: yes  sources: \d+", rest)
+    assert re.search(r"mode: full  grounded: yes  (confidence: [\d.]+  )?sources: \d+", rest)
 
     # a typo'd filter, and the filter names the CLI used to have
     err = cli("search", "refund", "-c", "support", "--filter", "clasification=public", code=2).stderr
@@ -85,7 +89,8 @@ def test_a_first_session(cli, tmp_path: Path) -> None:  # type: ignore[no-untype
 
     # a collection that does not exist, and one that is empty
     err = cli("ask", "How do I recover a deleted note?", "-c", "suport", code=2).stderr
-    assert "no collection named 'suport' (collections in this database: 'support')" in err
+    assert "no collection named 'suport' in the embedded database in " in err  # the database searched
+    assert "(did you mean 'support'?); collections in this database: 'support'" in err
     cli("collections", "create", "drafts")
     out = cli("search", "recover a deleted note", "-c", "drafts").stdout
     assert "no hits: collection 'drafts' is empty: nothing has been ingested into it in this database" in out
@@ -93,8 +98,113 @@ def test_a_first_session(cli, tmp_path: Path) -> None:  # type: ignore[no-untype
     assert (
         "I could not find anything relevant to this question in drafts: collection 'drafts' is empty" in out
     )
-    assert "grounded: no  sources: 0" in out
+    assert re.search(r"grounded: no  (confidence: [\d.]+  )?sources: 0", out)
 
     # a session scope over documents ingested without one
     out = cli("search", "refund", "-c", "support", "--mode", "lexical", "--session", "chat-1").stdout
     assert "no hits: the scope (session='chat-1') excludes all 12 documents" in out
+
+
+def test_a_misspelt_or_missing_collection_names_the_database_the_close_names_and_the_fix(cli) -> None:  # type: ignore[no-untyped-def]
+    data = cli.data
+    err = cli("ingest", str(SAMPLES / "support"), "-c", "handbook", code=2).stderr
+    assert f"no collection named 'handbook' in the embedded database in {data} (AGENTRAG_DATA_DIR)" in err
+    assert "agentrag ingest ... -c handbook --create --description '...'" in err  # the fix
+    cli("collections", "create", "handbook", "--description", "The handbook")
+    err = cli("search", "refund", "-c", "handbok", code=2).stderr
+    assert "no collection named 'handbok'" in err and "(did you mean 'handbook'?)" in err
+    assert "collections in this database: " in err and "'handbook'" in err
+    assert "AGENTRAG_DATA_DIR / --database-url" in err  # where else to look
+
+
+def test_collections_delete_asks_first_and_needs_yes_off_a_terminal(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    cli("collections", "create", "scratch")
+    (tmp_path / "a.md").write_text("# A\n\nSomething worth keeping.\n")
+    cli("ingest", str(tmp_path), "-c", "scratch")
+    err = cli("collections", "delete", "scratch", code=2, stdin="y\n").stderr  # stdin is no terminal
+    assert (
+        "not deleting collection 'scratch' and its 1 documents (1 chunks) from the embedded database" in err
+    )
+    assert "pass --yes" in err
+    assert "scratch" in cli("collections", "list").stdout  # still there
+    assert "deleted collection 'scratch'" in cli("collections", "delete", "scratch", "--yes").stdout
+    cli("collections", "create", "empty")
+    assert "deleted collection 'empty'" in cli("collections", "delete", "empty").stdout  # nothing to lose
+
+
+def test_demo_then_serve_demo_ingests_the_samples_once(cli) -> None:  # type: ignore[no-untyped-def]
+    from tests.server_support import free_port
+
+    out = cli("demo").stdout
+    assert "product_docs: 12 added" in out and "Q: How do I paginate" in out
+    assert "Loading weights" not in out + cli("demo").stdout  # a second run: nothing new, no bar
+    port = free_port()
+    server = subprocess.Popen(
+        [str(Path(sys.executable).parent / "agentrag"), "serve", "--demo", "--port", str(port)],
+        cwd=REPO, env=cli.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    lines: list[str] = []
+    try:
+        deadline = time.monotonic() + 600
+        while time.monotonic() < deadline and not any("demo token" in line for line in lines):
+            line = server.stdout.readline()  # type: ignore[union-attr]
+            if not line:
+                break
+            lines.append(line)
+    finally:
+        server.terminate()
+        server.wait(timeout=60)
+    said = "".join(lines)
+    assert "demo token" in said, said
+    for name in ("product_docs", "support", "api"):  # the demo's documents, found unchanged
+        assert re.search(rf"{name}: 0 added, 0 replaced, 1[02] unchanged, 0 failed", said), said
+    counts = {c["name"]: c["document_count"] for c in json.loads(cli("collections", "list", "--json").stdout)}
+    assert counts["product_docs"] == 12 and counts["support"] >= 12 and counts["api"] == 10
+    hits = json.loads(cli("search", "rate limit", "-c", "api", "-k", "10", "--json").stdout)["hits"]
+    texts = [h["text"] for h in hits]
+    assert len(texts) == 10 and len(set(texts)) == 10  # an unscoped search: every chunk once
+
+
+def test_the_fixes_a_typo_in_a_setting_suggests() -> None:
+    from agentrag.chat import RAGConfig
+    from agentrag.errors import InvalidInputError
+
+    with pytest.raises(
+        InvalidInputError, match=r"max_chunk: unknown setting \(did you mean 'max_chunks'\?\)"
+    ):
+        RAGConfig(max_chunk=3)  # type: ignore[call-arg]
+    with pytest.raises(InvalidInputError, match=r"zzz: unknown setting$"):
+        RAGConfig(zzz=1)  # type: ignore[call-arg]
+
+
+def test_http_filters_take_metadata_as_python_does() -> None:
+    from pydantic import ValidationError
+
+    from agentrag.retrieval.filters import validate_filters
+    from agentrag.server.models import SearchRequest
+
+    body = {"query_text": "refund", "filters": {"metadata": {"tier": "gold", "region": {"in": ["eu", "us"]}}}}
+    filters = SearchRequest.model_validate(body).filters
+    assert filters is not None
+    converted = filters.to_filters()
+    assert converted == {"metadata": {"tier": "gold", "region": {"in": ["eu", "us"]}}}
+    assert validate_filters(converted) is not None  # the library's own check accepts it
+    with pytest.raises(ValidationError, match="at most 4000 characters"):
+        SearchRequest.model_validate({"query_text": "x" * 4001})
+
+
+def test_a_long_command_off_a_terminal_prints_progress_lines(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from agentrag.cli import common
+
+    monkeypatch.setattr(common, "PROGRESS_LINE_SECONDS", 0.0)
+    with common.progress(4, True, desc="ingest") as advance:  # stderr is captured: no terminal
+        for status in ("added", "writing", "added", "unchanged"):
+            advance(type("Event", (), {"status": status})())
+    err = capsys.readouterr().err
+    assert err.splitlines()[0].startswith("ingest: 1/4 docs (25%), ")
+    assert "ingest: 3/4 docs (75%)" in err and "4/4" not in err  # "writing" events do not count
+    with common.progress(4, False, desc="ingest") as advance:  # --json: nothing
+        advance(type("Event", (), {"status": "added"})())
+    assert capsys.readouterr().err == ""

@@ -44,7 +44,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("steps", ("agentrag.step", "agentrag.steps", "agentrag.proof", "agentrag.chat", "agentrag.evidence",
                "agentrag.extractive", "agentrag.abstain", "agentrag.support")),
     ("presentation", ("agentrag.display",)),
-    ("application", ("agentrag", "agentrag.__main__", "agentrag.cli", "agentrag.demo", "agentrag.eval")),
+    ("application", ("agentrag", "agentrag.__main__", "agentrag.cli", "agentrag.demo", "agentrag.samples",
+                     "agentrag.eval")),
 ]  # fmt: skip
 EXTENSIONS = ("agentrag.server", "agentrag.integrations", "agentrag.executors")
 # agentrag.chat: the public chat-turn module (RAGConfig, retrieve_turn, with_rag_context) that the

@@ -161,12 +161,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
     store = ar.Store(config.database_url)  # applies pending migrations once, before any worker starts
     if args.demo:
         config = _demo(store, config, args.port)
+    if config.database_url is None:  # the embedded server this process started: workers connect to it
+        from dataclasses import replace
+
+        config = replace(config, database_url=store.engine.url.render_as_string(hide_password=False))
     store.close()
     os.environ.update(config.to_env())
-    print(
-        f"agentrag serve: http://{args.host}:{args.port} ({args.workers} worker(s)); docs at /docs",
-        file=sys.stderr,
-    )
+    print(f"agentrag serve: starting {args.workers} worker(s) on port {args.port} ...", file=sys.stderr)
+    _say_when_ready(args.host, args.port, args.workers)
     uvicorn.run(
         "agentrag.server.app:app_from_env",
         factory=True,
@@ -181,6 +183,33 @@ def cmd_serve(args: argparse.Namespace) -> int:
         h11_max_incomplete_event_size=config.max_header_bytes + config.max_request_line_bytes,
     )
     return 0
+
+
+def _say_when_ready(host: str, port: int, workers: int) -> None:
+    """Print the address once a worker answers ``/readyz`` (uvicorn's own "running" line comes
+    before its workers have loaded the app), from a daemon thread polling it."""
+    import threading
+
+    import httpx
+
+    probe = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
+
+    def poll() -> None:
+        deadline = time.monotonic() + 900
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"http://{probe}:{port}/readyz", timeout=5).status_code == 200:
+                    print(
+                        f"agentrag serve: ready at http://{host}:{port} ({workers} worker(s)); docs at /docs",
+                        file=sys.stderr,
+                        flush=True,
+                    )
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.5)
+
+    threading.Thread(target=poll, name="agentrag-ready", daemon=True).start()
 
 
 def _http_protocol() -> str:
