@@ -30,8 +30,7 @@ from agentrag.cli import (
     sync,
 )
 from agentrag.cli import eval as evaluation  # the `eval` group, not the builtin
-from agentrag.cli.common import AddCommand, add_command
-from agentrag.cli.hints import hint_for
+from agentrag.cli.common import AddCommand, add_command, hint_for
 from agentrag.errors import AgentragError
 
 __all__ = ["GROUPS", "build_parser", "main"]

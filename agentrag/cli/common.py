@@ -26,6 +26,7 @@ __all__ = [
     "Load",
     "add_command",
     "database_url",
+    "hint_for",
     "key_values",
     "open_store",
     "print_json",
@@ -219,3 +220,18 @@ def progress(
     finally:
         if bar is not None:
             bar.close()
+
+
+def hint_for(args: argparse.Namespace, exc: Exception) -> str:
+    """The fix a command's error suggests beyond the library's message (which names what is wrong)."""
+    from agentrag.errors import CollectionNotFoundError
+
+    if isinstance(exc, CollectionNotFoundError) and args.command != "collections":
+        if args.command == "ingest":
+            name = getattr(args, "collection", None) or "NAME"
+            return f"\n  create it as you ingest: agentrag ingest ... -c {name} --create --description '...'"
+        return (
+            "\n  create one with: agentrag collections create NAME --description '...'"
+            " (or point AGENTRAG_DATA_DIR / --database-url at the database that holds it)"
+        )
+    return ""
