@@ -259,8 +259,7 @@ class Store(SyncMethods):
         fetched = time.monotonic()
         for name, collection in found.items():
             self._described[name] = (fetched, collection)
-        missing = [n for n in names if n not in found]
-        if missing:
+        if missing := [n for n in names if n not in found]:
             raise missing_collections_error(self.engine, missing)
         return [found[n] for n in names]
 
