@@ -158,7 +158,7 @@ def test_demo_then_serve_demo_ingests_the_samples_once(cli) -> None:  # type: ig
     assert "demo token" in said, said
     for name in ("product_docs", "support", "api"):  # the demo's documents, found unchanged
         assert re.search(rf"{name}: 0 added, 0 replaced, 1[02] unchanged, 0 failed", said), said
-    counts = {c["name"]: c["document_count"] for c in json.loads(cli("collections", "list", "--json").stdout)}
+    counts = {c["name"]: c["documents"] for c in json.loads(cli("collections", "list", "--json").stdout)}
     assert counts["product_docs"] == 12 and counts["support"] >= 12 and counts["api"] == 10
     hits = json.loads(cli("search", "rate limit", "-c", "api", "-k", "10", "--json").stdout)["hits"]
     texts = [h["text"] for h in hits]
