@@ -154,7 +154,7 @@ def build_server(
     filters_field = Field(
         default=None,
         description="Optional document filters: classification (one value or a list), "
-        "date_range {start, end} (ISO dates), doc_ids (a list).",
+        "date_range {start, end} (ISO dates), doc_ids (a list), metadata {key: value or {in: [...]}}.",
     )
     top_k_field = Field(default=5, ge=1, le=50, description="How many passages to return (1-50).")
 
