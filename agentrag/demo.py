@@ -73,7 +73,11 @@ def describe(ctx: Context) -> str:
     if ctx.error is not None:
         out.append(f"  error: {type(ctx.error).__name__}: {ctx.error}")
     out.append(f"  answer (mode {ctx.mode}, grounded {ctx.grounded}):")
-    out.append(textwrap.indent(textwrap.fill(ctx.answer_text or "(none)", 100), "    "))
+    for paragraph in (ctx.answer_text or "(none)").split("\n\n"):  # a table's lines stay as written
+        lines = (
+            paragraph.splitlines() if paragraph.lstrip().startswith("|") else [textwrap.fill(paragraph, 100)]
+        )
+        out.append(textwrap.indent("\n".join(lines), "    "))
     by_id = {h.chunk_id: h for h in ctx.context_used}
     out.append("  citations:")
     for cid in ctx.citations:

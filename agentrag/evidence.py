@@ -101,6 +101,8 @@ class Unit:
     end: int
     block: int  # units of one paragraph / list / table share a block number (per hit)
     context: str = ""  # the text around it that gives it meaning: previous sentence, header, section
+    quote: str = ""  # a table row: the row's line as written (``text`` is it rendered with the header)
+    header: str = ""  # a table row: the table's header line as written
 
     @property
     def chunk_id(self) -> str:
@@ -141,6 +143,7 @@ def _table_units(hit: Hit, rank: int, first_block: int) -> list[Unit]:
     offset = 0
     block = first_block
     header: list[str] | None = None
+    header_line = ""
     previous_table = False
     heading = hit.section or ""
     for i, raw in enumerate(lines):
@@ -157,6 +160,7 @@ def _table_units(hit: Hit, rank: int, first_block: int) -> list[Unit]:
             block += 1
             following = lines[i + 1] if i + 1 < len(lines) else ""
             header = _cells(line) if _TABLE_RULE.match(following.rstrip("\r\n")) else []
+            header_line = line.strip() if header else ""
             previous_table = True
             if header:
                 continue
@@ -168,7 +172,8 @@ def _table_units(hit: Hit, rank: int, first_block: int) -> list[Unit]:
             continue
         context = " ".join(x for x in (heading, " ".join(header or [])) if x)
         start = hit.start_char + at + (len(line) - len(line.lstrip()))
-        out.append(Unit(text, "row", hit, rank, start, hit.start_char + at + len(line), block, context))
+        end = hit.start_char + at + len(line.rstrip())
+        out.append(Unit(text, "row", hit, rank, start, end, block, context, line.strip(), header_line))
     return out
 
 

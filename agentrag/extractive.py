@@ -98,32 +98,89 @@ def _sentence(text: str) -> str:
     return text if _ENDED.search(text) else text + "."
 
 
-def render(selected: Sequence[Scored]) -> str:
-    """The selected units, each with its citation marker, in the order given."""
+def _rule(header: str) -> str:
+    cells = header.strip().strip("|").split("|")
+    return "|" + "|".join("---" for _ in cells) + "|"
+
+
+def _cited_row(row: str, label: str) -> str:
+    row = row.rstrip()
+    return f"{row[:-1].rstrip()} [{label}] |" if row.endswith("|") else f"{row} [{label}]"
+
+
+def _lines(selected: Sequence[Scored]) -> list[tuple[str, str]]:
+    """(answer sentence, the unit's text) per cited line or sentence of :func:`render`, in order."""
     from agentrag.grounding import split_sentences
 
-    # a unit with sentences inside (a table cell can hold two) cites each, as the grounding check splits
-    return " ".join(
-        f"{piece} [{s.unit.chunk_id}]" for s in selected for piece in split_sentences(_sentence(s.unit.text))
-    )
+    out: list[tuple[str, str]] = []
+    for s in selected:
+        if s.unit.kind == "row" and s.unit.quote:
+            out.append((_cited_row(s.unit.quote, s.unit.chunk_id), s.unit.quote))
+        else:
+            pieces = split_sentences(_sentence(s.unit.text))
+            out.extend((f"{piece} [{s.unit.chunk_id}]", s.unit.text) for piece in pieces)
+    return out
+
+
+def render(selected: Sequence[Scored]) -> str:
+    """The selected units, each with its citation marker, in the order given: sentences run on as
+    prose; table rows are quoted as written, under their table's header line (a small Markdown
+    table, the marker in the row's last cell)."""
+    from agentrag.grounding import split_sentences
+
+    blocks: list[str] = []
+    prose: list[str] = []
+    items = list(selected)
+    i = 0
+    while i < len(items):
+        unit = items[i].unit
+        if unit.kind == "row" and unit.quote:
+            group = [unit]
+            while (
+                i + 1 < len(items)
+                and items[i + 1].unit.kind == "row"
+                and items[i + 1].unit.hit is unit.hit
+                and items[i + 1].unit.block == unit.block
+            ):
+                i += 1
+                group.append(items[i].unit)
+            if prose:
+                blocks.append(" ".join(prose))
+                prose = []
+            lines = [unit.header, _rule(unit.header)] if unit.header else []
+            lines.extend(_cited_row(u.quote, u.chunk_id) for u in group)
+            blocks.append("\n".join(lines))
+        else:
+            # a unit with sentences inside cites each, as the grounding check splits
+            prose.extend(f"{piece} [{unit.chunk_id}]" for piece in split_sentences(_sentence(unit.text)))
+        i += 1
+    if prose:
+        blocks.append(" ".join(prose))
+    return "\n\n".join(blocks)
 
 
 def spans_of(selected: Sequence[Scored]) -> tuple[SupportSpan, ...]:
     """Each quoted unit is its own support: the span it was taken from."""
-    return tuple(
-        SupportSpan(
-            sentence=_sentence(s.unit.text),
-            chunk_id=s.unit.chunk_id,
-            document_id=s.unit.document_id,
-            start=s.unit.start,
-            end=s.unit.end,
-            text=s.unit.text,
-            score=1.0,
-            supported=True,
-            method="quoted",
+    out = []
+    by_text = {}
+    for s in selected:
+        by_text.setdefault(s.unit.quote or s.unit.text, s)
+    for sentence, text in _lines(selected):
+        s = by_text[text]
+        out.append(
+            SupportSpan(
+                sentence=sentence,
+                chunk_id=s.unit.chunk_id,
+                document_id=s.unit.document_id,
+                start=s.unit.start,
+                end=s.unit.end,
+                text=s.unit.quote or s.unit.text,
+                score=1.0,
+                supported=True,
+                method="quoted",
+            )
         )
-        for s in selected
-    )
+    return tuple(out)
 
 
 def extractive_answer(

@@ -47,6 +47,8 @@ _ABBREVIATION = re.compile(
     r"(?:^|[\s(])(?:e\.g|i\.e|etc|vs|cf|approx|dr|mr|mrs|ms|no|fig|incl|[a-z])\.$", re.I
 )
 _LIST_LINE = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
+_TABLE_LINE = re.compile(r"[ \t]*\|")
+_TABLE_RULE = re.compile(r"[ \t]*\|?[ \t]*:?-{2,}")
 _SHORT_FACT = re.compile(r"[\d:=@$%€£]")
 _GRAPH_LABEL = re.compile(r"\[(rel_\d+)\]")
 _TRUNCATED = " …"
@@ -277,6 +279,10 @@ def _sentence_spans(text: str) -> list[tuple[int, int]]:
             text[max(start, match.start() - 8) : match.start()]
         ):
             continue  # "e.g." and friends end no sentence
+        if not match.group(0).startswith("\n") and _TABLE_LINE.match(
+            text, text.rfind("\n", 0, match.start()) + 1
+        ):
+            continue  # a table row is one claim, whatever full stops its cells hold
         end = match.start() if match.group(0).startswith("\n") else match.end()
         add(start, end)
         start = match.end()
@@ -325,12 +331,15 @@ def _markers(sentence: str) -> list[tuple[str, str]]:
 def _is_claim(sentence: str, after: str = "") -> bool:
     """Whether a sentence of an answer states something that needs a citation.
 
-    Not claims: headings, a lead-in ending in ``:`` that a list follows,
+    Not claims: headings, a table's header line (a ``|---|`` rule follows it), a lead-in ending in
+    ``:`` that a list follows,
     and one or two words without a figure, a ``:`` or a symbol (``"Yes."``, ``"In short"``). Any other
     sentence is one, whatever its punctuation: ``"Password: hunter2."`` is a claim."""
     bare = _CITATION.sub("", sentence).strip(" \t-*#>|_`")
     if not bare or sentence.lstrip().startswith("#"):
         return False
+    if _TABLE_LINE.match(sentence) and _TABLE_RULE.match(after.lstrip(" \t").removeprefix("\n")):
+        return False  # a table's header line: the rows under it state the facts
     if bare.endswith(":"):
         rest = after.strip()
         # a lead-in only when a list follows it on the next line
