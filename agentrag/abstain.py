@@ -9,6 +9,7 @@ chunks do not answer the question.
 * ``semantic``: that unit's cosine similarity with the question (None without vectors);
 * ``found``: the share of the question's content terms, weighted by rarity, that occur anywhere in
   the retrieved chunks (a question about "PayPal" over chunks that never say it scores low);
+* ``mismatch``: whether the best unit lacks the kind of answer the question asks for;
 * ``vector``: the best raw cosine similarity of the vector leg (relative-score fusion rescales
   the fused score so that the best hit always looks strong; the raw leg score does not).
 
@@ -50,6 +51,8 @@ class Calibration:
     * ``center``: the combined evidence score at which confidence is 0.5;
     * ``scale``: how fast confidence rises around it (larger: steeper);
     * ``missing_penalty``: what a question's terms absent from every chunk cost the combined score;
+    * ``type_penalty``: what it costs when the best unit lacks the kind of answer asked for (a number
+      for "how many", a duration for "how long");
     * ``abstain_below``: abstain when confidence is below this;
     * ``low_below``: answer, but as ``low-confidence``, below this;
     * ``select``: the evidence score a unit must reach to be quoted.
@@ -58,12 +61,21 @@ class Calibration:
     center: float = 0.47
     scale: float = 18.0
     missing_penalty: float = 0.25
-    abstain_below: float = 0.5
-    low_below: float = 0.65
+    type_penalty: float = 0.08
+    abstain_below: float = 0.6
+    low_below: float = 0.7
     select: float = 0.40
 
     def __post_init__(self) -> None:
-        for name in ("center", "scale", "missing_penalty", "abstain_below", "low_below", "select"):
+        for name in (
+            "center",
+            "scale",
+            "missing_penalty",
+            "type_penalty",
+            "abstain_below",
+            "low_below",
+            "select",
+        ):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
                 raise InvalidInputError(f"Calibration.{name} must be a finite number, got {value!r}")
@@ -87,9 +99,14 @@ class Signals:
     semantic: float | None
     found: float
     vector: float | None
+    mismatch: float = 0.0  # the share of questions whose best unit lacks the kind of answer asked for
 
     def combined(self, calibration: Calibration) -> float:
-        return self.evidence - calibration.missing_penalty * (1.0 - self.found)
+        return (
+            self.evidence
+            - calibration.missing_penalty * (1.0 - self.found)
+            - calibration.type_penalty * self.mismatch
+        )
 
 
 def found_share(question: str, texts: Sequence[str]) -> float:
@@ -119,7 +136,8 @@ def signals(
     evidence = sum(b.score for b in bests) / len(bests)
     semantic = sum(b.semantic for b in bests) / len(bests)
     found = sum(found_share(q, texts) for q in questions) / max(1, len(questions))
-    return Signals(evidence, semantic, found, vector)
+    mismatch = sum(1.0 for b in bests if b.type_fit < 0) / len(bests)
+    return Signals(evidence, semantic, found, vector, mismatch)
 
 
 def confidence(sig: Signals, calibration: Calibration | None = None) -> float:

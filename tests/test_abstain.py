@@ -14,6 +14,7 @@ import pytest
 
 import agentrag as ar
 from agentrag import cli
+from agentrag.abstain import DEFAULT_CALIBRATION
 from agentrag.context import Turn
 from tests.conftest import SAMPLES
 
@@ -52,7 +53,7 @@ def test_answerable_questions_quote_the_fact_with_its_source(
     ctx = ask(lumen, question)
     assert fact in (ctx.answer_text or ""), ctx.answer_text
     assert ctx.grounded is True and ctx.mode in ("full", "low-confidence")
-    assert ctx.answer_confidence is not None and ctx.answer_confidence >= 0.5
+    assert ctx.answer_confidence is not None and ctx.answer_confidence >= DEFAULT_CALIBRATION.abstain_below
     cited = {
         h.source.rsplit("/", 1)[-1] for h in ctx.context_used if h.chunk_id in ctx.citations and h.source
     }
@@ -84,7 +85,7 @@ def test_questions_the_documents_do_not_answer_abstain(
     ctx = ask(lumen, question)
     assert ctx.mode == "abstained" and ctx.grounded is False and ctx.citations == ()
     assert (ctx.answer_text or "").startswith("The knowledge base does not seem to cover this question")
-    assert ctx.answer_confidence is not None and ctx.answer_confidence < 0.5
+    assert ctx.answer_confidence is not None and ctx.answer_confidence < DEFAULT_CALIBRATION.abstain_below
 
 
 def test_small_talk_is_never_a_full_answer(lumen: tuple[ar.Store, list[str]]) -> None:
@@ -121,7 +122,7 @@ def test_the_cli_abstains_and_says_so(
     assert cli.main([*args, "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["mode"] == "abstained" and data["grounded"] is False and data["citations"] == []
-    assert data["answer_confidence"] < 0.5
+    assert data["answer_confidence"] < DEFAULT_CALIBRATION.abstain_below
     assert cli.main(args) == 0
     out = capsys.readouterr().out
     assert out.startswith("The knowledge base does not seem to cover this question")

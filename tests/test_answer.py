@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from opentelemetry.trace import StatusCode
 
+from agentrag.abstain import DEFAULT_CALIBRATION
 from agentrag.audit import AuditEventType, ListAuditSink
 from agentrag.context import Context, StopReason
 from agentrag.errors import InvalidInputError, LLMError, LLMTimeoutError, RetrievalError
@@ -111,7 +112,7 @@ def test_an_extractive_answer_with_nothing_relevant_says_so(store: Store, suppor
     assert ctx.steps[-1].strategy == "local:abstained" and ctx.mode == "abstained"
     assert ctx.grounded is False and ctx.citations == ()
     assert (ctx.answer_text or "").startswith("The knowledge base does not seem to cover this question")
-    assert ctx.answer_confidence is not None and ctx.answer_confidence < 0.5
+    assert ctx.answer_confidence is not None and ctx.answer_confidence < DEFAULT_CALIBRATION.abstain_below
 
 
 def test_the_prompt_carries_only_the_packed_labels(store: Store, support: str) -> None:

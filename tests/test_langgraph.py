@@ -155,7 +155,7 @@ def test_ungrounded_turn_gets_the_disclaimer(sample_store) -> None:
     assert state["rag_grounded"] is False
     # out of domain: the turn abstains, says so and names the closest documents
     assert state["rag_mode"] == "abstained" and state["rag_context"] == ""
-    assert state["rag_confidence"] is not None and state["rag_confidence"] < 0.5
+    assert state["rag_confidence"] is not None and state["rag_confidence"] < 0.6
     assert state["rag_guidance"].startswith("The knowledge base does not seem to cover this question")
     assert "widen the scope" in state["rag_guidance"].lower() and "add documents" in state["rag_guidance"]
     system = model.calls[-1][0]["content"]
