@@ -71,13 +71,26 @@ def test_extractive_answers_over_hard_wrapped_markdown(
     ctx = new(question, store=store, collections=[wrapped[folder]], mode="lexical").search().rerank()
     ctx = ctx.answer(abstain=False)
     assert ctx.ok and ctx.mode in ("full", "low-confidence")
-    text = ctx.answer_text or ""
-    parts = cited_sentences(text)
+    answer = ctx.answer_text or ""
+    used = {h.chunk_id: h for h in ctx.context_used}
+    # a table row is quoted as written under its header line, cited in its last cell
+    blocks = answer.split("\n\n")
+    tables = [b for b in blocks if b.startswith("|")]
+    for table in tables:
+        header, rule, *rows = table.splitlines()
+        assert re.fullmatch(r"\|(---\|)+", rule) and rows
+        for row in rows:
+            cited = re.search(r" \[(chk_[0-9a-f]+)\] \|$", row)
+            assert cited, row
+            assert row[: cited.start()] + " |" in used[cited.group(1)].text
+            assert header in used[cited.group(1)].text
+    text = " ".join(b for b in blocks if not b.startswith("|"))
+    parts = cited_sentences(text) if text else []
     # every sentence is whole and cited; nothing is left over between them
-    assert parts and " ".join(f"{s} [{c}]" for s, c in parts) == text
+    assert parts or tables
+    assert " ".join(f"{s} [{c}]" for s, c in parts) == text
     assert all(re.search(r"[.!?][\"')\]*_`]*$", s) for s, _ in parts), parts
     assert ",." not in text and "\n" not in text
-    used = {h.chunk_id: h for h in ctx.context_used}
     for sentence, chunk_id in parts:
         assert sentence[0].isupper() or sentence[0] in "*`\"'(" or sentence[0].isdigit(), sentence
         assert len(sentence.split()) >= 4
@@ -96,8 +109,8 @@ def test_extractive_answers_over_hard_wrapped_markdown(
     for found in positions.values():
         assert found == sorted(found)
     assert ctx.grounded is True and ctx.ungrounded_claims == ()
-    labels = {c: f"[{n}]" for n, c in enumerate(dict.fromkeys(c for _, c in parts), start=1)}
-    readable = text
+    labels = {c: f"[{n}]" for n, c in enumerate(dict.fromkeys(re.findall(r"chk_[0-9a-f]+", answer)), start=1)}
+    readable = answer
     for chunk_id, label in labels.items():
         readable = readable.replace(f"[{chunk_id}]", label)
     assert readable == snapshot

