@@ -162,7 +162,7 @@ def render(selected: Sequence[Scored]) -> str:
 def spans_of(selected: Sequence[Scored]) -> tuple[SupportSpan, ...]:
     """Each quoted unit is its own support: the span it was taken from."""
     out = []
-    by_text = {}
+    by_text: dict[str, Scored] = {}
     for s in selected:
         by_text.setdefault(s.unit.quote or s.unit.text, s)
     for sentence, text in _lines(selected):
