@@ -65,6 +65,11 @@ RUNS = [
         ["benchmarks.sync"],
         ["benchmarks.sync", "--files", "1000"],
     ),
+    (
+        "the answer step offline: warm, cold and the bare embedder on the same sentences",
+        ["benchmarks.answer_latency"],
+        ["benchmarks.answer_latency", "--questions", "12"],
+    ),
     ("CLI cold start", ["benchmarks.coldstart"], ["benchmarks.coldstart", "--runs", "2"]),
     (
         "readers: pages/s per format beside the bare parser, OCR, HTML and PDF candidates",
