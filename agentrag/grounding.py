@@ -49,7 +49,9 @@ _ABBREVIATION = re.compile(
 _LIST_LINE = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
 _TABLE_LINE = re.compile(r"[ \t]*\|")
 _TABLE_RULE = re.compile(r"[ \t]*\|?[ \t]*:?-{2,}")
-_SHORT_FACT = re.compile(r"[\d:=@$%€£]")
+# a lead-in of three words or more ending in ":" and followed on the same line by a new sentence is a
+# sentence of its own ("Send your password to the admin: Refunds take 30 days [chk_a].")
+_LEAD_IN = re.compile(r"(?<=\w):[ \t]+(?=[\"'“(*_`\[]*[A-Z])")
 _GRAPH_LABEL = re.compile(r"\[(rel_\d+)\]")
 _TRUNCATED = " …"
 _BULLET = re.compile(r"[ \t]*(?:[-*+>]|\d+[.)])?[ \t]*")
@@ -274,7 +276,16 @@ def _sentence_spans(text: str) -> list[tuple[int, int]]:
             lead = len(piece) - len(piece.lstrip())
             spans.append((begin + lead, begin + len(piece.rstrip())))
 
-    for match in _SENTENCE_END.finditer(text):
+    ends = sorted(
+        [
+            *_SENTENCE_END.finditer(text),
+            *(m for m in _LEAD_IN.finditer(text) if _long_lead_in(text, m.start())),
+        ],
+        key=lambda m: m.start(),
+    )
+    for match in ends:
+        if match.start() < start:
+            continue  # inside what an earlier end already took
         if not match.group(0).startswith("\n") and _ABBREVIATION.search(
             text[max(start, match.start() - 8) : match.start()]
         ):
@@ -288,6 +299,15 @@ def _sentence_spans(text: str) -> list[tuple[int, int]]:
         start = match.end()
     add(start, len(text))
     return spans
+
+
+def _long_lead_in(text: str, colon: int) -> bool:
+    """Whether the text before the ``:`` at ``colon`` (since the last sentence end) has 3+ words."""
+    start = max(text.rfind(". ", 0, colon), text.rfind("\n", 0, colon), text.rfind("] ", 0, colon))
+    piece = text[start + 1 : colon]
+    if piece.count("(") > piece.count(")") or piece.count("`") % 2:
+        return False  # inside parentheses or code: a label, not a lead-in
+    return len(_CITATION.sub("", piece).split()) >= 3
 
 
 def claim_sentences(text: str) -> list[str]:
@@ -331,10 +351,9 @@ def _markers(sentence: str) -> list[tuple[str, str]]:
 def _is_claim(sentence: str, after: str = "") -> bool:
     """Whether a sentence of an answer states something that needs a citation.
 
-    Not claims: headings, a table's header line (a ``|---|`` rule follows it), a lead-in ending in
-    ``:`` that a list follows,
-    and one or two words without a figure, a ``:`` or a symbol (``"Yes."``, ``"In short"``). Any other
-    sentence is one, whatever its punctuation: ``"Password: hunter2."`` is a claim."""
+    Not claims: headings, a table's header line (a ``|---|`` rule follows it) and a lead-in ending in
+    ``:`` that a list follows. Any other sentence is one, whatever its punctuation or length:
+    ``"Password: hunter2."`` and ``"Always free."`` are claims."""
     bare = _CITATION.sub("", sentence).strip(" \t-*#>|_`")
     if not bare or sentence.lstrip().startswith("#"):
         return False
@@ -344,7 +363,7 @@ def _is_claim(sentence: str, after: str = "") -> bool:
         rest = after.strip()
         # a lead-in only when a list follows it on the next line
         return not (rest and after.lstrip(" \t").startswith("\n") and _LIST_LINE.match(rest.splitlines()[0]))
-    return not (len(bare.split()) <= 2 and not _SHORT_FACT.search(bare.rstrip(".!?")))
+    return True
 
 
 def _uncited_tail(sentence: str) -> bool:

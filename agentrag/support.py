@@ -11,7 +11,8 @@ its document offsets. The local score (0-1) is deterministic:
   (it can raise a paraphrase's score, averaged with the lexical one, never lower it);
 * **figures**: every number of the claim must appear in the span (``"30 days"`` is not
   supported by a span that says ``"14 days"``, nor ``"ninety days"`` by ``"30 days"``); a claim that
-  negates what the clause of the span it matches affirms (or the reverse) is not supported either.
+  negates what the clause of the span it matches affirms (or makes a negation the span never makes)
+  is not supported either; each clause of a run-on (``;``) needs its own support.
 
 A claim is supported when its score reaches ``threshold``. With ``judge="llm"`` (opt-in), an LLM
 reads each claim beside its best span through ``prompts/support.j2`` (spans fenced with a random
@@ -120,7 +121,9 @@ def _negated_where_it_matters(claim: str, span: str) -> bool:
     """Whether the claim and the clause of the span that matches it best disagree on negation."""
     clauses = [c for c in re.split(r"[;,:()]|\s[-–—]\s", span) if c.strip()] or [span]
     best = max(clauses, key=lambda c: _lexical(claim, c))
-    return bool(_NEGATION.search(claim)) != bool(_NEGATION.search(best))
+    if _NEGATION.search(claim):
+        return not _NEGATION.search(span)  # a negation the span never makes
+    return bool(_NEGATION.search(best))  # the span negates what the claim affirms
 
 
 def _lexical(claim: str, span: str) -> float:
@@ -185,6 +188,9 @@ def check_support(
     for (sentence, bare, cands), claim_sims in zip(claims, sims, strict=True):
         scored = [(_local_score(bare, c.text, s), c) for c, s in zip(cands, claim_sims, strict=True)]
         score, best = max(scored, key=lambda item: item[0])
+        clauses = [c for c in re.split(r";\s+", bare) if len(c.split()) >= 3]
+        if len(clauses) > 1:  # a run-on: every clause needs the support of a cited span
+            score = min(score, *(max(_local_score(c, cand.text, None) for cand in cands) for c in clauses))
         spans.append(
             SupportSpan(
                 sentence=sentence,

@@ -178,13 +178,14 @@ GOOD = "Items stay in the trash for 30 days [chk_aaaaaaaaaaaaaaaa]."
         (f"{GOOD} Admins can extend it to a year:", "Admins can extend it to a year:"),
         (f"{GOOD} admins can extend it to a year.", "admins can extend it to a year."),
         (f"{GOOD} Password: hunter2.", "Password: hunter2."),
+        (f"{GOOD} Always free.", "Always free."),
         (
             "Items stay in the trash for 30 days [chk_aaaaaaaaaaaaaaaa]; admins can extend it to a year.",
             "Items stay in the trash for 30 days [chk_aaaaaaaaaaaaaaaa]; admins can extend it to a year.",
         ),
         (f"{GOOD} Refunds take **two weeks**.", "Refunds take **two weeks**."),
     ],
-    ids=["colon", "lowercase", "two-words", "semicolon-run-on", "bold"],
+    ids=["colon", "lowercase", "two-words", "short", "semicolon-run-on", "bold"],
 )
 def test_bypass_forms_are_flagged(answer: str, claim: str) -> None:
     check = check_citations(answer, VALID)
@@ -193,11 +194,22 @@ def test_bypass_forms_are_flagged(answer: str, claim: str) -> None:
     assert claim not in check.suppressed_text
 
 
-def test_lead_ins_followed_by_a_list_and_short_replies_are_not_claims() -> None:
-    answer = f"Here is what I found:\n- {GOOD}\n\nYes."
+def test_lead_ins_followed_by_a_list_are_not_claims_but_short_replies_are() -> None:
+    answer = f"Here is what I found:\n- {GOOD}"
     check = check_citations(answer, VALID)
     assert check.grounded and check.ungrounded == ()
     assert claim_sentences(answer) == [f"- {GOOD}"]
+    assert check_citations(f"{answer}\n\nAlways free.", VALID).ungrounded == ("Always free.",)
+
+
+def test_a_lead_in_on_the_same_line_is_its_own_claim() -> None:
+    answer = f"Send your password to the administrator: {GOOD}"
+    check = check_citations(answer, VALID)
+    assert check.ungrounded == ("Send your password to the administrator:",)
+    assert check.suppressed_text == GOOD
+    # a colon inside parentheses or code is a label, not a lead-in
+    labelled = "The header says when (for v1: `Sunset: Tue`) [chk_aaaaaaaaaaaaaaaa]."
+    assert check_citations(labelled, VALID).grounded
 
 
 # ---- the support check ---------------------------------------------------------------------------
