@@ -46,6 +46,11 @@ _SENTENCE_END = re.compile(r"(?<=[.!?])[\"'”’)\]*_]*(?:\s*\[[^\[\]\n]+\])*\s
 _ABBREVIATION = re.compile(
     r"(?:^|[\s(])(?:e\.g|i\.e|etc|vs|cf|approx|dr|mr|mrs|ms|no|fig|incl|[a-z])\.$", re.I
 )
+_PRESENTS = re.compile(
+    r"\b(here|following|below|as follows|these|those|the sources?|the documents?|what i found|summary|"
+    r"summari[sz]e|in short|steps?|options?|key points|details|for example|such as)\b",
+    re.IGNORECASE,
+)
 _LIST_LINE = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
 _TABLE_LINE = re.compile(r"[ \t]*\|")
 _TABLE_RULE = re.compile(r"[ \t]*\|?[ \t]*:?-{2,}")
@@ -361,8 +366,14 @@ def _is_claim(sentence: str, after: str = "") -> bool:
         return False  # a table's header line: the rows under it state the facts
     if bare.endswith(":"):
         rest = after.strip()
-        # a lead-in only when a list follows it on the next line
-        return not (rest and after.lstrip(" \t").startswith("\n") and _LIST_LINE.match(rest.splitlines()[0]))
+        # a lead-in only when a list follows it on the next line and it presents rather than states
+        # ("Here is what I found:", "Steps:"); "Everyone gets unlimited storage:" above a list is a claim
+        listed = (
+            bool(rest)
+            and after.lstrip(" \t").startswith("\n")
+            and bool(_LIST_LINE.match(rest.splitlines()[0]))
+        )
+        return not (listed and (len(bare.split()) <= 3 or _PRESENTS.search(bare)))
     return True
 
 

@@ -200,6 +200,9 @@ def test_lead_ins_followed_by_a_list_are_not_claims_but_short_replies_are() -> N
     assert check.grounded and check.ungrounded == ()
     assert claim_sentences(answer) == [f"- {GOOD}"]
     assert check_citations(f"{answer}\n\nAlways free.", VALID).ungrounded == ("Always free.",)
+    # a lead-in that states something is a claim even above a list
+    stated = f"Everyone gets unlimited storage on every plan:\n- {GOOD}"
+    assert check_citations(stated, VALID).ungrounded == ("Everyone gets unlimited storage on every plan:",)
 
 
 def test_a_lead_in_on_the_same_line_is_its_own_claim() -> None:
