@@ -48,7 +48,8 @@ _ABBREVIATION = re.compile(
 )
 _PRESENTS = re.compile(
     r"\b(here|following|below|as follows|these|those|the sources?|the documents?|what i found|summary|"
-    r"summari[sz]e|in short|steps?|options?|key points|details|for example|such as)\b",
+    r"summari[sz]e|in short|steps?|options?|key points|details|for example|such as)\b"
+    r"|^(from|according to|per)\b",  # where the list comes from: "From the knowledge graph:"
     re.IGNORECASE,
 )
 _LIST_LINE = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
