@@ -34,6 +34,10 @@ class SearchResult(Renderable):
     that exclude every document, no lexical match ...; see :mod:`agentrag.retrieval.empty`);
     None when there are hits. ``lexical_fallback`` says why the lexical leg ran ``lexical_sql``
     instead of BM25 (a collection's BM25 index over the store's memory budget); None otherwise.
+    ``served_by`` names the database that ran the search (``"primary"`` or ``"replica HOST:PORT/DB"``)
+    and ``replica_fallback`` why it is not the replica it was sent to (:mod:`agentrag.store.replicas`).
+    ``plan`` says how each collection's legs ran (``collection: vector=... lexical=...``, see
+    :mod:`agentrag.retrieval.scoped`); ``explain`` (``search(explain=True)``) adds the numbers behind it.
 
     In a notebook it renders as a table (``_repr_html_`` / ``_repr_markdown_``, filled by
     :mod:`agentrag.display`, which this module does not import).
@@ -50,6 +54,10 @@ class SearchResult(Renderable):
     fusion: str | None = None
     empty_reason: str | None = None
     lexical_fallback: str | None = None
+    served_by: str = field(default="primary", compare=False)
+    replica_fallback: str | None = field(default=None, compare=False)
+    plan: tuple[str, ...] = field(default=(), compare=False)
+    explain: tuple[dict[str, Any], ...] | None = field(default=None, compare=False)
     timings_ms: dict[str, float] = field(default_factory=dict, compare=False)
 
     def __len__(self) -> int:

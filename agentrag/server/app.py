@@ -514,6 +514,7 @@ def build_store(config: ServerConfig) -> ar.Store:
     """The store a server process serves, from its configuration."""
     return ar.Store(
         config.database_url,
+        read_urls=config.read_database_urls,  # None: $AGENTRAG_READ_DATABASE_URLS, as Store reads it
         embedder=server_embedder(config.embedder),
         pool_size=config.pool_size,
         max_overflow=0,

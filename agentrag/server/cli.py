@@ -145,6 +145,7 @@ _OPTIONS = (
     ("--max-in-flight", "max_in_flight", int, "requests at once per worker (1000; beyond: 503)"),
     ("--request-budget", "request_budget_s", float, "seconds a query may take, LLM calls included (0: none)"),
     ("--audit-retention-days", "audit_retention_days", float, "purge older audit rows (365; 0: keep)"),
+    ("--read-database-urls", "read_database_urls", str, "comma-separated read replicas the searches go to"),
 )
 
 

@@ -25,6 +25,7 @@ class ServerConfig:
     """How the service authenticates, limits and serves (see README, "Serving over HTTP")."""
 
     database_url: str | None = None
+    read_database_urls: str | None = None  # comma-separated streaming replicas for searches
     embedder: str = "local"  # local | fake[:DIMENSIONS] (agentrag.testing.FakeEmbedder)
     llm: str | None = None  # a litellm model string; none: extractive answers
     llm_api_base: str | None = None
@@ -119,6 +120,7 @@ class ServerConfig:
         for secret in ("jwt_secret", "llm_api_key"):
             if secret in shown:
                 shown[secret] = "***"
-        if "database_url" in shown:
-            shown["database_url"] = "<set>"
+        for url in ("database_url", "read_database_urls"):
+            if url in shown:
+                shown[url] = "<set>"
         return "ServerConfig(" + ", ".join(f"{k}={v!r}" for k, v in shown.items()) + ")"

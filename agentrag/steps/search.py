@@ -101,6 +101,8 @@ class _UnitResult:
     degradations: list[Degradation] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     model_version_match: bool | None = None
+    plans: list[str] = field(default_factory=list)  # each search's planner choice (SearchResult.plan)
+    served_by: list[str] = field(default_factory=list)
 
 
 def _retrieval_failures() -> tuple[type[BaseException], ...]:
@@ -306,8 +308,12 @@ class _Unit:
         if result.used_mode in ("vector", "hybrid"):  # the query embedder met the index
             out.model_version_match = result.model_version_match and out.model_version_match is not False
         out.warnings.extend(result.warnings)
+        out.plans.extend(result.plan)
+        out.served_by.append(result.served_by)
         if result.lexical_fallback and not any(d.reason == result.lexical_fallback for d in out.degradations):
             out.degradations.append(Degradation("search", "bm25-over-budget", result.lexical_fallback))
+        if result.replica_fallback and not any(d.reason == result.replica_fallback for d in out.degradations):
+            out.degradations.append(Degradation("search", "replica-fallback", result.replica_fallback))
 
     def ranked(self) -> list[Hit]:
         return sorted(self.best.values(), key=lambda h: (-h.score, h.chunk_id))[: self.plan.limit]
@@ -435,6 +441,8 @@ def _combine(plan: _Plan, results: Sequence[_UnitResult], started: float) -> Out
             "stop_reasons": sorted({r.stop_reason.value for r in records}),
             "mode": plan.mode,
             "failed_searches": len(failed),
+            "plan": sorted({p for r in results for p in r.plans}),
+            "served_by": sorted({s for r in results for s in r.served_by}),
         },
         warnings=tuple(dict.fromkeys(w for r in results for w in r.warnings)),
         degradations=tuple(degradations),

@@ -15,7 +15,9 @@ __all__ = ["check_alive", "open_engine", "register_vector", "retrying"]
 T = TypeVar("T")
 
 
-def open_engine(url: str, *, pool_size: int, max_overflow: int) -> Engine:
+def open_engine(
+    url: str, *, pool_size: int, max_overflow: int, connect_args: dict[str, Any] | None = None
+) -> Engine:
     """A SQLAlchemy engine on ``url``: a bounded pool, checked out with :func:`check_alive`."""
     from sqlalchemy import create_engine, event
 
@@ -26,6 +28,7 @@ def open_engine(url: str, *, pool_size: int, max_overflow: int) -> Engine:
         pool_pre_ping=False,  # check_alive instead: no round trip per checkout
         pool_timeout=30,
         hide_parameters=True,  # a driver error's text never carries a question or a vector
+        connect_args=connect_args or {},
     )
     event.listen(engine, "checkout", check_alive)
     return engine

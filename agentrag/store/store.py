@@ -20,8 +20,6 @@ from agentrag.errors import (
 from agentrag.retrieval.dberrors import database_error, guarded
 from agentrag.retrieval.lexical import DEFAULT_BM25_MEMORY_BUDGET, BM25Cache
 from agentrag.retrieval.missing import missing_collections_error
-from agentrag.retrieval.search import asearch as retrieval_asearch
-from agentrag.retrieval.search import search as retrieval_search
 from agentrag.retrieval.vector import DEFAULT_HNSW_EF_CONSTRUCTION, DEFAULT_HNSW_M, hnsw_parameters
 from agentrag.store.collections import (
     DISTANCES,
@@ -37,6 +35,7 @@ from agentrag.store.collections import (
 )
 from agentrag.store.documents import Document
 from agentrag.store.query_vectors import QueryVectorCache
+from agentrag.store.replicas import ReplicaRouting, open_read_replicas
 from agentrag.store.sync_api import SyncMethods
 from agentrag.store.text_index import TEXT_INDEX_BUILD_MEMORY as TEXT_INDEX_BUILD_MEMORY
 
@@ -64,7 +63,7 @@ class _Unset:
 _UNSET = _Unset()
 
 
-class Store(SyncMethods):
+class Store(SyncMethods, ReplicaRouting):
     """PostgreSQL + pgvector behind a bounded connection pool.
 
     ``Store()`` uses ``AGENTRAG_DATABASE_URL`` or else the embedded server; ``Store(url)``
@@ -73,7 +72,8 @@ class Store(SyncMethods):
     all-MiniLM-L6-v2, loaded on first use) embeds chunks and queries. ``bm25_memory_budget``
     (bytes, default 4 GiB, None for no limit) caps one collection's in-memory BM25 index: a
     collection over it is searched lexically with ``lexical_sql``, recorded on each result
-    (``lexical_fallback``; see :mod:`agentrag.retrieval.lexical`).
+    (``lexical_fallback``; see :mod:`agentrag.retrieval.lexical`). ``read_urls`` (default
+    ``AGENTRAG_READ_DATABASE_URLS``): streaming replicas for searches (:mod:`agentrag.store.replicas`).
     """
 
     def __init__(
@@ -87,6 +87,8 @@ class Store(SyncMethods):
         migrate: bool = True,
         query_cache_size: int = 1024,
         bm25_memory_budget: int | None = DEFAULT_BM25_MEMORY_BUDGET,
+        read_urls: Sequence[str] | str | None = None,
+        read_your_writes: bool = False,
     ) -> None:
         from sqlalchemy import event
 
@@ -104,6 +106,7 @@ class Store(SyncMethods):
             self._url = engine.url.render_as_string(hide_password=True)
             self._owns_engine = False
         self.engine = engine
+        self.replicas = open_read_replicas(read_urls, engine, read_your_writes, pool_size, max_overflow)
         self._embedder = embedder
         # BM25 cache of the lexical leg (agentrag.retrieval.lexical.bm25_index): collection id ->
         # index tagged with the collection version it was built at; one build lock per collection;
@@ -160,6 +163,8 @@ class Store(SyncMethods):
     def close(self) -> None:
         if self._owns_engine:
             self.engine.dispose()
+        if self.replicas is not None:
+            self.replicas.close()
 
     def __enter__(self) -> Store:
         return self
@@ -587,12 +592,6 @@ class Store(SyncMethods):
     def bm25_cache(self) -> BM25Cache:
         """The lexical leg's BM25 indexes, per collection (:class:`~agentrag.retrieval.lexical.BM25Cache`)."""
         return self._bm25
-
-    # Hybrid (or vector / lexical / lexical_sql) search: ``store.search(query, collections=...)``
-    # is :func:`agentrag.retrieval.search.search` with this store as its source; ``asearch``
-    # runs it in a worker thread, its options checked at the call.
-    search = retrieval_search
-    asearch = retrieval_asearch
 
 
 def connect(url: str | None = None, **options: Any) -> Store:
