@@ -309,7 +309,7 @@ class ReplicaRouting:
 
     def search(self, query: str, /, **options: Any) -> SearchResult:
         if self.replicas is None:
-            return retrieval_search(self, query, **options)  # type: ignore[arg-type]
+            return retrieval_search(self, query, **options)
         return self.replicas.run(self, retrieval_search, query, options)  # type: ignore[arg-type]
 
     def asearch(self, query: str, /, **options: Any) -> Coroutine[Any, Any, SearchResult]:
@@ -323,4 +323,4 @@ class ReplicaRouting:
 
 # help(Store.search) and inspect.signature show the search's own documentation and options
 ReplicaRouting.search.__doc__ = retrieval_search.__doc__
-ReplicaRouting.search.__wrapped__ = retrieval_search
+setattr(ReplicaRouting.search, "__wrapped__", retrieval_search)  # noqa: B010 - a function attribute
