@@ -266,8 +266,9 @@ def test_the_lexical_leg_sends_its_candidates_in_slices_with_the_same_result(
     """Slices of the BM25 ranking (20 x depth, then 10x more) give what one statement over all gives."""
     from sqlalchemy import event
 
-    from agentrag.retrieval import lexical
+    from agentrag.retrieval import lexical, scoped
 
+    monkeypatch.setattr(scoped, "EXACT_MAX_ROWS", -1)  # the slices, whatever the scope's size
     statements: list[str] = []
 
     def count(conn: Any, cursor: Any, statement: str, *args: Any) -> None:

@@ -20,6 +20,13 @@ from agentrag.retrieval.lexical import (
     over_budget,
 )
 from agentrag.retrieval.plan import SearchPlan
+from agentrag.retrieval.scoped import (
+    LegPlan,
+    exact_vector_leg,
+    plan_collection,
+    scope_bm25_leg,
+    set_max_scan_tuples,
+)
 from agentrag.retrieval.sources import CollectionInfo, SearchSource, embed_query
 from agentrag.retrieval.vector import (
     DEFAULT_EF_SEARCH,
@@ -41,6 +48,7 @@ __all__ = [
     "lexical_ranked",
     "lexical_stale",
     "over_budget_reasons",
+    "plan_legs",
     "plan_query_vector",
     "prepare_lexical",
     "vector_ranked",
@@ -130,6 +138,7 @@ def lexical_ranked(
     where: str,
     params: dict[str, Any],
     depth: int,
+    leg_plans: dict[int, LegPlan] | None = None,
 ) -> list[tuple[str, float]]:
     """The lexical leg over every collection (BM25, or SQL full text for ``lexical_sql``), merged.
 
@@ -148,10 +157,10 @@ def lexical_ranked(
             if cached is None:  # the collection was deleted meanwhile: nothing of it to find
                 per_collection.append([])
                 continue
+            leg = plan_of(leg_plans, c)
+            bm25 = scope_bm25_leg if leg is not None and leg.lexical == "bm25-scope" else lexical_leg
             per_collection.append(
-                lexical_leg(
-                    conn, cached, collection_id=c.id, query=query, where=where, params=params, depth=depth
-                )
+                bm25(conn, cached, collection_id=c.id, query=query, where=where, params=params, depth=depth)
             )
     return merge_by_score(per_collection, depth)
 
@@ -176,13 +185,59 @@ def plan_query_vector(
     return vector, None
 
 
+def plan_of(leg_plans: dict[int, LegPlan] | None, c: CollectionInfo) -> LegPlan | None:
+    return None if leg_plans is None else leg_plans.get(c.id)
+
+
+def plan_legs(
+    conn: Connection, plan: SearchPlan, colls: list[CollectionInfo], *, count: bool
+) -> dict[int, LegPlan]:
+    """Each collection's :class:`~agentrag.retrieval.scoped.LegPlan` (``count``: a vector or BM25 leg
+    will run, so a scope's size matters)."""
+    return {
+        c.id: plan_collection(
+            conn,
+            name=c.name,
+            collection_id=c.id,
+            indexed_rows=c.indexed_rows,
+            where=plan.where,
+            params=plan.params,
+            depth=plan.leg_depth,
+            ef_search=ef_search_for(plan.ef_search, c, plan.leg_depth),
+            count=count,
+        )
+        for c in colls
+    }
+
+
 def vector_ranked(
-    conn: Connection, plan: SearchPlan, colls: list[CollectionInfo], query_vector: np.ndarray
+    conn: Connection,
+    plan: SearchPlan,
+    colls: list[CollectionInfo],
+    query_vector: np.ndarray,
+    leg_plans: dict[int, LegPlan] | None = None,
 ) -> list[tuple[str, float]]:
     per_collection = []
     for c in colls:
+        leg = plan_of(leg_plans, c)
+        if leg is not None and leg.exact:
+            per_collection.append(
+                exact_vector_leg(
+                    conn,
+                    collection_id=c.id,
+                    dimensions=c.dimensions,
+                    distance=c.distance,
+                    query_vector=query_vector,
+                    where=plan.where,
+                    params=plan.params,
+                    depth=plan.leg_depth,
+                )
+            )
+            continue
         ef = ef_search_for(plan.ef_search, c, plan.leg_depth)
         configure_hnsw(conn, ef_search=ef, iterative=plan.restricted or ef < plan.leg_depth)
+        if leg is not None and leg.max_scan_tuples is not None:
+            set_max_scan_tuples(conn, leg.max_scan_tuples)
         per_collection.append(
             vector_leg(
                 conn,

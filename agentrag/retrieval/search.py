@@ -64,7 +64,7 @@ from collections.abc import Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from agentrag.errors import EmbeddingError, EmbeddingMismatchError
+from agentrag.errors import EmbeddingError, EmbeddingMismatchError, InvalidInputError
 from agentrag.hits import Hit
 from agentrag.retrieval.dberrors import guarded
 from agentrag.retrieval.empty import empty_reason
@@ -76,6 +76,7 @@ from agentrag.retrieval.legs import (
     lexical_ranked,
     lexical_stale,
     over_budget_reasons,
+    plan_legs,
     plan_query_vector,
     prepare_lexical,
     vector_ranked,
@@ -83,6 +84,7 @@ from agentrag.retrieval.legs import (
 from agentrag.retrieval.plan import MAX_DEPTH, MAX_QUERY_CHARS, MODES, SearchPlan, make_plan, preprocess_query
 from agentrag.retrieval.result import SearchResult
 from agentrag.retrieval.scope_sql import check_scope
+from agentrag.retrieval.scoped import LegPlan
 from agentrag.retrieval.sources import SearchSource, check_embedder, load_collections
 from agentrag.scope import Scope
 
@@ -130,6 +132,7 @@ class _Ranked:
     version_warnings: list[str]
     lexical_fallback: str | None
     empty_reason: str | None
+    leg_plans: list[LegPlan]
 
 
 def _rank(
@@ -161,10 +164,12 @@ def _rank(
         except EmbeddingError:  # it cannot say its dimensions: the search already degraded
             pass
 
+    bm25 = used_mode in ("lexical", "hybrid")  # (an over-budget collection's leg runs lexical_sql)
+    leg_plans = plan_legs(conn, plan, colls, count=query_vector is not None or bm25)
     vector: list[tuple[str, float]] = []
     if query_vector is not None:
         t = time.perf_counter()
-        vector = vector_ranked(conn, plan, colls, query_vector)
+        vector = vector_ranked(conn, plan, colls, query_vector, leg_plans)
         timings["vector"] = (time.perf_counter() - t) * 1000
 
     lexical: list[tuple[str, float]] = []
@@ -176,7 +181,7 @@ def _rank(
             used_mode = "lexical_sql"
         t = time.perf_counter()
         lexical = lexical_ranked(
-            conn, store, colls, plan.mode, plan.query, plan.where, plan.params, plan.leg_depth
+            conn, store, colls, plan.mode, plan.query, plan.where, plan.params, plan.leg_depth, leg_plans
         )
         timings["lexical"] = (time.perf_counter() - t) * 1000
 
@@ -206,7 +211,10 @@ def _rank(
             min_score=plan.min_score,
             candidates=candidates,
         )
-    return _Ranked(used_mode, vector, lexical, final, rows, version_warnings, lexical_fallback, why)
+    sql = used_mode == "lexical_sql" or lexical_fallback is not None
+    lexical_ran = ("sql" if sql else "bm25") if used_mode != "vector" else None
+    legs = [p.ran(vector=query_vector is not None, lexical=lexical_ran) for p in leg_plans.values()]
+    return _Ranked(used_mode, vector, lexical, final, rows, version_warnings, lexical_fallback, why, legs)
 
 
 def _fetch(conn: Connection, ids: list[str]) -> dict[str, Any]:
@@ -277,6 +285,7 @@ def search(
     filters: Filters | Mapping[str, Any] | None = None,
     scope: Scope | None = None,
     ef_search: int | None = None,
+    explain: bool = False,
 ) -> SearchResult:
     """Search ``collections`` for ``query``; see the module docstring.
 
@@ -288,11 +297,15 @@ def search(
     ``max(100, depth)``, raised by 100 per 250,000 indexed chunks past the first 250,000).
     ``filters`` is a :class:`Filters` or a dict of the same shape; ``scope`` a
     :class:`~agentrag.scope.Scope` (required on ``scoped=True`` collections: ``Scope.every()``
-    searches across every scope).
+    searches across every scope). How each collection's legs ran (an exact scan of a small scope,
+    the HNSW index ...; :mod:`agentrag.retrieval.scoped`) is on ``SearchResult.plan``; ``explain=True``
+    adds the numbers behind the choice (``SearchResult.explain``).
 
     Raises InvalidInputError (bad mode, top_k, depth ...), EmptyQueryError, FilterError,
     ScopeError, CollectionNotFoundError, EmbeddingMismatchError, EmbeddingError (vector mode).
     """
+    if type(explain) is not bool:
+        raise InvalidInputError(f"explain must be True or False, got {explain!r}")
     started = time.perf_counter()
     timings = {"embed": 0.0, "vector": 0.0, "lexical": 0.0, "fuse": 0.0, "fetch": 0.0}
     plan = make_plan(
@@ -355,6 +368,8 @@ def search(
         fusion=fusion if ranked.used_mode == "hybrid" else None,
         empty_reason=ranked.empty_reason if not hits else None,
         lexical_fallback=ranked.lexical_fallback,
+        plan=tuple(p.describe() for p in ranked.leg_plans),
+        explain=tuple(p.as_dict() for p in ranked.leg_plans) if explain else None,
         timings_ms={key: round(value, 3) for key, value in timings.items()},
     )
 
