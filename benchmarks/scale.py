@@ -854,7 +854,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         "collection's --hnsw-m / --hnsw-ef-construction / --ef-search (Store.tune_vector_index, timed)",
     )
     parser.add_argument("--keep", action="store_true", help="keep the collection (to rerun --phase search)")
+    parser.add_argument(
+        "--tenants",
+        type=int,
+        default=None,
+        help="long-tail tenants instead: scoped beside unscoped search (benchmarks/scale_tenants.py)",
+    )
+    parser.add_argument(
+        "--recall-queries", type=int, default=20, help="with --tenants: queries checked for recall"
+    )
     args = parser.parse_args(argv)
+    if args.tenants is not None:
+        from benchmarks import scale_tenants
+
+        if not 1 <= args.tenants <= args.chunks // scale_tenants.CHUNKS_PER_DOC:
+            parser.error("--tenants must be in [1, chunks / 10]")
+        print(
+            f"benchmarks.scale --tenants: load average {os.getloadavg()[0]:.1f} (a shared machine)",
+            flush=True,
+        )
+        scale_tenants.run(args)
+        return 0
     if not 0 <= args.noise <= 2:
         parser.error("--noise must be in [0, 2]")
     if args.chunks < CHUNKS_PER_DOC * TENANTS:

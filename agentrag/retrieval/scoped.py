@@ -55,6 +55,7 @@ __all__ = [
     "scope_bm25_leg",
     "scope_rows",
     "set_max_scan_tuples",
+    "sorted_byte_ids",
 ]
 
 #: A scope of at most this many chunks is searched exactly (vector) and over its own postings (BM25).
@@ -181,7 +182,7 @@ _SORTED_IDS_LOCK = threading.Lock()
 _SORTED_IDS_KEPT = 8
 
 
-def _byte_ids(cached: CachedBM25) -> np.ndarray:
+def sorted_byte_ids(cached: CachedBM25) -> np.ndarray:
     """The index's chunk ids as a fixed-width bytes array (sorted, as the positions are): a
     C-speed ``searchsorted``. Kept for the last few indexes searched with a scope."""
     import numpy as np
@@ -227,7 +228,7 @@ def scope_bm25_leg(
     positions, scores = cached.index.match(query)
     if not scope or len(positions) == 0:
         return []
-    ids = _byte_ids(cached)
+    ids = sorted_byte_ids(cached)
     wanted = np.array(scope, dtype=bytes)
     at = np.searchsorted(ids, wanted)
     inside = at < len(ids)

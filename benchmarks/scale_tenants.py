@@ -1,0 +1,316 @@
+"""Scale with long-tail tenants: scoped search beside unscoped (``benchmarks.scale --tenants N``).
+
+    .venv/bin/python -m benchmarks.scale --tenants 1000 --chunks 1000000      # the issue's size
+    .venv/bin/python -m benchmarks.scale --tenants 1000 --chunks 100000 --queries 40
+
+* Data: ``--chunks`` synthetic chunks recombined from SciFact passages with their real vectors
+  (:func:`benchmarks.scale.synthesize`), in documents of 10 chunks, each with ``metadata.topic`` in
+  0..99 (``{"metadata": {"topic": 7}}`` keeps 1 %). ``--tenants`` tenants whose sizes follow a long tail,
+  Zipf with exponent 1 (tenant ``i`` holds a share proportional to ``1 / (i + 1)``, at least one document):
+  at 1M chunks and 1,000 tenants the largest holds 134k chunks and the median about 270. Loaded
+  through the library (``ingest_texts`` per tenant, ``bulk=True``, one HNSW build after the last).
+* Queries: SciFact test queries (precomputed vectors), top_k 10, depth 100, hybrid, under: no
+  restriction; the 1 % filter; a tenant scope; tenant + filter. Each scoped query takes a tenant of
+  each size class in turn: ``large`` (the 3 largest), ``medium`` (ranks 10-49), ``small`` (the
+  smallest half).
+* Beside each: the floor in the same run (psycopg and the same in-memory BM25 index doing the same
+  work: the vector SQL the planner chose, HNSW or exact, with its settings; BM25's top for no
+  restriction, else the scope's chunk ids read by raw SQL and BM25 over them; the fetch of the 10
+  hits), and ``planner off``: the library with the scope planner disabled
+  (``scoped.EXACT_MAX_ROWS = -1``: every restricted search walks HNSW iteratively and sends the BM25
+  ranking in slices, as before the planner).
+* Checked: every result has exactly ``min(10, matches)`` hits; vector recall@10 of the vector
+  mode against the exact scan within the same restriction, per size class.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from benchmarks.scale import (
+    DIMS,
+    PrecomputedVectors,
+    _log,
+    _pct,
+    cache_dir,
+    real_vectors,
+    scifact,
+    synthesize,
+)
+
+CHUNKS_PER_DOC = 10
+TOP_K = 10
+DEPTH = 100
+FILTER = {"metadata": {"topic": 7}}
+CLASSES = {"large": (0, 3), "medium": (10, 50), "small": (None, None)}  # ranks; small: the lower half
+
+
+def tenant_sizes(chunks: int, tenants: int) -> list[int]:
+    """Chunks per tenant, Zipf(1), whole documents, at least one each, summing to ``chunks``."""
+    docs = chunks // CHUNKS_PER_DOC
+    weights = 1.0 / np.arange(1, tenants + 1)
+    share = np.maximum(1, np.floor(weights / weights.sum() * docs)).astype(int)
+    share[0] += docs - int(share.sum())  # the rounding goes to the largest
+    return [int(s) * CHUNKS_PER_DOC for s in share]
+
+
+def collection_name(chunks: int, tenants: int) -> str:
+    return f"bench_tenants_{chunks}_{tenants}"
+
+
+def class_tenants(sizes: list[int]) -> dict[str, list[str]]:
+    n = len(sizes)
+    out = {}
+    for cls, (lo, hi) in CLASSES.items():
+        ranks = range(n // 2, n) if lo is None else range(min(lo, n - 1), min(hi or n, n))
+        out[cls] = [tenant(i) for i in ranks]
+    return out
+
+
+def tenant(i: int) -> str:
+    return f"t{i:04d}"
+
+
+def load(store: Any, name: str, chunks: int, tenants: int, data: Path, cache: Path) -> None:
+    from agentrag.store.ingest import ingest_texts
+
+    passages, _queries = scifact(data)
+    base = real_vectors(passages, cache, f"{data.name}-passages")
+    t = time.perf_counter()
+    texts, vectors = synthesize(chunks, passages, base)
+    _log(f"synthesized {len(texts):,} chunks in {time.perf_counter() - t:.0f} s")
+    embedder: PrecomputedVectors = store.embedder
+    store.create_collection(name, description="benchmarks/scale_tenants.py", scoped=True)
+    deferred: list[Any] = []
+    build = store.ensure_vector_index
+    store.ensure_vector_index = lambda *a, **k: deferred.append(a)  # one build after the last tenant
+    at, doc = 0, 0
+    t = time.perf_counter()
+    for i, size in enumerate(tenant_sizes(chunks, tenants)):
+        docs = []
+        for start in range(at, at + size, CHUNKS_PER_DOC):
+            body = "\n\n".join(texts[start : start + CHUNKS_PER_DOC])
+            docs.append((f"doc-{doc:07d}.txt", body, {"topic": doc % 100}))
+            doc += 1
+        embedder.expect(texts[at : at + size], vectors[at : at + size])
+        report = ingest_texts(
+            store, docs, collection=name, tenant=tenant(i), chunk_size=1000, chunk_overlap=0, bulk=True
+        )
+        if report.failed or report.chunks_written != size:
+            raise SystemExit(f"ingest of {tenant(i)} failed: {report!r}")
+        at += size
+        if i % 100 == 0:
+            _log(f"  {i} tenants, {at:,} chunks ({time.perf_counter() - t:.0f} s)")
+    store.ensure_vector_index = build
+    _log(f"loaded {at:,} chunks in {time.perf_counter() - t:.0f} s; HNSW build ...")
+    t = time.perf_counter()
+    store.ensure_vector_index(store.collection(name), maintenance_work_mem="1GB")
+    _log(f"HNSW build {time.perf_counter() - t:.0f} s")
+
+
+def _raw(store: Any) -> Any:
+    import psycopg
+    from pgvector.psycopg import register_vector
+    from sqlalchemy.engine import make_url
+
+    url = make_url(store.engine.url.render_as_string(hide_password=False))
+    conn = psycopg.connect(url.set(drivername="postgresql").render_as_string(hide_password=False))
+    register_vector(conn)
+    return conn
+
+
+def floor_search(
+    conn: Any,
+    cached: Any,
+    cid: int,
+    qvec: np.ndarray,
+    query: str,
+    where: str,
+    params: dict[str, Any],
+    leg: dict,
+) -> int:
+    """The same work as the library's hybrid search, raw: the planned vector SQL, BM25, the fetch."""
+    from agentrag.retrieval.bm25 import first_ranked
+    from agentrag.retrieval.fusion import relative_score
+    from agentrag.retrieval.scoped import sorted_byte_ids
+
+    exact = leg["vector"] == "exact"
+    order = "(c.embedding::vector(384) <=> %(q)s) + 0" if exact else "c.embedding::vector(384) <=> %(q)s"
+    join = "" if where == "TRUE" else " JOIN agentrag.documents d ON d.id = c.document_id"
+    with conn.transaction():
+        if not exact:
+            conn.execute(
+                "SELECT set_config('hnsw.ef_search', %(ef)s, true),"
+                " set_config('hnsw.iterative_scan', %(s)s, true),"
+                " set_config('hnsw.max_scan_tuples', %(m)s, true)",
+                {
+                    "ef": str(leg["ef_search"]),
+                    "s": "off" if where == "TRUE" else "relaxed_order",
+                    "m": str(leg["max_scan_tuples"] or 20000),
+                },
+            )
+        vector = conn.execute(
+            "WITH h AS MATERIALIZED (SELECT c.id, c.embedding::vector(384) <=> %(q)s AS dist"
+            f" FROM agentrag.chunks c{join} WHERE c.collection_id = {cid} AND ({where})"
+            f" ORDER BY {order} LIMIT {DEPTH})"
+            " SELECT id, 1 - dist FROM h ORDER BY dist",
+            {**params, "q": qvec},
+        ).fetchall()
+        if where == "TRUE":
+            positions, scores = cached.index.top(query, DEPTH)
+        else:
+            scope = conn.execute(
+                f"SELECT c.id FROM agentrag.chunks c{join} WHERE c.collection_id = {cid} AND ({where})",
+                params,
+            ).fetchall()
+            ids = sorted_byte_ids(cached)
+            at = np.searchsorted(ids, np.array([r[0].encode() for r in scope], dtype=bytes))
+            positions, scores = cached.index.match(query)
+            keep = np.isin(positions, at)
+            positions, scores = first_ranked(positions[keep], scores[keep], DEPTH)
+        lexical = [(str(i), float(s)) for i, s in zip(cached.chunk_ids[positions], scores, strict=True)]
+        fused = relative_score([(r[0], float(r[1])) for r in vector], lexical, vector_weight=0.5)[:TOP_K]
+        ids = [i for i, _ in fused]
+        rows = conn.execute(
+            "SELECT c.id, c.text, d.source FROM agentrag.chunks c"
+            " JOIN agentrag.documents d ON d.id = c.document_id WHERE c.id = ANY(%(ids)s)",
+            {"ids": ids},
+        ).fetchall()
+    return len(rows)
+
+
+def run(args: argparse.Namespace) -> None:
+    from agentrag import Scope
+    from agentrag.retrieval import scoped
+    from agentrag.retrieval.lexical import bm25_index
+    from benchmarks._db import bench_store
+
+    data, cache = Path(args.data), cache_dir(args.cache)
+    _passages, all_queries = scifact(data)
+    qvecs = real_vectors(all_queries, cache, f"{data.name}-queries")
+    store = bench_store(PrecomputedVectors(dict(zip(all_queries, qvecs, strict=True))))
+    name = collection_name(args.chunks, args.tenants)
+    if name not in {c.name for c in store.collections()}:
+        load(store, name, args.chunks, args.tenants, data, cache)
+    coll = store.collection(name)
+    sizes = tenant_sizes(args.chunks, args.tenants)
+    classes = class_tenants(sizes)
+    size_of = {tenant(i): s for i, s in enumerate(sizes)}
+    cached = bm25_index(store.bm25_cache, store.engine, int(coll.id), coll.version)
+    raw = _raw(store)
+    queries = all_queries[: args.queries]
+    qv = dict(zip(all_queries, qvecs, strict=True))
+
+    conditions: list[tuple[str, str | None, bool]] = [("unscoped", None, False), ("filter 1%", None, True)]
+    for cls in CLASSES:
+        conditions += [(f"tenant {cls}", cls, False), (f"tenant {cls} + filter", cls, True)]
+    lat: dict[str, dict[str, list[float]]] = {c[0]: {"lib": [], "floor": [], "off": []} for c in conditions}
+    plans: dict[str, set[str]] = {c[0]: set() for c in conditions}
+    wrong: list[str] = []
+    recall: dict[str, list[float]] = {c[0]: [] for c in conditions}
+    for qi, query in enumerate(queries):
+        for label, cls, filtered in conditions:
+            t_name = classes[cls][qi % len(classes[cls])] if cls else None
+            scope = Scope(tenant=t_name) if t_name else Scope.every()
+            filters = FILTER if filtered else None
+            where, params = _where(t_name, filtered)
+            options = {
+                "collections": name,
+                "top_k": TOP_K,
+                "depth": DEPTH,
+                "scope": scope,
+                "filters": filters,
+            }
+            t = time.perf_counter()
+            result = store.search(query, explain=True, **options)
+            lat[label]["lib"].append((time.perf_counter() - t) * 1000)
+            leg = result.explain[0] if result.explain else {}
+            plans[label].add(f"{leg.get('vector')}/{leg.get('lexical')}")
+            t = time.perf_counter()
+            floor_search(raw, cached, int(coll.id), qv[query], query, where, params, leg)
+            lat[label]["floor"].append((time.perf_counter() - t) * 1000)
+            if where != "TRUE":
+                saved = scoped.EXACT_MAX_ROWS
+                scoped.EXACT_MAX_ROWS = -1
+                try:
+                    t = time.perf_counter()
+                    store.search(query, **options)
+                    lat[label]["off"].append((time.perf_counter() - t) * 1000)
+                finally:
+                    scoped.EXACT_MAX_ROWS = saved
+            matches = _count(raw, int(coll.id), where, params)
+            if len(result) != min(TOP_K, matches):
+                wrong.append(f"{label} q{qi}: {len(result)} hits, {matches} match")
+            if qi < args.recall_queries:
+                vector = store.search(query, mode="vector", **options)
+                truth = _exact(raw, int(coll.id), qv[query], where, params)
+                if truth:
+                    recall[label].append(len(set(vector.chunk_ids) & set(truth)) / len(truth))
+        if qi % 10 == 0:
+            _log(f"  query {qi + 1}/{len(queries)}")
+    raw.close()
+    _report(args, coll, sizes, classes, size_of, lat, plans, recall, wrong)
+    store.close()
+
+
+def _where(t_name: str | None, filtered: bool) -> tuple[str, dict[str, Any]]:
+    parts, params = [], {}
+    if t_name:
+        parts.append("d.tenant_id = %(tenant)s")
+        params["tenant"] = t_name
+    if filtered:
+        parts.append("d.metadata @> %(f)s::jsonb")
+        params["f"] = '{"topic": 7}'
+    return (" AND ".join(parts) or "TRUE"), params
+
+
+def _count(conn: Any, cid: int, where: str, params: dict[str, Any]) -> int:
+    sql = "SELECT coalesce(sum(d.chunk_count), 0) FROM agentrag.documents d WHERE d.collection_id = %(c)s"
+    return int(conn.execute(f"{sql} AND ({where})", {**params, "c": cid}).fetchone()[0])
+
+
+def _exact(conn: Any, cid: int, qvec: np.ndarray, where: str, params: dict[str, Any]) -> list[str]:
+    rows = conn.execute(
+        "SELECT c.id FROM agentrag.chunks c JOIN agentrag.documents d ON d.id = c.document_id"
+        f" WHERE c.collection_id = {cid} AND ({where})"
+        f" ORDER BY (c.embedding::vector({DIMS}) <=> %(q)s) + 0 LIMIT {TOP_K}",
+        {**params, "q": qvec},
+    ).fetchall()
+    conn.rollback()
+    return [r[0] for r in rows]
+
+
+def _report(args, coll, sizes, classes, size_of, lat, plans, recall, wrong) -> None:  # type: ignore[no-untyped-def]
+    from agentrag.retrieval.scoped import EXACT_MAX_ROWS
+
+    unscoped = statistics.median(lat["unscoped"]["lib"])
+    print(
+        f"\n### {coll.chunk_count:,} chunks, {args.tenants:,} tenants (Zipf 1: largest {sizes[0]:,}, "
+        f"median {int(statistics.median(sizes)):,}, smallest {sizes[-1]:,} chunks); {args.queries} queries, "
+        f"hybrid, top_k {TOP_K}, depth {DEPTH}; EXACT_MAX_ROWS {EXACT_MAX_ROWS:,}\n"
+    )
+    for cls, names in classes.items():
+        chunk_counts = [size_of[n] for n in names]
+        print(f"- {cls}: {len(names)} tenants of {min(chunk_counts):,}-{max(chunk_counts):,} chunks")
+    print(
+        "\n| restriction | plan (vector/lexical) | p50 ms | p99 ms | floor p50 | floor p99 | p50 / floor "
+        "| p50 / unscoped p50 | planner off p50 | planner off p99 | recall@10 |"
+    )
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for label, values in lat.items():
+        lib, floor, off = values["lib"], values["floor"], values["off"]
+        p50, f50 = statistics.median(lib), statistics.median(floor)
+        off_cols = f"{statistics.median(off):.1f} | {_pct(off, 0.99):.1f}" if off else "- | -"
+        rec = f"{statistics.mean(recall[label]):.3f}" if recall[label] else "-"
+        print(
+            f"| {label} | {', '.join(sorted(plans[label]))} | {p50:.1f} | {_pct(lib, 0.99):.1f} | "
+            f"{f50:.1f} | {_pct(floor, 0.99):.1f} | {p50 / f50:.2f} | {p50 / unscoped:.2f} | "
+            f"{off_cols} | {rec} |"
+        )
+    print(f"\nResults with exactly min(k, matches) hits: {'all' if not wrong else f'NOT all: {wrong[:5]}'}")

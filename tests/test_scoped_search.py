@@ -1,0 +1,202 @@
+"""The scope planner (agentrag/retrieval/scoped.py): exact scans and BM25 over a small scope's own
+postings, the iterative HNSW walk with a raised max_scan_tuples for a large one, the same rows either way,
+and the choice on the result, in explain=True and on the search span."""
+
+from __future__ import annotations
+
+import random
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from sqlalchemy import event, text
+
+import agentrag as ar
+from agentrag.errors import InvalidInputError
+from agentrag.retrieval import scoped
+from agentrag.scope import Scope
+from agentrag.store.ingest import ingest_texts
+from agentrag.store.store import Store
+
+WORDS = [
+    "alpha",
+    "beta",
+    "gamma",
+    "delta",
+    "orbit",
+    "comet",
+    "nebula",
+    "quasar",
+    "pulsar",
+    "galaxy",
+    "planet",
+    "moon",
+    "star",
+    "dust",
+    "ice",
+    "rock",
+]
+SIZES = {"big": 120, "mid": 30, "tiny": 3}  # one-chunk documents per tenant
+
+
+@pytest.fixture(scope="module")
+def tenants(store: Store) -> Iterator[dict[str, Any]]:
+    name = f"scoped_{uuid.uuid4().hex[:8]}"
+    store.create_collection(name, scoped=True)
+    rng = random.Random(7)
+    for tenant, n in SIZES.items():
+        items = [(f"{tenant}-{i}", " ".join(rng.choices(WORDS, k=12)), {"topic": i % 10}) for i in range(n)]
+        ingest_texts(store, items, collection=name, tenant=tenant)
+    with store.engine.begin() as conn:
+        conn.execute(text("ANALYZE agentrag.chunks, agentrag.documents"))
+    yield {"name": name}
+    store.delete_collection(name)
+
+
+def _exact(store: Store, name: str, query: str, tenant: str, k: int) -> list[str]:
+    qvec = store.embed_queries([query])[0]
+    with store.engine.connect() as conn:
+        cid = conn.execute(text("SELECT id FROM agentrag.collections WHERE name = :n"), {"n": name}).scalar()
+        rows = conn.execute(
+            text(
+                "SELECT c.id FROM agentrag.chunks c JOIN agentrag.documents d ON d.id = c.document_id"
+                " WHERE c.collection_id = :c AND d.tenant_id = :t ORDER BY"
+                ' (c.embedding::vector(64) <=> CAST(:q AS vector(64))) + 0, c.id COLLATE "C" LIMIT :k'
+            ),
+            {"c": cid, "t": tenant, "q": qvec, "k": k},
+        ).all()
+    return [r.id for r in rows]
+
+
+def test_a_small_scope_is_scanned_exactly_and_ranked_over_its_own_postings(
+    store: Store, tenants: dict
+) -> None:
+    name = tenants["name"]
+    result = store.search("comet nebula", collections=name, scope=Scope(tenant="mid"), explain=True)
+    assert result.plan == (f"{name}: vector=exact lexical=bm25-scope rows=30",)
+    assert result.explain is not None
+    leg = result.explain[0]
+    assert leg["scope_rows"] == 30 and leg["exact_max_rows"] == scoped.EXACT_MAX_ROWS
+    assert "exact" in leg["reason"]
+    vector = store.search(
+        "comet nebula", collections=name, scope=Scope(tenant="mid"), mode="vector", top_k=10
+    )
+    assert vector.chunk_ids == _exact(store, name, "comet nebula", "mid", 10)
+    tiny = store.search("comet", collections=name, scope=Scope(tenant="tiny"), top_k=10)
+    assert len(tiny) == 3  # exactly min(k, matches)
+
+
+def test_a_large_scope_walks_hnsw_with_a_raised_max_scan_tuples(
+    store: Store, tenants: dict, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    name = tenants["name"]
+    store.ensure_vector_index(store.collection(name))
+    monkeypatch.setattr(scoped, "EXACT_MAX_ROWS", 20)
+    seen: list[str] = []
+
+    def record(conn: Any, cursor: Any, statement: str, params: Any, *args: Any) -> None:
+        if "max_scan_tuples" in statement:
+            seen.append(str(params))
+
+    event.listen(store.engine, "before_cursor_execute", record)
+    try:
+        result = store.search("comet", collections=name, scope=Scope(tenant="big"), explain=True, top_k=10)
+    finally:
+        event.remove(store.engine, "before_cursor_execute", record)
+    assert result.plan == (f"{name}: vector=hnsw-iterative lexical=bm25-slices rows=>20",)
+    assert result.explain is not None and result.explain[0]["max_scan_tuples"] >= scoped.MIN_MAX_SCAN_TUPLES
+    assert seen and str(result.explain[0]["max_scan_tuples"]) in seen[0]
+    assert len(result) == 10
+
+
+def test_unrestricted_searches_count_nothing(store: Store, tenants: dict) -> None:
+    statements: list[str] = []
+
+    def record(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        statements.append(statement)
+
+    event.listen(store.engine, "before_cursor_execute", record)
+    try:
+        result = store.search("comet", collections=tenants["name"], scope=Scope.every())
+    finally:
+        event.remove(store.engine, "before_cursor_execute", record)
+    assert result.plan[0].endswith("lexical=bm25-top")
+    assert not any("chunk_count" in s for s in statements)
+
+
+def test_the_plan_says_which_legs_ran(store: Store, tenants: dict) -> None:
+    name, scope = tenants["name"], Scope(tenant="mid")
+    assert (
+        store.search("comet", collections=name, scope=scope, mode="vector")
+        .plan[0]
+        .endswith("vector=exact lexical=none rows=30")
+    )
+    assert (
+        "vector=none lexical=sql"
+        in store.search("comet", collections=name, scope=scope, mode="lexical_sql").plan[0]
+    )
+    assert store.search("comet", collections=name, scope=scope).explain is None
+    with pytest.raises(InvalidInputError, match="explain"):
+        store.search("comet", collections=name, scope=scope, explain="yes")  # type: ignore[arg-type]
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    words=st.lists(st.sampled_from(WORDS), min_size=1, max_size=4),
+    tenant=st.sampled_from(sorted(SIZES)),
+    topic=st.one_of(st.none(), st.integers(0, 11)),
+    depth=st.integers(1, 40),
+)
+def test_bm25_over_the_scope_finds_what_the_slices_find(
+    store: Store, tenants: dict, words: list[str], tenant: str, topic: int | None, depth: int
+) -> None:
+    """Whatever the scope and filter: the same rows and scores, planner on or off."""
+    options: dict[str, Any] = {
+        "collections": tenants["name"],
+        "mode": "lexical",
+        "scope": Scope(tenant=tenant),
+        "top_k": min(depth, 50),
+        "depth": depth,
+        "filters": None if topic is None else {"metadata": {"topic": topic}},
+    }
+    query = " ".join(words)
+    on = store.search(query, **options)
+    assert "bm25-scope" in on.plan[0]
+    saved = scoped.EXACT_MAX_ROWS
+    scoped.EXACT_MAX_ROWS = -1
+    try:
+        off = store.search(query, **options)
+    finally:
+        scoped.EXACT_MAX_ROWS = saved
+    assert "bm25-slices" in off.plan[0]
+    assert [(h.chunk_id, h.score) for h in on] == [(h.chunk_id, h.score) for h in off]
+
+
+def test_the_plan_is_on_the_search_span(store: Store, tenants: dict) -> None:
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    name = tenants["name"]
+    ctx = (
+        ar.new(
+            "comet",
+            store=store,
+            collections=[name],
+            scope=Scope(tenant="tiny"),
+            telemetry=ar.Telemetry(tracer_provider=provider),
+        )
+        | ar.search()
+    )
+    assert ctx.ok and len(ctx.hits) == 3
+    span = next(s for s in exporter.get_finished_spans() if s.name == "agentrag.search")
+    assert list(span.attributes["agentrag.search.plan"]) == [
+        f"{name}: vector=exact lexical=bm25-scope rows=3"
+    ]
+    assert list(span.attributes["agentrag.search.served_by"]) == ["primary"]
