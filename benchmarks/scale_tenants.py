@@ -4,7 +4,8 @@
     .venv/bin/python -m benchmarks.scale --tenants 1000 --chunks 100000 --queries 40
 
 * Data: ``--chunks`` synthetic chunks recombined from SciFact passages with their real vectors
-  (:func:`benchmarks.scale.synthesize`), in documents of 10 chunks, each with ``metadata.topic`` in
+  (:func:`benchmarks.scale.synthesize`; ``--passages N``: from the first N passages only, when embedding
+  all 5,183 once is too slow for the machine), in documents of 10 chunks, each with ``metadata.topic`` in
   0..99 (``{"metadata": {"topic": 7}}`` keeps 1 %). ``--tenants`` tenants whose sizes follow a long tail,
   Zipf with exponent 1 (tenant ``i`` holds a share proportional to ``1 / (i + 1)``, at least one document):
   at 1M chunks and 1,000 tenants the largest holds 134k chunks and the median about 270. Loaded
@@ -77,10 +78,11 @@ def tenant(i: int) -> str:
     return f"t{i:04d}"
 
 
-def load(store: Any, name: str, chunks: int, tenants: int, data: Path, cache: Path) -> None:
+def load(store: Any, name: str, chunks: int, tenants: int, data: Path, cache: Path, n_passages: int) -> None:
     from agentrag.store.ingest import ingest_texts
 
     passages, _queries = scifact(data)
+    passages = passages[:n_passages] if n_passages else passages
     base = real_vectors(passages, cache, f"{data.name}-passages")
     t = time.perf_counter()
     texts, vectors = synthesize(chunks, passages, base)
@@ -197,7 +199,7 @@ def run(args: argparse.Namespace) -> None:
     store = bench_store(PrecomputedVectors(dict(zip(all_queries, qvecs, strict=True))))
     name = collection_name(args.chunks, args.tenants)
     if name not in {c.name for c in store.collections()}:
-        load(store, name, args.chunks, args.tenants, data, cache)
+        load(store, name, args.chunks, args.tenants, data, cache, args.passages)
     coll = store.collection(name)
     sizes = tenant_sizes(args.chunks, args.tenants)
     classes = class_tenants(sizes)
