@@ -1,0 +1,24 @@
+"""benchmarks/scale_tenants.py's tenant sizes have the issue's shape: a long tail that sums to the corpus."""
+
+from __future__ import annotations
+
+import statistics
+
+from benchmarks.scale_tenants import CHUNKS_PER_DOC, class_tenants, tenant_sizes
+
+
+def test_a_thousand_tenants_of_a_million_chunks_follow_a_long_tail() -> None:
+    sizes = tenant_sizes(1_000_000, 1000)
+    assert sum(sizes) == 1_000_000 and len(sizes) == 1000
+    assert all(s % CHUNKS_PER_DOC == 0 and s >= CHUNKS_PER_DOC for s in sizes)
+    assert sizes == sorted(sizes, reverse=True)
+    assert sum(s >= 100_000 for s in sizes) >= 1  # a few with 100k+
+    assert 100 <= statistics.median(sizes) < 1000  # most with hundreds
+
+
+def test_size_classes_take_tenants_from_each_end() -> None:
+    sizes = tenant_sizes(200_000, 1000)
+    classes = class_tenants(sizes)
+    assert classes["large"] == ["t0000", "t0001", "t0002"]
+    assert len(classes["medium"]) == 40 and classes["medium"][0] == "t0010"
+    assert len(classes["small"]) == 500 and classes["small"][-1] == "t0999"
