@@ -863,7 +863,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--recall-queries", type=int, default=20, help="with --tenants: queries checked for recall"
     )
-    parser.add_argument("--passages", type=int, default=0, help="with --tenants: SciFact passages used (0: all)")
+    parser.add_argument("--passages", type=int, default=0, help="with --tenants: SciFact passages (0: all)")
     args = parser.parse_args(argv)
     if args.tenants is not None:
         from benchmarks import scale_tenants
