@@ -24,6 +24,7 @@ from agentrag.retrieval.scoped import (
     LegPlan,
     exact_vector_leg,
     plan_collection,
+    restore_sort,
     scope_bm25_leg,
     set_max_scan_tuples,
 )
@@ -251,6 +252,8 @@ def vector_ranked(
                 need=plan.top_k,
             )
         )
+        if leg is not None and leg.max_scan_tuples is not None:
+            restore_sort(conn)
     return merge_by_score(per_collection, plan.leg_depth)
 
 
