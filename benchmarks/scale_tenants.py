@@ -17,8 +17,8 @@
 * Beside each: the floor in the same run (psycopg and the same in-memory BM25 index doing the same
   work: the vector SQL the planner chose, HNSW or exact, with its settings; BM25's top for no
   restriction, else the scope's chunk ids read by raw SQL and BM25 over them; the fetch of the 10
-  hits), and ``planner off``: the library with the scope planner disabled
-  (``scoped.EXACT_MAX_ROWS = -1``: every restricted search walks HNSW iteratively and sends the BM25
+  hits), and ``planner off``: the library with the scope planner disabled (``scoped.ENABLED = False``:
+  every restricted search walks HNSW iteratively with pgvector's ``max_scan_tuples`` and sends the BM25
   ranking in slices, as before the planner).
 * Checked: every result has exactly ``min(10, matches)`` hits; vector recall@10 of the vector
   mode against the exact scan within the same restriction, per size class.
@@ -238,14 +238,13 @@ def run(args: argparse.Namespace) -> None:
             floor_search(raw, cached, int(coll.id), qv[query], query, where, params, leg)
             lat[label]["floor"].append((time.perf_counter() - t) * 1000)
             if where != "TRUE":
-                saved = scoped.EXACT_MAX_ROWS
-                scoped.EXACT_MAX_ROWS = -1
+                scoped.ENABLED = False
                 try:
                     t = time.perf_counter()
                     store.search(query, **options)
                     lat[label]["off"].append((time.perf_counter() - t) * 1000)
                 finally:
-                    scoped.EXACT_MAX_ROWS = saved
+                    scoped.ENABLED = True
             matches = _count(raw, int(coll.id), where, params)
             if len(result) != min(TOP_K, matches):
                 wrong.append(f"{label} q{qi}: {len(result)} hits, {matches} match")

@@ -200,3 +200,23 @@ def test_the_plan_is_on_the_search_span(store: Store, tenants: dict) -> None:
         f"{name}: vector=exact lexical=bm25-scope rows=3"
     ]
     assert list(span.attributes["agentrag.search.served_by"]) == ["primary"]
+
+
+def test_planner_off_runs_what_ran_before_it(
+    store: Store, tenants: dict, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """scoped.ENABLED = False (the benchmark's baseline): no count, the HNSW walk and the slices."""
+    statements: list[str] = []
+
+    def record(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        statements.append(statement)
+
+    monkeypatch.setattr(scoped, "ENABLED", False)
+    event.listen(store.engine, "before_cursor_execute", record)
+    try:
+        result = store.search("comet", collections=tenants["name"], scope=Scope(tenant="tiny"), top_k=10)
+    finally:
+        event.remove(store.engine, "before_cursor_execute", record)
+    assert result.plan == (f"{tenants['name']}: vector=hnsw-iterative lexical=bm25-slices",)
+    assert len(result) == 3
+    assert not any("chunk_count" in s or "max_scan_tuples" in s for s in statements)

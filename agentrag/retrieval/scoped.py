@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     from agentrag.retrieval.lexical import CachedBM25
 
 __all__ = [
+    "ENABLED",
     "EXACT_MAX_ROWS",
     "MIN_MAX_SCAN_TUPLES",
     "LegPlan",
@@ -59,6 +60,9 @@ __all__ = [
     "sorted_byte_ids",
 ]
 
+#: False: no planning, every restricted search walks HNSW (pgvector's max_scan_tuples) and sends the BM25
+#: ranking in slices, as before the planner (benchmarks/scale_tenants.py's "planner off" column).
+ENABLED = True
 #: A scope of at most this many chunks is searched exactly (vector) and over its own postings (BM25).
 EXACT_MAX_ROWS = 10_000
 #: pgvector's default hnsw.max_scan_tuples; a restricted walk may visit more, never fewer.
@@ -138,6 +142,8 @@ def plan_collection(
     if where.strip() == "TRUE" or not count:
         vector = "hnsw" if indexed >= 0 else "scan"
         return LegPlan(name, vector, "bm25-top", None, indexed, ef_search, None, "no scope or filter")
+    if not ENABLED:
+        return LegPlan(name, "hnsw-iterative", "bm25-slices", None, indexed, ef_search, None, "planner off")
     rows = scope_rows(conn, collection_id, where, params)
     if rows <= EXACT_MAX_ROWS:
         why = f"scope of {rows} chunks <= {EXACT_MAX_ROWS}: exact vector scan, BM25 over the scope's postings"
