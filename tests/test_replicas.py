@@ -45,7 +45,11 @@ class Standby:
         )
 
     def start(self) -> None:
-        opts = f"-p {self.port} -c listen_addresses=127.0.0.1 -c unix_socket_directories={self.pgdata}"
+        # a replica that serves queries: replay waits for them instead of cancelling them (recovery conflicts)
+        opts = (
+            f"-p {self.port} -c listen_addresses=127.0.0.1 -c unix_socket_directories={self.pgdata}"
+            " -c hot_standby_feedback=on -c max_standby_streaming_delay=-1"
+        )
         self.pg_ctl("-l", str(self.pgdata.parent / "standby.log"), "-o", opts, "start")
 
     def stop(self) -> None:

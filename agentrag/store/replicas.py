@@ -253,8 +253,10 @@ class ReadReplicas:
             except StoreError as exc:
                 if type(exc) not in (StoreError, DatabaseUnavailableError):
                     raise  # a typed answer (no such document ...), not the replica's health
-                self.mark_down(index, type(exc).__name__)
-                why.append(f"replica {names[index]} failed ({exc.__class__.__name__})")
+                code = getattr(exc, "sqlstate", None)
+                what = f"{type(exc).__name__}, SQLSTATE {code}" if code else type(exc).__name__
+                self.mark_down(index, what)
+                why.append(f"replica {names[index]} failed ({what})")
                 continue
             except Exception as exc:
                 from agentrag.retrieval.dberrors import is_driver_error
