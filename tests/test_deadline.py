@@ -7,6 +7,7 @@ import asyncio
 import threading
 import time
 from collections.abc import AsyncIterator, Iterator, Sequence
+from contextlib import contextmanager, suppress
 from typing import Any
 
 import pytest
@@ -156,3 +157,114 @@ def test_a_custom_models_failing_stream_is_a_recorded_degradation(store: Store, 
         failed = out.llm_calls[-1].error or ""
         assert failed.startswith("LLMError") and "ConnectionResetError" in failed
         assert "secret-prompt-text" not in failed
+
+
+# ---- the SQL of a search under the deadline: statement_timeout -------------------------------------
+@contextmanager
+def _chunks_locked(database_url: str) -> Iterator[Any]:
+    """``agentrag.chunks`` held ACCESS EXCLUSIVE by another transaction (as a VACUUM FULL or a
+    schema change holds it): every statement of a search that reads chunks waits, really, in SQL."""
+    from sqlalchemy import create_engine, text
+    from sqlalchemy.pool import NullPool
+
+    holder = create_engine(database_url, poolclass=NullPool)
+    try:
+        with holder.connect() as conn:
+            transaction = conn.begin()
+            # a search that is not cancelled must not hang the suite: the lock goes after 20 s idle
+            conn.execute(text("SET LOCAL idle_in_transaction_session_timeout = '20s'"))
+            conn.execute(text("LOCK TABLE agentrag.chunks IN ACCESS EXCLUSIVE MODE"))
+            try:
+                yield conn
+            finally:
+                with suppress(Exception):  # already ended by that timeout when a search hung
+                    transaction.rollback()
+    finally:
+        holder.dispose()
+
+
+def _waiting_on_the_lock(conn: Any) -> int:
+    """Backends waiting for a lock on agentrag.chunks right now."""
+    from sqlalchemy import text
+
+    return int(
+        conn.execute(
+            text("SELECT count(*) FROM pg_locks WHERE NOT granted AND relation = 'agentrag.chunks'::regclass")
+        ).scalar()
+    )
+
+
+def _lock_corpus(store: Store, collection: str) -> None:
+    store.create_collection(collection)
+    for i in range(3):
+        store.ingest_text(f"orbit comet nebula {i}", collection=collection, source=f"s{i}")
+
+
+def test_a_search_blocked_in_sql_is_cancelled_at_the_deadline(
+    database_url: str, store: Store, collection_name: str
+) -> None:
+    """The budget's time left is the search transaction's statement_timeout: PostgreSQL cancels the
+    blocked statement (nothing waits on the lock afterwards, which is still held), and the cancel is
+    BudgetExceededError: the search step's ctx.error, store.search's exception."""
+    _lock_corpus(store, collection_name)
+    budget = ar.Budget(max_seconds=1)
+    ctx = ar.new("orbit comet", store=store, budget=budget, collections=[collection_name], mode="vector")
+    with _chunks_locked(database_url) as holder:
+        out = ctx | ar.search()
+        assert isinstance(out.error, BudgetExceededError), out.error  # the step's typed error
+        assert out.error.what == "search" and out.error.limit_s == 1 and not out.hits
+        assert _waiting_on_the_lock(holder) == 0  # cancelled in the server, not only abandoned
+        with deadline_scope(time.time() + 0.5, 0.5), pytest.raises(BudgetExceededError):
+            store.search("orbit", collections=[collection_name], mode="vector")
+        assert _waiting_on_the_lock(holder) == 0
+    # the lock gone, the same run searches (the pooled connection is fine: the timeout was local)
+    done = ar.new("orbit comet", store=store, budget=budget, collections=[collection_name], mode="vector")
+    assert (done | ar.search()).hits
+    with store.engine.connect() as conn:  # SET LOCAL: nothing left on the pooled connections
+        from sqlalchemy import text
+
+        assert conn.execute(text("SHOW statement_timeout")).scalar() == "0"
+
+
+def test_a_search_past_its_deadline_runs_no_sql(store: Store, collection_name: str) -> None:
+    from sqlalchemy import event
+
+    _lock_corpus(store, collection_name)
+    statements: list[str] = []
+
+    def seen(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
+        statements.append(statement)
+
+    event.listen(store.engine, "before_cursor_execute", seen)
+    try:
+        with deadline_scope(time.time() - 1, 1.0), pytest.raises(BudgetExceededError):
+            store.search("orbit", collections=[collection_name], mode="vector")
+    finally:
+        event.remove(store.engine, "before_cursor_execute", seen)
+    assert not any("statement_timeout" in s or "chunks" in s for s in statements), statements
+
+
+def test_a_search_blocked_in_sql_is_a_504_in_the_service(
+    database_url: str, store: Store, tmp_path: Any, collection_name: str
+) -> None:
+    import httpx
+
+    from tests.server_support import auth, new_tenant, start_server
+
+    tenant = new_tenant(store, "sqlbudget")
+    store.create_collection(collection_name)
+    store.ingest_text("orbit comet nebula", collection=collection_name, source="s", tenant=tenant)
+    server = start_server(database_url, tmp_path, "--request-budget", "1")
+    body = {"query_text": "orbit comet", "collections": [collection_name], "mode": "vector"}
+    try:
+        with httpx.Client(base_url=server.url, timeout=30, headers=auth(tenant)) as client:
+            assert client.post(f"/api/v1/query/{tenant}/search", json=body).status_code == 200
+            with _chunks_locked(database_url) as holder:
+                r = client.post(f"/api/v1/query/{tenant}/search", json=body)
+                assert r.status_code == 504, r.text
+                assert r.json()["error"]["code"] == "BUDGET_EXCEEDED"
+                assert _waiting_on_the_lock(holder) == 0
+            assert client.post(f"/api/v1/query/{tenant}/search", json=body).status_code == 200
+        assert "Exception in ASGI application" not in server.log()
+    finally:
+        server.stop()

@@ -12,7 +12,9 @@ under it:
   still running then is abandoned (its thread finishes on its own; its reply is dropped) and
   :class:`~agentrag.errors.BudgetExceededError` is raised. :class:`~agentrag.llm.LiteLLM` also
   passes the time left as litellm's ``timeout`` (:func:`timeout_within`), so its HTTP request stops
-  there too; so does ``LiteLLMEmbedder`` for a query embedded by a search step under a budget.
+  there too; so does ``LiteLLMEmbedder`` for a query embedded by a search step under a budget,
+and :func:`agentrag.retrieval.search.search` gives its transaction's statements the time left as
+PostgreSQL's ``statement_timeout``.
 
 :func:`acall_within` is the async twin: at the deadline the call's task is cancelled and left to
 finish its cleanup on its own (the caller does not wait for it).
@@ -29,7 +31,14 @@ from typing import Any, TypeVar
 
 from agentrag.errors import BudgetExceededError
 
-__all__ = ["acall_within", "call_within", "deadline_scope", "remaining", "timeout_within"]
+__all__ = [
+    "acall_within",
+    "budget_exceeded",
+    "call_within",
+    "deadline_scope",
+    "remaining",
+    "timeout_within",
+]
 
 T = TypeVar("T")
 
@@ -70,7 +79,8 @@ def timeout_within(timeout: float) -> float:
     return timeout if left is None else max(0.001, min(timeout, left))
 
 
-def _exceeded(what: str) -> BudgetExceededError:
+def budget_exceeded(what: str) -> BudgetExceededError:
+    """The typed error for ``what`` stopped (or not started) at the current deadline."""
     current = _DEADLINE.get()
     limit = current[1] if current else None
     shown = f" of {limit:g}s" if limit else ""
@@ -83,7 +93,7 @@ def call_within(what: str, call: Callable[[], T]) -> T:
     if left is None:
         return call()
     if left <= 0:
-        raise _exceeded(what)
+        raise budget_exceeded(what)
     box: dict[str, Any] = {}
     done = threading.Event()
     context = contextvars.copy_context()
@@ -98,7 +108,7 @@ def call_within(what: str, call: Callable[[], T]) -> T:
 
     threading.Thread(target=run, name="agentrag-deadline", daemon=True).start()
     if not done.wait(left):
-        raise _exceeded(what)
+        raise budget_exceeded(what)
     if "error" in box:
         raise box["error"]
     return box["value"]
@@ -112,13 +122,13 @@ async def acall_within(what: str, call: Callable[[], Awaitable[T]]) -> T:
     if left is None:
         return await call()
     if left <= 0:
-        raise _exceeded(what)
+        raise budget_exceeded(what)
     task = asyncio.ensure_future(call())
     done, _ = await asyncio.wait({task}, timeout=left)
     if not done:  # cancelled, not waited for: its cleanup (closing a connection) runs on its own
         task.cancel()
         task.add_done_callback(_quiet)
-        raise _exceeded(what)
+        raise budget_exceeded(what)
     return task.result()
 
 

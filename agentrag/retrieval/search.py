@@ -41,6 +41,16 @@ BM25 memory budget
     :mod:`agentrag.retrieval.lexical`). ``lexical_fallback`` says so (and a warning repeats it); a
     ``"lexical"`` search reports ``used_mode="lexical_sql"``.
 
+Time budget
+    Under a run's deadline (``Budget(max_seconds=...)``, :mod:`agentrag.llm.deadline`) the
+    transaction starts with ``set_config('statement_timeout', <ms left>, true)`` (``SET LOCAL``,
+    the milliseconds a bound parameter): PostgreSQL cancels a statement still running when the time
+    is up (a lock wait included), and the cancel is raised as
+    :class:`~agentrag.errors.BudgetExceededError` (the service answers 504). Each statement of the
+    transaction gets the time left at its start, so a search of several slow statements can pass
+    the deadline by up to that much per statement; a deadline already past raises before any SQL.
+    The building of a cold in-memory BM25 index runs outside that transaction and is not bounded.
+
 Degradation
     When the embedder fails (:class:`~agentrag.errors.EmbeddingError`: the model cannot load,
     the provider is down), a hybrid search runs its lexical leg alone, returns
@@ -66,7 +76,8 @@ from typing import TYPE_CHECKING, Any
 
 from agentrag.errors import EmbeddingError, EmbeddingMismatchError, InvalidInputError
 from agentrag.hits import Hit
-from agentrag.retrieval.dberrors import guarded
+from agentrag.llm.deadline import budget_exceeded, remaining
+from agentrag.retrieval.dberrors import guarded, is_driver_error
 from agentrag.retrieval.empty import empty_reason
 from agentrag.retrieval.filters import Filters
 from agentrag.retrieval.legs import (
@@ -217,6 +228,28 @@ def _rank(
     return _Ranked(used_mode, vector, lexical, final, rows, version_warnings, lexical_fallback, why, legs)
 
 
+def _bound_statements(conn: Connection) -> None:
+    """Under a run's deadline: the time left as this transaction's ``statement_timeout``."""
+    left = remaining()
+    if left is None:
+        return
+    if left <= 0:
+        raise budget_exceeded("search")
+    from sqlalchemy import text
+
+    milliseconds = max(1, int(left * 1000))  # an integer, bound: set_config takes text
+    conn.execute(text("SELECT set_config('statement_timeout', :ms, true)"), {"ms": str(milliseconds)})
+
+
+def _cancelled_at_deadline(exc: BaseException) -> bool:
+    """A statement cancelled (SQLSTATE 57014, query_canceled) while a deadline is in force: the
+    statement_timeout of :func:`_bound_statements` fired."""
+    if remaining() is None or not is_driver_error(exc):
+        return False
+    orig = getattr(exc, "orig", None) or exc
+    return getattr(orig, "sqlstate", None) == "57014"
+
+
 def _fetch(conn: Connection, ids: list[str]) -> dict[str, Any]:
     """The hits' text and provenance by chunk id (a chunk deleted since ranking is missing)."""
     if not ids:
@@ -343,12 +376,19 @@ def search(
     # (store.sync, ingest) is seen as one revision, never both, never neither.
     snapshot = {"isolation_level": "REPEATABLE READ"}
     try:
-        with store.engine.connect().execution_options(**snapshot) as conn, conn.begin():
-            ranked = rank(conn, caches_ready=False)
-    except CachesStale as stale:
-        prepare_lexical(store, stale.collections, mode)
-        with store.engine.connect().execution_options(**snapshot) as conn, conn.begin():
-            ranked = rank(conn, caches_ready=True)
+        try:
+            with store.engine.connect().execution_options(**snapshot) as conn, conn.begin():
+                _bound_statements(conn)
+                ranked = rank(conn, caches_ready=False)
+        except CachesStale as stale:
+            prepare_lexical(store, stale.collections, mode)
+            with store.engine.connect().execution_options(**snapshot) as conn, conn.begin():
+                _bound_statements(conn)
+                ranked = rank(conn, caches_ready=True)
+    except Exception as exc:
+        if _cancelled_at_deadline(exc):
+            raise budget_exceeded("search") from None
+        raise
 
     warnings = [*plan.warnings, *([degraded] if degraded else []), *ranked.version_warnings]
     if ranked.lexical_fallback is not None:

@@ -311,6 +311,9 @@ def create_app(
             ctx = ctx | ar.search()
         except InvalidInputError:  # the only one left: the store holds no collection at all
             raise ApiError(404, "COLLECTION_NOT_FOUND", "there are no collections to search") from None
+        if ctx.error is not None and (mapped := api_error_for(ctx.error)) is not None:
+            audit(with_outcome(sink.events, "failed"), None)  # the budget ran out in the search (504)
+            raise mapped
         if ctx.results and all(r.error for r in ctx.results):
             kinds = {r.error.split(":", 1)[0] for r in ctx.results if r.error}
             embedding = {EmbeddingError.__name__, EmbeddingMismatchError.__name__}

@@ -143,10 +143,10 @@ def api_error_for(exc: BaseException) -> ApiError | None:
     or None (an unexpected error: the caller answers 500)."""
     if isinstance(exc, ApiError):
         return exc
+    if isinstance(exc, BudgetExceededError):  # first: a statement cancelled at the deadline is its context
+        return ApiError(504, "BUDGET_EXCEEDED", "the request's time budget ran out")
     if is_database_down(exc):
         return database_unavailable()
-    if isinstance(exc, BudgetExceededError):
-        return ApiError(504, "BUDGET_EXCEEDED", "the request's time budget ran out")
     return None
 
 
