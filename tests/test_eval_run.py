@@ -233,6 +233,13 @@ def test_evaluate_pipeline_without_llm_is_extractive(store: Store, mini: Any, mi
         warmup=0,
     )
     summary = report.summary()
+    # an extractive reply either quotes what was retrieved (grounded, every citation valid) or abstains
+    answered = [r for r in report.per_query if r.metrics["abstained"] == 0.0]
+    assert answered, "every claim abstained"
+    assert all(r.metrics["grounded"] == 1.0 and r.metrics["citation_precision"] == 1.0 for r in answered)
+    abstained = [r for r in report.per_query if r.metrics["abstained"] == 1.0]
+    assert all(r.metrics["grounded"] is None and r.metrics["citation_precision"] is None for r in abstained)
+    assert summary["abstained"] == pytest.approx(len(abstained) / len(report.per_query))
     assert summary["grounded"] == 1.0 and summary["citation_precision"] == 1.0 and summary["failed"] == 0.0
 
 
@@ -441,7 +448,9 @@ def test_cli_eval_compares_fusions_a_hosted_reranker_and_the_pipeline(
     assert names == ["hybrid", "hybrid (rrf)", "hybrid + rerank(cohere/rerank-english-v3.0)", "pipeline"]
     assert {"p_rand", "p_t", "citation_precision", "grounded"} <= set(data["comparison"]["columns"])
     assert rows[0]["p_rand"] is None and all(0 < row["p_rand"] <= 1 for row in rows[1:])
-    assert rows[3]["citation_precision"] == 1.0 and rows[3]["grounded"] == 1.0  # extractive answers
+    # extractive answers: what is answered is grounded and cited precisely, the rest abstains
+    assert rows[3]["citation_precision"] == 1.0 and rows[3]["grounded"] == 1.0
+    assert 0.0 <= rows[3]["abstained"] < 1.0 and rows[0].get("abstained") is None
     # the reranked row is the library's figure with the same reranker
     mini = load_beir(MINI)
     reranker = APIReranker("cohere/rerank-english-v3.0", api_base=openai_stub.url)

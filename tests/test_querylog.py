@@ -81,7 +81,10 @@ def test_a_failed_write_only_warns(scratch_store: Store, caplog: pytest.LogCaptu
         ctx = new(question, store=scratch_store, llm=FakeLLM([reply]), collections="support", query_log=True)
         ctx = ctx.search().rerank().answer()
         querylog.flush(scratch_store)
-    assert ctx.ok and ctx.answer_text == reply and ctx.grounded is True and ctx.mode == "full"
+    # the answer is the model's, untouched by the failed write (the unknown code in the question
+    # may lower the evidence's confidence: low-confidence is still an answer)
+    assert ctx.ok and ctx.answer_text == reply and ctx.grounded is True
+    assert ctx.mode in ("full", "low-confidence") and not ctx.degradations
     warnings = [r for r in caplog.records if r.name == "agentrag.querylog"]
     assert len(warnings) == 1 and warnings[0].levelno == logging.WARNING
     message = warnings[0].getMessage()

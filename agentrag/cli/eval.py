@@ -113,7 +113,7 @@ def cmd_eval_beir(args: argparse.Namespace) -> int:
     at = min(10, args.top_k)
     columns: tuple[str, ...] = (f"ndcg@{at}", f"recall@{args.top_k}", f"mrr@{at}", "qps", "p50_ms", "p99_ms")
     if args.pipeline:
-        columns += ("citation_precision", "grounded")
+        columns += ("citation_precision", "grounded", "abstained")
     comparison = compare(
         reports,
         columns=tuple(dict.fromkeys(columns)),

@@ -169,11 +169,15 @@ def _doc_ranking(hits: Iterable[Any]) -> list[str]:
 
 
 def _answer_metrics(ctx: Context) -> dict[str, float | None]:
+    """Citation precision and grounding of an answer; an abstention is counted as one (``abstained``)
+    and is not an answer whose grounding or citations could be measured (``None`` for both)."""
+    abstained = ctx.mode == "abstained"
     valid = len(ctx.citations)
     total = valid + len(ctx.invalid_citations)
     return {
-        "citation_precision": citation_precision(valid, total),
-        "grounded": None if ctx.grounded is None else float(ctx.grounded),
+        "citation_precision": None if abstained else citation_precision(valid, total),
+        "grounded": None if abstained or ctx.grounded is None else float(ctx.grounded),
+        "abstained": 1.0 if abstained else 0.0,
         "failed": 1.0 if ctx.error is not None else 0.0,
     }
 
