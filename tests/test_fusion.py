@@ -107,17 +107,37 @@ def test_merge_by_score(lists: list[list[tuple[str, float]]], limit: int | None)
 
 
 # ---- relative score fusion --------------------------------------------------------------------
-SCORED = st.lists(st.tuples(IDS, st.floats(-50, 50, allow_nan=False)), max_size=20)
+# scores and weights on a grid: no underflow (1e-308 * 1e-308) to muddle "0 iff nothing matched"
+SCORE = st.floats(-50, 50, allow_nan=False).map(lambda x: round(x, 6))
+SCORED = st.lists(st.tuples(IDS, SCORE), max_size=20)
+WEIGHT = st.integers(0, 100).map(lambda i: i / 100)
 
 
-def test_relative_score_normalises_each_leg_and_weights_them() -> None:
-    vector = [("a", 0.9), ("b", 0.7), ("c", 0.5)]  # normalised: a 1, b 0.5, c 0
-    lexical = [("c", 30.0), ("d", 10.0)]  # normalised: c 1, d 0
+def test_relative_score_normalises_each_leg_against_its_best_and_zero() -> None:
+    vector = [("a", 0.9), ("b", 0.6), ("c", 0.45)]  # normalised: a 1, b 2/3, c 1/2
+    lexical = [("c", 30.0), ("d", 10.0)]  # normalised: c 1, d 1/3
     fused = dict(relative_score(vector, lexical))
-    assert fused == pytest.approx({"a": 0.5, "b": 0.25, "c": 0.5, "d": 0.0})
-    assert [i for i, _ in relative_score(vector, lexical)] == ["a", "c", "b", "d"]  # tie a/c by id
+    assert fused == pytest.approx({"a": 0.5, "b": 1 / 3, "c": 0.75, "d": 1 / 6})
+    assert [i for i, _ in relative_score(vector, lexical)] == ["c", "a", "b", "d"]
     heavy = dict(relative_score(vector, lexical, vector_weight=0.8))
-    assert heavy["a"] == pytest.approx(0.8) and heavy["c"] == pytest.approx(0.2)
+    assert heavy["a"] == pytest.approx(0.8) and heavy["c"] == pytest.approx(0.8 * 0.5 + 0.2)
+
+
+def test_the_weakest_candidate_of_both_legs_does_not_score_zero() -> None:
+    # issue #30: min-max normalisation gave the pool's weakest candidate 0 in each leg, so a
+    # search returning every candidate always showed 0.0000 on its last hit
+    fused = relative_score([("a", 0.6), ("b", 0.3)], [("a", 5.0), ("b", 1.0)])
+    assert fused == [("a", 1.0), ("b", pytest.approx(0.5 * 0.5 + 0.5 * 0.2))]
+    # and a candidate's score does not depend on which weaker candidates the pool holds
+    more = dict(relative_score([("a", 0.6), ("b", 0.3), ("z", 0.1)], [("a", 5.0), ("b", 1.0), ("y", 0.5)]))
+    assert more["b"] == pytest.approx(dict(fused)["b"]) and more["z"] > 0 and more["y"] > 0
+
+
+def test_only_a_hit_that_matched_nothing_scores_zero() -> None:
+    # a similarity at or below 0 is the vector leg's floor: nothing in common with the query
+    fused = dict(relative_score([("a", 0.5), ("b", 0.0), ("c", -0.2)], [("d", 2.0)]))
+    assert fused == pytest.approx({"a": 0.5, "b": 0.0, "c": 0.0, "d": 0.5})
+    assert dict(relative_score([("a", -0.1), ("b", -0.3)], [])) == {"a": 0.0, "b": 0.0}
 
 
 def test_relative_score_uses_score_gaps_that_rrf_ignores() -> None:
@@ -132,7 +152,7 @@ def test_relative_score_uses_score_gaps_that_rrf_ignores() -> None:
 def test_relative_score_edge_cases() -> None:
     assert relative_score([], []) == []
     assert relative_score([("a", 3.0)], []) == [("a", 0.5)]  # one candidate: normalised to 1
-    assert relative_score([("a", 1.0), ("a", 2.0), ("b", 1.0)], []) == [("a", 0.5), ("b", 0.0)]
+    assert relative_score([("a", 1.0), ("a", 2.0), ("b", 1.0)], []) == [("a", 0.5), ("b", 0.25)]
     for bad in (-0.1, 1.5, math.nan):
         with pytest.raises(InvalidInputError, match="vector_weight"):
             relative_score([("a", 1.0)], [], vector_weight=bad)
@@ -141,7 +161,7 @@ def test_relative_score_edge_cases() -> None:
 
 
 @settings(max_examples=300, deadline=None)
-@given(SCORED, SCORED, st.floats(0, 1))
+@given(SCORED, SCORED, WEIGHT)
 def test_relative_score_properties(
     vector: list[tuple[str, float]], lexical: list[tuple[str, float]], w: float
 ) -> None:
@@ -150,5 +170,24 @@ def test_relative_score_properties(
     assert len(ids) == len(set(ids)) and set(ids) == {i for i, _ in vector} | {i for i, _ in lexical}
     assert all(-1e-9 <= score <= 1 + 1e-9 for _, score in fused)
     assert fused == sorted(fused, key=lambda pair: (-pair[1], pair[0]))
-    if w == 1.0 and vector:  # only the vector leg counts: a best-scored vector id wins, at 1
+    positive = {i for leg, wl in ((vector, w), (lexical, 1 - w)) if wl > 0 for i, s in leg if s > 0}
+    for item, score in fused:  # 0 exactly when the hit matched nothing (no positive leg score)
+        assert (score > 0) == (item in positive)
+    if w == 1.0 and positive:  # only the vector leg counts: a best-scored vector id wins, at 1
         assert fused[0][1] == pytest.approx(1.0) and fused[0][0] in {i for i, _ in vector}
+    bests = [max(leg, key=lambda p: p[1]) for leg in (vector, lexical) if leg]
+    if len(bests) == 2 and bests[0][0] == bests[1][0] and min(bests[0][1], bests[1][1]) > 0:
+        # the same id is the (positive) best of both legs: it leads at exactly 1
+        assert fused[0] == (bests[0][0], pytest.approx(1.0))
+
+
+@settings(max_examples=200, deadline=None)
+@given(SCORED, SCORED, WEIGHT, SCORE)
+def test_a_hits_score_ignores_weaker_candidates_added_to_a_leg(
+    vector: list[tuple[str, float]], lexical: list[tuple[str, float]], w: float, extra: float
+) -> None:
+    fused = dict(relative_score(vector, lexical, vector_weight=w))
+    if not vector or extra > max(s for _, s in vector):
+        return
+    grown = dict(relative_score([*vector, ("new", extra)], lexical, vector_weight=w))
+    assert all(grown[i] == pytest.approx(score) for i, score in fused.items() if i != "new")

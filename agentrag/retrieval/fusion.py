@@ -14,13 +14,22 @@ the normalised convex combination of Bruch, Gai and Ingber, ACM TOIS 2023)::
 
     rsf(d) = w * norm_vector(d) + (1 - w) * norm_lexical(d)
 
-where each leg's scores are min-max normalised over that leg's own candidates (best 1, worst 0;
-a leg whose candidates all score the same gives them 1) and a document missing from a leg
-gets 0 there. ``w`` is ``vector_weight`` (default 0.5: no preference). It uses how far apart
-the scores are, which ranks throw away, and measured better than RRF on BEIR SciFact (0.729 vs
-0.717 nDCG@10 on the test split, 0.730 vs 0.712 on 809 queries never used to tune it; the weight
-0.5 was chosen on each half of a two-fold cross-validation; see benchmarks/RESULTS.md), so it is
-the default. RRF needs no assumption about score distributions: one argument away.
+where each leg's scores are normalised against the leg's best candidate and the leg's natural
+floor, 0: ``norm(d) = max(score(d), 0) / best`` (BM25 and ``ts_rank`` are never negative and 0
+means no query term; a cosine or inner-product similarity at or below 0 means nothing in common;
+the L2 similarity ``1 / (1 + d)`` is always positive). The best candidate of a leg gets 1, a leg
+whose best is not above 0 gives its candidates 0, and a document missing from a leg gets 0 there.
+``w`` is ``vector_weight`` (default 0.5: no preference).
+
+What the fused score means: how strong a hit is relative to the best candidate of each leg,
+weighted; 1 for a hit that is the best of both legs, ``0.5 * cos / best_cos`` for a hit only the
+vector leg found, and 0 only for a hit that matched nothing in either leg (no query term, a
+similarity at or below 0). It does not depend on how many candidates a leg returned: an earlier
+version min-max normalised over the leg's pool, which gave the weakest candidate 0, shown as
+``0.0000`` whenever a search returned every candidate (a small collection, a tight filter).
+
+It uses how far apart the scores are, which ranks throw away, and measured better than RRF on
+BEIR SciFact (see benchmarks/RESULTS.md), so it is the default. RRF needs no assumption about score distributions: one argument away.
 
 Determinism: ties (equal fused scores, e.g. first in one leg and first in the other for two
 different chunks) are broken by id ascending, so the same inputs always give the same order.
@@ -81,10 +90,13 @@ def relative_score(
     *,
     vector_weight: float = DEFAULT_VECTOR_WEIGHT,
 ) -> list[tuple[str, float]]:
-    """Fuse two ``(id, score)`` legs by min-max normalised scores; ``[(id, score), ...]`` best first.
+    """Fuse two ``(id, score)`` legs by scores relative to each leg's best; ``[(id, score), ...]`` best first.
 
-    Scores in the result lie in [0, 1]. An id repeated within a leg counts its best score; ties
-    are broken by id ascending. Empty legs contribute nothing.
+    Each leg's score is normalised as ``max(score, 0) / best`` (its natural floor is 0; see the
+    module docstring), so scores in the result lie in [0, 1], the best of both legs scores 1 and
+    a hit scores 0 only when it matched nothing (no positive score in any leg). An id repeated
+    within a leg counts its best score; ties are broken by id ascending. Empty legs contribute
+    nothing.
     """
     w = check_vector_weight(vector_weight)
     fused: dict[str, float] = {}
@@ -95,10 +107,9 @@ def relative_score(
                 best[item] = float(score)
         if not best:
             continue
-        low, high = min(best.values()), max(best.values())
-        span = high - low
+        high = max(best.values())
         for item, score in best.items():
-            norm = (score - low) / span if span > 0 else 1.0
+            norm = max(score, 0.0) / high if high > 0 else 0.0
             fused[item] = fused.get(item, 0.0) + weight * norm
     return sorted(fused.items(), key=lambda pair: (-pair[1], pair[0]))
 
