@@ -29,7 +29,8 @@ version min-max normalised over the leg's pool, which gave the weakest candidate
 ``0.0000`` whenever a search returned every candidate (a small collection, a tight filter).
 
 It uses how far apart the scores are, which ranks throw away, and measured better than RRF on
-BEIR SciFact (see benchmarks/RESULTS.md), so it is the default. RRF needs no assumption about score distributions: one argument away.
+BEIR SciFact (see benchmarks/RESULTS.md), so it is the default. RRF needs no assumption about
+score distributions: one argument away.
 
 Determinism: ties (equal fused scores, e.g. first in one leg and first in the other for two
 different chunks) are broken by id ascending, so the same inputs always give the same order.

@@ -456,7 +456,8 @@ def _across_collections(plan: _Plan, records: Sequence[SearchRecord]) -> tuple[H
     """The order of ``ctx.hits`` when a question was searched in several collections, else None.
 
     Each collection's search fuses its own legs, so its best hit scores up to 1.0 (relative score:
-    against that collection's own best) or the same 1/(k+1) terms (RRF) however weak it is: merged by those scores, a poor collection's
+    against that collection's own best) or the same 1/(k+1) terms (RRF) however weak it is:
+    merged by those scores, a poor collection's
     best would rank beside a good one's. So the hits of one question are fused again across its
     collections from their raw leg scores, as one ``store.search`` over those collections does:
     cosine similarities (one embedder) and BM25 scores (merged as they are) per leg, then the
