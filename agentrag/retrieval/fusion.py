@@ -14,19 +14,28 @@ the normalised convex combination of Bruch, Gai and Ingber, ACM TOIS 2023)::
 
     rsf(d) = w * norm_vector(d) + (1 - w) * norm_lexical(d)
 
-where each leg's scores are normalised against the leg's best candidate and the leg's natural
-floor, 0: ``norm(d) = max(score(d), 0) / best`` (BM25 and ``ts_rank`` are never negative and 0
-means no query term; a cosine or inner-product similarity at or below 0 means nothing in common;
-the L2 similarity ``1 / (1 + d)`` is always positive). The best candidate of a leg gets 1, a leg
-whose best is not above 0 gives its candidates 0, and a document missing from a leg gets 0 there.
-``w`` is ``vector_weight`` (default 0.5: no preference).
+where each leg's scores are min-max normalised over that leg's own candidates (best 1, worst 0;
+a leg whose candidates all score the same gives them 1) and a document missing from a leg
+gets 0 there. ``w`` is ``vector_weight`` (default 0.5: no preference). That fused value ranks.
 
-What the fused score means: how strong a hit is relative to the best candidate of each leg,
-weighted; 1 for a hit that is the best of both legs, ``0.5 * cos / best_cos`` for a hit only the
-vector leg found, and 0 only for a hit that matched nothing in either leg (no query term, a
-similarity at or below 0). It does not depend on how many candidates a leg returned: an earlier
-version min-max normalised over the leg's pool, which gave the weakest candidate 0, shown as
-``0.0000`` whenever a search returned every candidate (a small collection, a tight filter).
+The score a hit shows is the same value rescaled so that it reads "how strong relative to the
+best" instead of "where in this pool": min-max puts the pool's weakest candidate at exactly 0,
+shown as ``0.0000`` on the last hit whenever a search returned every candidate (a small
+collection, a tight filter; issue #30). Against each leg's natural floor, 0 (BM25 and
+``ts_rank`` are never negative and 0 means no query term; a cosine or inner-product similarity
+at or below 0 means nothing in common; the L2 similarity ``1 / (1 + d)`` is always positive),
+the weakest candidate of a leg is worth ``f = max(worst, 0) / best`` of the best, so the shown
+score maps the fused range ``[0, W]`` (``W``: the weights of the legs that found anything, 1
+when both did) affinely onto ``[c, W]`` with ``c = sum of weight * f`` over those legs::
+
+    shown(d) = c + (W - c) * rsf(d) / W
+
+An affine map with a positive slope: the order, and so every quality figure, is unchanged. The
+best of both legs shows 1, the weakest candidates show what they are worth against the best
+(e.g. 0.45 when both legs' weakest score about half their best), and a hit shows 0 only when it
+matched nothing (no query term, and a similarity at or below 0). A fusion normalising each leg
+by ``max(score, 0) / best`` directly would rank differently (it shrinks the leg whose scores
+are closer together, in effect a different ``vector_weight``), so it was not made the ranking.
 
 It uses how far apart the scores are, which ranks throw away, and measured better than RRF on
 BEIR SciFact (see benchmarks/RESULTS.md), so it is the default. RRF needs no assumption about
@@ -91,16 +100,16 @@ def relative_score(
     *,
     vector_weight: float = DEFAULT_VECTOR_WEIGHT,
 ) -> list[tuple[str, float]]:
-    """Fuse two ``(id, score)`` legs by scores relative to each leg's best; ``[(id, score), ...]`` best first.
+    """Fuse two ``(id, score)`` legs by min-max normalised scores; ``[(id, score), ...]`` best first.
 
-    Each leg's score is normalised as ``max(score, 0) / best`` (its natural floor is 0; see the
-    module docstring), so scores in the result lie in [0, 1], the best of both legs scores 1 and
-    a hit scores 0 only when it matched nothing (no positive score in any leg). An id repeated
-    within a leg counts its best score; ties are broken by id ascending. Empty legs contribute
-    nothing.
+    The order is min-max fusion's; the scores are its values rescaled against the legs' natural
+    floor (see the module docstring): in [0, 1], 1 for the best of both legs, 0 only for a hit
+    that matched nothing. An id repeated within a leg counts its best score; ties are broken by
+    id ascending. Empty legs contribute nothing.
     """
     w = check_vector_weight(vector_weight)
     fused: dict[str, float] = {}
+    total = floor = 0.0  # W and c of the module docstring
     for leg, weight in ((vector, w), (lexical, 1.0 - w)):
         best: dict[str, float] = {}
         for item, score in leg:
@@ -108,11 +117,18 @@ def relative_score(
                 best[item] = float(score)
         if not best:
             continue
-        high = max(best.values())
+        low, high = min(best.values()), max(best.values())
+        span = high - low
+        total += weight
+        floor += weight * (max(low, 0.0) / high if high > 0 else 0.0)
         for item, score in best.items():
-            norm = max(score, 0.0) / high if high > 0 else 0.0
+            norm = (score - low) / span if span > 0 else 1.0
             fused[item] = fused.get(item, 0.0) + weight * norm
-    return sorted(fused.items(), key=lambda pair: (-pair[1], pair[0]))
+    ranked = sorted(fused.items(), key=lambda pair: (-pair[1], pair[0]))
+    if total <= 0:  # every leg that found anything weighs 0: the min-max values (all 0) as they are
+        return ranked
+    slope = (total - floor) / total
+    return [(item, floor + slope * value) for item, value in ranked]
 
 
 def rrf(rankings: Iterable[Sequence[str]], *, k: float = DEFAULT_RRF_K) -> list[tuple[str, float]]:
