@@ -15,9 +15,9 @@ class Hit:
     ``score`` is the final score of the mode that produced the hit (for hybrid the fused score:
     relative score fusion's in [0, 1] by default, the RRF score with ``fusion="rrf"``; cosine
     similarity for vector, BM25 score for lexical). The default fused score reads as "how strong
-    relative to the best": 1 for the best of both legs, never 0 for a hit that matched something
-    (a query term, a similarity above 0); the pool's weakest candidates show what they are worth
-    against each leg's best (see :mod:`agentrag.retrieval.fusion`). ``vector_rank`` /
+    relative to the best": 1 for the best of both legs; the pool's weakest candidates show what
+    they are worth against the best of the legs that found them, 0 when they matched nothing (no
+    query term, a similarity at or below 0; see :mod:`agentrag.retrieval.fusion`). ``vector_rank`` /
     ``lexical_rank`` are 1-based ranks in each leg (None when the leg did not find it).
     ``rerank_score`` is a reranker's score (``rerank(strategy="cross-encoder" | "api")`` or a
     user :class:`~agentrag.rerankers.Reranker`); None when no reranker scored the hit.

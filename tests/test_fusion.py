@@ -133,8 +133,10 @@ def min_max_fusion(
 def test_relative_score_ranks_by_min_max_and_shows_strength_against_the_best() -> None:
     vector = [("a", 0.9), ("b", 0.7), ("c", 0.5)]  # min-max: a 1, b 0.5, c 0; worst = 5/9 of best
     lexical = [("c", 30.0), ("d", 10.0)]  # min-max: c 1, d 0; worst = 1/3 of best
-    # fused min-max a 0.5, b 0.25, c 0.5, d 0, mapped from [0, 1] onto [c, 1], c = (5/9 + 1/3) / 2
-    floor = (5 / 9 + 1 / 3) / 2
+    # fused min-max a 0.5, b 0.25, c 0.5, d 0, mapped from [0, 1] onto [c, 1]; c is what d, the
+    # hit at 0, is worth: the lexical leg's weakest (1/3 of its best), and nothing from the vector
+    # leg, which did not find it (not that leg's weakest, 5/9: d is no vector candidate)
+    floor = (1 / 3) / 2
     fused = relative_score(vector, lexical)
     assert [i for i, _ in fused] == ["a", "c", "b", "d"]  # tie a/c by id
     expected = {"a": 0.5, "b": 0.25, "c": 0.5, "d": 0.0}
@@ -149,6 +151,18 @@ def test_the_weakest_candidate_of_both_legs_does_not_show_zero() -> None:
     # candidate always showed 0.0000 on its last hit; it shows what it is worth against the best
     fused = relative_score([("a", 0.6), ("b", 0.3)], [("a", 5.0), ("b", 1.0)])
     assert fused == [("a", 1.0), ("b", pytest.approx(0.5 * 0.5 + 0.5 * 0.2))]
+
+
+def test_a_hit_one_leg_did_not_find_gets_nothing_from_that_leg() -> None:
+    # a leg that found one candidate makes it its weakest (worth all of its best); the hits it did
+    # not find must not be lifted by that: "plants" has a negative similarity and no query term
+    vector = [("limits", 0.74), ("parking", 0.09), ("food", 0.05), ("plants", -0.03)]
+    fused = dict(relative_score(vector, [("limits", 1.33)]))
+    assert fused["limits"] == 1.0 and fused["plants"] == 0.0
+    assert fused["parking"] == pytest.approx(0.5 * (0.09 + 0.03) / (0.74 + 0.03))
+    # with the floor found in the legs that found it, the vector leg's weakest shows its worth
+    fused = dict(relative_score(vector[:3], [("limits", 1.33)]))
+    assert fused["food"] == pytest.approx(0.5 * 0.05 / 0.74)
 
 
 def test_only_a_hit_that_matched_nothing_shows_zero() -> None:
@@ -191,9 +205,19 @@ def test_relative_score_properties(
     assert len(ids) == len(set(ids)) and set(ids) == {i for i, _ in vector} | {i for i, _ in lexical}
     assert all(-1e-9 <= score <= 1 + 1e-9 for _, score in fused)
     assert all(a[1] >= b[1] for a, b in itertools.pairwise(fused))  # monotone in rank
-    matched = {i for leg, wl in ((vector, w), (lexical, 1 - w)) if wl > 0 for i, s in leg if s > 0}
-    for item, score in fused:  # a hit that matched something (a positive score that counts) is > 0
-        assert item not in matched or score > 0
+    legs = [(dict(sorted(leg, key=lambda p: p[1])), wl) for leg, wl in ((vector, w), (lexical, 1 - w))]
+    matched = {i for leg, wl in legs if wl > 0 for i, s in leg.items() if s > 0}
+    at_zero = {i for i, v in min_max_fusion(vector, lexical, w) if v == 0}
+    for item, score in fused:  # a hit that matched something (a positive score that counts) is > 0,
+        # unless min-max fusion ties it at 0 with one that matched nothing (one order, one score)
+        assert item not in matched or score > 0 or bool(at_zero - matched)
+    for item in at_zero:  # a hit at the bottom shows no more than it is worth against the legs' best
+        worth = sum(
+            wl * max(leg[item], 0) / max(leg.values())
+            for leg, wl in legs
+            if item in leg and max(leg.values()) > 0
+        )
+        assert dict(fused)[item] <= worth + 1e-9
     bests = [max(leg, key=lambda p: p[1])[0] for leg in (vector, lexical) if leg]
     if len(bests) == 2 and bests[0] == bests[1]:  # the best of both legs shows 1
         assert dict(fused)[bests[0]] == pytest.approx(1.0) and fused[0][1] == pytest.approx(1.0)

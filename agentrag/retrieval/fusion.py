@@ -26,14 +26,22 @@ collection, a tight filter; issue #30). Against each leg's natural floor, 0 (BM2
 at or below 0 means nothing in common; the L2 similarity ``1 / (1 + d)`` is always positive),
 the weakest candidate of a leg is worth ``f = max(worst, 0) / best`` of the best, so the shown
 score maps the fused range ``[0, W]`` (``W``: the weights of the legs that found anything, 1
-when both did) affinely onto ``[c, W]`` with ``c = sum of weight * f`` over those legs::
+when both did) affinely onto ``[c, W]``::
 
     shown(d) = c + (W - c) * rsf(d) / W
 
-An affine map with a positive slope: the order, and so every quality figure, is unchanged. The
-best of both legs shows 1, the weakest candidates show what they are worth against the best
-(e.g. 0.45 when both legs' weakest score about half their best), and a hit shows 0 only when it
-matched nothing (no query term, and a similarity at or below 0). A fusion normalising each leg
+``c`` is what the hits at fused 0 are worth: such a hit is at the bottom of each leg that found
+it, worth ``weight * f`` there, and absent from the other leg, worth 0 there (min-max gives an
+absent hit the same 0 as the leg's weakest candidate, but it is not that candidate: a leg that
+found one chunk makes it its weakest, worth all of its best, and that must not lift the chunks
+it did not find). ``c`` is the least of those worths; when no hit sits at 0 (each leg's weakest
+is found by the other), the sum of ``weight * f`` over the legs that found every candidate.
+
+An affine map with a positive slope: the order within one fusion is unchanged. The best of both
+legs shows 1, the weakest candidates show what they are worth against the best (e.g. 0.45 when
+both legs found every candidate and their weakest score about half their best), and a hit shows
+0 only when it matched nothing (no query term, and a similarity at or below 0) or min-max ties
+it at 0 with one that did. A fusion normalising each leg
 by ``max(score, 0) / best`` directly would rank differently (it shrinks the leg whose scores
 are closer together, in effect a different ``vector_weight``), so it was not made the ranking.
 
@@ -103,13 +111,16 @@ def relative_score(
     """Fuse two ``(id, score)`` legs by min-max normalised scores; ``[(id, score), ...]`` best first.
 
     The order is min-max fusion's; the scores are its values rescaled against the legs' natural
-    floor (see the module docstring): in [0, 1], 1 for the best of both legs, 0 only for a hit
-    that matched nothing. An id repeated within a leg counts its best score; ties are broken by
-    id ascending. Empty legs contribute nothing.
+    floor (see the module docstring): in [0, 1], 1 for the best of both legs, and the hits at the
+    bottom show what they are worth against the best of the legs that found them (0 when they
+    matched nothing). An id repeated within a leg counts its best score; ties are broken by id
+    ascending. Empty legs contribute nothing.
     """
     w = check_vector_weight(vector_weight)
     fused: dict[str, float] = {}
-    total = floor = 0.0  # W and c of the module docstring
+    worth: dict[str, float] = {}  # what a hit is worth at the bottom of the legs that found it
+    total = 0.0  # W of the module docstring
+    legs: list[tuple[float, int]] = []  # each leg's weight * f and how many candidates it found
     for leg, weight in ((vector, w), (lexical, 1.0 - w)):
         best: dict[str, float] = {}
         for item, score in leg:
@@ -120,13 +131,20 @@ def relative_score(
         low, high = min(best.values()), max(best.values())
         span = high - low
         total += weight
-        floor += weight * (max(low, 0.0) / high if high > 0 else 0.0)
+        weakest = weight * (max(low, 0.0) / high if high > 0 else 0.0)
+        legs.append((weakest, len(best)))
         for item, score in best.items():
             norm = (score - low) / span if span > 0 else 1.0
             fused[item] = fused.get(item, 0.0) + weight * norm
+            worth[item] = worth.get(item, 0.0) + weakest
     ranked = sorted(fused.items(), key=lambda pair: (-pair[1], pair[0]))
     if total <= 0:  # every leg that found anything weighs 0: the min-max values (all 0) as they are
         return ranked
+    # c: what the hits at fused 0 are worth, each at the bottom of the legs that found it and
+    # absent (worth 0, not that leg's weakest) from the others; with none there, the legs that
+    # found every candidate (a hit at 0 would be at their bottom, and absent from the others)
+    bottom = [worth[item] for item, value in ranked if value <= 0]
+    floor = min(bottom) if bottom else sum(f for f, found in legs if found == len(fused))
     slope = (total - floor) / total
     return [(item, floor + slope * value) for item, value in ranked]
 

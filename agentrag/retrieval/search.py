@@ -4,8 +4,8 @@ Modes
     ``"hybrid"`` (default): the vector leg and the BM25 leg each find ``depth`` candidates,
     fused by their min-max normalised scores weighted ``vector_weight`` / ``1 - vector_weight``
     (``fusion="relative_score"``, the default, weight 0.5; ``Hit.score`` is the fused score in
-    [0, 1], shown against the legs' natural floor: 1 for the best of both legs, never 0 for a
-    hit that matched something)
+    [0, 1], shown against the legs' natural floor: 1 for the best of both legs, the weakest
+    candidates what they are worth against the best of the legs that found them)
     or, with ``fusion="rrf"``, by Reciprocal Rank Fusion (``rrf_k``, default 60; ``Hit.score``
     is the RRF score). See :mod:`agentrag.retrieval.fusion` for why.
     ``"vector"``: pgvector HNSW only; ``Hit.score`` is the similarity (cosine: ``1 - distance``).
