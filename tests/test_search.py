@@ -223,6 +223,34 @@ def test_min_score_applies_to_the_final_score(store: Store, corpus: dict[str, An
     kept = store.search("comet", collections=name, mode="lexical", top_k=50, min_score=cut)
     assert kept.chunk_ids == [h.chunk_id for h in everything if h.score >= cut]
     assert len(store.search("comet", collections=name, mode="vector", min_score=1.01)) == 0
+    # hybrid: the score shown (relative score fusion's, mapped above min-max's 0 for the weakest)
+    everything = store.search("comet", collections=name, top_k=50)
+    cut = everything[len(everything) // 2].score
+    kept = store.search("comet", collections=name, top_k=50, min_score=cut)
+    assert kept.chunk_ids == [h.chunk_id for h in everything if h.score >= cut]
+
+
+def test_the_last_hit_of_a_search_returning_every_candidate_does_not_show_zero(store: Store) -> None:
+    # issue #30: min-max fusion put the pool's weakest candidate at 0.0000; every chunk here
+    # holds the query term, so even the weakest is worth its BM25 score against the best's
+    name = f"small_{uuid.uuid4().hex[:8]}"
+    store.create_collection(name)
+    try:
+        texts = [
+            "comet comet comet tail",
+            "a comet over the crater",
+            "granite quartz marble comet basalt copper",
+        ]
+        for i, body in enumerate(texts):
+            store.ingest_text(body, collection=name, source=f"s{i}.md")
+        result = store.search("comet", collections=name, top_k=10)
+        assert len(result) == 3 and result.used_mode == "hybrid"
+        assert result[0].score <= 1.0 and all(h.score > 0 for h in result)
+        lexical = {h.chunk_id: h.lexical_score for h in result}
+        weakest = min(lexical.values()) / max(lexical.values())  # type: ignore[type-var,operator]
+        assert result[-1].score >= 0.5 * weakest - 1e-9  # at least the lexical half of its worth
+    finally:
+        store.delete_collection(name)
 
 
 def test_asearch_runs_the_same_search(store: Store, corpus: dict[str, Any]) -> None:

@@ -62,7 +62,8 @@ Degradation
     a different model *version* only sets ``model_version_match=False`` with a warning.
 
 ``min_score`` applies to the final score of the mode that ran (``used_mode``), before the cut
-at ``top_k``.
+at ``top_k``: for hybrid, the score shown (relative score fusion's mapped value, which is at
+least min-max fusion's, so a threshold keeps the same hits as with the 0-based values or more).
 """
 
 from __future__ import annotations
