@@ -102,6 +102,7 @@ _LAZY: dict[str, str] = {
     "embed_documents": "agentrag.store.prepare",
     "Hit": "agentrag.hits",
     "Scope": "agentrag.scope",
+    "Principal": "agentrag.scope",
     "Filters": "agentrag.retrieval.filters",
     "SearchResult": "agentrag.retrieval.result",
     # models, prompts, telemetry
@@ -158,6 +159,7 @@ __all__ = [
     "LocalExecutor",
     "MigrationError",
     "PreparedDocument",
+    "Principal",
     "Prompts",
     "RerankError",
     "Reranker",
@@ -236,7 +238,7 @@ if TYPE_CHECKING:
     from agentrag.rerankers import APIReranker, CrossEncoderReranker, Reranker
     from agentrag.retrieval.filters import Filters
     from agentrag.retrieval.result import SearchResult
-    from agentrag.scope import Scope
+    from agentrag.scope import Principal, Scope
     from agentrag.step import arun
     from agentrag.steps.answer import aanswer_stream, answer, answer_stream
     from agentrag.steps.condense import condense

@@ -35,7 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from agentrag.abstain import DEFAULT_CALIBRATION
 from agentrag.context import Context, Degradation
 from agentrag.errors import InvalidInputError
-from agentrag.scope import Scope
+from agentrag.scope import Principal, Scope
 from agentrag.steps._common import UNRELATED_REASON
 
 if TYPE_CHECKING:
@@ -211,12 +211,25 @@ def split_messages(messages: Sequence[Any]) -> tuple[str, tuple[Any, ...]]:
 
 
 def scope_from_configurable(configurable: Mapping[str, Any] | None) -> Scope | None:
-    """``Scope(tenant, workspace, session)`` from ``tenant_id`` / ``workspace_id`` / ``session_id``."""
-    values = [(configurable or {}).get(f"{k}_id") for k in ("tenant", "workspace", "session")]
-    if all(v is None for v in values):
+    """``Scope(tenant, workspace, session)`` from ``tenant_id`` / ``workspace_id`` / ``session_id``, its
+    principal from ``user_id`` / ``groups`` (a list); a session scope includes the shared documents."""
+    config = configurable or {}
+    values = [config.get(f"{k}_id") for k in ("tenant", "workspace", "session")]
+    user, groups = config.get("user_id"), config.get("groups")
+    if all(v is None for v in values) and user is None and not groups:
         return None
     tenant, workspace, session = (None if v is None else str(v) for v in values)
-    return Scope(tenant=tenant, workspace=workspace, session=session)
+    principal = None
+    if user is not None or groups:
+        principal = Principal(user=None if user is None else str(user), groups=list(groups or []))
+    # a conversation reads its own uploads and the shared documents, fused as one ranking
+    return Scope(
+        tenant=tenant,
+        workspace=workspace,
+        session=session,
+        include_shared=session is not None,
+        principal=principal,
+    )
 
 
 def start(

@@ -20,7 +20,8 @@ class Hit:
     query term, a similarity at or below 0; see :mod:`agentrag.retrieval.fusion`). ``vector_rank`` /
     ``lexical_rank`` are 1-based ranks in each leg (None when the leg did not find it).
     ``rerank_score`` is a reranker's score (``rerank(strategy="cross-encoder" | "api")`` or a
-    user :class:`~agentrag.rerankers.Reranker`); None when no reranker scored the hit.
+    user :class:`~agentrag.rerankers.Reranker`); None when no reranker scored the hit. ``grant``
+    is the grant that made it visible on an ``acl=True`` collection.
     """
 
     chunk_id: str
@@ -51,6 +52,9 @@ class Hit:
     #: where the chunk is in its file beyond the offsets: page / page_end, slide (+ title), sheet +
     #: rows, section (heading path), record, chapter, message, attachment, ocr; None if nothing
     locator: dict[str, Any] | None = field(default=None, hash=False, compare=True)
+    #: on an ``acl=True`` collection, the grant that let the principal read it (``user:alice``,
+    #: ``group:hr``, ``everyone``, ``admin``); None elsewhere
+    grant: str | None = None
 
     def __repr__(self) -> str:
         snippet = self.text if len(self.text) <= 60 else self.text[:57] + "..."

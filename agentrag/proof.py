@@ -60,6 +60,7 @@ class ProofChunk:
     revision: int | None = (
         None  # the document's revision: store.document(doc_id, revision=...) reads its text
     )
+    grant: str | None = None  # on an acl=True collection, the grant that made it visible
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,6 +170,7 @@ def build_proof(ctx: Context) -> Proof:
             chunk_sha256=h.chunk_sha256,
             locator=h.locator,
             revision=h.revision,
+            grant=h.grant,
         )
         for h in hits
     )
@@ -237,6 +239,7 @@ _CHUNK_SCHEMA: dict[str, Any] = {
         "chunk_sha256": _nullable("string"),
         "locator": _nullable("object"),
         "revision": _nullable("integer"),
+        "grant": _nullable("string"),
     },
 }
 

@@ -213,7 +213,10 @@ def test_config_takes_settings_nested_under_rag_and_is_frozen() -> None:
 def test_scope_from_configurable() -> None:
     assert scope_from_configurable({"thread_id": "t"}) is None
     assert scope_from_configurable({"session_id": "s", "workspace_id": "w", "tenant_id": "t"}) == ar.Scope(
-        tenant="t", workspace="w", session="s"
+        tenant="t", workspace="w", session="s", include_shared=True
+    )
+    assert scope_from_configurable({"tenant_id": "t", "user_id": "ann", "groups": ["hr"]}) == ar.Scope(
+        tenant="t", principal=ar.Principal(user="ann", groups=["hr"])
     )
 
 

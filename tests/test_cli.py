@@ -174,6 +174,7 @@ def test_every_command_module_is_a_registered_group() -> None:
         "reembed",
         "sync",
         "documents",
+        "acl",
         "search",
         "ask",
         "chat",

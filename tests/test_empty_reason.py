@@ -46,13 +46,15 @@ def test_an_empty_collection(store: Store, collection_name: str) -> None:
 
 
 def test_a_scope_that_excludes_every_document(store: Store, notes: str) -> None:
+    """A restricted caller learns nothing of what it may not read: no count, not even whether the
+    collection holds anything (issue #26: empty_reason counted other tenants' documents)."""
     result = store.search("trash", collections=notes, scope=ar.Scope(session="chat-1"))
     assert result.empty_reason == (
-        "the scope (session='chat-1') excludes all 3 documents "
+        f"nothing in collection {notes!r} is visible to the scope (session='chat-1') "
         "(a document is in a session only when it was ingested with that session=)"
     )
     tenant = store.search("trash", collections=notes, scope=ar.Scope(tenant="acme"), mode="lexical")
-    assert tenant.empty_reason == "the scope (tenant='acme') excludes all 3 documents"
+    assert tenant.empty_reason == f"nothing in collection {notes!r} is visible to the scope (tenant='acme')"
 
 
 def test_filters_that_exclude_every_document(store: Store, notes: str) -> None:
@@ -102,11 +104,11 @@ def test_the_context_and_ask_say_why(store: Store, notes: str) -> None:
     )
     assert ctx.ok and ctx.hits == ()
     assert ctx.results[0].empty_reason == ctx.empty_reason
-    assert ctx.empty_reason is not None and "excludes all 3 documents" in ctx.empty_reason
+    assert ctx.empty_reason is not None and "is visible to the scope (session='chat-1')" in ctx.empty_reason
     assert ctx.empty_reason in (ctx.answer_text or "")
     # the notebook display shows it too
-    assert "excludes all 3 documents" in ctx._repr_html_()
-    assert "excludes all 3 documents" in ctx._repr_markdown_()
+    assert "is visible to the scope (session=" in ctx._repr_html_()
+    assert "is visible to the scope (session=" in ctx._repr_markdown_()
     found = ar.new("trash", store=store, collections=[notes]).search()
     assert found.hits and found.empty_reason is None and found.results[0].empty_reason is None
 

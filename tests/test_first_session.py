@@ -102,7 +102,7 @@ def test_a_first_session(cli, tmp_path: Path) -> None:  # type: ignore[no-untype
 
     # a session scope over documents ingested without one
     out = cli("search", "refund", "-c", "support", "--mode", "lexical", "--session", "chat-1").stdout
-    assert "no hits: the scope (session='chat-1') excludes all 12 documents" in out
+    assert "no hits: nothing in collection 'support' is visible to the scope (session='chat-1')" in out
 
 
 def test_a_misspelt_or_missing_collection_names_the_database_the_close_names_and_the_fix(cli) -> None:  # type: ignore[no-untyped-def]

@@ -50,6 +50,7 @@ PINNED = [
     "LiteLLMEmbedder",
     "LocalEmbedder",
     "MigrationError",
+    "Principal",
     "Prompts",
     "RerankError",
     "Reranker",

@@ -108,6 +108,7 @@ def _doc_rows(store: Store, doc_ids: list[str]) -> dict[str, Any]:
         rows = conn.execute(
             text(
                 "SELECT d.id, d.tenant_id, d.workspace_id, d.classification, d.metadata, d.doc_date,"
+                " d.private,"
                 " coalesce((SELECT array_agg(s.session_id) FROM agentrag.document_sessions s"
                 "           WHERE s.document_id = d.id), '{}') AS sessions"
                 " FROM agentrag.documents d WHERE d.id = ANY(:ids)"
@@ -691,10 +692,12 @@ _SCOPES = st.builds(
 
 
 def _in_scope(row: Any, scope: Scope) -> bool:
+    """Tenant and workspace match; a session scope reads what is linked to it; outside a session
+    scope a private session upload (issue #26) is invisible."""
     return (
         (scope.tenant is None or row.tenant_id == scope.tenant)
         and (scope.workspace is None or row.workspace_id == scope.workspace)
-        and (scope.session is None or scope.session in row.sessions)
+        and (scope.session in row.sessions if scope.session is not None else not row.private)
     )
 
 

@@ -22,6 +22,7 @@ from agentrag.errors import (
     InvalidInputError,
     StoreError,
 )
+from agentrag.scope import Scope
 from agentrag.store.store import Store
 from agentrag.testing import FakeEmbedder
 
@@ -359,7 +360,8 @@ def test_session_links_and_scoped_documents(store: Store, collection_name: str) 
     a = store.ingest_text(PARAGRAPH, collection=collection_name, source="s.md", tenant="t1", session="sess-1")
     b = store.ingest_text(PARAGRAPH, collection=collection_name, source="s.md", tenant="t2")
     assert a.added and b.added  # the same source in two tenants is two documents
-    docs = store.documents(collection_name, tenant="t1")
+    assert store.documents(collection_name, tenant="t1") == []  # a session upload is private to it
+    docs = store.documents(collection_name, scope=Scope(tenant="t1", session="sess-1"))
     assert len(docs) == 1 and docs[0].sessions == ["sess-1"]
     store.link_session(b.document_ids["s.md"], "sess-2")
     assert store.documents(collection_name, tenant="t2")[0].sessions == ["sess-2"]

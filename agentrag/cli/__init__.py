@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from agentrag.cli import (
+    acl,
     ask,
     chat_terminal,
     collections,
@@ -40,6 +41,7 @@ GROUPS = (
     db,
     collections,
     ingest,
+    acl,
     sync,
     documents,
     search,

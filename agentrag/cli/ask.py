@@ -13,6 +13,7 @@ from agentrag.cli.common import (
     SEARCH_MODES,
     AddCommand,
     Load,
+    principal_options,
     print_json,
     scope_of,
     scope_options,
@@ -164,3 +165,4 @@ def register(sub: Any, add: AddCommand) -> None:
     p.add_argument("--stream", action="store_true", help="print the answer as it is generated")
     p.add_argument("--proof", action="store_true", help="print the retrieval proof (JSON)")
     scope_options(p)
+    principal_options(p)

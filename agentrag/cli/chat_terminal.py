@@ -164,7 +164,10 @@ def cmd_chat(args: argparse.Namespace) -> int:
         collections = collections or names
     scope = None
     if args.tenant or args.workspace or session:
-        scope = Scope(tenant=args.tenant, workspace=args.workspace, session=session)
+        # the session's own uploads (/add) and the shared documents, as one ranking
+        scope = Scope(
+            tenant=args.tenant, workspace=args.workspace, session=session, include_shared=bool(session)
+        )
     config = RAGConfig(
         collections=tuple(collections) or None,
         mode=args.mode,

@@ -34,6 +34,7 @@ def cmd_collections_create(args: argparse.Namespace) -> int:
         description=args.description,
         distance=args.distance,
         scoped=args.scoped,
+        acl=args.acl,
         exist_ok=args.exist_ok,
         hnsw_m=args.hnsw_m,
         hnsw_ef_construction=args.hnsw_ef_construction,
@@ -97,6 +98,11 @@ def register(sub: Any, add: AddCommand) -> None:
     p.add_argument("--distance", default="cosine", choices=["cosine", "l2", "inner_product"])
     p.add_argument(
         "--scoped", action="store_true", help="refuse queries without a tenant/workspace/session scope"
+    )
+    p.add_argument(
+        "--acl",
+        action="store_true",
+        help="enforce document grants (agentrag acl grant; README 'Permissions')",
     )
     p.add_argument("--exist-ok", action="store_true", help="no error if a collection by that name exists")
     p.add_argument("--hnsw-m", type=int, default=16, help="HNSW links per node (2..100, default 16)")

@@ -29,6 +29,8 @@ __all__ = [
     "hint_for",
     "key_values",
     "open_store",
+    "principal_options",
+    "principal_scope",
     "print_json",
     "progress",
     "scope_of",
@@ -77,6 +79,38 @@ def scope_options(parser: argparse.ArgumentParser) -> None:
         parser.add_argument(flag)
 
 
+def principal_options(parser: argparse.ArgumentParser) -> None:
+    """--user, --group (repeatable), --admin, --include-shared: who is asking (README "Permissions")."""
+    parser.add_argument(
+        "--user", help="who is asking: acl=True collections return what is granted to this user"
+    )
+    parser.add_argument("--group", action="append", help="a group the user belongs to (repeatable)")
+    parser.add_argument("--admin", action="store_true", help="read every document of acl=True collections")
+    parser.add_argument(
+        "--include-shared",
+        action="store_true",
+        help="with --session: the session's uploads and the shared documents",
+    )
+
+
+def principal_scope(args: argparse.Namespace, scope: Any) -> Any:
+    """``scope`` with the principal of --user / --group / --admin (and --include-shared) added."""
+    import dataclasses
+
+    from agentrag.scope import Principal, Scope
+
+    user, groups, admin = (
+        getattr(args, "user", None),
+        getattr(args, "group", None),
+        getattr(args, "admin", False),
+    )
+    shared = getattr(args, "include_shared", False)
+    if not (user or groups or admin or shared):
+        return scope
+    principal = Principal(user=user, groups=groups or [], admin=admin) if user or groups or admin else None
+    return dataclasses.replace(scope or Scope(), principal=principal, include_shared=shared)
+
+
 def print_json(data: Any) -> None:
     print(json.dumps(data, indent=2, default=str, ensure_ascii=False))
 
@@ -114,8 +148,10 @@ def scope_of(args: argparse.Namespace) -> Any:
     from agentrag.scope import Scope
 
     if args.tenant or args.workspace or args.session:
-        return Scope(tenant=args.tenant, workspace=args.workspace, session=args.session)
-    return None
+        return principal_scope(
+            args, Scope(tenant=args.tenant, workspace=args.workspace, session=args.session)
+        )
+    return principal_scope(args, None)
 
 
 def search_filters(pairs: Sequence[str] | None) -> dict[str, Any] | None:

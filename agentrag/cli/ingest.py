@@ -40,6 +40,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
             tenant=args.tenant,
             workspace=args.workspace,
             session=args.session,
+            grants=args.grant,
             on_progress=advance,
             bulk=True if args.bulk else None,
             executor=executor,
@@ -112,6 +113,12 @@ def register(sub: Any, add: AddCommand) -> None:
     p.add_argument("--create", action="store_true", help="create the collection if it does not exist")
     p.add_argument("--description", help="description for --create")
     p.add_argument("--metadata", "-m", action="append", metavar="KEY=VALUE")
+    p.add_argument(
+        "--grant",
+        action="append",
+        metavar="GRANT",
+        help="user:NAME, group:NAME or everyone (acl=True collections)",
+    )
     p.add_argument(
         "--bulk",
         action="store_true",

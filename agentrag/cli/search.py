@@ -11,6 +11,8 @@ from agentrag.cli.common import (
     SEARCH_MODES,
     AddCommand,
     Load,
+    principal_options,
+    principal_scope,
     print_json,
     scope_options,
     search_filters,
@@ -27,6 +29,7 @@ def cmd_search(args: argparse.Namespace) -> int:
         scope = Scope(
             tenant=args.tenant, workspace=args.workspace, session=args.session, all_scopes=args.all_scopes
         )
+    scope = principal_scope(args, scope)
     import time
 
     load = Load()
@@ -76,4 +79,5 @@ def register(sub: Any, add: AddCommand) -> None:
         help=FILTER_HELP,
     )
     scope_options(p)
+    principal_options(p)
     p.add_argument("--all-scopes", action="store_true", help="search every scope of a scoped collection")

@@ -7,13 +7,16 @@ which the scope and filter fragments already address as ``d``). The first step t
 nothing is the reason:
 
 * ``collection 'docs' is empty``: nothing was ingested into it (in this database);
-* ``the scope (session='s1') excludes all 12 documents``;
+* ``nothing in collection 'docs' is visible to the scope (tenant='acme')``: a restricted caller
+  (a tenant, session, principal) is told nothing about documents it may not read, not even
+  whether there are any: the counts are the visible documents' only;
 * ``the filters exclude all 12 documents``;
 * ``no lexical match ... and no embedder``: a hybrid search lost its vector leg and BM25 found no
   chunk sharing a term with the query; ``no lexical match`` alone in the lexical modes;
 * ``min_score=0.9 removed all 37 candidates (best 0.41)``.
 
-The reason names counts, the collection and the scope's keys, never document text.
+The reason names counts, the collection and the scope's keys, never document text. The counts
+use the search's own predicate per collection (:mod:`agentrag.retrieval.predicate`).
 """
 
 from __future__ import annotations
@@ -24,6 +27,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from sqlalchemy.engine import Connection
 
+    from agentrag.retrieval.predicate import Predicate
+    from agentrag.retrieval.sources import CollectionInfo
     from agentrag.scope import Scope
 
 __all__ = ["empty_reason"]
@@ -33,42 +38,61 @@ def _scope_text(scope: Scope | None) -> str:
     if scope is None:
         return ""
     pairs = (("tenant", scope.tenant), ("workspace", scope.workspace), ("session", scope.session))
-    return ", ".join(f"{key}={value!r}" for key, value in pairs if value is not None)
+    text = ", ".join(f"{key}={value!r}" for key, value in pairs if value is not None)
+    if scope.principal is not None:
+        text = ", ".join([*([text] if text else []), f"principal={scope.principal!r}"])
+    return text
+
+
+def _per_collection(colls: Sequence[CollectionInfo], fragment: Any) -> str:
+    """One boolean over ``d`` that applies each collection's own fragment to its documents."""
+    parts = {c.id: fragment(c) for c in colls}
+    if all(p == "TRUE" for p in parts.values()):
+        return "TRUE"
+    return " OR ".join(f"(d.collection_id = {int(cid)} AND ({sql}))" for cid, sql in parts.items())
 
 
 def empty_reason(
     conn: Connection,
     *,
-    collections: Sequence[tuple[int, str]],
-    scope_sql: str,
-    filter_sql: str,
-    params: dict[str, Any],
-    scope: Scope | None,
+    collections: Sequence[CollectionInfo],
+    predicate: Predicate,
     used_mode: str,
     degraded: str | None,
     lexical_candidates: int,
     min_score: float | None,
     candidates: Sequence[tuple[str, float]],
 ) -> str:
-    """The reason a search over ``collections`` (``(id, name)`` pairs) returned no hit."""
+    """The reason a search over ``collections`` returned no hit."""
     from sqlalchemy import text
 
+    scope, params = predicate.scope, predicate.params
+    scope_sql = _per_collection(collections, lambda c: predicate.visible_sql(c.acl, c.private_documents))
+    matching_sql = _per_collection(
+        collections, lambda c: predicate.where(acl=c.acl, private_documents=c.private_documents)
+    )
     rows = conn.execute(
         text(
             "SELECT d.collection_id, count(*) AS total,"
             f" count(*) FILTER (WHERE {scope_sql}) AS in_scope,"
-            f" count(*) FILTER (WHERE ({scope_sql}) AND ({filter_sql})) AS matching"
+            f" count(*) FILTER (WHERE {matching_sql}) AS matching"
             " FROM agentrag.documents d WHERE d.collection_id = ANY(CAST(:e_ids AS bigint[]))"
             " GROUP BY d.collection_id"
         ),
-        {**params, "e_ids": [cid for cid, _ in collections]},
+        {**params, "e_ids": [c.id for c in collections]},
     ).all()
     counts = {row.collection_id: (row.total, row.in_scope, row.matching) for row in rows}
     total = sum(c[0] for c in counts.values())
     in_scope = sum(c[1] for c in counts.values())
     matching = sum(c[2] for c in counts.values())
-    empty = [name for cid, name in collections if counts.get(cid, (0, 0, 0))[0] == 0]
-    docs = f"{'' if total == 1 else 'all '}{total} document{'' if total == 1 else 's'}"
+    empty = [c.name for c in collections if counts.get(c.id, (0, 0, 0))[0] == 0]
+    if scope_sql != "TRUE" and in_scope == 0:
+        # A restricted caller learns nothing of what it may not read: not a count, not emptiness.
+        names = ", ".join(repr(c.name) for c in collections)
+        hint = ""
+        if scope is not None and scope.session is not None:
+            hint = " (a document is in a session only when it was ingested with that session=)"
+        return f"nothing in collection {names} is visible to the scope ({_scope_text(scope)}){hint}"
     if total == 0:
         names = ", ".join(repr(n) for n in empty)
         verb = "is" if len(empty) == 1 else "are"
@@ -76,11 +100,6 @@ def empty_reason(
             f"collection {names} {verb} empty: nothing has been ingested into it in this database "
             "(ingest documents first, or check AGENTRAG_DATABASE_URL / AGENTRAG_DATA_DIR)"
         )
-    if in_scope == 0:
-        hint = ""
-        if scope is not None and scope.session is not None:
-            hint = " (a document is in a session only when it was ingested with that session=)"
-        return f"the scope ({_scope_text(scope)}) excludes {docs}{hint}"
     if matching == 0:
         where = " in scope" if scope_sql != "TRUE" else ""
         n = f"{'' if in_scope == 1 else 'all '}{in_scope} document{'' if in_scope == 1 else 's'}"

@@ -7,7 +7,7 @@ lexical cache must be built first, and :func:`prepare_lexical` builds it with no
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from agentrag.errors import EmbeddingError
 from agentrag.retrieval.fusion import merge_by_score, relative_score, rrf
@@ -28,6 +28,7 @@ from agentrag.retrieval.scoped import (
     scope_bm25_leg,
     set_max_scan_tuples,
 )
+from agentrag.retrieval.predicate import Predicate
 from agentrag.retrieval.sources import CollectionInfo, SearchSource, embed_query
 from agentrag.retrieval.vector import (
     DEFAULT_EF_SEARCH,
@@ -53,6 +54,7 @@ __all__ = [
     "plan_query_vector",
     "prepare_lexical",
     "vector_ranked",
+    "where_for",
 ]
 
 _log = logging.getLogger("agentrag.retrieval")
@@ -79,6 +81,11 @@ def ef_search_for(asked: int | None, collection: CollectionInfo, leg_depth: int)
     if collection.hnsw_ef_search is not None:
         return collection.hnsw_ef_search
     return default_ef_search(leg_depth, collection.indexed_rows)
+
+
+def where_for(predicate: Predicate, collection: CollectionInfo) -> str:
+    """The predicate's WHERE fragment for one collection (its grants, its private uploads)."""
+    return predicate.where(acl=collection.acl, private_documents=collection.private_documents)
 
 
 class CachesStale(Exception):
@@ -136,20 +143,28 @@ def lexical_ranked(
     colls: list[CollectionInfo],
     mode: str,
     query: str,
-    where: str,
-    params: dict[str, Any],
+    predicate: Predicate,
     depth: int,
     leg_plans: dict[int, LegPlan] | None = None,
 ) -> list[tuple[str, float]]:
-    """The lexical leg over every collection (BM25, or SQL full text for ``lexical_sql``), merged.
+    """The lexical leg over every collection (BM25, or SQL full text for ``lexical_sql``), merged;
+    each collection's candidates restricted by the predicate's fragment for it.
 
     Runs on ``conn`` only: the caches were brought up to date before the connection was taken
     (a write since then is seen by the next search, as if this one ran a moment earlier).
     """
     per_collection: list[list[tuple[str, float]]] = []
+    params = predicate.params
     if mode == "lexical_sql" or over_budget_reasons(store, colls, mode, current=False):
         per_collection = [
-            lexical_sql_leg(conn, collection_id=c.id, query=query, where=where, params=params, depth=depth)
+            lexical_sql_leg(
+                conn,
+                collection_id=c.id,
+                query=query,
+                where=where_for(predicate, c),
+                params=params,
+                depth=depth,
+            )
             for c in colls
         ]
     else:
@@ -161,7 +176,7 @@ def lexical_ranked(
             leg = plan_of(leg_plans, c)
             bm25 = scope_bm25_leg if leg is not None and leg.lexical == "bm25-scope" else lexical_leg
             per_collection.append(
-                bm25(conn, cached, collection_id=c.id, query=query, where=where, params=params, depth=depth)
+                bm25(conn, cached, collection_id=c.id, query=query, where=where_for(predicate, c), params=params, depth=depth)
             )
     return merge_by_score(per_collection, depth)
 
@@ -201,7 +216,7 @@ def plan_legs(
             name=c.name,
             collection_id=c.id,
             indexed_rows=c.indexed_rows,
-            where=plan.where,
+            where=where_for(plan.predicate, c),
             params=plan.params,
             depth=plan.leg_depth,
             ef_search=ef_search_for(plan.ef_search, c, plan.leg_depth),
@@ -229,14 +244,15 @@ def vector_ranked(
                     dimensions=c.dimensions,
                     distance=c.distance,
                     query_vector=query_vector,
-                    where=plan.where,
+                    where=where_for(plan.predicate, c),
                     params=plan.params,
                     depth=plan.leg_depth,
                 )
             )
             continue
         ef = ef_search_for(plan.ef_search, c, plan.leg_depth)
-        configure_hnsw(conn, ef_search=ef, iterative=plan.restricted or ef < plan.leg_depth)
+        where = where_for(plan.predicate, c)
+        configure_hnsw(conn, ef_search=ef, iterative=where != "TRUE" or ef < plan.leg_depth)
         if leg is not None and leg.max_scan_tuples is not None:
             set_max_scan_tuples(conn, leg.max_scan_tuples)
         per_collection.append(
@@ -246,7 +262,7 @@ def vector_ranked(
                 dimensions=c.dimensions,
                 distance=c.distance,
                 query_vector=query_vector,
-                where=plan.where,
+                where=where,
                 params=plan.params,
                 depth=plan.leg_depth,
                 need=plan.top_k,

@@ -15,7 +15,7 @@ from typing import Any
 
 from agentrag.errors import EmptyQueryError, InvalidInputError
 from agentrag.retrieval.catalog import validate_name
-from agentrag.retrieval.filters import Filters, compile_filters
+from agentrag.retrieval.filters import Filters
 from agentrag.retrieval.fusion import (
     DEFAULT_RRF_K,
     DEFAULT_VECTOR_WEIGHT,
@@ -23,7 +23,7 @@ from agentrag.retrieval.fusion import (
     check_rrf_k,
     check_vector_weight,
 )
-from agentrag.retrieval.scope_sql import compile_scope
+from agentrag.retrieval.predicate import Predicate, compile_predicate
 from agentrag.retrieval.vector import MAX_EF_SEARCH
 from agentrag.scope import Scope
 
@@ -122,15 +122,12 @@ class SearchPlan:
     ef_search: int | None
     min_score: float | None
     scope: Scope | None
-    filter_sql: str
-    scope_sql: str
-    where: str  # filter AND scope, "TRUE" when nothing restricts
-    params: dict[str, Any]
+    predicate: Predicate  # scope, grants and filters: the WHERE fragment per collection
     warnings: tuple[str, ...]
 
     @property
-    def restricted(self) -> bool:
-        return self.where != "TRUE"
+    def params(self) -> dict[str, Any]:
+        return self.predicate.params
 
 
 def make_plan(
@@ -163,10 +160,8 @@ def make_plan(
         if not math.isfinite(min_score):
             raise InvalidInputError(f"min_score must be finite, got {min_score!r}")
     names = collection_names(collections)
-    filter_sql, filter_params = compile_filters(filters)
-    scope_sql, scope_params = compile_scope(scope)
+    predicate = compile_predicate(scope, filters)
     query_text, query_warnings = preprocess_query(query)
-    restricted = [part for part in (filter_sql, scope_sql) if part != "TRUE"]
     return SearchPlan(
         query=query_text,
         names=names,
@@ -179,9 +174,6 @@ def make_plan(
         ef_search=ef_search,
         min_score=min_score,
         scope=scope,
-        filter_sql=filter_sql,
-        scope_sql=scope_sql,
-        where=" AND ".join(f"({part})" for part in restricted) if restricted else "TRUE",
-        params={**filter_params, **scope_params},
+        predicate=predicate,
         warnings=query_warnings,
     )

@@ -14,9 +14,10 @@ Modes
     ``ts_rank(..., 1)``), for collections too large for an in-memory index; ``Hit.score`` is
     the ``ts_rank`` score.
 
-Scopes and filters are compiled to bound parameters and enforced inside the SQL of every leg
-(:mod:`agentrag.retrieval.scope_sql`, :mod:`agentrag.retrieval.filters`): a ranked result is
-never filtered in Python, so ``top_k`` results come back whenever that many match. A collection
+Scopes, grants and filters are compiled to one predicate of bound parameters and enforced inside
+the SQL of every leg (:mod:`agentrag.retrieval.predicate`): a ranked result is never filtered in
+Python, so ``top_k`` results come back whenever that many match. A collection created with
+``acl=True`` returns only documents granted to the scope's principal (ScopeError without one). A collection
 created with ``scoped=True`` refuses a search without a scope (ScopeError) unless the caller
 passes ``Scope.every()``; a scope given for an unscoped collection is applied all the same
 (documents ingested without a tenant simply do not match a tenant scope).
@@ -96,6 +97,7 @@ from agentrag.retrieval.legs import (
     vector_ranked,
 )
 from agentrag.retrieval.plan import MAX_DEPTH, MAX_QUERY_CHARS, MODES, SearchPlan, make_plan, preprocess_query
+from agentrag.retrieval.predicate import check_owners, check_principal, grant_of
 from agentrag.retrieval.result import SearchResult
 from agentrag.retrieval.scope_sql import check_scope
 from agentrag.retrieval.scoped import LegPlan
@@ -123,7 +125,7 @@ _log = logging.getLogger("agentrag.retrieval")
 _FETCH_SQL = """
 SELECT c.id, c.document_id, c.text, c.start_char, c.end_char, c.chunk_index, c.page, c.section,
        c.locator, c.sha256 AS chunk_sha256, d.source, d.original_filename, d.sha256 AS source_sha256,
-       d.classification, d.metadata,
+       d.classification, d.metadata, d.grants,
        (SELECT r.revision FROM agentrag.document_revisions r
         WHERE r.document_id = d.id AND r.valid_to IS NULL) AS revision,
        k.name AS collection, k.embed_model, k.embed_version
@@ -167,6 +169,8 @@ def _rank(
     """
     colls = load_collections(conn, plan.names)
     check_scope(plan.scope, [c.name for c in colls if c.scoped])
+    check_owners(plan.scope, [(c.name, c.tenant) for c in colls])
+    check_principal(plan.scope, [c.name for c in colls if c.acl])
     if not caches_ready and used_mode != "vector" and lexical_stale(store, colls, plan.mode):
         raise CachesStale(colls)
     version_warnings: list[str] = []
@@ -195,7 +199,7 @@ def _rank(
             used_mode = "lexical_sql"
         t = time.perf_counter()
         lexical = lexical_ranked(
-            conn, store, colls, plan.mode, plan.query, plan.where, plan.params, plan.leg_depth, leg_plans
+            conn, store, colls, plan.mode, plan.query, plan.predicate, plan.leg_depth, leg_plans
         )
         timings["lexical"] = (time.perf_counter() - t) * 1000
 
@@ -214,11 +218,8 @@ def _rank(
     if not rows:  # only an empty result pays for the counts that explain it
         why = empty_reason(
             conn,
-            collections=[(c.id, c.name) for c in colls],
-            scope_sql=plan.scope_sql,
-            filter_sql=plan.filter_sql,
-            params=plan.params,
-            scope=plan.scope,
+            collections=colls,
+            predicate=plan.predicate,
             used_mode=used_mode,
             degraded=degraded,
             lexical_candidates=len(lexical),
@@ -262,7 +263,7 @@ def _fetch(conn: Connection, ids: list[str]) -> dict[str, Any]:
     return {row.id: row for row in conn.execute(text(_FETCH_SQL), {"ids": ids}).all()}
 
 
-def _hits(ranked: _Ranked) -> tuple[Hit, ...]:
+def _hits(ranked: _Ranked, scope: Scope | None) -> tuple[Hit, ...]:
     vector_at = {chunk_id: (rank, score) for rank, (chunk_id, score) in enumerate(ranked.vector, start=1)}
     lexical_at = {chunk_id: (rank, score) for rank, (chunk_id, score) in enumerate(ranked.lexical, start=1)}
     hits: list[Hit] = []
@@ -299,6 +300,7 @@ def _hits(ranked: _Ranked) -> tuple[Hit, ...]:
                 lexical_score=l_score,
                 metadata=dict(row.metadata or {}),
                 locator=dict(row.locator) if row.locator else None,
+                grant=grant_of(row.grants, scope.principal if scope is not None else None),
             )
         )
     return tuple(hits)
@@ -376,7 +378,8 @@ def search(
         timings=timings,
     )
     # One snapshot for the legs and the fetch (REPEATABLE READ): a document replaced meanwhile
-    # (store.sync, ingest) is seen as one revision, never both, never neither.
+    # (store.sync, ingest) is seen as one revision, never both, never neither; and the collections'
+    # flags (private uploads, read first) hold for every row the legs read.
     snapshot = {"isolation_level": "REPEATABLE READ"}
     try:
         try:
@@ -397,7 +400,7 @@ def search(
     if ranked.lexical_fallback is not None:
         warnings.append(ranked.lexical_fallback)
         _log.warning("lexical leg ran lexical_sql: a collection's BM25 index is over the memory budget")
-    hits = _hits(ranked)
+    hits = _hits(ranked, plan.scope)
     timings["total"] = (time.perf_counter() - started) * 1000
     return SearchResult(
         query=plan.query,

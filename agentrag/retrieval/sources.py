@@ -60,6 +60,9 @@ class CollectionInfo:
     version: int
     hnsw_ef_search: int | None = None  # the collection's own hnsw.ef_search (None: the size rule)
     indexed_rows: float = -1.0  # pg_class.reltuples of its HNSW index (-1: unknown or no index)
+    acl: bool = False  # enforces document grants
+    private_documents: bool = False  # holds private session uploads
+    tenant: str | None = None  # the tenant that owns it (None: shared with every tenant)
 
 
 def load_collections(conn: Connection, names: tuple[str, ...]) -> list[CollectionInfo]:
@@ -69,7 +72,8 @@ def load_collections(conn: Connection, names: tuple[str, ...]) -> list[Collectio
         text(
             "SELECT id, name, embed_model, embed_version, dimensions, distance, scoped, version,"
             " hnsw_ef_search, COALESCE((SELECT i.reltuples FROM pg_class i"
-            " WHERE i.oid = to_regclass('agentrag.chunks_hnsw_' || id)), -1) AS indexed_rows"
+            " WHERE i.oid = to_regclass('agentrag.chunks_hnsw_' || id)), -1) AS indexed_rows,"
+            " acl, private_documents, tenant_id"
             " FROM agentrag.collections WHERE name = ANY(CAST(:names AS text[]))"
         ),
         {"names": list(names)},

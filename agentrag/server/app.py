@@ -10,6 +10,7 @@ background :class:`~agentrag.server.auditlog.AuditWriter` (batched, off the requ
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import importlib
 import inspect
 import json
@@ -33,10 +34,12 @@ from agentrag.errors import (
     EmbeddingError,
     EmbeddingMismatchError,
     InvalidInputError,
+    ScopeError,
 )
 from agentrag.server import limits
 from agentrag.server.auditlog import AuditWriter
-from agentrag.server.auth import AuthError, ForbiddenError, TokenVerifier, authorize
+from agentrag.server.access import TenantCollections, request_scope
+from agentrag.server.auth import AuthError, ForbiddenError, Principal, TokenVerifier, authorize
 from agentrag.server.config import ServerConfig
 from agentrag.server.errors import (
     RETRIEVAL_RETRY_KINDS,
@@ -143,6 +146,7 @@ def create_app(
     engine = store.engine
     admit = Admitter(engine)  # the tenant + rate-limit statement: one round trip, no pre-ping
     default_collections = [c for c in (config.default_collections or "").split(",") if c] or None
+    visible = TenantCollections(store)
     budget = ar.Budget(max_seconds=config.request_budget_s or None)  # --request-budget: a deadline
     executor: list[ThreadPoolExecutor] = []
     writers: list[AuditWriter] = []  # the background audit writer, while the app runs
@@ -249,14 +253,13 @@ def create_app(
     # ---- the request flow, steps 1-4 ----------------------------------------------------------------
     # Authentication runs on the event loop (no I/O); admission (the tenant + rate-limit statement)
     # runs in the same worker thread as the search that follows: one thread hop per request.
-    async def authenticated(tenant_id: str, request: Request) -> str:
+    async def authenticated(tenant_id: str, request: Request) -> Principal:
         try:
-            authorize(verifier, request.headers.get("authorization"), tenant_id)
+            return authorize(verifier, request.headers.get("authorization"), tenant_id)
         except AuthError as exc:
             raise ApiError(401, "UNAUTHENTICATED", str(exc), headers={"WWW-Authenticate": "Bearer"}) from None
         except ForbiddenError as exc:
             raise ApiError(403, exc.code, str(exc)) from None
-        return tenant_id
 
     def admitted(tenant_id: str) -> Tenant:
         try:
@@ -274,7 +277,9 @@ def create_app(
             )
         return admission.tenant
 
-    def start(body: SearchRequest, tenant: Tenant, *, generate: bool) -> tuple[ar.Context, _Collect]:
+    def start(
+        body: SearchRequest, tenant: Tenant, who: Principal, *, generate: bool
+    ) -> tuple[ar.Context, _Collect]:
         """Steps 5-8: the validated request as a searched Context (in a worker thread)."""
         if body.top_k > tenant.retrieval_top_k_max:
             raise ApiError(
@@ -283,13 +288,17 @@ def create_app(
         if generate and not tenant.generation_enabled:
             raise ApiError(403, "GENERATION_DISABLED", "answer generation is disabled for this tenant")
         collections = body.collections or default_collections
-        if collections:
+        if collections:  # another tenant's collection is as unknown as a missing one
             try:
-                store.describe(collections, max_age=5.0)
+                owners = {c.tenant for c in store.describe(collections, max_age=5.0)}
             except CollectionNotFoundError:
-                raise ApiError(
-                    404, "COLLECTION_NOT_FOUND", "unknown collection", field="collections"
-                ) from None
+                owners = {""}
+            if owners - {None, tenant.id}:
+                raise ApiError(404, "COLLECTION_NOT_FOUND", "unknown collection", field="collections")
+        else:  # the tenant's own collections and the shared ones, never another tenant's
+            collections = visible.names(tenant.id)
+            if not collections:
+                raise ApiError(404, "COLLECTION_NOT_FOUND", "there are no collections to search")
         sink = _Collect()
         try:
             ctx = ar.new(
@@ -302,13 +311,19 @@ def create_app(
                 limit=body.top_k,
                 collections=collections,
                 mode=body.mode,
-                scope=ar.Scope(tenant=tenant.id),
+                scope=request_scope(tenant.id, who),
                 filters=body.filters.to_filters() if body.filters else None,
             )
         except InvalidInputError as exc:
             raise ApiError(422, "VALIDATION_ERROR", safe_message(exc), field=_field_of(exc)) from None
         try:
             ctx = ctx | ar.search()
+            if len(collections) > 1:  # top_k is the total across collections, not per collection
+                ctx = dataclasses.replace(ctx, ranked=ctx.hits[: body.top_k])
+        except ScopeError:  # an acl=True collection and a token naming no user or group
+            raise ApiError(
+                403, "NO_PRINCIPAL", "the token names no user (sub) or groups: a collection enforces grants"
+            ) from None
         except InvalidInputError:  # the only one left: the store holds no collection at all
             raise ApiError(404, "COLLECTION_NOT_FOUND", "there are no collections to search") from None
         if ctx.error is not None and (mapped := api_error_for(ctx.error)) is not None:
@@ -336,35 +351,35 @@ def create_app(
     # No admission cap beyond the pool: a search never holds a pooled connection while waiting for
     # another (it builds a cold BM25 index or the tsvectors before taking its connection).
     # The response body is encoded here too, in the worker thread, not on the event loop.
-    def run_search(body: SearchRequest, tenant_id: str, started: float) -> bytes:
-        tenant = admitted(tenant_id)
-        ctx, sink = start(body, tenant, generate=False)
+    def run_search(body: SearchRequest, who: Principal, started: float) -> bytes:
+        tenant = admitted(who.tenant)
+        ctx, sink = start(body, tenant, who, generate=False)
         return json_bytes(respond(ctx, sink, started))
 
-    def run_search_guarded(body: SearchRequest, tenant_id: str, started: float) -> bytes | ApiError:
+    def run_search_guarded(body: SearchRequest, who: Principal, started: float) -> bytes | ApiError:
         """:func:`run_search` for the fast path: an ApiError is returned, not raised (no traceback);
         so is the answer to a database outage (503) or a spent budget (504)."""
         try:
-            return run_search(body, tenant_id, started)
+            return run_search(body, who, started)
         except Exception as exc:
             mapped = api_error_for(exc)
             if mapped is None:
                 raise
             return mapped
 
-    def run_ask(body: AskRequest, tenant_id: str, started: float) -> bytes:
-        tenant = admitted(tenant_id)
-        ctx, sink = start(body, tenant, generate=True)
+    def run_ask(body: AskRequest, who: Principal, started: float) -> bytes:
+        tenant = admitted(who.tenant)
+        ctx, sink = start(body, tenant, who, generate=True)
         ctx = ctx | ar.answer(suppress_ungrounded=tenant.suppress_ungrounded)
         if ctx.error is not None:
             audit(with_outcome(sink.events, "failed"), None)
             raise api_error_for(ctx.error) or ApiError(500, "GENERATION_FAILED", "answer generation failed")
         return json_bytes(respond(ctx, sink, started))
 
-    def start_stream(body: AskRequest, tenant_id: str) -> tuple[ar.Context, _Collect, Tenant]:
+    def start_stream(body: AskRequest, who: Principal) -> tuple[ar.Context, _Collect, Tenant]:
         """Admission and search; the retrieval is audited here, before its first event is sent."""
-        tenant = admitted(tenant_id)
-        ctx, sink = start(body, tenant, generate=True)
+        tenant = admitted(who.tenant)
+        ctx, sink = start(body, tenant, who, generate=True)
         audit(with_outcome(sink.events, "streaming"), None)
         sink.events.clear()
         return ctx, sink, tenant
@@ -384,9 +399,9 @@ def create_app(
         responses=_ERRORS,  # type: ignore[arg-type]
         summary="Search the tenant's documents; returns the retrieval proof",
     )
-    async def search(body: SearchRequest, tenant_id: str = Depends(authenticated)) -> Response:
+    async def search(body: SearchRequest, who: Principal = Depends(authenticated)) -> Response:  # noqa: B008
         started = time.perf_counter()
-        return json_response(await asyncio.to_thread(run_search, body, tenant_id, started))
+        return json_response(await asyncio.to_thread(run_search, body, who, started))
 
     @app.post(
         "/api/v1/query/{tenant_id}/ask",
@@ -397,12 +412,12 @@ def create_app(
     async def ask(
         request: Request,
         body: AskRequest,
-        tenant_id: str = Depends(authenticated),
+        who: Principal = Depends(authenticated),  # noqa: B008
     ) -> Any:
         started = time.perf_counter()
         if "text/event-stream" not in request.headers.get("accept", ""):
-            return json_response(await asyncio.to_thread(run_ask, body, tenant_id, started))
-        ctx, sink, tenant = await asyncio.to_thread(start_stream, body, tenant_id)
+            return json_response(await asyncio.to_thread(run_ask, body, who, started))
+        ctx, sink, tenant = await asyncio.to_thread(start_stream, body, who)
         return ClosingStream(
             _sse(ctx, sink, tenant, started),
             media_type="text/event-stream",

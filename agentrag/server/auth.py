@@ -12,7 +12,9 @@ refused. ``exp`` is required, and may be at most ``jwt_max_lifetime_s`` away (fr
 ``iat`` when present); ``nbf`` is checked when present; ``iss`` and ``aud`` are
 required and checked when configured. Then the claims must carry the ``query`` scope
 (``scope``: space-separated, or ``scp``: a list) and the tenant claim (``tenant_id`` by
-default) equal to the path's tenant. Failures are :class:`AuthError` (401: who are you?) or
+default) equal to the path's tenant. ``sub`` and the groups claim (``groups`` by default,
+``jwt_groups_claim``: a list of strings or a space-separated string) become the principal that
+``acl=True`` collections check grants against. Failures are :class:`AuthError` (401: who are you?) or
 :class:`ForbiddenError` (403: not allowed); their messages never echo the token.
 
 A token that verified is remembered (its exact text, at most ``CACHE_SIZE`` of them): a client
@@ -55,11 +57,29 @@ class ForbiddenError(Exception):
         self.code = code
 
 
+MAX_GROUPS = 1000
+
+
 @dataclass(frozen=True, slots=True)
 class Principal:
     subject: str | None
     tenant: str
     scopes: frozenset[str]
+    groups: tuple[str, ...] = ()
+
+
+def _groups(claims: Mapping[str, Any], claim: str) -> tuple[str, ...]:
+    """The groups claim: a list of non-empty strings, or one space-separated string; else 403."""
+    value = claims.get(claim)
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        value = value.split()
+    if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
+        raise ForbiddenError("INVALID_GROUPS", f"the {claim!r} claim must be a list of group names")
+    if len(value) > MAX_GROUPS:
+        raise ForbiddenError("INVALID_GROUPS", f"the {claim!r} claim holds more than {MAX_GROUPS} groups")
+    return tuple(sorted(set(value)))
 
 
 def _asymmetric_alg(key: Any) -> str:
@@ -226,4 +246,9 @@ def authorize(verifier: TokenVerifier, authorization: str | None, tenant: str) -
     if not isinstance(claimed, str) or claimed != tenant:
         raise ForbiddenError("TENANT_MISMATCH", "the token is not valid for this tenant")
     subject = claims.get("sub")
-    return Principal(subject=subject if isinstance(subject, str) else None, tenant=tenant, scopes=scopes)
+    return Principal(
+        subject=subject if isinstance(subject, str) and subject.strip() else None,
+        tenant=tenant,
+        scopes=scopes,
+        groups=_groups(claims, verifier.config.jwt_groups_claim),
+    )

@@ -129,6 +129,7 @@ _OPTIONS = (
     ("--jwt-issuer", "jwt_issuer", str, "required iss claim"),
     ("--jwt-audience", "jwt_audience", str, "required aud claim"),
     ("--jwt-tenant-claim", "jwt_tenant_claim", str, "claim holding the tenant id (default tenant_id)"),
+    ("--jwt-groups-claim", "jwt_groups_claim", str, "claim holding the user's groups (default groups)"),
     ("--jwt-leeway", "jwt_leeway_s", float, "clock skew allowed for exp / nbf, seconds (default 0)"),
     ("--jwt-max-lifetime", "jwt_max_lifetime_s", float, "longest token validity, seconds (default 86400)"),
     ("--max-body-bytes", "max_body_bytes", int, "largest request body (default 65536)"),

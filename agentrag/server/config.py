@@ -38,6 +38,7 @@ class ServerConfig:
     jwt_issuer: str | None = None
     jwt_audience: str | None = None
     jwt_tenant_claim: str = "tenant_id"
+    jwt_groups_claim: str = "groups"  # the user's groups (a list, or a space-separated string)
     jwt_leeway_s: float = 0.0
     jwt_max_lifetime_s: float = 86400.0  # a token whose exp is further away than this is refused
     max_body_bytes: int = 65536

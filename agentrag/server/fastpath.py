@@ -71,7 +71,7 @@ class SearchFastPath:
         raw = b"".join(m.get("body", b"") for m in messages)
         tenant_id = matched.group(1)
         try:
-            authorize(self.verifier, authorization, tenant_id)
+            who = authorize(self.verifier, authorization, tenant_id)
             body = SearchRequest.model_validate(json.loads(raw))
         except Exception:  # any refusal: the app answers it, with its one error body
             return await self.app(scope, _replay(messages, receive), send)
@@ -79,7 +79,7 @@ class SearchFastPath:
             self.route = _route_of(scope, "/api/v1/query/{tenant_id}/search")
         scope["route"], scope["path_params"] = self.route, {"tenant_id": tenant_id}
         started = time.perf_counter()
-        result = await asyncio.to_thread(self.run, body, tenant_id, started)
+        result = await asyncio.to_thread(self.run, body, who, started)
         if isinstance(result, ApiError):
             state = scope.get("state") or {}
             response: Response = JSONResponse(

@@ -143,6 +143,7 @@ class ProofChunkOut(BaseModel):
     #: heading path), record, chapter, message, attachment, ocr; null when there is nothing to add
     locator: dict[str, Any] | None = None
     revision: int | None = None
+    grant: str | None = None
 
 
 class SupportSpanOut(BaseModel):

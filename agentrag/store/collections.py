@@ -51,6 +51,11 @@ class Collection:
     hnsw_m: int = DEFAULT_HNSW_M
     hnsw_ef_construction: int = DEFAULT_HNSW_EF_CONSTRUCTION
     hnsw_ef_search: int | None = None
+    #: enforces document grants (``create_collection(acl=True)``); holds private session uploads
+    acl: bool = False
+    private_documents: bool = False
+    #: the tenant that owns it (None: shared with every tenant); see README "Permissions"
+    tenant: str | None = None
 
     def __repr__(self) -> str:
         counts = (
@@ -60,7 +65,8 @@ class Collection:
         )
         return (
             f"Collection({self.name!r}, {counts}"
-            f"{self.embed_model} [{self.dimensions}d {self.distance}]{', scoped' if self.scoped else ''})"
+            f"{self.embed_model} [{self.dimensions}d {self.distance}]{', scoped' if self.scoped else ''}"
+            f"{', acl' if self.acl else ''})"
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -72,6 +78,8 @@ class Collection:
             "dimensions": self.dimensions,
             "distance": self.distance,
             "scoped": self.scoped,
+            "acl": self.acl,
+            "tenant": self.tenant,
             "version": self.version,
             "documents": self.document_count,
             "chunks": self.chunk_count,
@@ -155,6 +163,7 @@ def check_recorded_model(conn: Any, collection: Collection) -> None:
 COLLECTION_SQL = """
 SELECT c.id, c.name, c.description, c.embed_model, c.embed_version, c.dimensions, c.distance,
        c.scoped, c.version, c.created_at, c.hnsw_m, c.hnsw_ef_construction, c.hnsw_ef_search,
+       c.acl, c.private_documents, c.tenant_id AS tenant,
        (SELECT count(*) FROM agentrag.documents d WHERE d.collection_id = c.id) AS document_count,
        (SELECT count(*) FROM agentrag.chunks k WHERE k.collection_id = c.id) AS chunk_count
 FROM agentrag.collections c
@@ -169,6 +178,8 @@ def insert_collection(
     embedder: Embedder,
     distance: str,
     scoped: bool,
+    acl: bool,
+    tenant: str | None,
     hnsw_m: int,
     hnsw_ef_construction: int,
     ef_search: int | None,
@@ -180,8 +191,8 @@ def insert_collection(
         conn.execute(
             text(
                 "INSERT INTO agentrag.collections (name, description, embed_model, embed_version,"
-                " dimensions, distance, scoped, hnsw_m, hnsw_ef_construction, hnsw_ef_search)"
-                " VALUES (:name, :description, :model, :version, :dims, :distance, :scoped,"
+                " dimensions, distance, scoped, acl, tenant_id, hnsw_m, hnsw_ef_construction, hnsw_ef_search)"
+                " VALUES (:name, :description, :model, :version, :dims, :distance, :scoped, :acl, :tenant,"
                 " :m, :ef_construction, :ef_search)"
             ),
             {
@@ -192,6 +203,8 @@ def insert_collection(
                 "dims": int(embedder.dimensions),
                 "distance": distance,
                 "scoped": scoped,
+                "acl": acl,
+                "tenant": tenant,
                 "m": hnsw_m,
                 "ef_construction": hnsw_ef_construction,
                 "ef_search": ef_search,
@@ -229,7 +242,8 @@ def describe_collections(engine: Engine, names: Sequence[str]) -> dict[str, Coll
         rows = conn.execute(
             text(
                 "SELECT id, name, description, embed_model, embed_version, dimensions, distance, scoped,"
-                " version, created_at, hnsw_m, hnsw_ef_construction, hnsw_ef_search"
+                " version, created_at, hnsw_m, hnsw_ef_construction, hnsw_ef_search, acl, private_documents,"
+                " tenant_id AS tenant"
                 " FROM agentrag.collections WHERE name = ANY(CAST(:names AS text[]))"
             ),
             {"names": list(names)},

@@ -84,7 +84,8 @@ def list_documents(
     """``Store.documents``: the listing, narrowed in SQL by the scope (see its docstring)."""
     from sqlalchemy import text
 
-    from agentrag.retrieval.scope_sql import check_scope, compile_scope
+    from agentrag.retrieval.predicate import check_principal, compile_predicate
+    from agentrag.retrieval.scope_sql import check_scope
     from agentrag.scope import Scope
 
     if scope is not None and (tenant is not None or workspace is not None):
@@ -96,16 +97,18 @@ def list_documents(
     if collection is not None:
         found = store.collection(collection)
         check_scope(scope, [found.name] if found.scoped else [])
+        check_principal(scope, [found.name] if found.acl else [])
         params["cid"] = found.id
         clauses.append("d.collection_id = :cid")
     else:
         with store.engine.connect() as conn:
             scoped = conn.execute(text("SELECT name FROM agentrag.collections WHERE scoped")).scalars().all()
         check_scope(scope, scoped)
-    scope_sql, scope_params = compile_scope(scope)
-    if scope_sql != "TRUE":
-        clauses.append(scope_sql)
-        params.update(scope_params)
+    predicate = compile_predicate(scope)  # what a search in this scope may read, nothing more
+    visible = predicate.any_collection()
+    if visible != "TRUE":
+        clauses.append(f"({visible})")
+        params.update(predicate.params)
     where = ("WHERE " + " AND ".join(clauses)) if clauses else ""
     with store.engine.connect() as conn:
         rows = conn.execute(text(DOCUMENT_SQL.format(text="NULL", where=where) + " LIMIT :limit"), params)
@@ -115,25 +118,35 @@ def list_documents(
 def read_document(
     engine: Engine, document_id: str, scope: Scope | None = None, revision: int | None = None
 ) -> Document:
-    """``Store.document``: one document with its text, inside ``scope`` (checked in SQL);
-    DocumentNotFoundError when there is none there. With ``revision``, that revision of the
-    document (:func:`agentrag.store.revisions.read_revision`), in the same scope."""
+    """``Store.document``: one document with its text, when ``scope`` may read it as a search
+    would (scoped collections need a tenant, ``acl=True`` ones a principal with a grant, a private
+    upload its session); DocumentNotFoundError otherwise, whether or not it exists. With
+    ``revision``, that revision of the document (:func:`agentrag.store.revisions.read_revision`)."""
     from sqlalchemy import text
 
-    from agentrag.retrieval.scope_sql import compile_scope
+    from agentrag.retrieval.predicate import compile_predicate
 
-    if revision is not None:
+    predicate = compile_predicate(scope)
+    visible = f"(NOT c.scoped OR {_scoped_ok(scope)}) AND ({predicate.any_collection()})"
+    sql = DOCUMENT_SQL.format(text="d.text", where=f"WHERE d.id = :id AND {visible}")
+    with engine.connect() as conn:
+        row = conn.execute(text(sql), {**predicate.params, "id": document_id}).mappings().first()
+    if row is not None and revision is not None:  # a revision of a document the scope may read now
         from agentrag.store.revisions import read_revision
 
         return read_revision(engine, document_id, revision, scope)
-    scope_sql, params = compile_scope(scope)
-    where = "WHERE d.id = :id" + ("" if scope_sql == "TRUE" else f" AND ({scope_sql})")
-    with engine.connect() as conn:
-        sql = text(DOCUMENT_SQL.format(text="d.text", where=where))
-        row = conn.execute(sql, {"id": document_id, **params}).mappings().first()
     if row is None:
-        raise DocumentNotFoundError(f"no document with id {document_id!r}")
+        raise DocumentNotFoundError(
+            f"no document with id {document_id!r} in {scope!r}"
+            if scope
+            else f"no document with id {document_id!r} (a scoped, acl or private one needs its scope=)"
+        )
     return document_from_row(row)
+
+
+def _scoped_ok(scope: Scope | None) -> str:
+    """Whether ``scope`` may read a ``scoped=True`` collection at all (a tenant, or every())."""
+    return "TRUE" if scope is not None and (scope.all_scopes or scope.tenant is not None) else "FALSE"
 
 
 def delete_document(engine: Engine, document_id: str, scope: Scope | None) -> None:

@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from agentrag.errors import IngestError, InvalidInputError, StoreError
 from agentrag.readers.options import check_reader
+from agentrag.store.acl import check_owner
 from agentrag.store.collections import Collection, check_embedder
 from agentrag.store.connection import retrying
 from agentrag.store.ingest_report import IngestProgress, IngestReport, IngestTally, WriteOutcome
@@ -203,6 +204,7 @@ def _ingest(
         executor, {"tenant": tenant, "workspace": workspace, "session": session}, bulk
     )
     coll = store.collection(collection)
+    check_owner(coll, tenant)  # a tenant's collection holds its own documents only
     embedder = store.embedder
     check_embedder(coll, embedder)  # before anything is read, embedded or written
     size, overlap = chunk_options(chunk_size, chunk_overlap)

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from agentrag.errors import EmbeddingError, IngestError
 from agentrag.readers.chunking import DEFAULT_CHUNK_OVERLAP, DEFAULT_CHUNK_SIZE, Chunk, chunk_text
 from agentrag.readers.ingest import read_document
+from agentrag.store.acl import GRANTS_KEY, read_sidecar
 
 if TYPE_CHECKING:
     import numpy as np
@@ -224,7 +225,8 @@ def _read(document: PreparedDocument, size: int, overlap: int) -> None:
         raise IngestError(f"{path}: no such file or directory", source=document.source)
     text, metadata, chunks = read_document(path, reader=document.reader, size=size, overlap=overlap)
     document.text, document.chunks = text, chunks
-    document.metadata = {**metadata, **document.metadata}
+    sidecar = read_sidecar(path)  # <file>.grants: between the front matter and ingest's own
+    document.metadata = {**metadata, **({GRANTS_KEY: sidecar} if sidecar else {}), **document.metadata}
     document.original_filename = path.name
     document.path = None  # read: what crosses back to the driver is the text
 

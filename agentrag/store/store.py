@@ -21,6 +21,7 @@ from agentrag.retrieval.dberrors import database_error, guarded
 from agentrag.retrieval.lexical import DEFAULT_BM25_MEMORY_BUDGET, BM25Cache
 from agentrag.retrieval.missing import missing_collections_error
 from agentrag.retrieval.vector import DEFAULT_HNSW_EF_CONSTRUCTION, DEFAULT_HNSW_M, hnsw_parameters
+from agentrag.store import acl as permissions
 from agentrag.store.collections import (
     DISTANCES,
     Collection,
@@ -194,6 +195,8 @@ class Store(SyncMethods, ReplicaRouting):
         embedder: Embedder | None = None,
         distance: str = "cosine",
         scoped: bool = False,
+        acl: bool = False,
+        tenant: str | None = None,
         exist_ok: bool = False,
         hnsw_m: int = DEFAULT_HNSW_M,
         hnsw_ef_construction: int = DEFAULT_HNSW_EF_CONSTRUCTION,
@@ -205,8 +208,9 @@ class Store(SyncMethods, ReplicaRouting):
         (pgvector's defaults 16 / 64; more of either: better recall on large collections, a
         slower build and a larger index) and ``ef_search`` its default ``hnsw.ef_search`` for
         searches that do not set one (None: ``max(100, depth)``). All three are recorded on the
-        collection (:meth:`tune_vector_index` changes them). With ``exist_ok``, an existing
-        collection is returned as it is.
+        collection (:meth:`tune_vector_index` changes them). ``acl=True``: its documents are read
+        only through their grants; ``tenant``: the tenant that owns it, hidden from every other
+        (README "Permissions"). With ``exist_ok``, an existing collection is returned as it is.
         """
         from sqlalchemy.exc import IntegrityError
 
@@ -232,6 +236,8 @@ class Store(SyncMethods, ReplicaRouting):
                 embedder=embedder,
                 distance=distance,
                 scoped=scoped,
+                acl=bool(acl),
+                tenant=permissions.owner(tenant),
                 hnsw_m=hnsw_m,
                 hnsw_ef_construction=hnsw_ef_construction,
                 ef_search=ef_search,
@@ -322,15 +328,10 @@ class Store(SyncMethods, ReplicaRouting):
         page_size: int = 1024,
         on_progress: Callable[[int, int], None] | None = None,
     ) -> ReembedReport:
-        """Re-embed every chunk of ``collection`` with ``embedder`` (default: this store's) and record
-        its model, version and dimensions; the HNSW index is rebuilt.
-
-        The fix for a collection embedded with another model or numeric variant (e.g. int8
-        vectors from while int8 was ``LocalEmbedder``'s default, now float32): ingesting into it raises
-        EmbeddingMismatchError and its searches report ``model_version_match=False`` until then.
-        Atomic: the new vectors are computed off to the side and swapped in one transaction, so a
-        search sees the old vectors or the new ones, never a mix (:mod:`agentrag.store.reembed`).
-        ``on_progress(done, total)`` is called after each page of ``page_size`` chunks."""
+        """Re-embed every chunk of ``collection`` with ``embedder`` (default: this store's), record
+        its model, version and dimensions, and rebuild the HNSW index: the fix for a collection
+        embedded with another model or numeric variant. Atomic: the new vectors are swapped in one
+        transaction (:mod:`agentrag.store.reembed`). ``on_progress(done, total)`` after each page."""
         from agentrag.store.reembed import reembed
 
         return reembed(self, collection, embedder=embedder, page_size=page_size, on_progress=on_progress)
@@ -347,18 +348,11 @@ class Store(SyncMethods, ReplicaRouting):
         maintenance_work_mem: str = "1GB",
         parallel_workers: int | None = None,
     ) -> None:
-        """Build the collection's HNSW index if it is missing (a partial expression index).
-
-        It is built with the collection's recorded ``hnsw_m`` and ``hnsw_ef_construction``.
-
-        ``maintenance_work_mem`` is raised for the build only: an HNSW graph that does not fit
-        in PostgreSQL's 64 MB default builds many times slower. ``parallel_workers`` sets
-        ``max_parallel_maintenance_workers`` for the build (default: one less than the CPUs
-        this process sees, at most 7; the server caps it by its own worker limits). A build
-        follows a load, so the chunks' and documents' planner statistics are refreshed with it
-        (``ANALYZE``): until autovacuum gets to a freshly loaded table, the planner believes the
-        collection holds a few rows and sorts all of them instead of using this index (a
-        1M-chunk collection: seconds per query instead of milliseconds, benchmarks/scale.py).
+        """Build the collection's HNSW index if it is missing (a partial expression index), with
+        its recorded ``hnsw_m`` / ``hnsw_ef_construction``. ``maintenance_work_mem`` is raised for
+        the build only; ``parallel_workers`` sets ``max_parallel_maintenance_workers`` (default: the
+        CPUs less one, at most 7). The planner statistics are refreshed with it (``ANALYZE``): a
+        freshly loaded collection otherwise looks nearly empty to the planner (benchmarks/scale.py).
         """
         from agentrag.store.vector_index import create_vector_index
 
@@ -381,12 +375,10 @@ class Store(SyncMethods, ReplicaRouting):
     ) -> Collection:
         """Change a collection's HNSW parameters; rebuild its index when ``m`` / ``ef_construction`` change.
 
-        Arguments left out keep their recorded values; ``ef_search=None`` goes back to the
-        default ``max(100, depth)``. A new ``hnsw_m`` or ``hnsw_ef_construction`` drops the
-        collection's HNSW index and builds it again with them before returning (minutes for a
-        million chunks; searches meanwhile scan exactly, slowly but correctly). Returns the
-        collection as recorded. Raises InvalidInputError (out of pgvector's bounds) and
-        CollectionNotFoundError.
+        Arguments left out keep their values; ``ef_search=None``: the default ``max(100, depth)``.
+        A new ``hnsw_m`` or ``hnsw_ef_construction`` rebuilds the index before returning (searches
+        meanwhile scan exactly). Returns the collection as recorded. Raises InvalidInputError
+        (out of pgvector's bounds) and CollectionNotFoundError.
         """
         current = self.collection(name)
         m, ef_c, ef_s = hnsw_parameters(
@@ -413,6 +405,7 @@ class Store(SyncMethods, ReplicaRouting):
         tenant: str | None = None,
         workspace: str | None = None,
         session: str | None = None,
+        grants: Sequence[str] | None = None,
         chunk_size: int | None = None,
         chunk_overlap: int | None = None,
         on_progress: Callable[[IngestProgress], None] | None = None,
@@ -423,24 +416,22 @@ class Store(SyncMethods, ReplicaRouting):
     ) -> IngestReport:
         """Ingest files and directories into ``collection``, each read by the reader its extension and
         content call for (:mod:`agentrag.readers`) or by ``reader`` (a name, a Reader, ``{".ext": name}``).
-        A file that cannot be read or ingested is recorded in ``report.failed`` (with its error type in
-        ``report.error_types``) and the others go on; ``strict=True`` raises IngestError instead, once
-        every file was tried (the error's ``.report`` has the details).
-
-        Documents are written many per transaction, each one all or nothing. ``bulk=True`` drops the
-        HNSW index before writing and rebuilds it after (vector searches of this collection scan exactly
-        meanwhile); ``bulk=False`` maintains it row by row; ``None`` decides: bulk when the load brings
-        at least ``ingest.AUTO_BULK_MIN_CHUNKS`` chunks and as many as the collection holds.
-        ``executor`` says where files are read, chunked and embedded: in this process
-        (:class:`~agentrag.LocalExecutor`, the default) or on Ray workers (``RayExecutor``, the ``ray``
-        extra); writing is always here, so the report is the same either way."""
+        A file that fails is recorded in ``report.failed`` (its error type in ``report.error_types``)
+        and the others go on; ``strict=True`` raises IngestError (with ``.report``) once every file
+        was tried. Documents are written many per transaction, each all or nothing. ``bulk=True``
+        drops the HNSW index before writing and rebuilds it after; ``False`` maintains it row by row;
+        ``None`` decides (bulk when the load brings at least ``ingest.AUTO_BULK_MIN_CHUNKS`` chunks
+        and as many as the collection holds). ``executor``: where files are read, chunked and
+        embedded (:class:`~agentrag.LocalExecutor`, or ``RayExecutor``); writing is always here.
+        ``grants``: who may read the documents of an ``acl=True`` collection (README "Permissions");
+        a ``session`` upload is private to that session (``share``)."""
         from agentrag.store.ingest import ingest_paths
 
         report = ingest_paths(
             self,
             sources,
             collection=collection,
-            metadata=metadata,
+            metadata=permissions.with_grants(metadata, grants),
             tenant=tenant,
             workspace=workspace,
             session=session,
@@ -464,6 +455,7 @@ class Store(SyncMethods, ReplicaRouting):
         tenant: str | None = None,
         workspace: str | None = None,
         session: str | None = None,
+        grants: Sequence[str] | None = None,
         chunk_size: int | None = None,
         chunk_overlap: int | None = None,
         bulk: bool | None = None,
@@ -474,7 +466,7 @@ class Store(SyncMethods, ReplicaRouting):
 
         return ingest_texts(
             self,
-            [(source, text, metadata or {})],
+            [(source, text, permissions.with_grants(metadata, grants))],
             collection=collection,
             tenant=tenant,
             workspace=workspace,
@@ -532,6 +524,14 @@ class Store(SyncMethods, ReplicaRouting):
         from agentrag.store.documents import link_session
 
         link_session(self.engine, document_id, session)
+
+    # ---- permissions (README "Permissions"; agentrag/store/acl.py) ---------------------------
+    grant, revoke, grants, share = (
+        permissions.grant,
+        permissions.revoke,
+        permissions.grants,
+        permissions.share,
+    )
 
     # ---- relations (knowledge graph) and the query log: see their modules -----------------
     @guarded("adding relations")

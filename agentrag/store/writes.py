@@ -8,6 +8,7 @@ import json
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from agentrag.store.acl import document_grants
 from agentrag.store.collections import WRITE_LOCK_SQL, Collection, check_recorded_model, write_lock_params
 from agentrag.store.prepare import PreparedDocument, canonical_metadata, document_columns, json_default
 
@@ -134,6 +135,8 @@ def write_batch(
                     "tenant": tenant,
                     "workspace": workspace,
                     "count": len(doc.chunks),
+                    "grants": document_grants(coll, doc.metadata, doc.source),
+                    "private": session is not None,
                 }
             )
         if replaced_ids:  # their chunks, session links and tsvectors go with them (ON DELETE CASCADE)
@@ -143,9 +146,10 @@ def write_batch(
                 text(
                     "INSERT INTO agentrag.documents"
                     " (id, collection_id, source, original_filename, sha256, text,"
-                    " metadata, classification, doc_date, tenant_id, workspace_id, chunk_count)"
+                    " metadata, classification, doc_date, tenant_id, workspace_id, chunk_count, grants,"
+                    " private)"
                     " VALUES (:id, :cid, :source, :filename, :sha, :text, CAST(:meta AS jsonb), :cls, :date,"
-                    " :tenant, :workspace, :count)"
+                    " :tenant, :workspace, :count, CAST(:grants AS text[]), :private)"
                 ),
                 rows,
             )
@@ -158,9 +162,13 @@ def write_batch(
                 ),
                 {"s": session, "ids": doc_ids},
             )
-        if rows:
+        if rows:  # a private upload flags the collection in the same transaction (migration 0031)
             conn.execute(
-                text("UPDATE agentrag.collections SET version = version + 1 WHERE id = :id"), {"id": coll.id}
+                text(
+                    "UPDATE agentrag.collections SET version = version + 1,"
+                    " private_documents = private_documents OR :private WHERE id = :id"
+                ),
+                {"id": coll.id, "private": session is not None},
             )
         before_commit()
     return results

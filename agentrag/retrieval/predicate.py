@@ -1,0 +1,169 @@
+"""One predicate for scope, filters and grants: who may see which documents, as bound SQL.
+
+Every place that reads chunks or documents for a caller (both search legs, the empty-result
+counts, document listings and reads) asks this module for its WHERE fragment over the
+documents alias ``d``; no other module composes visibility. A :class:`Predicate` is compiled
+once per call (:func:`compile_predicate`) from a :class:`~agentrag.scope.Scope` and
+:class:`~agentrag.retrieval.filters.Filters`; :meth:`Predicate.where` then gives the fragment
+for one collection, since what applies depends on two of its flags:
+
+* ``acl``: the collection enforces grants. A document is visible when its ``grants`` array
+  holds one of the principal's tokens (``d.grants && :p_tokens``: the user ``u:<name>``, each
+  group ``g:<name>``, and ``*`` for an ``everyone`` grant); an admin principal passes, no
+  principal is refused before any SQL runs (:func:`check_principal`).
+* ``private_documents``: the collection holds private session uploads. Outside a session scope
+  they are hidden (``NOT d.private``); a session scope reads its own (linked) uploads; with
+  ``include_shared`` it reads them *and* the shared documents the principal may read, in one
+  ranking. ``Scope.every()`` reads everything the grants allow, private uploads included.
+
+The parts combine with AND: tenant / workspace (:func:`~agentrag.retrieval.scope_sql.compile_scope`),
+the visibility above, then the filters. Values are bound parameters (``:s_*``, ``:f_*``,
+``:p_tokens``); the fragment holds only this module's (and those two modules') own text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from agentrag.errors import CollectionNotFoundError, ScopeError
+from agentrag.retrieval.filters import Filters, compile_filters
+from agentrag.retrieval.scope_sql import compile_scope
+from agentrag.scope import Principal, Scope, grant_text
+
+__all__ = ["Predicate", "check_owners", "check_principal", "compile_predicate", "grant_of"]
+
+_LINKED = (
+    "EXISTS (SELECT 1 FROM agentrag.document_sessions s"
+    " WHERE s.document_id = d.id AND s.session_id = :s_session)"
+)
+_GRANTED = "d.grants && CAST(:p_tokens AS text[])"
+
+
+def _and(parts: Iterable[str]) -> str:
+    kept = [p for p in parts if p != "TRUE"]
+    if "FALSE" in kept:
+        return "FALSE"
+    if not kept:
+        return "TRUE"
+    return kept[0] if len(kept) == 1 else " AND ".join(f"({p})" for p in kept)
+
+
+@dataclass(frozen=True, slots=True)
+class Predicate:
+    """What a caller may see, compiled: :meth:`where` per collection, :attr:`params` bound once."""
+
+    scope: Scope | None
+    tenant_sql: str  # tenant / workspace only (the session part is visibility's)
+    filter_sql: str
+    params: dict[str, Any]
+
+    @property
+    def principal(self) -> Principal | None:
+        return self.scope.principal if self.scope is not None else None
+
+    @property
+    def grants_apply(self) -> bool:
+        """Whether an ``acl=True`` collection restricts this caller (not an admin)."""
+        return self.principal is None or not self.principal.admin
+
+    def visibility(self, *, acl: bool, private_documents: bool) -> str:
+        """The session and grant part for one collection (TRUE when nothing restricts)."""
+        granted = _GRANTED if acl and self.grants_apply else "TRUE"
+        scope = self.scope
+        if scope is not None and scope.all_scopes:
+            return granted
+        session = scope.session if scope is not None else None
+        if session is None:
+            return _and(["NOT d.private" if private_documents else "TRUE", granted])
+        own = _and([_LINKED, "d.private"]) if private_documents else "FALSE"
+        if not scope or not scope.include_shared:  # the session's own uploads, and what is linked to it
+            return _LINKED if granted == "TRUE" else _and([_LINKED, f"d.private OR {granted}"])
+        shared = _and(["NOT d.private" if private_documents else "TRUE", granted])
+        if own == "FALSE":
+            return shared
+        return f"({own}) OR ({shared})" if shared != "FALSE" else own
+
+    def where(self, *, acl: bool = False, private_documents: bool = False) -> str:
+        """The whole fragment for one collection: tenant / workspace AND visibility AND filters."""
+        return _and(
+            [self.tenant_sql, self.visibility(acl=acl, private_documents=private_documents), self.filter_sql]
+        )
+
+    def visible_sql(self, acl: bool = False, private_documents: bool = False) -> str:
+        """Scope and grants without the filters (what the empty-result counts call "in scope")."""
+        return _and([self.tenant_sql, self.visibility(acl=acl, private_documents=private_documents)])
+
+    def any_collection(self, collections_alias: str = "c") -> str:
+        """The fragment for documents of any collection, its flags read from the collections
+        alias ``c`` joined in the caller's SQL (document listings and reads)."""
+        if collections_alias != "c":
+            raise ValueError(f"unknown table alias {collections_alias!r}")
+        with_acl = self.where(acl=True, private_documents=True)
+        without = self.where(acl=False, private_documents=True)
+        if with_acl == without:
+            return with_acl
+        return f"(c.acl AND ({with_acl})) OR (NOT c.acl AND ({without}))"
+
+    @property
+    def restricted(self) -> bool:
+        """Whether a collection with neither flag is restricted at all (the legs' fast paths)."""
+        return self.where() != "TRUE"
+
+
+def compile_predicate(scope: Scope | None, filters: Filters | Mapping[str, Any] | None = None) -> Predicate:
+    """Compile ``scope`` and ``filters`` (FilterError / ScopeError / TypeError before any SQL)."""
+    filter_sql, filter_params = compile_filters(filters)
+    scope_only = None
+    if scope is not None:
+        if not isinstance(scope, Scope):
+            raise TypeError(f"scope must be an agentrag.Scope or None, got {type(scope).__name__}")
+        scope_only = Scope(tenant=scope.tenant, workspace=scope.workspace)
+    tenant_sql, scope_params = compile_scope(scope_only)
+    params: dict[str, Any] = {**filter_params, **scope_params}
+    if scope is not None and scope.session is not None:
+        compile_scope(Scope(session=scope.session))  # the same checks on the value
+        params["s_session"] = scope.session
+    principal = scope.principal if scope is not None else None
+    params["p_tokens"] = principal.tokens() if principal is not None else []
+    return Predicate(scope=scope, tenant_sql=tenant_sql, filter_sql=filter_sql, params=params)
+
+
+def check_owners(scope: Scope | None, owners: Iterable[tuple[str, str | None]]) -> None:
+    """Refuse collections that belong to another tenant than the scope's: "not found", exactly
+    as a name that does not exist (CollectionNotFoundError), so a tenant learns no other tenant's
+    collection names; without a tenant scope, ScopeError (``Scope.every()`` passes)."""
+    if scope is not None and scope.all_scopes:
+        return
+    for name, owner in owners:
+        if owner is None:
+            continue
+        if scope is None or scope.tenant is None:
+            raise ScopeError(f"collection {name!r} belongs to a tenant: pass scope=Scope(tenant=...)")
+        if scope.tenant != owner:
+            raise CollectionNotFoundError(f"no collection named {name!r}")
+
+
+def check_principal(scope: Scope | None, acl_collections: Iterable[str]) -> None:
+    """Refuse a search or listing of ``acl=True`` collections without a principal (ScopeError)."""
+    names = sorted(acl_collections)
+    if names and (scope is None or scope.principal is None):
+        raise ScopeError(
+            f"collection(s) {', '.join(repr(n) for n in names)} enforce document grants (acl=True): pass "
+            "scope=Scope(..., principal=Principal(user=..., groups=[...])), or Principal(admin=True) "
+            "to read every document"
+        )
+
+
+def grant_of(grants: list[str] | None, principal: Principal | None) -> str | None:
+    """The grant that made a document visible to ``principal`` (``user:alice``, ``group:hr``,
+    ``everyone``, ``admin``), or None on a collection without grants. Reported on each hit and
+    in the proof; the SQL already decided visibility."""
+    if grants is None or principal is None:
+        return None
+    held = set(grants)
+    for token in principal.tokens()[1:] + principal.tokens()[:1]:  # the user, groups, then everyone
+        if token in held:
+            return grant_text(token)
+    return "admin" if principal.admin else None

@@ -1,0 +1,237 @@
+"""Document permissions on the write side: grants at ingest, ``grant`` / ``revoke`` / ``grants``,
+and ``share`` (a private session upload promoted to its tenant's shared documents).
+
+The read side (who sees what) is one predicate, :mod:`agentrag.retrieval.predicate`. A grant is
+written as ``user:<name>``, ``group:<name>`` or ``everyone`` and stored as a token (``u:``,
+``g:``, ``*``) in ``documents.grants`` (migration 0030); changing grants is one UPDATE of the
+document row in one transaction: nothing is re-embedded, and the next query sees it.
+
+Grants arrive at ingest from, in order: ``ingest(..., grants=[...])``, the document's metadata
+``grants`` key (front matter ``grants: user:alice, group:hr``, a sync source's metadata, or a
+sidecar file ``<file>.grants`` with one grant per line, read with the file). On a collection
+without ``acl=True`` a document carrying grants fails (its grants would protect nothing).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from agentrag.errors import DocumentNotFoundError, IngestError, InvalidInputError, ScopeError
+from agentrag.retrieval.dberrors import guarded
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Connection
+
+    from agentrag.scope import Scope
+    from agentrag.store.collections import Collection
+    from agentrag.store.store import Store
+
+__all__ = [
+    "GRANTS_KEY",
+    "SIDECAR_SUFFIX",
+    "check_owner",
+    "document_grants",
+    "grant",
+    "grant_tokens",
+    "grants",
+    "owner",
+    "read_sidecar",
+    "revoke",
+    "share",
+    "with_grants",
+]
+
+GRANTS_KEY = "grants"  # the metadata key (front matter, sync metadata, sidecar) holding grants
+SIDECAR_SUFFIX = ".grants"  # report.md.grants: one grant per line, '#' comments
+
+
+def owner(tenant: str | None) -> str | None:
+    """``create_collection(tenant=...)``: the owning tenant, checked (InvalidInputError)."""
+    if tenant is not None and (not isinstance(tenant, str) or not tenant.strip() or "\x00" in tenant):
+        raise InvalidInputError(f"tenant must be a non-empty string without NUL bytes, got {tenant!r}")
+    return tenant
+
+
+def check_owner(coll: Collection, tenant: str | None) -> None:
+    """Ingest: a tenant's collection holds only that tenant's documents (InvalidInputError)."""
+    if coll.tenant is not None and tenant != coll.tenant:
+        raise InvalidInputError(
+            f"collection {coll.name!r} belongs to another tenant: ingest into it with tenant={coll.tenant!r}"
+            if tenant is None
+            else f"no collection named {coll.name!r} for tenant {tenant!r}"
+        )
+
+
+def grant_tokens(values: Iterable[str] | str) -> list[str]:
+    """``["user:alice", "group:hr"]`` (or ``"user:alice, group:hr"``) -> sorted stored tokens.
+
+    InvalidInputError naming the accepted forms for anything else."""
+    from agentrag.scope import grant_token
+
+    if isinstance(values, str):
+        values = [v for v in values.split(",") if v.strip()]
+    try:
+        return sorted({grant_token(v.strip() if isinstance(v, str) else v) for v in values})
+    except ScopeError as exc:
+        raise InvalidInputError(str(exc)) from None
+
+
+def with_grants(metadata: dict[str, Any] | None, values: Iterable[str] | None) -> dict[str, Any]:
+    """``ingest(metadata=..., grants=...)``: the metadata, its ``grants`` key set (checked now)."""
+    from agentrag.scope import grant_text
+
+    if values is None:
+        return dict(metadata or {})
+    return {**(metadata or {}), GRANTS_KEY: [grant_text(t) for t in grant_tokens(values)]}
+
+
+def document_grants(coll: Collection, metadata: dict[str, Any], source: str) -> list[str] | None:
+    """The ``grants`` column of a document written into ``coll`` (None outside ``acl=True``)."""
+    raw = metadata.get(GRANTS_KEY)
+    if not coll.acl:
+        if raw is not None:
+            raise IngestError(
+                f"{source}: carries grants but collection {coll.name!r} does not enforce them:"
+                " create it with acl=True (agentrag collections create NAME --acl)",
+                source=source,
+            )
+        return None
+    if raw is None:
+        return []  # deny by default: an admin principal only, until granted
+    if not isinstance(raw, str | list | tuple):
+        raise IngestError(f"{source}: metadata 'grants' must be a list of grants", source=source)
+    try:
+        return grant_tokens(raw)
+    except InvalidInputError as exc:
+        raise IngestError(f"{source}: {exc}", source=source) from None
+
+
+def read_sidecar(path: Path) -> list[str] | None:
+    """The grants of ``<path>.grants`` when that file exists (one per line, ``#`` comments)."""
+    sidecar = path.with_name(path.name + SIDECAR_SUFFIX)
+    if not sidecar.is_file():
+        return None
+    lines = sidecar.read_text(encoding="utf-8").splitlines()
+    return [line.strip() for line in lines if line.strip() and not line.lstrip().startswith("#")]
+
+
+def _locked(conn: Connection, document_id: str, scope: Scope | None) -> Any:
+    """The document's collection row, its row locked; DocumentNotFoundError outside ``scope``."""
+    from sqlalchemy import text
+
+    from agentrag.retrieval.scope_sql import check_scope, compile_scope
+
+    scope_sql, params = compile_scope(None if scope is None else _tenant_only(scope))
+    row = conn.execute(
+        text(
+            "SELECT c.id AS cid, c.name, c.scoped, c.acl FROM agentrag.documents d"
+            " JOIN agentrag.collections c ON c.id = d.collection_id"
+            f" WHERE d.id = :id AND ({scope_sql}) FOR UPDATE OF d"
+        ),
+        {"id": document_id, **params},
+    ).first()
+    if row is None:
+        raise DocumentNotFoundError(f"no document with id {document_id!r}")
+    check_scope(scope, [row.name] if row.scoped else [])
+    return row
+
+
+def _tenant_only(scope: Scope) -> Scope:
+    from agentrag.scope import Scope
+
+    return scope if scope.all_scopes else Scope(tenant=scope.tenant, workspace=scope.workspace)
+
+
+def _change(
+    store: Store, document_id: str, values: Iterable[str] | str, scope: Scope | None, add: bool
+) -> list[str]:
+    from sqlalchemy import text
+
+    from agentrag.scope import grant_text
+
+    tokens = grant_tokens(values)
+    if not tokens:
+        raise InvalidInputError("name at least one grant: 'user:<name>', 'group:<name>' or 'everyone'")
+    merged = (
+        "ARRAY(SELECT DISTINCT t FROM unnest(grants || CAST(:tokens AS text[])) t ORDER BY t)"
+        if add
+        else "ARRAY(SELECT t FROM unnest(grants) t WHERE t <> ALL(CAST(:tokens AS text[])) ORDER BY t)"
+    )
+    with store.engine.begin() as conn:
+        row = _locked(conn, document_id, scope)
+        if not row.acl:
+            raise InvalidInputError(
+                f"collection {row.name!r} does not enforce grants: create it with acl=True to use them"
+            )
+        stored = conn.execute(
+            text(f"UPDATE agentrag.documents SET grants = {merged} WHERE id = :id RETURNING grants"),
+            {"id": document_id, "tokens": tokens},
+        ).scalar_one()
+    return [grant_text(t) for t in stored]
+
+
+@guarded("granting", retry=False)
+def grant(
+    store: Store, document_id: str, values: Iterable[str] | str, *, scope: Scope | None = None
+) -> list[str]:
+    """Add grants to a document of an ``acl=True`` collection; returns all its grants.
+
+    ``scope`` is the tenant-rooted scope the document lives in (required on ``scoped=True``
+    collections, as for ``delete_document``); a document outside it is "not found"."""
+    return _change(store, document_id, values, scope, add=True)
+
+
+@guarded("revoking", retry=False)
+def revoke(
+    store: Store, document_id: str, values: Iterable[str] | str, *, scope: Scope | None = None
+) -> list[str]:
+    """Remove grants from a document; returns the grants left (the next query obeys them)."""
+    return _change(store, document_id, values, scope, add=False)
+
+
+@guarded("reading grants")
+def grants(store: Store, document_id: str, *, scope: Scope | None = None) -> list[str] | None:
+    """A document's grants (``["group:hr", "user:alice"]``); None on a collection without grants."""
+    from sqlalchemy import text
+
+    from agentrag.scope import grant_text
+
+    with store.engine.begin() as conn:
+        _locked(conn, document_id, scope)
+        stored = conn.execute(
+            text("SELECT grants FROM agentrag.documents WHERE id = :id"), {"id": document_id}
+        ).scalar_one()
+    return None if stored is None else [grant_text(t) for t in stored]
+
+
+@guarded("sharing a document", retry=False)
+def share(
+    store: Store, document_id: str, *, workspace: str | None = None, scope: Scope | None = None
+) -> None:
+    """Promote a private session upload to the shared documents of its tenant (and ``workspace``,
+    when given); its session links stay. InvalidInputError when that workspace already holds a
+    document under the same source."""
+    from sqlalchemy import text
+    from sqlalchemy.exc import IntegrityError
+
+    from agentrag.retrieval.scope_sql import compile_scope
+    from agentrag.scope import Scope
+
+    if workspace is not None:
+        compile_scope(Scope(workspace=workspace))  # the value's checks
+    try:
+        with store.engine.begin() as conn:
+            _locked(conn, document_id, scope)
+            conn.execute(
+                text(
+                    "UPDATE agentrag.documents SET private = false, updated_at = now(),"
+                    " workspace_id = coalesce(CAST(:w AS text), workspace_id) WHERE id = :id"
+                ),
+                {"id": document_id, "w": workspace},
+            )
+    except IntegrityError as exc:
+        raise InvalidInputError(
+            f"workspace {workspace!r} already holds a document with the same source: delete or rename one"
+        ) from exc

@@ -1,0 +1,239 @@
+"""Document permissions (issue #26): principals, grants, private sessions, enforced in SQL.
+
+Real PostgreSQL; only the embedder is faked. The property test draws random grants, principals
+and edits and checks every search mode, the listing and Store.document against a model of who
+may read what, computed here in Python from the grants alone."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import agentrag as ar
+from agentrag.errors import CollectionNotFoundError, DocumentNotFoundError, InvalidInputError, ScopeError
+from agentrag.store.store import Store
+
+WORDS = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot"]
+
+
+@pytest.fixture
+def hr(store: Store, collection_name: str) -> str:
+    store.create_collection(collection_name, acl=True)
+    store.ingest_text(
+        "salary bands for engineers", collection=collection_name, source="pay.md", grants=["group:hr"]
+    )
+    store.ingest_text(
+        "salary of the chief executive", collection=collection_name, source="ceo.md", grants=["user:ann"]
+    )
+    store.ingest_text(
+        "salary review calendar", collection=collection_name, source="cal.md", grants=["everyone"]
+    )
+    store.ingest_text("salary secrets nobody reads", collection=collection_name, source="none.md")
+    return collection_name
+
+
+def sources(result: ar.SearchResult) -> set[str | None]:
+    return {h.source for h in result.hits}
+
+
+def who(user: str | None = None, *groups: str, admin: bool = False) -> ar.Scope:
+    return ar.Scope(principal=ar.Principal(user=user, groups=list(groups), admin=admin))
+
+
+@pytest.mark.parametrize("mode", ["hybrid", "vector", "lexical", "lexical_sql"])
+def test_grants_decide_in_every_mode(store: Store, hr: str, mode: str) -> None:
+    def found(scope: ar.Scope) -> set[str | None]:
+        return sources(store.search("salary", collections=hr, mode=mode, top_k=10, scope=scope))
+
+    assert found(who("bob")) == {"cal.md"}
+    assert found(who("bob", "hr")) == {"cal.md", "pay.md"}
+    assert found(who("ann")) == {"cal.md", "ceo.md"}
+    assert found(who(admin=True)) == {"cal.md", "ceo.md", "pay.md", "none.md"}
+
+
+def test_no_principal_on_an_acl_collection_is_refused(store: Store, hr: str) -> None:
+    with pytest.raises(ScopeError, match=r"acl=True.*Principal"):
+        store.search("salary", collections=hr)
+    with pytest.raises(ScopeError, match="acl=True"):
+        store.documents(hr)
+
+
+def test_the_hit_and_the_proof_name_the_grant(store: Store, hr: str) -> None:
+    result = store.search("salary", collections=hr, top_k=10, scope=who("ann", "hr"))
+    assert {h.source: h.grant for h in result.hits} == {
+        "ceo.md": "user:ann",
+        "pay.md": "group:hr",
+        "cal.md": "everyone",
+    }
+    ctx = ar.new("salary", store=store, collections=[hr], scope=who("ann"), limit=10) | ar.search()
+    assert {c.source: c.grant for c in ctx.proof().chunks} == {"ceo.md": "user:ann", "cal.md": "everyone"}
+
+
+def test_grant_and_revoke_apply_to_the_next_query(store: Store, hr: str) -> None:
+    pay = next(d for d in store.documents(hr, scope=who(admin=True)) if d.source == "pay.md")
+    assert store.grants(pay.id) == ["group:hr"]
+    assert store.grant(pay.id, ["user:bob"]) == ["group:hr", "user:bob"]
+    assert "pay.md" in sources(store.search("salary", collections=hr, top_k=10, scope=who("bob")))
+    assert store.revoke(pay.id, "user:bob, group:hr") == []
+    assert "pay.md" not in sources(store.search("salary", collections=hr, top_k=10, scope=who("bob", "hr")))
+    with pytest.raises(InvalidInputError, match="unknown grant"):
+        store.grant(pay.id, ["role:admin"])
+    with pytest.raises(DocumentNotFoundError):
+        store.grant("doc_missing", ["user:bob"])
+
+
+def test_grants_need_an_acl_collection(store: Store, collection_name: str) -> None:
+    store.create_collection(collection_name)
+    report = store.ingest_text("x", collection=collection_name, source="a.md", grants=["user:a"])
+    assert report.failed and "acl=True" in str(report.failed[0])
+    store.ingest_text("plain text", collection=collection_name, source="b.md")
+    doc = store.documents(collection_name)[0]
+    assert store.grants(doc.id) is None
+    with pytest.raises(InvalidInputError, match="does not enforce grants"):
+        store.grant(doc.id, ["user:a"])
+
+
+def test_front_matter_and_sidecar_grants(store: Store, collection_name: str, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    store.create_collection(collection_name, acl=True)
+    (tmp_path / "a.md").write_text("---\ngrants: group:legal, user:zoe\n---\ncontract terms\n")
+    (tmp_path / "b.md").write_text("contract annex\n")
+    (tmp_path / "b.md.grants").write_text("# who reads the annex\ngroup:sales\n")
+    report = store.ingest(tmp_path, collection=collection_name)
+    assert report.ok, report
+    assert sources(store.search("contract", collections=collection_name, scope=who("zoe"))) == {"a.md"}
+    assert sources(store.search("contract", collections=collection_name, scope=who(None, "sales"))) == {
+        "b.md"
+    }
+
+
+def test_store_document_obeys_the_scope(store: Store, hr: str) -> None:
+    pay = next(d for d in store.documents(hr, scope=who(admin=True)) if d.source == "pay.md")
+    with pytest.raises(DocumentNotFoundError):
+        store.document(pay.id, scope=who("bob"))
+    with pytest.raises(DocumentNotFoundError):
+        store.document(pay.id)
+    assert store.document(pay.id, scope=who("x", "hr")).text == "salary bands for engineers"
+
+
+def test_empty_reason_says_nothing_of_what_the_caller_cannot_read(store: Store, hr: str) -> None:
+    result = store.search(
+        "salary", collections=hr, scope=ar.Scope(tenant="t", principal=ar.Principal(user="bob"))
+    )
+    assert result.empty_reason == (
+        f"nothing in collection {hr!r} is visible to the scope (tenant='t', principal=Principal(user='bob'))"
+    )
+
+
+def test_private_session_uploads(store: Store, collection_name: str) -> None:
+    store.create_collection(collection_name)
+    store.ingest_text(
+        "handbook: holidays policy", collection=collection_name, source="handbook.md", tenant="t"
+    )
+    store.ingest_text(
+        "my holidays plan", collection=collection_name, source="mine.md", tenant="t", session="s1"
+    )
+
+    def found(scope: ar.Scope | None) -> set[str | None]:
+        return sources(store.search("holidays", collections=collection_name, top_k=10, scope=scope))
+
+    assert found(None) == {"handbook.md"}
+    assert found(ar.Scope(tenant="t")) == {"handbook.md"}
+    assert found(ar.Scope(tenant="t", session="s2")) == set()
+    assert found(ar.Scope(tenant="t", session="s1")) == {"mine.md"}
+    assert found(ar.Scope(tenant="t", session="s1", include_shared=True)) == {"handbook.md", "mine.md"}
+    assert found(ar.Scope.every()) == {"handbook.md", "mine.md"}
+    assert {d.source for d in store.documents(collection_name, tenant="t")} == {"handbook.md"}
+    mine = next(d for d in store.documents(collection_name, scope=ar.Scope.every()) if d.source == "mine.md")
+    store.share(mine.id, workspace="team")
+    assert found(ar.Scope(tenant="t")) == {"handbook.md", "mine.md"}
+    with pytest.raises(ScopeError, match="include_shared=True needs a session"):
+        ar.Scope(tenant="t", include_shared=True)
+
+
+def test_principal_values_are_checked() -> None:
+    with pytest.raises(ScopeError):
+        ar.Principal()
+    with pytest.raises(ScopeError):
+        ar.Principal(user="a\x00b")
+    with pytest.raises(ScopeError):
+        ar.Principal(user="a", groups="hr")  # type: ignore[arg-type]
+    assert ar.Principal(user="a", groups=["b", "a", "b"]).groups == ("a", "b")
+
+
+# ---- the property: nobody ever reads what they may not -----------------------------------------
+USERS = ["u0", "u1", "u2"]
+GROUPS = ["g0", "g1", "g2"]
+GRANT = st.sampled_from([*(f"user:{u}" for u in USERS), *(f"group:{g}" for g in GROUPS), "everyone"])
+PRINCIPAL = st.builds(
+    ar.Principal,
+    user=st.sampled_from(USERS),
+    groups=st.lists(st.sampled_from(GROUPS), max_size=2),
+    admin=st.booleans().map(lambda b: b and False),
+)
+
+
+def may_read(grants: set[str], p: ar.Principal) -> bool:
+    return "everyone" in grants or f"user:{p.user}" in grants or any(f"group:{g}" in grants for g in p.groups)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    docs=st.lists(st.sets(GRANT, max_size=3), min_size=1, max_size=6),
+    edits=st.lists(st.tuples(st.integers(0, 5), st.booleans(), GRANT), max_size=4),
+    principal=PRINCIPAL,
+    mode=st.sampled_from(["hybrid", "vector", "lexical", "lexical_sql"]),
+)
+def test_no_principal_reads_what_it_may_not(
+    store: Store, docs: list[set[str]], edits: list[tuple[int, bool, str]], principal: ar.Principal, mode: str
+) -> None:
+    import uuid
+
+    name = f"acl_{uuid.uuid4().hex[:10]}"
+    store.create_collection(name, acl=True)
+    ids: list[str] = []
+    granted: dict[str, set[str]] = {}
+    for n, grants in enumerate(docs):
+        store.ingest_text(
+            f"shared words {WORDS[n]} document", collection=name, source=f"d{n}.md", grants=sorted(grants)
+        )
+    for d in store.documents(name, scope=ar.Scope.every(ar.Principal(admin=True))):
+        ids.append(d.id)
+        granted[d.id] = set(docs[int(d.source[1:-3])])
+    ids.sort()
+    for index, add, grant in edits:  # grants change after ingest, without re-embedding
+        doc_id = ids[index % len(ids)]
+        (store.grant if add else store.revoke)(doc_id, [grant])
+        (granted[doc_id].add if add else granted[doc_id].discard)(grant)
+    scope = ar.Scope(principal=principal)
+    allowed = {d for d, g in granted.items() if may_read(g, principal)}
+    result = store.search("shared words document", collections=name, mode=mode, top_k=10, scope=scope)
+    assert {h.document_id for h in result.hits} <= allowed
+    if mode != "lexical_sql":  # every visible document matches: exactly min(k, visible)
+        assert {h.document_id for h in result.hits} == allowed
+    assert {d.id for d in store.documents(name, scope=scope)} == allowed
+    for doc_id in ids:
+        if doc_id in allowed:
+            assert store.document(doc_id, scope=scope).id == doc_id
+        else:
+            with pytest.raises(DocumentNotFoundError):
+                store.document(doc_id, scope=scope)
+    if not result.hits:
+        assert result.empty_reason is not None and not re.search(r"\d+ documents?", result.empty_reason)
+    store.delete_collection(name)
+
+
+def test_a_tenants_collection_is_hidden_from_other_tenants(store: Store, collection_name: str) -> None:
+    store.create_collection(collection_name, tenant="acme")
+    assert store.collection(collection_name).tenant == "acme"
+    store.ingest_text("acme roadmap for next year", collection=collection_name, source="r.md", tenant="acme")
+    with pytest.raises(InvalidInputError, match="no collection named"):
+        store.ingest_text("x", collection=collection_name, source="x.md", tenant="globex")
+    assert len(store.search("roadmap", collections=collection_name, scope=ar.Scope(tenant="acme"))) == 1
+    with pytest.raises(CollectionNotFoundError, match=f"^no collection named {collection_name!r}$"):
+        store.search("roadmap", collections=collection_name, scope=ar.Scope(tenant="globex"))
+    with pytest.raises(ScopeError, match="belongs to a tenant"):
+        store.search("roadmap", collections=collection_name)
+    assert len(store.search("roadmap", collections=collection_name, scope=ar.Scope.every())) == 1
