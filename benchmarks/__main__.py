@@ -24,6 +24,11 @@ RUNS = [
         ["benchmarks.scale"],
         ["benchmarks.scale", "--chunks", "20000", "--queries", "20"],
     ),
+    (
+        "document permissions at 100k chunks, 1,000 groups (1 / 10 / 50 % visible)",
+        ["benchmarks.acl"],
+        ["benchmarks.acl", "--chunks", "10000", "--groups", "100", "--queries", "10", "--passages", "1200"],
+    ),
     ("pipeline overhead per question", ["benchmarks.pipeline"], ["benchmarks.pipeline", "--questions", "20"]),
     (
         "pipeline recall@5 over three collections: routing margins and the merge of the searches",

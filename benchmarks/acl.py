@@ -2,8 +2,9 @@
 
     .venv/bin/python -m benchmarks.acl [--chunks 100000] [--groups 1000] [--queries 50] [--keep]
 
-* Data: SciFact passages recombined into ``--chunks`` chunks exactly as ``benchmarks/scale.py``
-  does (real all-MiniLM-L6-v2 vectors of the passages, mixed; cached as ``.npy`` in ``--cache``),
+* Data: SciFact passages (all, or the first ``--passages``) recombined into ``--chunks`` chunks
+  exactly as ``benchmarks/scale.py`` does (real all-MiniLM-L6-v2 vectors of the passages, mixed;
+  cached as ``.npy`` in ``--cache``),
   10 chunks per document, in one collection created with ``acl=True``. Document ``d`` is granted
   to ``group:g<d mod groups>`` only (1,000 groups: each holds 0.1 % of the documents), written
   through the library's ingest with the grants in each document's metadata.
@@ -113,6 +114,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--queries", type=int, default=50, help="SciFact test queries per principal")
     parser.add_argument("--data", default=str(scale.DEFAULT_DATA))
     parser.add_argument("--cache", help="where the passage / query vectors are cached")
+    parser.add_argument(
+        "--passages",
+        type=int,
+        default=None,
+        help="recombine only the first N SciFact passages (default: all)",
+    )
     parser.add_argument("--keep", action="store_true", help="keep the collection for the next run")
     args = parser.parse_args(argv)
 
@@ -121,6 +128,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     cache = scale.cache_dir(args.cache)
     passages, queries = scale.scifact(Path(args.data))
+    passages = passages[: args.passages] if args.passages else passages
     label = Path(args.data).name
     base = scale.real_vectors(passages, cache, f"{label}-passages")
     qvecs = scale.real_vectors(queries, cache, f"{label}-queries")

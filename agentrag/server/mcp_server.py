@@ -125,7 +125,7 @@ def build_server(
             raise _tool_error(f"top_k is at most {info.top_k_max} for this tenant")
         names = collections or default_collections
         if names:
-            known = {c.name for c in store.collections()}
+            known = {c.name for c in store.collections() if c.tenant in (None, info.tenant)}
             unknown = sorted(set(names) - known)
             if unknown:
                 raise _tool_error(f"unknown collection(s) {unknown}: call list_collections for the names")
@@ -277,9 +277,11 @@ def build_server(
         annotations=read_only,
     )
     async def list_collections(ctx: Context) -> Any:
-        await who(ctx)
-        found = await asyncio.to_thread(store.collections)
-        items = [{"name": c.name, "description": c.description} for c in found]
+        info = await who(ctx)
+        found = await asyncio.to_thread(store.collections)  # its own and the shared, never another's
+        items = [
+            {"name": c.name, "description": c.description} for c in found if c.tenant in (None, info.tenant)
+        ]
         text = "\n".join(f"- {c['name']}: {c['description']}" for c in items) or "No collections yet."
         return _result({"collections": items}, text)
 

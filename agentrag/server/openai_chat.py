@@ -151,8 +151,9 @@ def install(
 ) -> None:
     """Add ``/v1/models`` and ``/v1/chat/completions`` to ``app``."""
 
-    def known_collections() -> set[str]:
-        return {c.name for c in store.collections()}
+    def known_collections(tenant_id: str) -> set[str]:
+        """The tenant's own collections and the shared ones: never another tenant's names."""
+        return {c.name for c in store.collections() if c.tenant in (None, tenant_id)}
 
     def prepare(body: ChatRequest, tenant_id: str) -> tuple[answering.Asked, bool]:
         tenant = gate.admitted(tenant_id)
@@ -160,7 +161,7 @@ def install(
             raise Refusal(403, "GENERATION_DISABLED", "answer generation is disabled for this tenant")
         if body.top_k > tenant.retrieval_top_k_max:
             raise Refusal(422, "invalid_top_k", f"top_k is at most {tenant.retrieval_top_k_max}")
-        collections = _collections_of(body.model, known_collections()) or default_collections
+        collections = _collections_of(body.model, known_collections(tenant_id)) or default_collections
         *history, last = body.messages
         request = answering.Request(
             question=last.text(),
@@ -188,10 +189,10 @@ def install(
     @app.get("/v1/models", summary="OpenAI-compatible: one model per collection", tags=["openai"])
     async def models(request: Request) -> Any:
         try:
-            gate.tenant_of(request.headers.get("authorization"))
+            tenant_id = gate.tenant_of(request.headers.get("authorization"))
         except Refusal as exc:
             return _error(exc.status, exc.code, exc.message, headers=exc.headers)
-        names = sorted(await asyncio.to_thread(known_collections))
+        names = sorted(await asyncio.to_thread(known_collections, tenant_id))
         created = int(time.time())
         data = [{"id": MODEL_PREFIX, "object": "model", "created": created, "owned_by": "agentrag"}]
         data += [
