@@ -237,3 +237,19 @@ def test_a_tenants_collection_is_hidden_from_other_tenants(store: Store, collect
     with pytest.raises(ScopeError, match="belongs to a tenant"):
         store.search("roadmap", collections=collection_name)
     assert len(store.search("roadmap", collections=collection_name, scope=ar.Scope.every())) == 1
+
+
+def test_document_ids_are_unambiguous(store: Store, collection_name: str) -> None:
+    """Fields were joined by \\x1f: source 's\\x1ft' without a tenant and source 's' in tenant 't\\x1f'
+    encoded the same and got one id. Ids of fields without \\x1f are unchanged."""
+    import hashlib
+
+    store.create_collection(collection_name)
+    a = store.ingest_text("same text", collection=collection_name, source="s\x1ft")
+    b = store.ingest_text("same text", collection=collection_name, source="s", tenant="t\x1f")
+    assert a.added and b.added
+    assert a.document_ids["s\x1ft"] != b.document_ids["s"]
+    plain = store.ingest_text("same text", collection=collection_name, source="plain")
+    sha = hashlib.sha256(b"same text").hexdigest()
+    old = hashlib.sha256("\x1f".join([collection_name, "plain", "", "", sha]).encode()).hexdigest()[:16]
+    assert plain.document_ids["plain"] == "doc_" + old

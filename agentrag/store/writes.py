@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
     from agentrag.store.store import Store
 
-__all__ = ["chunk_rows", "document_id", "encode_vectors", "existing_documents", "write_batch"]
+__all__ = ["chunk_rows", "document_id", "encode_vectors", "existing_documents", "key_digest", "write_batch"]
 
 # The embedding goes in pre-encoded (vector's binary wire format, see encode_vectors): declared
 # bytea so psycopg passes the bytes through; the server reads them with vector's receive function.
@@ -188,10 +188,21 @@ def encode_vectors(vectors: np.ndarray) -> list[bytes]:
     return [header + row.tobytes() for row in array]
 
 
+def key_digest(*parts: str) -> str:
+    """An unambiguous digest of ``parts``: joined by ``\x1f`` as ids always were when no part holds
+    that character (so existing ids stay), else ``\x1e`` + their JSON array, which holds no raw
+    ``\x1f`` at all: the two forms never meet, and each is injective (issue #26: a tenant or
+    source holding ``\x1f`` could give two different documents one id)."""
+    if any("\x1f" in part for part in parts):
+        encoded = "\x1e" + json.dumps(list(parts), ensure_ascii=False)
+        return hashlib.sha256(encoded.encode("utf-8")).hexdigest()[:16]
+    return _digest(*parts)
+
+
 def document_id(coll: Collection, doc: PreparedDocument, tenant: str | None, workspace: str | None) -> str:
     # Content-addressed ids: the same content under the same key always gets the same ids,
     # so citations stay stable across rebuilds. A changed text gets new ids.
-    return "doc_" + _digest(coll.name, doc.source, tenant or "", workspace or "", doc.sha256)
+    return "doc_" + key_digest(coll.name, doc.source, tenant or "", workspace or "", doc.sha256)
 
 
 def chunk_rows(collection_id: int, doc_id: str, doc: PreparedDocument) -> list[tuple[Any, ...]]:
