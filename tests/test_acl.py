@@ -253,3 +253,37 @@ def test_document_ids_are_unambiguous(store: Store, collection_name: str) -> Non
     sha = hashlib.sha256(b"same text").hexdigest()
     old = hashlib.sha256("\x1f".join([collection_name, "plain", "", "", sha]).encode()).hexdigest()[:16]
     assert plain.document_ids["plain"] == "doc_" + old
+
+
+def test_the_cli_grants_revokes_and_searches_as_a_principal(
+    store: Store, hr: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import json
+
+    from agentrag import cli
+
+    monkeypatch.setattr(cli.common, "open_store", lambda args: store)
+
+    def run(*argv: str) -> tuple[int, str, str]:
+        code = cli.main(list(argv))
+        out = capsys.readouterr()
+        return code, out.out, out.err
+
+    def found(*who: str) -> set[str]:
+        code, out, err = run("search", "salary", "-c", hr, "--mode", "lexical", "-k", "10", "--json", *who)
+        assert code == 0, err
+        return {h["source"] for h in json.loads(out)["hits"]}
+
+    pay = next(d for d in store.documents(hr, scope=who(admin=True)) if d.source == "pay.md")
+    assert found("--user", "bob") == {"cal.md"}
+    assert found("--user", "bob", "--group", "hr") == {"cal.md", "pay.md"}
+    code, _out, err = run("search", "salary", "-c", hr, "--mode", "lexical")
+    assert code == 2 and "acl=True" in err and "Principal" in err
+    assert run("acl", "grant", pay.id, "user:bob")[1].strip() == f"{pay.id}: group:hr, user:bob"
+    assert found("--user", "bob") == {"cal.md", "pay.md"}
+    code, out, _ = run("acl", "revoke", pay.id, "user:bob", "--json")
+    assert json.loads(out) == {"document_id": pay.id, "grants": ["group:hr"]}
+    assert found("--user", "bob") == {"cal.md"}
+    assert run("acl", "show", pay.id)[1].strip() == f"{pay.id}: group:hr"
+    code, _out, err = run("acl", "grant", pay.id, "role:x")
+    assert code == 2 and "unknown grant" in err
