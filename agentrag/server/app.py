@@ -37,8 +37,8 @@ from agentrag.errors import (
     ScopeError,
 )
 from agentrag.server import limits
-from agentrag.server.auditlog import AuditWriter
 from agentrag.server.access import TenantCollections, request_scope
+from agentrag.server.auditlog import AuditWriter
 from agentrag.server.auth import AuthError, ForbiddenError, Principal, TokenVerifier, authorize
 from agentrag.server.config import ServerConfig
 from agentrag.server.errors import (

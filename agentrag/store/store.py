@@ -526,12 +526,8 @@ class Store(SyncMethods, ReplicaRouting):
         link_session(self.engine, document_id, session)
 
     # ---- permissions (README "Permissions"; agentrag/store/acl.py) ---------------------------
-    grant, revoke, grants, share = (
-        permissions.grant,
-        permissions.revoke,
-        permissions.grants,
-        permissions.share,
-    )
+    grant, revoke = permissions.grant, permissions.revoke
+    grants, share = permissions.grants, permissions.share
 
     # ---- relations (knowledge graph) and the query log: see their modules -----------------
     @guarded("adding relations")
