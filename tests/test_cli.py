@@ -167,7 +167,7 @@ def test_every_command_module_is_a_registered_group() -> None:
     assert {group.__name__.rpartition(".")[2] for group in cli.GROUPS} == modules
     parser = cli.build_parser()
     commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices
-    assert list(commands)[:13] == [
+    assert list(commands)[:14] == [
         "db",
         "collections",
         "ingest",

@@ -32,7 +32,7 @@ from agentrag.retrieval.filters import Filters, compile_filters
 from agentrag.retrieval.scope_sql import compile_scope
 from agentrag.scope import Principal, Scope, grant_text
 
-__all__ = ["Predicate", "check_owners", "check_principal", "compile_predicate", "grant_of"]
+__all__ = ["Predicate", "check_owners", "check_principal", "compile_predicate", "grant_of", "may_search"]
 
 _LINKED = (
     "EXISTS (SELECT 1 FROM agentrag.document_sessions s"
@@ -143,6 +143,14 @@ def check_owners(scope: Scope | None, owners: Iterable[tuple[str, str | None]]) 
             raise ScopeError(f"collection {name!r} belongs to a tenant: pass scope=Scope(tenant=...)")
         if scope.tenant != owner:
             raise CollectionNotFoundError(f"no collection named {name!r}")
+
+
+def may_search(scope: Scope | None, *, acl: bool, tenant: str | None) -> bool:
+    """Whether a search in ``scope`` may name a collection at all (its owner, its grants): what
+    "every collection" means when a caller names none."""
+    if tenant is not None and not (scope is not None and (scope.all_scopes or scope.tenant == tenant)):
+        return False
+    return not acl or (scope is not None and scope.principal is not None)
 
 
 def check_principal(scope: Scope | None, acl_collections: Iterable[str]) -> None:

@@ -93,7 +93,12 @@ def _no_word_occurs(ctx: Context, message: str) -> bool:
         return False
     collections = ctx.collections or ctx.options.collections
     if not collections:
-        collections = tuple(c.name for c in store.collections())
+        from agentrag.retrieval.predicate import may_search
+
+        scope = ctx.options.scope
+        collections = tuple(
+            c.name for c in store.collections() if may_search(scope, acl=c.acl, tenant=c.tenant)
+        )
     if not collections:
         return False
     found = store.search(

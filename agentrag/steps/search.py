@@ -73,6 +73,7 @@ from agentrag.steps.new import MODES
 from agentrag.steps.rewrite import llm_rewrites, prf_rewrite
 
 if TYPE_CHECKING:
+    from agentrag.scope import Scope
     from agentrag.store.store import Store
 
 
@@ -168,7 +169,12 @@ def _plan(
     limit = limit or ctx.options.limit
     if isinstance(collections, str):
         collections = [collections]
-    names = list(collections or ctx.collections or ctx.options.collections or _all_collections(store))
+    names = list(
+        collections
+        or ctx.collections
+        or ctx.options.collections
+        or _all_collections(store, ctx.options.scope)
+    )
     if not names:
         raise InvalidInputError("search(): there are no collections to search")
     if not isinstance(depth, int) or isinstance(depth, bool) or not 1 <= depth <= 1000:
@@ -183,9 +189,13 @@ def _plan(
     )
 
 
-def _all_collections(store: Store) -> list[str]:
+def _all_collections(store: Store, scope: Scope | None = None) -> list[str]:
+    """Every collection the scope may search (another tenant's, or one enforcing grants without a
+    principal, is left out rather than refused)."""
+    from agentrag.retrieval.predicate import may_search
+
     try:
-        return [c.name for c in store.collections()]
+        return [c.name for c in store.collections() if may_search(scope, acl=c.acl, tenant=c.tenant)]
     except _retrieval_failures() as exc:  # the database is down: nothing can be searched
         raise RetrievalError(f"cannot list the collections to search: {_failure(exc)}") from exc
 

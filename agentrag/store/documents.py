@@ -126,15 +126,15 @@ def read_document(
 
     from agentrag.retrieval.predicate import compile_predicate
 
+    if revision is not None:  # revisions of acl=True collections: admins only (read_revision)
+        from agentrag.store.revisions import read_revision
+
+        return read_revision(engine, document_id, revision, scope)
     predicate = compile_predicate(scope)
     visible = f"(NOT c.scoped OR {_scoped_ok(scope)}) AND ({predicate.any_collection()})"
     sql = DOCUMENT_SQL.format(text="d.text", where=f"WHERE d.id = :id AND {visible}")
     with engine.connect() as conn:
         row = conn.execute(text(sql), {**predicate.params, "id": document_id}).mappings().first()
-    if row is not None and revision is not None:  # a revision of a document the scope may read now
-        from agentrag.store.revisions import read_revision
-
-        return read_revision(engine, document_id, revision, scope)
     if row is None:
         raise DocumentNotFoundError(
             f"no document with id {document_id!r} in {scope!r}"

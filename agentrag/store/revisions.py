@@ -93,6 +93,10 @@ def revisions(engine: Engine, document_id: str, scope: Scope | None = None) -> l
     return [Revision(*row) for row in rows]
 
 
+def _admin(scope: Scope | None) -> bool:
+    return scope is not None and scope.principal is not None and scope.principal.admin
+
+
 def read_revision(engine: Engine, document_id: str, revision: int, scope: Scope | None = None) -> Document:
     """Revision ``revision`` of the document ``document_id`` is a revision of, with the text it had.
 
@@ -120,8 +124,9 @@ def read_revision(engine: Engine, document_id: str, revision: int, scope: Scope 
                     f" FROM {_SCOPED} JOIN agentrag.collections c ON c.id = d.collection_id"
                     " LEFT JOIN agentrag.documents cur ON cur.id = d.document_id AND d.valid_to IS NULL"
                     f" WHERE d.lineage = ({_LINEAGE_SQL}) AND d.revision = :rev AND ({scope_sql})"
+                    " AND (NOT c.acl OR :r_admin)"  # grants are not kept per revision: admins only
                 ),
-                {"id": document_id, "rev": revision, **params},
+                {"id": document_id, "rev": revision, "r_admin": _admin(scope), **params},
             )
             .mappings()
             .first()
