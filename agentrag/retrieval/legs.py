@@ -20,6 +20,7 @@ from agentrag.retrieval.lexical import (
     over_budget,
 )
 from agentrag.retrieval.plan import SearchPlan
+from agentrag.retrieval.predicate import Predicate
 from agentrag.retrieval.scoped import (
     LegPlan,
     exact_vector_leg,
@@ -28,7 +29,6 @@ from agentrag.retrieval.scoped import (
     scope_bm25_leg,
     set_max_scan_tuples,
 )
-from agentrag.retrieval.predicate import Predicate
 from agentrag.retrieval.sources import CollectionInfo, SearchSource, embed_query
 from agentrag.retrieval.vector import (
     DEFAULT_EF_SEARCH,
@@ -176,7 +176,15 @@ def lexical_ranked(
             leg = plan_of(leg_plans, c)
             bm25 = scope_bm25_leg if leg is not None and leg.lexical == "bm25-scope" else lexical_leg
             per_collection.append(
-                bm25(conn, cached, collection_id=c.id, query=query, where=where_for(predicate, c), params=params, depth=depth)
+                bm25(
+                    conn,
+                    cached,
+                    collection_id=c.id,
+                    query=query,
+                    where=where_for(predicate, c),
+                    params=params,
+                    depth=depth,
+                )
             )
     return merge_by_score(per_collection, depth)
 
