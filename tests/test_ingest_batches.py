@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 from sqlalchemy import text
 
 from agentrag.errors import InvalidInputError
+from agentrag.scope import Scope
 from agentrag.store import ingest
 from agentrag.store.ingest import IngestReport, ingest_texts
 from agentrag.store.store import Store
@@ -164,7 +165,9 @@ def test_batches_replace_changed_documents_and_skip_unchanged(
     second = ingest_texts(store, docs, collection=collection_name, session="s2")
     assert sorted(second.replaced) == ["d002.md", "d007.md"] and len(second.unchanged) == 8
     assert second.chunks_written == len(_stored_for(store, collection_name, ["d002.md", "d007.md"]))
-    by_source = {d.source: d for d in store.documents(collection_name)}
+    # session uploads are private (issue #26): an unscoped listing hides them, an admin's lists them
+    assert store.documents(collection_name) == []
+    by_source = {d.source: d for d in store.documents(collection_name, scope=Scope.every())}
     assert len(by_source) == 10
     assert sorted(by_source["d000.md"].sessions) == ["s1", "s2"]  # unchanged: linked to the new session
     assert by_source["d002.md"].sessions == ["s2"]  # replaced: the old version's links went with it
