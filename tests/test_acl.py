@@ -109,6 +109,24 @@ def test_front_matter_and_sidecar_grants(store: Store, collection_name: str, tmp
     }
 
 
+def test_a_synced_rename_keeps_the_documents_grants(store: Store, collection_name: str, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    store.create_collection(collection_name, acl=True)
+    (tmp_path / "a.md").write_text("---\ngrants: group:legal\n---\n" + "contract terms. " * 5)
+    assert store.sync(tmp_path, collection=collection_name).ok
+    (tmp_path / "a.md").rename(tmp_path / "b.md")  # the same text: moved, not re-embedded
+    report = store.sync(tmp_path, collection=collection_name)
+    assert report.renamed == (("a.md", "b.md"),), report
+    legal, nobody = who(None, "legal"), who("zoe")
+    assert sources(store.search("contract", collections=collection_name, scope=legal)) == {"b.md"}
+    assert sources(store.search("contract", collections=collection_name, scope=nobody)) == set()
+    (tmp_path / "b.md").write_text("---\ngrants: user:zoe\n---\n" + "contract terms. " * 5)
+    (tmp_path / "b.md").rename(tmp_path / "c.md")  # same text, new grants: the new file's grants
+    report = store.sync(tmp_path, collection=collection_name)
+    assert report.renamed == (("b.md", "c.md"),), report
+    assert sources(store.search("contract", collections=collection_name, scope=nobody)) == {"c.md"}
+    assert sources(store.search("contract", collections=collection_name, scope=legal)) == set()
+
+
 def test_store_document_obeys_the_scope(store: Store, hr: str) -> None:
     pay = next(d for d in store.documents(hr, scope=who(admin=True)) if d.source == "pay.md")
     with pytest.raises(DocumentNotFoundError):

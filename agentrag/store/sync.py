@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from agentrag.errors import IngestError, InvalidInputError
 from agentrag.readers.ingest import read_document
+from agentrag.store.acl import document_grants
 from agentrag.store.collections import WRITE_LOCK_SQL, Collection, check_embedder, write_lock_params
 from agentrag.store.ingest import ingest_documents
 from agentrag.store.prepare import (
@@ -341,14 +342,19 @@ class _Run:
         ).all()
         if {row.source: row.id for row in rows} != {old: old_id}:
             return False
+        try:  # the new file's grants, as its ingest would write them (an acl collection's)
+            grants = document_grants(self.coll, item.metadata, new)
+        except IngestError:
+            return False  # an ordinary add, whose ingest reports the failure
         conn.execute(
             text(
                 "INSERT INTO agentrag.documents (id, collection_id, source, original_filename, sha256,"
                 " text,"
-                " metadata, classification, doc_date, tenant_id, workspace_id, chunk_count)"
+                " metadata, classification, doc_date, tenant_id, workspace_id, chunk_count, grants,"
+                " private)"
                 " SELECT :new_id, collection_id, :new, :filename, sha256, text, CAST(:meta AS jsonb),"
-                " :cls, :date,"
-                " tenant_id, workspace_id, chunk_count FROM agentrag.documents WHERE id = :old_id"
+                " :cls, :date, tenant_id, workspace_id, chunk_count, CAST(:grants AS text[]), private"
+                " FROM agentrag.documents WHERE id = :old_id"
             ),
             {
                 "new_id": new_id,
@@ -358,6 +364,7 @@ class _Run:
                 "cls": classification,
                 "date": doc_date,
                 "old_id": old_id,
+                "grants": grants,
             },
         )
         conn.execute(
