@@ -21,6 +21,9 @@ KEY = "shard_key"  # the planned distribution column: coalesce(tenant_id, 'c:' |
 # How each table of the agentrag schema distributes (ARCHITECTURE.md's table). A new table must be
 # placed here: distributed tables are co-located on KEY, reference tables are copied to every node.
 PLAN: dict[str, str] = {
+    # documents.grants / .private (migrations 0030, 0031): columns of the document row, so a grant lives
+    # on the document's shard (co-located by tenant) and a grant or revoke is a single-shard UPDATE; the
+    # partial GIN index on grants is built per shard
     "documents": "distributed",
     "chunks": "distributed",
     "chunk_tsv": "distributed",
@@ -29,6 +32,9 @@ PLAN: dict[str, str] = {
     "query_logs": "distributed",
     "audit_events": "distributed",
     "rate_limits": "distributed",  # keyed by tenant_id, already its primary key
+    # collections.acl / .private_documents / .tenant_id (0030-0032): small flags read by every search's
+    # plan, on the reference table; private_documents is set once, by a collection's first private
+    # upload (one two-phase commit per collection, not per document)
     "collections": "reference",
     "tenants": "reference",
     "migrations": "local",  # the migration runner's own table, on the coordinator

@@ -216,6 +216,23 @@ def test_a_renamed_document_keeps_its_history(store, coll, tmp_path: Path) -> No
     assert store.document(doc.id, revision=1).text == "First text.\n"
 
 
+def test_a_new_file_under_a_renamed_files_name_starts_its_own_history(store, coll, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    src = tmp_path / "src"
+    write(src, "a.md", "Text one: one sentence.\n")
+    store.sync(src, collection=coll)
+    (src / "a.md").rename(src / "moved-a.md")
+    assert store.sync(src, collection=coll).renamed == (("a.md", "moved-a.md"),)
+    write(src, "a.md", "Text one: one sentence.\n")  # a.md's old id again (ids come from the key)
+    report = store.sync(src, collection=coll)
+    assert report.ok and report.added == ("a.md",), report
+    ids = report.document_ids
+    assert [(r.revision, r.source, r.current) for r in store.revisions(ids["a.md"])] == [(1, "a.md", True)]
+    assert [(r.revision, r.source, r.current) for r in store.revisions(ids["moved-a.md"])] == [
+        (1, "a.md", False),
+        (2, "moved-a.md", True),
+    ]
+
+
 def test_revisions_are_read_inside_a_scope_only(store, coll, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     src = tmp_path / "src"
     write(src, "a.md", "Tenant one's first text.\n")

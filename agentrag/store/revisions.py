@@ -57,8 +57,11 @@ class Revision:
         }
 
 
+# A document id can name revisions of two lineages (a.md renamed to b.md, then a new a.md): the
+# current revision's lineage first, then the one it left last.
 _LINEAGE_SQL = (
-    "SELECT lineage FROM agentrag.document_revisions WHERE document_id = :id ORDER BY revision DESC LIMIT 1"
+    "SELECT lineage FROM agentrag.document_revisions WHERE document_id = :id"
+    " ORDER BY valid_to DESC NULLS FIRST, revision DESC LIMIT 1"
 )
 
 
