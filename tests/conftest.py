@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -27,15 +28,16 @@ SAMPLES = REPO / "samples"
 SCIFACT = Path(os.environ.get("AGENTRAG_BEIR_PATH") or REPO.parent / "shared" / "data" / "beir" / "scifact")
 
 
-@pytest.fixture(scope="session")
-def database_url() -> Iterator[str]:
+@contextmanager
+def fresh_database(prefix: str = "agentrag_test") -> Iterator[str]:
+    """A new, empty database on the test server (its URL); dropped afterwards."""
     from sqlalchemy import create_engine, text
     from sqlalchemy.engine import make_url
 
     from agentrag.store.server import database_url as resolve
 
     base = make_url(resolve())
-    name = f"agentrag_test_{uuid.uuid4().hex[:10]}"
+    name = f"{prefix}_{uuid.uuid4().hex[:10]}"
     admin = create_engine(base, isolation_level="AUTOCOMMIT")
     with admin.connect() as conn:
         conn.execute(text(f'CREATE DATABASE "{name}"'))
@@ -46,6 +48,12 @@ def database_url() -> Iterator[str]:
         with admin.connect() as conn:
             conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
         admin.dispose()
+
+
+@pytest.fixture(scope="session")
+def database_url() -> Iterator[str]:
+    with fresh_database() as url:
+        yield url
 
 
 @pytest.fixture(scope="session")

@@ -20,12 +20,20 @@ Q_COMPARE = "Compare support response times and API rate limits between the Team
 
 
 @pytest.fixture(scope="session")
-def sample_store(store):  # type: ignore[no-untyped-def]
-    for spec in json.loads((SAMPLES / "collections.json").read_text()):
-        store.create_collection(spec["name"], description=spec["description"], exist_ok=True)
-        report = store.ingest(SAMPLES / spec["name"], collection=spec["name"])
-        assert report.ok, report
-    return store
+def sample_store(fake_embedder):  # type: ignore[no-untyped-def]
+    """The three sample collections, alone in a database of their own: the pipeline searches
+    every collection, so what other tests leave in the shared ``store`` must not reach it."""
+    from agentrag.store.store import Store
+    from tests.conftest import fresh_database
+
+    with fresh_database("agentrag_samples") as url:
+        store = Store(url, embedder=fake_embedder)
+        for spec in json.loads((SAMPLES / "collections.json").read_text()):
+            store.create_collection(spec["name"], description=spec["description"])
+            report = store.ingest(SAMPLES / spec["name"], collection=spec["name"])
+            assert report.ok, report
+        yield store
+        store.close()
 
 
 def prompt_kind(messages: Sequence[dict[str, str]]) -> str:

@@ -143,10 +143,8 @@ def test_gate_skips_retrieval_for_small_talk(sample_store) -> None:
     assert (ar.new(Q_PAGINATE, store=sample_store) | ar.gate()).retrieve is True
 
 
-def test_local_route_prefers_the_api_collection_for_api_questions(
-    sample_store, local_embedder, database_url
-) -> None:
-    store = ar.Store(database_url, embedder=local_embedder)
+def test_local_route_prefers_the_api_collection_for_api_questions(sample_store, local_embedder) -> None:
+    store = ar.Store(engine=sample_store.engine, embedder=local_embedder, migrate=False)
     ctx = ar.new(Q_PAGINATE, store=store).route(collections=NAMES)
     assert ctx.collections is not None and ctx.collections[0] == "api"
     assert ctx.steps[-1].strategy == "local:embedding-similarity"
