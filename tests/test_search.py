@@ -638,9 +638,9 @@ def test_every_generated_filter_compiles_to_a_query_or_raises_filter_error(
     except FilterError:
         return
     # The fragment holds only our own text: a fixed vocabulary of words and placeholders.
-    assert set(re.findall(r"[^\w\s().,:=\[\]<>-]", sql)) == set()
+    assert set(re.findall(r"[^\w\s().,:=\[\]<>@-]", sql)) == set()  # @>: containment
     words = set(re.findall(r"\w+", sql))
-    assert words <= _SQL_WORDS | {w for w in words if re.fullmatch(r"f_m[kv]\d+", w)}, words - _SQL_WORDS
+    assert words <= _SQL_WORDS | {w for w in words if re.fullmatch(r"f_m[kvo]\d+", w)}, words - _SQL_WORDS
     assert all(key.startswith("f_") for key in params)
     filter_connection.execute(text(f"SELECT count(*) FROM agentrag.documents d WHERE {sql}"), params).scalar()
 

@@ -364,8 +364,14 @@ def compile_filters(filters: Filters | Mapping[str, Any] | None) -> tuple[str, d
             clauses.append(f"d.metadata -> CAST(:f_mk{i} AS text) = ANY(CAST(:f_mv{i} AS jsonb[]))")
             params[f"f_mv{i}"] = [_json(v) for v in condition.values]
         else:
-            clauses.append(f"d.metadata -> CAST(:f_mk{i} AS text) = CAST(:f_mv{i} AS jsonb)")
+            # the containment is implied by the equality (same rows) and served by the GIN index
+            # documents_metadata (migration 0045): a selective filter reads only its documents
+            clauses.append(
+                f"d.metadata @> CAST(:f_mo{i} AS jsonb)"
+                f" AND d.metadata -> CAST(:f_mk{i} AS text) = CAST(:f_mv{i} AS jsonb)"
+            )
             params[f"f_mv{i}"] = _json(condition)
+            params[f"f_mo{i}"] = json.dumps({key: condition}, ensure_ascii=False, allow_nan=False)
     if not clauses:
         return "TRUE", {}
     return " AND ".join(f"({clause})" for clause in clauses), params
