@@ -140,7 +140,6 @@ def floor_search(
     """The same work as the library's hybrid search, raw: the planned vector SQL, BM25, the fetch."""
     from agentrag.retrieval.bm25 import first_ranked
     from agentrag.retrieval.fusion import relative_score
-    from agentrag.retrieval.scoped import sorted_byte_ids
 
     exact = leg["vector"] == "exact"
     order = "(c.embedding::vector(384) <=> %(q)s) + 0" if exact else "c.embedding::vector(384) <=> %(q)s"
@@ -168,13 +167,14 @@ def floor_search(
             positions, scores = cached.index.top(query, DEPTH)
         else:
             scope = conn.execute(
-                f"SELECT c.id FROM agentrag.chunks c{join} WHERE c.collection_id = {cid} AND ({where})",
-                params,
+                f"SELECT d.id FROM agentrag.documents d WHERE d.collection_id = {cid} AND ({where})", params
             ).fetchall()
-            ids = sorted_byte_ids(cached)
-            at = np.searchsorted(ids, np.array([r[0].encode() for r in scope], dtype=bytes))
+            keys = cached.document_keys
+            at = np.searchsorted(keys, np.array([r[0].encode() for r in scope], dtype=bytes))
+            in_scope = np.zeros(len(keys), dtype=bool)
+            in_scope[at] = True
             positions, scores = cached.index.match(query)
-            keep = np.isin(positions, at)
+            keep = in_scope[cached.document_of[positions]]
             positions, scores = first_ranked(positions[keep], scores[keep], DEPTH)
         lexical = [(str(i), float(s)) for i, s in zip(cached.chunk_ids[positions], scores, strict=True)]
         fused = relative_score([(r[0], float(r[1])) for r in vector], lexical, vector_weight=0.5)[:TOP_K]

@@ -95,6 +95,7 @@ def test_a_large_scope_walks_hnsw_with_a_raised_max_scan_tuples(
     name = tenants["name"]
     store.ensure_vector_index(store.collection(name))
     monkeypatch.setattr(scoped, "EXACT_MAX_ROWS", 20)
+    monkeypatch.setattr(scoped, "SCOPE_MAX_DOCS", 20)
     seen: list[str] = []
 
     def record(conn: Any, cursor: Any, statement: str, params: Any, *args: Any) -> None:
@@ -165,14 +166,71 @@ def test_bm25_over_the_scope_finds_what_the_slices_find(
     query = " ".join(words)
     on = store.search(query, **options)
     assert "bm25-scope" in on.plan[0]
-    saved = scoped.EXACT_MAX_ROWS
-    scoped.EXACT_MAX_ROWS = -1
+    saved = scoped.SCOPE_MAX_DOCS
+    scoped.SCOPE_MAX_DOCS = -1
     try:
         off = store.search(query, **options)
     finally:
-        scoped.EXACT_MAX_ROWS = saved
+        scoped.SCOPE_MAX_DOCS = saved
     assert "bm25-slices" in off.plan[0]
     assert [(h.chunk_id, h.score) for h in on] == [(h.chunk_id, h.score) for h in off]
+
+
+def test_bm25_over_the_scope_reads_document_ids_once_and_no_chunk_id(store: Store, tenants: dict) -> None:
+    """The plan's count returns the scope's document ids in the same statement; the lexical leg masks
+    the index by them (no chunk id crosses the wire); without them it reads the ids itself: the same rows."""
+    from agentrag.retrieval.lexical import cached_bm25
+
+    statements: list[str] = []
+
+    def record(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        statements.append(statement)
+
+    name = tenants["name"]
+    options: dict[str, Any] = {
+        "collections": name,
+        "mode": "lexical",
+        "scope": Scope(tenant="big"),
+        "top_k": 50,
+    }
+    event.listen(store.engine, "before_cursor_execute", record)
+    try:
+        result = store.search("comet nebula orbit", explain=True, **options)
+    finally:
+        event.remove(store.engine, "before_cursor_execute", record)
+    assert result.plan == (f"{name}: vector=none lexical=bm25-scope rows=120",)
+    assert result.explain is not None and result.explain[0]["scope_max_docs"] == scoped.SCOPE_MAX_DOCS
+    assert "documents" not in result.explain[0]
+    assert sum("array_agg(id)" in s for s in statements) == 1
+    assert not any("SELECT c.id FROM agentrag.chunks" in s or "jsonb_array_elements" in s for s in statements)
+    coll = store.collection(name)
+    cached = cached_bm25(store.bm25_cache, coll.id, None)
+    assert cached is not None
+    with store.engine.connect() as conn:
+        where, params = "d.tenant_id = :t", {"t": "big"}
+        read_here = scoped.scope_bm25_leg(
+            conn,
+            cached,
+            collection_id=coll.id,
+            query="comet nebula orbit",
+            where=where,
+            params=params,
+            depth=50,
+        )
+        count = scoped.count_scope(conn, coll.id, where, params)
+        given_ids = scoped.scope_bm25_leg(
+            conn,
+            cached,
+            collection_id=coll.id,
+            query="comet nebula orbit",
+            where=where,
+            params=params,
+            depth=50,
+            documents=count.ids,
+        )
+    assert count.rows == 120 and count.documents == 120 and count.ids is not None and len(count.ids) == 120
+    assert read_here == given_ids == [(h.chunk_id, h.score) for h in result]
+    assert len(read_here) == 50
 
 
 def test_the_plan_is_on_the_search_span(store: Store, tenants: dict) -> None:

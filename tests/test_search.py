@@ -297,7 +297,7 @@ def test_the_lexical_leg_sends_its_candidates_in_slices_with_the_same_result(
 
     from agentrag.retrieval import lexical, scoped
 
-    monkeypatch.setattr(scoped, "EXACT_MAX_ROWS", -1)  # the slices, whatever the scope's size
+    monkeypatch.setattr(scoped, "SCOPE_MAX_DOCS", -1)  # the slices, whatever the scope's size
     statements: list[str] = []
 
     def count(conn: Any, cursor: Any, statement: str, *args: Any) -> None:

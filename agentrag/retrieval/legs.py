@@ -174,18 +174,23 @@ def lexical_ranked(
                 per_collection.append([])
                 continue
             leg = plan_of(leg_plans, c)
-            bm25 = scope_bm25_leg if leg is not None and leg.lexical == "bm25-scope" else lexical_leg
-            per_collection.append(
-                bm25(
+            where = where_for(predicate, c)
+            if leg is not None and leg.lexical == "bm25-scope":
+                ranked = scope_bm25_leg(
                     conn,
                     cached,
                     collection_id=c.id,
                     query=query,
-                    where=where_for(predicate, c),
+                    where=where,
                     params=params,
                     depth=depth,
+                    documents=leg.documents,
                 )
-            )
+            else:
+                ranked = lexical_leg(
+                    conn, cached, collection_id=c.id, query=query, where=where, params=params, depth=depth
+                )
+            per_collection.append(ranked)
     return merge_by_score(per_collection, depth)
 
 

@@ -107,6 +107,12 @@ class CachedBM25:
     chunk_ids: np.ndarray  # object array of str, aligned with the index positions
     index: BM25Index
     nbytes: int = 0  # the index's own memory, chunk ids included (measured at build)
+    #: the documents of the chunks, sorted and unique (UTF-8 bytes), and each position's document
+    #: as an offset into them: a scope read as document ids selects its chunks' positions in C
+    #: (:func:`agentrag.retrieval.scoped.scope_bm25_leg`). A chunk never changes document (its id
+    #: hashes its document's).
+    document_keys: np.ndarray | None = None
+    document_of: np.ndarray | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,26 +164,34 @@ def _build(engine: Engine, collection_id: int) -> CachedBM25:
     from sqlalchemy import text
 
     ids: list[str] = []
+    documents: list[bytes] = []
 
     with engine.connect().execution_options(isolation_level="REPEATABLE READ") as conn:
         version = conn.execute(
             text("SELECT version FROM agentrag.collections WHERE id = :id"), {"id": collection_id}
         ).scalar()
         rows = conn.execution_options(stream_results=True, yield_per=5000).execute(
-            text('SELECT id, text FROM agentrag.chunks WHERE collection_id = :id ORDER BY id COLLATE "C"'),
+            text(
+                "SELECT id, document_id, text FROM agentrag.chunks WHERE collection_id = :id"
+                ' ORDER BY id COLLATE "C"'
+            ),
             {"id": collection_id},
         )
 
         def texts() -> Iterator[str]:
             for row in rows:
                 ids.append(row.id)
+                documents.append(row.document_id.encode("utf-8"))
                 yield row.text
 
         index = BM25Index.build(texts())
         conn.rollback()
     chunk_ids = np.empty(len(ids), dtype=object)
     chunk_ids[:] = ids
-    return CachedBM25(collection_id, int(version or 0), chunk_ids, index, _measure(chunk_ids, index))
+    keys, of = np.unique(np.array(documents, dtype=bytes), return_inverse=True)
+    document_of = of.astype(np.int32).reshape(-1)
+    nbytes = _measure(chunk_ids, index) + keys.nbytes + document_of.nbytes
+    return CachedBM25(collection_id, int(version or 0), chunk_ids, index, nbytes, keys, document_of)
 
 
 def _estimate(engine: Engine, collection_id: int) -> tuple[int, int]:

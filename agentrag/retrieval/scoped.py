@@ -5,36 +5,41 @@ predicate itself is compiled elsewhere (:mod:`agentrag.retrieval.scope_sql`,
 :mod:`agentrag.retrieval.filters`: one WHERE clause over the documents alias ``d``, bound
 parameters only); this module decides *how* each leg enforces it, from the size of the scope:
 
-* **Small scope** (at most :data:`EXACT_MAX_ROWS` chunks; a long-tail tenant, a 1 % filter of a
-  mid-sized collection): both legs read the scope's own rows. The vector leg is an exact scan
-  (``ORDER BY distance + 0``, which no index serves: the planner goes through the documents'
-  scope index and the chunks' ``document_id`` index), exactly right and cheaper than an HNSW walk
-  that must visit about ``depth / selectivity`` tuples to find ``depth`` inside a 0.05 % scope. The
-  lexical leg reads the scope's chunk ids once and ranks BM25 over those positions only
-  (``bm25-scope``), instead of sending the global ranking to SQL in slices until ``depth`` pass.
-* **Large scope** (more than that): the HNSW index with pgvector's iterative scan
-  (``relaxed_order``), ``hnsw.max_scan_tuples`` raised so that the walk can visit the ``depth /
-  selectivity`` tuples it needs (at least pgvector's 20,000); a short result is still re-run exactly
-  (:func:`agentrag.retrieval.vector.vector_leg`). The lexical leg sends the BM25 ranking in slices
-  (``bm25-slices``, :func:`agentrag.retrieval.lexical.lexical_leg`).
+The two legs decide separately, from one statement over ``documents`` (:func:`count_scope`):
+
+* **Vector leg.** A scope of at most :data:`EXACT_MAX_ROWS` chunks (a long-tail tenant, a 1 %
+  filter of a mid-sized collection) is scanned exactly (``ORDER BY distance + 0``, which no index
+  serves: the planner goes through the documents' scope index and the chunks' ``document_id``
+  index), exactly right and cheaper than an HNSW walk that must visit about ``depth /
+  selectivity`` tuples to find ``depth`` inside a 0.05 % scope. A larger one walks the HNSW index
+  with pgvector's iterative scan (``relaxed_order``), ``hnsw.max_scan_tuples`` raised so that the
+  walk can visit the ``depth / selectivity`` tuples it needs (at least pgvector's 20,000); a short
+  result is still re-run exactly (:func:`agentrag.retrieval.vector.vector_leg`).
+* **Lexical leg.** A scope of at most :data:`SCOPE_MAX_DOCS` documents is ranked over its own
+  chunks (``bm25-scope``): the count's statement also returns the documents' ids, and the BM25
+  index, which knows each position's document, keeps the chunks of those documents (a mask, at C
+  speed whatever the scope's size: no chunk id crosses the wire). A larger one sends the global
+  BM25 ranking to SQL in slices until ``depth`` pass (``bm25-slices``,
+  :func:`agentrag.retrieval.lexical.lexical_leg`), cheap when the scope is a large share of the
+  collection.
 * **No restriction**: the HNSW index (``hnsw``) and the BM25 index's own top ``depth`` (``bm25-top``),
   as before; nothing is counted, so unscoped searches run exactly the statements they ran.
 
 The scope's size comes from ``documents.chunk_count`` under the same WHERE clause (the documents'
-scope index for a tenant), reading at most ``EXACT_MAX_ROWS + 1`` documents: bounded whatever the
-scope. Every choice returns the same rows (exactly ``min(k, matches)``, the same order but for ties
-and the HNSW walk's approximation on large scopes); only the cost differs. The choice is on
+scope index for a tenant, the GIN indexes for a metadata filter or grants), reading at most
+``max(EXACT_MAX_ROWS, SCOPE_MAX_DOCS) + 1`` documents: bounded whatever the scope. Scope, filter and
+grant predicates are one WHERE clause and go through the same plan. Every choice returns the same
+rows (exactly ``min(k, matches)``, the same order but for ties and the HNSW walk's approximation on
+large scopes); only the cost differs. The choice is on
 ``SearchResult.plan`` (``collection: vector=exact lexical=bm25-scope rows=412``), on the ``search``
 step's span (``agentrag.search.plan``) and, with the numbers behind it, on ``SearchResult.explain``
-(``search(explain=True)``). Measured in benchmarks/scale.py (``--tenants``); the threshold is
+(``search(explain=True)``). Measured in benchmarks/scale.py (``--tenants``); the thresholds are
 recorded in ARCHITECTURE.md.
 """
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any
 
 from agentrag.retrieval.bm25 import first_ranked
@@ -50,21 +55,26 @@ __all__ = [
     "ENABLED",
     "EXACT_MAX_ROWS",
     "MIN_MAX_SCAN_TUPLES",
+    "SCOPE_MAX_DOCS",
     "LegPlan",
+    "ScopeCount",
+    "count_scope",
     "exact_vector_leg",
     "plan_collection",
     "restore_sort",
     "scope_bm25_leg",
     "scope_rows",
     "set_max_scan_tuples",
-    "sorted_byte_ids",
 ]
 
 #: False: no planning, every restricted search walks HNSW (pgvector's max_scan_tuples) and sends the BM25
 #: ranking in slices, as before the planner (benchmarks/scale_tenants.py's "planner off" column).
 ENABLED = True
-#: A scope of at most this many chunks is searched exactly (vector) and over its own postings (BM25).
+#: A scope of at most this many chunks is searched exactly by the vector leg.
 EXACT_MAX_ROWS = 10_000
+#: A scope of at most this many documents is ranked by BM25 over its own chunks (bm25-scope): the plan
+#: reads their ids with its count, in the same statement.
+SCOPE_MAX_DOCS = 5_000
 #: pgvector's default hnsw.max_scan_tuples; a restricted walk may visit more, never fewer.
 MIN_MAX_SCAN_TUPLES = 20_000
 MAX_MAX_SCAN_TUPLES = 2_000_000
@@ -83,6 +93,8 @@ class LegPlan:
     ef_search: int | None = None
     max_scan_tuples: int | None = None
     reason: str = ""
+    #: the scope's document ids as the plan read them (bm25-scope); not shown, not compared
+    documents: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
 
     @property
     def exact(self) -> bool:
@@ -107,22 +119,42 @@ class LegPlan:
         )
 
     def as_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "exact_max_rows": EXACT_MAX_ROWS}
+        shown = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "documents"}
+        return {**shown, "exact_max_rows": EXACT_MAX_ROWS, "scope_max_docs": SCOPE_MAX_DOCS}
+
+
+@dataclass(frozen=True, slots=True)
+class ScopeCount:
+    """What the plan read of a scope, in one statement: its chunks (counted up to
+    :data:`EXACT_MAX_ROWS` + 1), its documents, and their ids when at most :data:`SCOPE_MAX_DOCS`."""
+
+    rows: int
+    documents: int
+    ids: tuple[str, ...] | None
+
+
+def count_scope(conn: Connection, collection_id: int, where: str, params: dict[str, Any]) -> ScopeCount:
+    """The scope of ``collection_id`` under ``where``, from ``documents`` only (``chunk_count``):
+    reads at most ``max(EXACT_MAX_ROWS, SCOPE_MAX_DOCS) + 1`` documents, whatever the scope, and
+    sends their ids only when there are at most ``SCOPE_MAX_DOCS`` of them."""
+    from sqlalchemy import text
+
+    cap = max(EXACT_MAX_ROWS, SCOPE_MAX_DOCS, 0) + 1
+    sql = (
+        "SELECT count(*) AS docs, coalesce(sum(n), 0) AS chunks,"
+        f" CASE WHEN count(*) <= {int(SCOPE_MAX_DOCS)} THEN coalesce(array_agg(id), CAST(ARRAY[] AS text[]))"
+        " END AS ids FROM ("
+        "SELECT d.id, d.chunk_count AS n FROM agentrag.documents d"
+        f" WHERE d.collection_id = {int(collection_id)} AND ({where}) LIMIT {cap}) s"
+    )
+    row = conn.execute(text(sql), params).one()
+    rows = EXACT_MAX_ROWS + 1 if row.docs >= cap else min(int(row.chunks), EXACT_MAX_ROWS + 1)
+    return ScopeCount(rows, int(row.docs), None if row.ids is None else tuple(row.ids))
 
 
 def scope_rows(conn: Connection, collection_id: int, where: str, params: dict[str, Any]) -> int:
-    """The chunks of ``collection_id`` passing ``where`` (from ``documents.chunk_count``), counted up
-    to ``EXACT_MAX_ROWS + 1``: reads at most that many documents."""
-    from sqlalchemy import text
-
-    cap = EXACT_MAX_ROWS + 1
-    sql = (
-        "SELECT count(*) AS docs, coalesce(sum(n), 0) AS chunks FROM ("
-        f"SELECT d.chunk_count AS n FROM agentrag.documents d WHERE d.collection_id = {int(collection_id)}"
-        f" AND ({where}) LIMIT {cap}) s"
-    )
-    row = conn.execute(text(sql), params).one()
-    return cap if row.docs >= cap else min(int(row.chunks), cap)
+    """The chunks of ``collection_id`` passing ``where``, counted up to ``EXACT_MAX_ROWS + 1``."""
+    return count_scope(conn, collection_id, where, params).rows
 
 
 def plan_collection(
@@ -144,18 +176,25 @@ def plan_collection(
         return LegPlan(name, vector, "bm25-top", None, indexed, ef_search, None, "no scope or filter")
     if not ENABLED:
         return LegPlan(name, "hnsw-iterative", "bm25-slices", None, indexed, ef_search, None, "planner off")
-    rows = scope_rows(conn, collection_id, where, params)
+    scope = count_scope(conn, collection_id, where, params)
+    rows = scope.rows
+    lexical = "bm25-scope" if scope.ids is not None else "bm25-slices"
+    lexical_why = (
+        f"BM25 over the chunks of its {scope.documents} documents"
+        if scope.ids is not None
+        else f"more than {SCOPE_MAX_DOCS} documents: BM25 ranking sent in slices"
+    )
     if rows <= EXACT_MAX_ROWS:
-        why = f"scope of {rows} chunks <= {EXACT_MAX_ROWS}: exact vector scan, BM25 over the scope's postings"
-        return LegPlan(name, "exact", "bm25-scope", rows, indexed, None, None, why)
+        why = f"scope of {rows} chunks <= {EXACT_MAX_ROWS}: exact vector scan; {lexical_why}"
+        return LegPlan(name, "exact", lexical, rows, indexed, None, None, why, scope.ids)
     if indexed < 0:
-        why = "no HNSW index yet: the vector leg scans"
-        return LegPlan(name, "scan", "bm25-slices", rows, indexed, ef_search, None, why)
+        why = f"no HNSW index yet: the vector leg scans; {lexical_why}"
+        return LegPlan(name, "scan", lexical, rows, indexed, ef_search, None, why, scope.ids)
     # a uniformly spread scope of `rows` in `indexed` needs depth * indexed / rows tuples visited
     need = SCAN_MARGIN * depth * max(indexed, rows) // max(rows, 1)
     tuples = max(MIN_MAX_SCAN_TUPLES, min(MAX_MAX_SCAN_TUPLES, need))
-    why = f"scope of more than {EXACT_MAX_ROWS} chunks: iterative HNSW scan, BM25 ranking sent in slices"
-    return LegPlan(name, "hnsw-iterative", "bm25-slices", rows, indexed, ef_search, tuples, why)
+    why = f"scope of more than {EXACT_MAX_ROWS} chunks: iterative HNSW scan; {lexical_why}"
+    return LegPlan(name, "hnsw-iterative", lexical, rows, indexed, ef_search, tuples, why, scope.ids)
 
 
 def set_max_scan_tuples(conn: Connection, tuples: int) -> None:
@@ -199,30 +238,6 @@ def exact_vector_leg(
     return [(row.id, float(row.score)) for row in rows]
 
 
-_SORTED_IDS: OrderedDict[tuple[int, int, int], np.ndarray] = OrderedDict()
-_SORTED_IDS_LOCK = threading.Lock()
-_SORTED_IDS_KEPT = 8
-
-
-def sorted_byte_ids(cached: CachedBM25) -> np.ndarray:
-    """The index's chunk ids as a fixed-width bytes array (sorted, as the positions are): a
-    C-speed ``searchsorted``. Kept for the last few indexes searched with a scope."""
-    import numpy as np
-
-    key = (cached.collection_id, cached.version, len(cached.chunk_ids))
-    with _SORTED_IDS_LOCK:
-        found = _SORTED_IDS.get(key)
-        if found is not None:
-            _SORTED_IDS.move_to_end(key)
-            return found
-    ids = np.array([i.encode("utf-8") for i in cached.chunk_ids.tolist()], dtype=bytes)
-    with _SORTED_IDS_LOCK:
-        _SORTED_IDS[key] = ids
-        while len(_SORTED_IDS) > _SORTED_IDS_KEPT:
-            _SORTED_IDS.popitem(last=False)
-    return ids
-
-
 def scope_bm25_leg(
     conn: Connection,
     cached: CachedBM25,
@@ -232,30 +247,39 @@ def scope_bm25_leg(
     where: str,
     params: dict[str, Any],
     depth: int,
+    documents: tuple[str, ...] | None = None,
 ) -> list[tuple[str, float]]:
     """BM25 ranked over the scope's chunks only: ``[(chunk_id, bm25_score), ...]`` best first.
 
-    The scope's chunk ids come from SQL under ``where`` (so the scope is enforced in SQL); their
-    positions in the index keep the matching chunks, then the first ``depth`` in BM25 order
-    (score descending, ties by chunk id): the same rows the slices of :func:`lexical_leg` find.
+    The scope is its documents' ids, read from SQL under ``where`` (so the scope is enforced in
+    SQL): ``documents`` when the plan read them in this transaction, else read here. The index
+    knows each position's document, so the chunks of those documents are a mask over the index
+    (C speed, whatever the scope's size); of the matching chunks inside it, the first ``depth``
+    in BM25 order (score descending, ties by chunk id): the same rows the slices of
+    :func:`lexical_leg` find.
     """
     import numpy as np
     from sqlalchemy import text
 
-    sql = (
-        "SELECT c.id FROM agentrag.chunks c JOIN agentrag.documents d ON d.id = c.document_id"
-        f" WHERE c.collection_id = {int(collection_id)} AND ({where})"
-    )
-    scope = [str(i).encode("utf-8") for i in conn.execute(text(sql), params).scalars()]
+    if documents is None:
+        sql = (
+            "SELECT d.id FROM agentrag.documents d"
+            f" WHERE d.collection_id = {int(collection_id)} AND ({where})"
+        )
+        documents = tuple(conn.execute(text(sql), params).scalars())
     positions, scores = cached.index.match(query)
-    if not scope or len(positions) == 0:
+    if not documents or len(positions) == 0:
         return []
-    ids = sorted_byte_ids(cached)
-    wanted = np.array(scope, dtype=bytes)
-    at = np.searchsorted(ids, wanted)
-    inside = at < len(ids)
+    keys, document_of = cached.document_keys, cached.document_of
+    if keys is None or document_of is None or len(keys) == 0:
+        return []
+    wanted = np.array([d.encode("utf-8") for d in documents], dtype=bytes)
+    at = np.searchsorted(keys, wanted)
+    inside = at < len(keys)
     at = at[inside]
-    at = at[ids[at] == wanted[inside]]  # a chunk written after the index was built has no position
-    keep = np.isin(positions, at)
+    at = at[keys[at] == wanted[inside]]  # a document written after the index was built has no chunks in it
+    in_scope = np.zeros(len(keys), dtype=bool)
+    in_scope[at] = True
+    keep = in_scope[document_of[positions]]
     ranked, ranked_scores = first_ranked(positions[keep], scores[keep], depth)
     return [(str(i), float(s)) for i, s in zip(cached.chunk_ids[ranked], ranked_scores, strict=True)]
