@@ -96,7 +96,13 @@ def vector_sql(
     cid, dims = int(collection_id), int(dimensions)
     expr = f"c.embedding::vector({dims}) {op} CAST(:qvec AS vector({dims}))"
     order = f"({expr}) + 0" if exact else expr
-    join = "" if where.strip() == "TRUE" else "\n    JOIN agentrag.documents d ON d.id = c.document_id"
+    # the documents' collection stated (it is the chunk's): the planner reaches a scope's documents
+    # through their (collection_id, tenant_id, ...) index instead of scanning every collection's
+    join = (
+        ""
+        if where.strip() == "TRUE"
+        else f"\n    JOIN agentrag.documents d ON d.id = c.document_id AND d.collection_id = {cid}"
+    )
     return (
         "WITH hits AS MATERIALIZED (\n"
         f"    SELECT c.id, {expr} AS distance\n"
