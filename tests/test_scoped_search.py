@@ -278,3 +278,63 @@ def test_planner_off_runs_what_ran_before_it(
     assert result.plan == (f"{tenants['name']}: vector=hnsw-iterative lexical=bm25-slices",)
     assert len(result) == 3
     assert not any("chunk_count" in s or "max_scan_tuples" in s for s in statements)
+
+
+@pytest.fixture(scope="module")
+def granted(store: Store) -> Iterator[dict[str, Any]]:
+    """An acl collection: document i readable by group g<i mod 6>, every 7th also by user ann."""
+    name = f"scoped_acl_{uuid.uuid4().hex[:8]}"
+    store.create_collection(name, acl=True)
+    rng = random.Random(11)
+    items = []
+    for i in range(60):
+        grants = [f"group:g{i % 6}"] + (["user:ann"] if i % 7 == 0 else [])
+        items.append((f"doc-{i}", " ".join(rng.choices(WORDS, k=12)), {"grants": grants, "topic": i % 4}))
+    ingest_texts(store, items, collection=name)
+    yield {"name": name}
+    store.delete_collection(name)
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    words=st.lists(st.sampled_from(WORDS), min_size=1, max_size=3),
+    groups=st.sets(st.sampled_from([f"g{i}" for i in range(8)]), max_size=3),
+    topic=st.one_of(st.none(), st.integers(0, 4)),
+    mode=st.sampled_from(["lexical", "vector", "hybrid"]),
+)
+def test_grants_take_the_same_plan_and_find_the_same_rows(
+    store: Store, granted: dict, words: list[str], groups: set[str], topic: int | None, mode: str
+) -> None:
+    """The grant predicate is one more part of the WHERE clause the planner counts (issue #26 on #29's
+    paths): exact scan and BM25 over the visible documents, the same rows as the planner off."""
+    principal = ar.Principal(user="ann", groups=sorted(groups))
+    options: dict[str, Any] = {
+        "collections": granted["name"],
+        "mode": mode,
+        "scope": Scope(principal=principal),
+        "top_k": 10,
+        "depth": 20,
+        "filters": None if topic is None else {"metadata": {"topic": topic}},
+    }
+    query = " ".join(words)
+    on = store.search(query, explain=True, **options)
+    assert on.explain is not None
+    visible = on.explain[0]["scope_rows"]
+    expected = sum(
+        1 for i in range(60) if (f"g{i % 6}" in groups or i % 7 == 0) and (topic is None or i % 4 == topic)
+    )
+    assert visible == expected
+    if mode != "lexical":
+        assert on.plan[0].startswith(f"{granted['name']}: vector=exact")
+        assert len(on) == min(10, expected)  # exactly min(k, matches)
+    if mode != "vector":
+        assert "lexical=bm25-scope" in on.plan[0]
+    saved = scoped.ENABLED
+    scoped.ENABLED = False
+    try:
+        off = store.search(query, **options)
+    finally:
+        scoped.ENABLED = saved
+    assert mode == "vector" or "bm25-slices" in off.plan[0]
+    assert [(h.chunk_id, round(h.score, 6)) for h in on] == [(h.chunk_id, round(h.score, 6)) for h in off]
+    assert all(h.grant is not None for h in on)
