@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from agentrag.errors import InvalidInputError
-from agentrag.evidence import Scored, Unit, question_terms
+from agentrag.evidence import Scored, Unit, has_term, question_terms
 
 __all__ = [
     "DEFAULT_CALIBRATION",
@@ -122,7 +122,7 @@ def found_share(question: str, texts: Sequence[str]) -> float:
     # the rarer a term among the chunks, the more its absence says: weigh by 1 + length (a proxy
     # for specificity that needs no corpus statistics); found terms count fully
     weights = {t: 1.0 + min(len(t), 10) / 10 for t in asked}
-    return sum(w for t, w in weights.items() if t in present) / sum(weights.values())
+    return sum(w for t, w in weights.items() if has_term(present, t)) / sum(weights.values())
 
 
 def signals(

@@ -351,12 +351,13 @@ def _confidence(ctx: Context, config: RAGConfig) -> tuple[float | None, str | No
     the guidance that says so (the knowledge base does not cover it; the closest documents)."""
     from agentrag.abstain import abstention_message
     from agentrag.extractive import gather
+    from agentrag.steps.evidence_scope import evidence_questions
 
     hits = ctx.hits[: config.rerank_top_n]
     if not hits:
         return None, None
     embedder = ctx.deps.store.embedder if ctx.deps.store is not None else None
-    evidence = gather(ctx.questions, hits, embedder=embedder)
+    evidence = gather(evidence_questions(ctx), hits, embedder=embedder)
     confidence = round(evidence.confidence, 4)
     if config.abstain and evidence.units and confidence < DEFAULT_CALIBRATION.abstain_below:
         return confidence, f"{abstention_message(evidence.closest())} {_WIDEN}"

@@ -87,6 +87,21 @@ def describe(ctx: Context) -> str:
     return "\n".join(out)
 
 
+def ask(question: str, store: object, names: list[str], model: str | None = None) -> Context:
+    """The demo's pipeline on ``question`` over the collections ``names``."""
+    import agentrag as ar
+
+    return (
+        ar.new(question, store=store, llm=model, limit=5)  # type: ignore[arg-type]
+        | ar.gate()
+        | ar.route(collections=names)
+        | ar.decompose()
+        | ar.search(self_correct=True, max_iterations=3)
+        | ar.rerank()
+        | ar.answer()
+    )
+
+
 def run_demo(args: argparse.Namespace) -> int:
     import agentrag as ar
     from agentrag.samples import find_samples
@@ -102,16 +117,7 @@ def run_demo(args: argparse.Namespace) -> int:
     model = os.environ.get("AGENTRAG_LLM") or None
     print(f"\nLLM: {model or 'none (every step uses its deterministic local strategy)'}\n")
     for question in QUESTIONS:
-        ctx = (
-            ar.new(question, store=store, llm=model, limit=5)
-            | ar.gate()
-            | ar.route(collections=names)
-            | ar.decompose()
-            | ar.search(self_correct=True, max_iterations=3)
-            | ar.rerank()
-            | ar.answer()
-        )
-        print(describe(ctx))
+        print(describe(ask(question, store, names, model)))
         print()
     store.close()
     return 0

@@ -395,17 +395,41 @@ def _pool(units: Sequence[Unit]) -> _Pool:
     return _Pool(list(units), unit_terms, context_terms, idf)
 
 
+NAME_WEIGHT = 2.0
+
+
+def has_term(present: set[str] | frozenset[str], term: str) -> bool:
+    """Whether ``term`` or its plural (or singular) is in ``present``: the stemmer leaves some
+    plurals whole ("DVDs" -> ``dvds``), so "a DVD" would miss them."""
+    return term in present or term + "s" in present or (term.endswith("s") and term[:-1] in present)
+
+
+_NAME = re.compile(r"(?<![.?!]\s)(?<!^)\b[A-Z][a-z][A-Za-z0-9-]*")
+
+
+def named_terms(question: str) -> set[str]:
+    """The stemmed terms of the names in ``question``: capitalised words after its first (not
+    acronyms: "API" or "SSO" name the domain, not one thing in it)."""
+    from agentrag.steps._common import terms
+
+    return {t for m in _NAME.finditer(question.strip()) for t in terms(m.group(0))}
+
+
 def lexical_scores(question: str, pool: _Pool) -> list[float]:
     asked = question_terms(question)
     if not asked:
         return [0.0] * len(pool.units)
     rare = math.log(1.0 + (len(pool.units) + 1) / 0.5)  # a term in no unit is as rare as can be
     weights = {t: pool.idf.get(t, rare) for t in asked}
+    for t in named_terms(question) & weights.keys():
+        # a name the question gives ("on Enterprise", "at Northside") narrows what answers it,
+        # however many units mention it
+        weights[t] *= NAME_WEIGHT
     total = sum(weights.values())
     out = []
     for ts, cs in zip(pool.unit_terms, pool.context_terms, strict=True):
-        got = sum(w for t, w in weights.items() if t in ts) + 0.5 * sum(
-            w for t, w in weights.items() if t not in ts and t in cs
+        got = sum(w for t, w in weights.items() if has_term(ts, t)) + 0.5 * sum(
+            w for t, w in weights.items() if not has_term(ts, t) and has_term(cs, t)
         )
         out.append(got / total)
     return out

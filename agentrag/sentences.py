@@ -70,12 +70,30 @@ def blocks(text: str) -> list[tuple[str, str]]:
     return [(b.kind, " ".join(content for _, content in b.lines)) for b in _blocks(text)]
 
 
+_PROSE_END = re.compile(r"[.!?:][\"'”’)\]*_`]*\s*$")
+
+
+def starts_in_fence(text: str) -> bool:
+    """Whether ``text`` (a chunk) was cut inside a fenced code block: an odd number of fences, the
+    first a bare one (a closing fence has no info string) after lines none of which reads as prose
+    or a heading. Read from the start, such a chunk would take its prose for code and quote
+    nothing of it."""
+    fences = [i for i, line in enumerate(text.splitlines()) if _FENCE.match(line)]
+    if len(fences) % 2 == 0:
+        return False
+    lines = text.splitlines()
+    if lines[fences[0]].strip() not in ("```", "~~~"):
+        return False
+    before = [line for line in lines[: fences[0]] if line.strip()]
+    return bool(before) and not any(_PROSE_END.search(line) or _HEADING.match(line) for line in before)
+
+
 def _blocks(text: str) -> list[_Block]:
     out: list[_Block] = []
     kind: str | None = None
     lines: list[tuple[int, str]] = []
     first = True
-    in_fence = False
+    in_fence = starts_in_fence(text)  # the rest of a code block cut by the chunker
     item_indent = 0
 
     def flush() -> None:

@@ -308,3 +308,100 @@ def test_follow_ups_read_like_questions_and_do_not_pile_up() -> None:
     assert resolve("and if I pay monthly?", "How much does the Team plan cost?") == (
         "How much does the Team plan cost if I pay monthly?"
     )
+
+
+def test_follow_ups_replace_the_part_they_change() -> None:
+    # an elliptical phrase of the same preposition replaces that phrase, a name-less one the
+    # final noun phrase of the same number; otherwise it is added at the end
+    assert resolve("what about on Saturday?", "What time does Northside open on weekdays?") == (
+        "What time does Northside open on Saturday?"
+    )
+    assert resolve("what about laptops?", "Are there overdue fines on books?") == (
+        "Are there overdue fines on laptops?"
+    )
+    assert resolve("and in colour?", "How much does a print cost?") == "How much does a print cost in colour?"
+    # "those codes": the phrase of the reply with that head word
+    reply = "Use one of your recovery codes, or ask an Admin to reset it."
+    assert resolve("how many of those codes do I get?", "How do I get past 2FA?", reply) == (
+        "How many of the recovery codes do I get?"
+    )
+    # "them": the plural phrase the reply carried on; a verb after it is not part of it
+    assert resolve(
+        "who can send them?",
+        "How long do workspace invitations stay valid?",
+        "Invitations expire after 7 days.",
+    ) == ("Who can send workspace invitations?")
+
+
+def test_topicless_follow_ups_carry_the_previous_question_and_are_scored_on_their_ask() -> None:
+    from agentrag.steps.condense import condense_local, is_follow_up, is_topicless
+    from agentrag.steps.followup import asked
+    from agentrag.steps.new import parse_history
+
+    # an attribute question that names nothing of its own leans on the conversation ...
+    assert is_topicless("how many attempts in total?") and is_follow_up("how many attempts in total?")
+    assert is_follow_up("how much difference is allowed?")
+    # ... one that names its thing, or is not about an attribute, stands alone
+    assert not is_topicless("How long is the download link valid?")
+    assert not is_topicless("How many seats does Team include?")
+    assert not is_follow_up("How do webhooks work?")
+    history = parse_history(
+        [
+            {"role": "user", "content": "How do webhooks handle failed deliveries?"},
+            {"role": "assistant", "content": "Lumen retries failed deliveries with increasing delays."},
+        ]
+    )
+    standalone = condense_local("how many attempts in total?", history)
+    assert standalone == "How many attempts in total, regarding how webhooks handle failed deliveries?"
+    # the search reads the topic; the evidence is scored on the ask
+    assert asked(standalone) == "How many attempts in total?"
+    assert asked("How long until the money is back, regarding a refund?") == (
+        "How long until the money is back, regarding a refund?"
+    )
+    # "it" is the thing asked about, not a noun of the "if" clause
+    assert resolve("does it cost anything?", "Can I get a replacement if I lose my card?") == (
+        "Does a replacement cost anything?"
+    )
+    # a bare "that" carries the whole previous question
+    assert resolve("can an admin make that longer?", "How long do deleted notes stay in the trash?") == (
+        "Can an admin make that longer, regarding how long do deleted notes stay in the trash?"
+    )
+
+
+CUT_IN_CODE = """    return hmac.compare_digest(expected, signature)
+```
+
+Always verify against the raw body bytes, before parsing JSON.
+
+- Failed deliveries are retried up to **8 attempts in total** over about 24 hours.
+"""
+
+
+def test_a_chunk_cut_inside_a_code_block_quotes_its_prose() -> None:
+    from agentrag.sentences import starts_in_fence
+
+    assert starts_in_fence(CUT_IN_CODE)
+    texts = [u.text for u in units_of([hit(CUT_IN_CODE)])]
+    assert "Failed deliveries are retried up to **8 attempts in total** over about 24 hours." in texts
+    assert not any("compare_digest" in t for t in texts)
+    # a whole block, or a chunk cut after an opening fence, starts outside
+    assert not starts_in_fence("Verify it:\n\n```python\nx = 1\n```\n\nDone.\n")
+    assert not starts_in_fence("Verify the body.\n\n```python\nx = 1\n")
+    assert not starts_in_fence("Then run:\n\n```\nmake\n")
+
+
+def test_names_narrow_the_evidence_and_plurals_the_stemmer_keeps_still_match() -> None:
+    from agentrag.abstain import found_share
+    from agentrag.evidence import named_terms
+
+    assert named_terms("How long is an audit log kept on Enterprise?") == {"enterpris"}
+    assert named_terms("What does the API return?") == set()  # an acronym names the domain
+    retention = (
+        "# Retention\n\nAudit log data is kept for 30 days after a downgrade.\n\n"
+        "| Layer | Business | Enterprise |\n|---|---|---|\n| Audit log | 1 year | 7 years |\n"
+    )
+    answer = extractive_answer(
+        "How long is an audit log kept on Enterprise?", [hit(retention)], max_sentences=1
+    )
+    assert "7 years" in answer
+    assert found_share("How long can I keep a DVD?", ["You can keep DVDs for 7 days."]) == 1.0

@@ -55,6 +55,7 @@ from agentrag.grounding import PackedContext, check_citations, graph_labels, pac
 from agentrag.hits import Hit
 from agentrag.step import Outcome, Step, StepRun, calls_of, telemetry_of
 from agentrag.steps._common import UNRELATED_REASON, bounded, prompts_of, use_llm
+from agentrag.steps.evidence_scope import evidence_questions, hits_for_evidence
 
 if TYPE_CHECKING:
     from agentrag.llm import LLMCall, Message
@@ -191,7 +192,6 @@ def _grounding_changes(
 
 
 SUPPORT_CHECKS = ("local", "llm", "off")
-EVIDENCE_HITS = 20  # hits an extractive answer reads (an LLM reads what the token budget packs)
 
 
 def _embedder_of(ctx: Context) -> Any:
@@ -292,8 +292,8 @@ def prepare(
     evidence = None
     evidence_hits = packed.hits
     if not llm and len(hits) > len(packed.hits):
-        # no prompt to fit: the extractive answer reads the top EVIDENCE_HITS hits, not the budget's share
-        wide = pack_context(hits[:EVIDENCE_HITS], delimiter=packed.delimiter, budget_tokens=1_000_000)
+        # no prompt to fit: the extractive answer reads EVIDENCE_HITS hits, not the budget's share
+        wide = pack_context(hits_for_evidence(ctx, hits), delimiter=packed.delimiter, budget_tokens=1_000_000)
         evidence_hits = wide.hits
         plan = _replace_plan(
             plan, valid=plan.valid | wide.valid_ids, aliases={**dict(wide.aliases), **plan.aliases}
@@ -301,7 +301,11 @@ def prepare(
     if evidence_hits:
         started = time.perf_counter()
         evidence = gather(
-            ctx.questions, evidence_hits, embedder=plan.embedder, calibration=cal, max_units=max_sentences
+            evidence_questions(ctx),
+            evidence_hits,
+            embedder=plan.embedder,
+            calibration=cal,
+            max_units=max_sentences,
         )
         plan = _replace_plan(
             plan, stages=(*plan.stages, ("evidence", (time.perf_counter() - started) * 1000.0))

@@ -39,7 +39,7 @@ from agentrag.llm import LLMCall
 from agentrag.step import Outcome, Step, calls_of
 from agentrag.steps._common import ask_json, terms, use_llm
 
-__all__ = ["condense", "condense_local", "is_follow_up"]
+__all__ = ["condense", "condense_local", "is_follow_up", "is_topicless"]
 
 _BARE_PRONOUN = re.compile(r"\b(it|they|them)\b", re.IGNORECASE)
 _POSSESSIVE = re.compile(r"\b(its|their|theirs)\b", re.IGNORECASE)
@@ -57,6 +57,15 @@ _ELLIPTICAL_OPENER = re.compile(
     re.IGNORECASE,
 )
 _DEFINITE = re.compile(r"\bthe\s+[a-z]", re.IGNORECASE)
+# a question about an attribute (an amount, a duration, a time, a person, a place) ...
+_ATTRIBUTE = re.compile(
+    r"^(?:how\s+(?:many|much|long|often|far|soon|old|big)|what\s+time|when|who|whom|where)\b", re.IGNORECASE
+)
+# ... that names nothing of its own: no determiner or possessive before a noun, no name, no number
+_NAMES_SOMETHING = re.compile(
+    r"\b(?:the|a|an|my|our|your|his|her|this|these|those)\s+[A-Za-z0-9]|\b[A-Z][A-Za-z]*[A-Z]|"
+    r"(?<!^)\b[A-Z][a-z]+|\d",
+)
 
 
 class CondenseReply(BaseModel):
@@ -83,7 +92,21 @@ def is_follow_up(message: str) -> bool:
     if len(set(terms(text))) < 2:
         return True
     # two content words or fewer, one of them a definite reference ("how long until the money is back?")
-    return len(question_terms(text)) <= 2 and bool(_DEFINITE.search(text))
+    if len(question_terms(text)) <= 2 and _DEFINITE.search(text):
+        return True
+    return is_topicless(text)
+
+
+def is_topicless(message: str) -> bool:
+    """An attribute question (``how many / how much / how long / when / who / where ...``) of three
+    content words or fewer that names nothing of its own ("how many attempts in total?", "how much
+    difference is allowed?"): it asks about the thing the conversation is on."""
+    from agentrag.evidence import question_terms
+
+    text = message.strip()
+    return (
+        bool(_ATTRIBUTE.match(text)) and len(question_terms(text)) <= 3 and not _NAMES_SOMETHING.search(text)
+    )
 
 
 def condense_local(question: str, history: Sequence[Turn]) -> str:

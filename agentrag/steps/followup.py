@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["final_noun_phrase", "place_of", "resolve"]
+__all__ = ["REGARDING", "about", "asked", "final_noun_phrase", "place_of", "resolve"]
 
 _WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9'’./+-]*[A-Za-z0-9]|[A-Za-z0-9]")
 # Words that end a noun phrase when reading backwards: function words, question words, verbs of
@@ -31,7 +31,7 @@ _BOUNDARY = frozenset(
     per as than and or but if when where while so is are was were be been being am do does did
     done can could should would will shall may might must have has had get gets got i we you they
     he she it them me us what which who whom whose how why there here work works working use uses
-    used set make need needs""".split()  # noqa: SIM905
+    used set make need needs not stay stays remain remains become becomes seem seems""".split()  # noqa: SIM905
 )
 _DETERMINERS = frozenset("a an the my our your their".split())  # noqa: SIM905
 _PLACE_PREPOSITIONS = frozenset("in from to into at on inside under".split())  # noqa: SIM905
@@ -119,11 +119,122 @@ def place_of(reply: str) -> str | None:
     return f"in {phrase}"
 
 
+REGARDING = ", regarding "
+
+
+def asked(question: str) -> str:
+    """What a resolved topicless follow-up asks, without the topic it carries for the search:
+    ``"How many attempts in total, regarding how webhooks handle failed deliveries?"`` ->
+    ``"How many attempts in total?"``. The search needs the topic; the evidence is scored on the
+    ask, among chunks the topic already retrieved (the topic's words would outweigh the ask's)."""
+    from agentrag.steps.condense import is_topicless
+
+    head, sep, _topic = question.rpartition(REGARDING)
+    return head + "?" if sep and is_topicless(head) else question
+
+
+def _stem(word: str) -> str:
+    word = word.lower()
+    return word[:-1] if len(word) > 3 and word.endswith("s") and not word.endswith("ss") else word
+
+
+def _content(text: str) -> set[str]:
+    return {_stem(m.group(0)) for m in _words(text) if m.group(0).lower() not in _BOUNDARY}
+
+
+def referent(previous: str, reply: str | None, *, plural: bool) -> str | None:
+    """What ``it`` (``plural=False``) or ``they`` / ``them`` refer to: the noun phrase of the
+    previous question the assistant's reply carried on (one sharing a content word with it), the
+    last one that agrees in number, else the final one."""
+    if reply:
+        said = _content(reply)
+        carried = [p for p in _phrases(previous) if _content(p) & said]
+        agreeing = [p for p in carried if _plural(p) == plural]
+        if agreeing:
+            return agreeing[-1]
+    main = _SUBORDINATE.split(previous, maxsplit=1)[0]
+    if main != previous and any(_plural(p) == plural for p in _phrases(main)):
+        # "a replacement", not "my card", in "Can I get a replacement if I lose my card?"
+        return final_noun_phrase(main, plural=plural)
+    return final_noun_phrase(previous, plural=plural)
+
+
+_SUBORDINATE = re.compile(r"\b(?:if|when|whenever|because|unless|while|although|once|after|before)\b", re.I)
+
+
+def about(previous: str) -> str:
+    """The previous question as a clause to carry its topic along: ``"how webhooks handle failed
+    deliveries"`` (``do`` dropped after the question word), else the question lower-cased."""
+    text = previous.strip().rstrip(" ?.!")
+    text = re.sub(r"^(how|why|what|when|where|which|who)\s+do\s+", r"\1 ", text, flags=re.IGNORECASE)
+    return text[:1].lower() + text[1:] if not _TITLE_START.match(text) else text
+
+
+_TITLE_START = re.compile(r"^(?:[A-Z]{2}|[A-Z][a-z]+[A-Z])")  # "SSO ...", "GitHub ...": kept as written
+
+
+_DEMONSTRATIVE_NOUN = re.compile(r"\b(?:this|that|these|those)\s+([A-Za-z][A-Za-z-]*)\b", re.IGNORECASE)
+
+
+def _named_before(head: str, *texts: str | None) -> str | None:
+    """The noun phrase of ``texts`` (latest first) whose last word is ``head``, with ``the``."""
+    for text in texts:
+        for phrase in reversed(_phrases(text or "")):
+            words = phrase.split()
+            if _stem(words[-1]) == _stem(head) and len(words) > 1:
+                body = words[1:] if words[0].lower() in _DETERMINERS else words
+                if len(body) > 1:
+                    return "the " + " ".join(body)
+    return None
+
+
 def _titles(text: str, *, skip_first: bool) -> list[re.Match[str]]:
     found = list(_TITLE.finditer(text))
     if skip_first and found and found[0].start() == len(text) - len(text.lstrip()):
         found = found[1:]
     return [m for m in found if m.group(0).lower() not in _QUESTION_START]
+
+
+_PREPOSITION = re.compile(r"^(on|for|in|at|from|with|during|by)\s+\S", re.IGNORECASE)
+
+
+def _phrase_end(words: list[re.Match[str]], i: int) -> int:
+    """The index after the noun phrase starting at word ``i`` (a determiner, then content words)."""
+    if i < len(words) and words[i].group(0).lower() in _DETERMINERS:
+        i += 1
+    start = i
+    while i < len(words) and words[i].group(0).lower() not in _BOUNDARY:
+        i += 1
+    return i if i > start else -1
+
+
+def _prepositional(prev: str, rest: str) -> tuple[int, int] | None:
+    """Where ``prev``'s last phrase led by the preposition ``rest`` starts with is, if any."""
+    lead = _PREPOSITION.match(rest)
+    if not lead:
+        return None
+    words = _words(prev)
+    for i in range(len(words) - 1, -1, -1):
+        if words[i].group(0).lower() == lead.group(1).lower():
+            end = _phrase_end(words, i + 1)
+            return (words[i].start(), words[end - 1].end()) if end > 0 else None
+    return None
+
+
+def _is_phrase(text: str) -> bool:
+    """A short noun phrase: up to three words, none a function word after a leading determiner."""
+    words = [w.group(0).lower() for w in _words(text)]
+    if words and words[0] in _DETERMINERS:
+        words = words[1:]
+    return 0 < len(words) <= 3 and not any(w in _BOUNDARY for w in words)
+
+
+def _final_span(prev: str) -> tuple[int, int] | None:
+    """Where the short noun phrase ``prev`` ends on starts, if it ends on one."""
+    phrase = final_noun_phrase(prev)
+    if not phrase or not prev.endswith(phrase) or not _is_phrase(phrase):
+        return None
+    return (len(prev) - len(phrase), len(prev))
 
 
 def _sentence(text: str) -> str:
@@ -143,6 +254,14 @@ def resolve(message: str, previous: str, reply: str | None = None) -> str:
         rest = body[opener.end() :].strip(" ,")
         new_names = _titles(rest, skip_first=False)
         old_names = _titles(prev, skip_first=True)
+        span = _prepositional(prev, rest)
+        if span and not (new_names and _titles(prev[span[0] : span[1]], skip_first=False)):
+            # "on Saturday" after "... open on weekdays": the phrase of the same preposition
+            return _sentence(prev[: span[0]] + rest + prev[span[1] :]) + "?"
+        final = _final_span(prev)
+        if final and not new_names and _is_phrase(rest) and _plural(rest) == _plural(prev[final[0] :]):
+            # "laptops" after "... fines on books": a noun phrase of the same number replaces it
+            return _sentence(prev[: final[0]] + rest) + "?"
         if new_names and old_names:  # a name of the same kind: swap it
             old = old_names[-1]
             swapped = prev[: old.start()] + new_names[0].group(0) + prev[old.end() :]
@@ -161,13 +280,29 @@ def resolve(message: str, previous: str, reply: str | None = None) -> str:
         resolved = _THERE.sub(place, resolved, count=1)
         changed = True
     phrase = final_noun_phrase(prev)
+    named = _DEMONSTRATIVE_NOUN.search(resolved)
+    bare_demonstrative = False
+    if named and named.group(1).lower() not in _BOUNDARY:
+        # "those codes" after "... your recovery codes ...": the phrase with that head word
+        found = _named_before(named.group(1), reply, prev)
+        if found:
+            resolved = resolved[: named.start()] + found + resolved[named.end() :]
+            changed = True
+        else:  # "make that longer": "that" is what the previous question asked about
+            bare_demonstrative = True
     pronoun = _PRONOUN.search(resolved)
     if pronoun:
         plural = pronoun.group(0).lower() != "it"
-        referent = final_noun_phrase(prev, plural=plural)
-        if referent:
-            resolved = resolved[: pronoun.start()] + referent + resolved[pronoun.end() :]
+        meant = referent(prev, reply, plural=plural)
+        if meant:
+            resolved = resolved[: pronoun.start()] + meant + resolved[pronoun.end() :]
             changed = True
-    if not changed and phrase:
-        resolved = f"{resolved}, regarding {phrase}"
+    if not changed:
+        from agentrag.steps.condense import is_topicless
+
+        if bare_demonstrative or is_topicless(body):
+            # "how many attempts in total?": the whole previous question is the topic
+            resolved = f"{resolved}{REGARDING}{about(prev)}"
+        elif phrase:
+            resolved = f"{resolved}{REGARDING}{phrase}"
     return _sentence(resolved) + mark
