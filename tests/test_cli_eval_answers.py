@@ -152,3 +152,7 @@ def test_calibrate(run: Any, support: str, tmp_path: Path) -> None:
     calibration = json.loads(out)["calibration"]
     assert 0.0 <= calibration["abstain_below"] <= 1.0
     assert calibration["questions"] == {"answerable": 2, "unanswerable": 2}
+    code, out, _ = run("eval", "answers", str(path), "--calibrate")
+    assert code == 0 and "(answered without abstaining, to calibrate" in out
+    assert f"abstain below confidence {calibration['abstain_below']:.2f}" in out
+    assert f"Calibration(abstain_below={calibration['abstain_below']:.2f}" in out  # how to use it

@@ -90,14 +90,21 @@ def _print_misses(outcomes: list[Any]) -> None:
 
 
 def _calibration_usage(threshold: float) -> str | None:
-    """How to pass the threshold to ``answer()``, when this version has ``agentrag.Calibration``."""
+    """How to pass the threshold to ``answer()``, when this version has a ``Calibration``."""
+    import importlib
+
     import agentrag as ar
 
-    calibration = getattr(ar, "Calibration", None)
+    calibration, where = getattr(ar, "Calibration", None), "ar"
     if calibration is None:
-        return None
+        try:
+            calibration, where = importlib.import_module("agentrag.abstain").Calibration, "agentrag.abstain"
+        except (ImportError, AttributeError):
+            return None
     low = max(threshold, float(getattr(calibration(), "low_below", threshold)))
-    return f"ar.answer(calibration=ar.Calibration(abstain_below={threshold:.2f}, low_below={low:.2f}))"
+    prefix = "ar." if where == "ar" else ""
+    usage = f"ar.answer(calibration={prefix}Calibration(abstain_below={threshold:.2f}, low_below={low:.2f}))"
+    return usage if where == "ar" else f"{usage}  (from agentrag.abstain import Calibration)"
 
 
 def cmd_eval_answers(args: argparse.Namespace) -> int:
