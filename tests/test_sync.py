@@ -247,3 +247,84 @@ def test_revisions_are_read_inside_a_scope_only(store, coll, tmp_path: Path) -> 
     assert [r.revision for r in store.revisions(doc.id, scope=ar.Scope(tenant="t1"))] == [1, 2]
     with pytest.raises(ar.DocumentNotFoundError):
         store.revisions(doc.id, scope=ar.Scope(tenant="t2"))
+
+
+def test_renames_in_one_sync_each_keep_their_own_history(store, coll, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    src = tmp_path / "src"
+    write(src, "a.md", "---\ndate: 2024-01-02\nclassification: internal\n---\nAlpha text.\n")
+    write(src, "b.md", "Beta first.\n")
+    write(src, "c.md", "Gamma text, a longer one. " * 150)
+    store.sync(src, collection=coll)
+    write(src, "b.md", "Beta second.\n")
+    store.sync(src, collection=coll)
+    for key in ("a.md", "b.md", "c.md"):
+        (src / key).rename(src / f"moved-{key}")
+    report = store.sync(src, collection=coll)
+    assert report.renamed == tuple((k, f"moved-{k}") for k in ("a.md", "b.md", "c.md"))
+    assert report.chunks_embedded == 0
+    docs = {d.source: d.id for d in store.documents(coll)}
+    assert {k: [(r.revision, r.source, r.current) for r in store.revisions(i)] for k, i in docs.items()} == {
+        "moved-a.md": [(1, "a.md", False), (2, "moved-a.md", True)],
+        "moved-b.md": [(1, "b.md", False), (2, "b.md", False), (3, "moved-b.md", True)],
+        "moved-c.md": [(1, "c.md", False), (2, "moved-c.md", True)],
+    }
+    assert store.document(docs["moved-b.md"], revision=1).text == "Beta first.\n"
+
+    def columns() -> list[tuple[object, ...]]:
+        from sqlalchemy import text
+
+        with store.engine.connect() as conn:
+            return [
+                tuple(r)
+                for r in conn.execute(
+                    text(
+                        "SELECT d.source, d.classification, d.doc_date::text FROM agentrag.documents d"
+                        " JOIN agentrag.collections k ON k.id = d.collection_id WHERE k.name = :n"
+                        " ORDER BY d.source"
+                    ),
+                    {"n": coll},
+                )
+            ]
+
+    moved = columns()
+    assert moved[0] == ("moved-a.md", "internal", "2024-01-02")
+    synced = rows(store, coll)
+    assert len(synced["chunks"]) > 3
+    assert synced == fresh_rows(store, coll, src) and columns() == moved
+
+
+def test_renames_in_an_acl_collection_take_each_new_files_grants(
+    store, collection_name, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    from sqlalchemy import text
+
+    src = tmp_path / "src"
+    store.create_collection(collection_name, acl=True)
+    write(src, "a.md", "---\ngrants: group:legal, user:zoe\n---\nAlpha contract terms.\n")
+    write(src, "b.md", "Beta contract terms, granted to no one.\n")
+    write(src, "c.md", "---\ngrants: group:sales\n---\nGamma contract terms.\n")
+    store.sync(src, collection=collection_name)
+    for key in ("a.md", "b.md", "c.md"):
+        (src / key).rename(src / f"moved-{key}")
+    report = store.sync(src, collection=collection_name)
+    assert report.renamed == tuple((k, f"moved-{k}") for k in ("a.md", "b.md", "c.md"))
+
+    def grants(name: str) -> dict[str, list[str] | None]:
+        with store.engine.connect() as conn:
+            found = conn.execute(
+                text(
+                    "SELECT d.source, d.grants, d.private FROM agentrag.documents d"
+                    " JOIN agentrag.collections k ON k.id = d.collection_id WHERE k.name = :n"
+                ),
+                {"n": name},
+            ).all()
+        return {source: (sorted(g) if g is not None else None, private) for source, g, private in found}  # type: ignore[misc]
+
+    fresh = collection_name + "_fresh"
+    store.create_collection(fresh, acl=True)
+    try:
+        assert store.ingest(src, collection=fresh).ok
+        assert grants(collection_name) == grants(fresh)
+        assert grants(collection_name)["moved-b.md"][0] == []  # deny by default
+    finally:
+        store.delete_collection(fresh)

@@ -23,6 +23,7 @@ __all__ = [
     "check_embedder",
     "describe_collections",
     "drop_collection",
+    "find_collection",
     "insert_collection",
     "list_collections",
     "read_collection",
@@ -223,6 +224,13 @@ def read_collection(engine: Engine, name: str) -> Collection:
 
         raise missing_collections_error(engine, [name])
     return Collection(**row)
+
+
+def find_collection(engine: Engine, name: str) -> Collection:
+    """One collection without its counts (ingest and sync need none, and counting a large
+    collection's chunks takes longer than a small write); CollectionNotFoundError when there is none."""
+    found = describe_collections(engine, [name]).get(name)
+    return found if found is not None else read_collection(engine, name)  # (raises the error)
 
 
 def list_collections(engine: Engine) -> list[Collection]:

@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from agentrag.errors import IngestError, InvalidInputError, StoreError
 from agentrag.readers.options import check_reader
 from agentrag.store.acl import check_owner
-from agentrag.store.collections import Collection, check_embedder
+from agentrag.store.collections import Collection, check_embedder, find_collection
 from agentrag.store.connection import retrying
 from agentrag.store.ingest_report import IngestProgress, IngestReport, IngestTally, WriteOutcome
 from agentrag.store.prepare import (
@@ -203,7 +203,7 @@ def _ingest(
     executor = _check_ingest_options(
         executor, {"tenant": tenant, "workspace": workspace, "session": session}, bulk
     )
-    coll = store.collection(collection)
+    coll = retrying("reading the collection", functools.partial(find_collection, store.engine, collection))
     check_owner(coll, tenant)  # a tenant's collection holds its own documents only
     embedder = store.embedder
     check_embedder(coll, embedder)  # before anything is read, embedded or written

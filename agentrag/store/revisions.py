@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from agentrag.scope import Scope
     from agentrag.store.documents import Document
 
-__all__ = ["Revision", "continue_lineage", "prune_revisions", "read_revision", "revisions"]
+__all__ = ["Revision", "continue_lineages", "prune_revisions", "read_revision", "revisions"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,20 +163,24 @@ def read_revision(engine: Engine, document_id: str, revision: int, scope: Scope 
     )
 
 
-def continue_lineage(conn: Connection, old_document_id: str, new_document_id: str) -> None:
-    """Inside a rename's transaction, after the new row was inserted and the old one deleted: the
-    new document's revision continues the old one's lineage (the next revision number)."""
+def continue_lineages(conn: Connection, old_document_ids: list[str], new_document_ids: list[str]) -> None:
+    """Inside renames' transaction, after the new rows were inserted and the old ones deleted: each
+    new document's revision continues its old one's lineage (the next revision number). One
+    statement for every pair (distinct old documents are of distinct lineages). An old document
+    id that named two lineages (see ``_LINEAGE_SQL``) continues the one it just left."""
     from sqlalchemy import text
 
     conn.execute(
         text(
-            "UPDATE agentrag.document_revisions SET (lineage, revision) = ("
+            "UPDATE agentrag.document_revisions r SET (lineage, revision) = ("
             " SELECT o.lineage, (SELECT max(x.revision) FROM agentrag.document_revisions x"
             "                     WHERE x.lineage = o.lineage) + 1"
-            " FROM agentrag.document_revisions o WHERE o.document_id = :old ORDER BY o.revision DESC LIMIT 1)"
-            " WHERE document_id = :new AND valid_to IS NULL"
+            " FROM agentrag.document_revisions o WHERE o.document_id = m.old"
+            " ORDER BY o.valid_to DESC NULLS FIRST, o.revision DESC LIMIT 1)"
+            " FROM unnest(CAST(:olds AS text[]), CAST(:news AS text[])) AS m(old, new)"
+            " WHERE r.document_id = m.new AND r.valid_to IS NULL"
         ),
-        {"old": old_document_id, "new": new_document_id},
+        {"olds": old_document_ids, "news": new_document_ids},
     )
 
 

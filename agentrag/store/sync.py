@@ -34,7 +34,14 @@ from typing import TYPE_CHECKING, Any
 from agentrag.errors import IngestError, InvalidInputError
 from agentrag.readers.ingest import read_document
 from agentrag.store.acl import document_grants
-from agentrag.store.collections import WRITE_LOCK_SQL, Collection, check_embedder, write_lock_params
+from agentrag.store.collections import (
+    WRITE_LOCK_SQL,
+    Collection,
+    check_embedder,
+    find_collection,
+    write_lock_params,
+)
+from agentrag.store.connection import retrying
 from agentrag.store.ingest import ingest_documents
 from agentrag.store.prepare import (
     PreparedDocument,
@@ -43,11 +50,11 @@ from agentrag.store.prepare import (
     document_columns,
     json_default,
 )
-from agentrag.store.revisions import continue_lineage, prune_revisions
+from agentrag.store.revisions import continue_lineages, prune_revisions
 from agentrag.store.sync_report import SyncProgress, SyncReport
 from agentrag.store.sync_source import SyncSource, open_source
 from agentrag.store.sync_state import SyncState, source_lock
-from agentrag.store.writes import document_id, existing_documents
+from agentrag.store.writes import document_id
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Connection
@@ -64,6 +71,7 @@ _KEY_LOCK_SQL = (
     " FROM unnest(CAST(:keys AS text[])) AS k ORDER BY h) AS keys"
 )
 _SCOPE_SQL = "coalesce(tenant_id, '') = :tenant AND coalesce(workspace_id, '') = :workspace"
+_BY_KEY_SQL = f" FROM agentrag.documents WHERE collection_id = :cid AND {_SCOPE_SQL} AND source = ANY(:keys)"
 
 
 def sync(
@@ -102,7 +110,7 @@ def sync(
         metadata_sha = hashlib.sha256(canonical_metadata(user_metadata, "metadata").encode()).hexdigest()
     except IngestError as exc:
         raise InvalidInputError(str(exc)) from None
-    coll = store.collection(collection)
+    coll = retrying("reading the collection", lambda: find_collection(store.engine, collection))
     if not dry_run:
         check_embedder(coll, store.embedder)  # before anything is read or written
     src = open_source(source, include=include, exclude=exclude, storage_options=storage_options)
@@ -161,21 +169,20 @@ class _Run:
         else:
             self.state.start()
         files = self.state.files()
-        stored = existing_documents(
-            self.store, self.coll, sorted(set(listing) | set(files)), self.tenant, self.workspace
-        )
+        stored = self._stored(sorted(set(listing) | set(files)))
         # 2. the pre-check
         unchanged: list[str] = []
         to_read: list[str] = []
         for key, entry in listing.items():
             row, doc = files.get(key), stored.get(key)
-            recorded = row is not None and doc is not None and (row.document_id, row.sha256) == doc[:2]
+            recorded = row is not None and doc is not None and (row.document_id, row.sha256) == doc
             if recorded and row is not None and doc is not None and row.matches(entry, self.metadata_sha):
                 unchanged.append(key)
                 self.ids[key] = doc[0]
                 continue
             to_read.append(key)
-        # 3. read and hash the others
+        # 3. read and hash the others (the stored metadata of those only)
+        metadata = self._metadata([key for key in to_read if key in stored])
         read: dict[str, PreparedDocument] = {}
         added: list[str] = []
         modified: list[str] = []
@@ -189,9 +196,9 @@ class _Run:
             doc = stored.get(key)
             if doc is None:
                 added.append(key)
-            elif doc[1] == item.sha256 and canonical_metadata(doc[2] or {}, key) == canonical_metadata(
-                item.metadata, key
-            ):
+            elif doc[1] == item.sha256 and canonical_metadata(
+                metadata.get(key) or {}, key
+            ) == canonical_metadata(item.metadata, key):
                 confirmed.append(key)
                 self.ids[key] = doc[0]
             else:
@@ -231,11 +238,9 @@ class _Run:
         if renamed:  # one transaction for every rename (each one whole), then their state rows
             with self.store.engine.begin() as conn:
                 self._locks(conn, [key for pair in renamed for key in pair])
-                for old, new in renamed:
-                    if self._move(conn, old, new, read[new], stored[old][0]):
-                        done_renames.append((old, new))
-                    else:  # the old document changed meanwhile: an ordinary add
-                        added.append(new)
+                done_renames = self._move(conn, renamed, read, stored)
+                # a pair not moved (the old document changed meanwhile, or bad grants): an ordinary add
+                added.extend(new for old, new in renamed if (old, new) not in done_renames)
                 self.state.forget(conn, [old for old, _new in done_renames])
             self.state.record(
                 [(new, listing[new], read[new].sha256, self.ids[new]) for _old, new in done_renames],
@@ -301,7 +306,7 @@ class _Run:
         added: list[str],
         vanished: list[str],
         read: dict[str, PreparedDocument],
-        stored: dict[str, tuple[str, str, dict[str, Any]]],
+        stored: dict[str, tuple[str, str]],
     ) -> list[tuple[str, str]]:
         """``(old, new)``: a new key whose text a vanished key's stored document has (each once)."""
         by_sha: dict[str, list[str]] = {}
@@ -324,79 +329,125 @@ class _Run:
             {"keys": [json.dumps([self.coll.id, k, self.tenant, self.workspace]) for k in keys]},
         )
 
-    def _move(self, conn: Connection, old: str, new: str, item: PreparedDocument, old_id: str) -> bool:
-        """Rename ``old`` to ``new`` inside the caller's transaction (the keys locked), reusing its
-        chunks' vectors. False, with nothing written, when the stored documents no longer allow it
-        (the old one changed, or the new key is taken)."""
+    def _stored(self, keys: list[str]) -> dict[str, tuple[str, str]]:
+        """``{key: (document id, sha256)}`` of the stored documents under ``keys`` in the scope."""
         from sqlalchemy import text
 
-        new_id = document_id(self.coll, item, self.tenant, self.workspace)
-        classification, doc_date = document_columns(item.metadata, new)
+        with self.store.engine.connect() as conn:
+            rows = conn.execute(
+                text("SELECT source, id, sha256" + _BY_KEY_SQL),
+                {"cid": self.coll.id, **self.scope, "keys": keys},
+            ).all()
+        return {source: (doc_id, sha) for source, doc_id, sha in rows}
+
+    def _metadata(self, keys: list[str]) -> dict[str, dict[str, Any]]:
+        """The stored metadata of ``keys`` (the files read: whether one is unchanged after all)."""
+        from sqlalchemy import text
+
+        if not keys:
+            return {}
+        with self.store.engine.connect() as conn:
+            rows = conn.execute(
+                text("SELECT source, metadata" + _BY_KEY_SQL),
+                {"cid": self.coll.id, **self.scope, "keys": keys},
+            ).all()
+        return {source: meta for source, meta in rows}
+
+    def _move(
+        self,
+        conn: Connection,
+        renamed: list[tuple[str, str]],
+        read: dict[str, PreparedDocument],
+        stored: dict[str, tuple[str, str]],
+    ) -> list[tuple[str, str]]:
+        """Rename each ``(old, new)`` inside the caller's transaction (the keys locked), reusing the
+        old document's chunks and their vectors; a handful of set-based statements for all of
+        them. Returns the pairs moved: a pair whose stored documents no longer allow it (the old
+        one changed, or the new key is taken) is left out, with nothing written for it."""
+        from sqlalchemy import text
+
         params = {"cid": self.coll.id, **self.scope}
-        rows = conn.execute(
-            text(
-                f"SELECT source, id FROM agentrag.documents WHERE collection_id = :cid AND {_SCOPE_SQL}"
-                " AND source = ANY(:keys)"
-            ),
-            {**params, "keys": [old, new]},
-        ).all()
-        if {row.source: row.id for row in rows} != {old: old_id}:
-            return False
-        try:  # the new file's grants, as its ingest would write them (an acl collection's)
-            grants = document_grants(self.coll, item.metadata, new)
-        except IngestError:
-            return False  # an ordinary add, whose ingest reports the failure
+        current = {
+            source: doc_id
+            for source, doc_id in conn.execute(
+                text("SELECT source, id" + _BY_KEY_SQL),
+                {**params, "keys": [key for pair in renamed for key in pair]},
+            ).all()
+        }
+        moves, grants = [], []
+        for old, new in renamed:
+            if current.get(old) != stored[old][0] or new in current:
+                continue
+            try:  # the new file's grants, as its ingest would write them (an acl collection's)
+                grants.append(document_grants(self.coll, read[new].metadata, new))
+            except IngestError:
+                continue  # an ordinary add, whose ingest reports the failure
+            moves.append((old, new))
+        if not moves:
+            return []
+        olds, news = [old for old, _ in moves], [new for _, new in moves]
+        old_ids = [stored[old][0] for old in olds]
+        new_ids = [document_id(self.coll, read[new], self.tenant, self.workspace) for new in news]
+        columns = [document_columns(read[new].metadata, new) for new in news]
+        pairs = "unnest(CAST(:old_ids AS text[]), CAST(:new_ids AS text[])) AS m(old_id, new_id)"
+        ids = {"old_ids": old_ids, "new_ids": new_ids}
         conn.execute(
             text(
                 "INSERT INTO agentrag.documents (id, collection_id, source, original_filename, sha256,"
-                " text,"
-                " metadata, classification, doc_date, tenant_id, workspace_id, chunk_count, grants,"
+                " text, metadata, classification, doc_date, tenant_id, workspace_id, chunk_count, grants,"
                 " private)"
-                " SELECT :new_id, collection_id, :new, :filename, sha256, text, CAST(:meta AS jsonb),"
-                " :cls, :date, tenant_id, workspace_id, chunk_count, CAST(:grants AS text[]), private"
-                " FROM agentrag.documents WHERE id = :old_id"
+                " SELECT m.new_id, d.collection_id, m.new, m.filename, d.sha256, d.text,"
+                " CAST(m.meta AS jsonb), m.cls, CAST(m.day AS date), d.tenant_id, d.workspace_id,"
+                " d.chunk_count, CASE WHEN m.grants IS NOT NULL THEN ARRAY("
+                "SELECT jsonb_array_elements_text(CAST(m.grants AS jsonb))) END, d.private"
+                " FROM unnest(CAST(:old_ids AS text[]), CAST(:new_ids AS text[]),"
+                " CAST(:news AS text[]), CAST(:filenames AS text[]), CAST(:metas AS text[]),"
+                " CAST(:cls AS text[]), CAST(:days AS text[]), CAST(:grants AS text[]))"
+                " AS m(old_id, new_id, new, filename, meta, cls, day, grants)"
+                " JOIN agentrag.documents d ON d.id = m.old_id"
             ),
             {
-                "new_id": new_id,
-                "new": new,
-                "filename": item.original_filename,
-                "meta": json.dumps(item.metadata, default=json_default),
-                "cls": classification,
-                "date": doc_date,
-                "old_id": old_id,
-                "grants": grants,
+                **ids,
+                "news": news,
+                "filenames": [read[new].original_filename for new in news],
+                "metas": [json.dumps(read[new].metadata, default=json_default) for new in news],
+                "cls": [cls for cls, _day in columns],
+                "days": [day.isoformat() if day else None for _cls, day in columns],
+                "grants": [None if g is None else json.dumps(g) for g in grants],
             },
         )
         conn.execute(
             text(
                 "INSERT INTO agentrag.chunks (id, document_id, collection_id, chunk_index, text,"
                 " start_char, end_char, page, section, sha256, embedding, locator)"
-                " SELECT 'chk_' || left(encode(sha256(convert_to(:new_id || chr(31) || chunk_index::text,"
-                " 'UTF8')), 'hex'), 16), :new_id, collection_id, chunk_index, text, start_char, end_char,"
-                " page,"
-                " section, sha256, embedding, locator FROM agentrag.chunks WHERE document_id = :old_id"
+                " SELECT 'chk_' || left(encode(sha256(convert_to(m.new_id || chr(31) || c.chunk_index::text,"
+                " 'UTF8')), 'hex'), 16), m.new_id, c.collection_id, c.chunk_index, c.text, c.start_char,"
+                " c.end_char, c.page, c.section, c.sha256, c.embedding, c.locator"
+                f" FROM {pairs} JOIN agentrag.chunks c ON c.document_id = m.old_id"
             ),
-            {"new_id": new_id, "old_id": old_id},
+            ids,
         )
         conn.execute(
             text(
                 "INSERT INTO agentrag.document_sessions (session_id, document_id)"
-                " SELECT session_id, :new_id FROM agentrag.document_sessions WHERE document_id = :old_id"
+                f" SELECT s.session_id, m.new_id FROM {pairs}"
+                " JOIN agentrag.document_sessions s ON s.document_id = m.old_id"
             ),
-            {"new_id": new_id, "old_id": old_id},
+            ids,
         )
         conn.execute(
             text(
-                f"UPDATE agentrag.relations SET source = :new WHERE collection_id = :cid AND {_SCOPE_SQL}"
-                " AND session_id IS NULL AND source = :old"
+                "UPDATE agentrag.relations SET source = m.new"
+                " FROM unnest(CAST(:olds AS text[]), CAST(:news AS text[])) AS m(old, new)"
+                f" WHERE collection_id = :cid AND {_SCOPE_SQL} AND session_id IS NULL AND source = m.old"
             ),
-            {**params, "old": old, "new": new},
+            {**params, "olds": olds, "news": news},
         )
-        conn.execute(text("DELETE FROM agentrag.documents WHERE id = :old_id"), {"old_id": old_id})
-        continue_lineage(conn, old_id, new_id)
+        conn.execute(text("DELETE FROM agentrag.documents WHERE id = ANY(:ids)"), {"ids": old_ids})
+        continue_lineages(conn, old_ids, new_ids)
         conn.execute(text("UPDATE agentrag.collections SET version = version + 1 WHERE id = :cid"), params)
-        self.ids[new] = new_id
-        return True
+        self.ids.update(zip(news, new_ids, strict=True))
+        return moves
 
     def _ingest(self, items: list[PreparedDocument], options: dict[str, Any]) -> dict[str, Any]:
         """Added and modified documents through ingest's write path; their status by key."""

@@ -42,6 +42,10 @@ def _wanted(key: str, include: Sequence[str], exclude: Sequence[str]) -> bool:
         return False
     if PurePosixPath(key).suffix.lower() not in SUPPORTED_SUFFIXES:
         return False
+    return _globbed(key, include, exclude)
+
+
+def _globbed(key: str, include: Sequence[str], exclude: Sequence[str]) -> bool:
     if include and not any(fnmatch.fnmatchcase(key, glob) for glob in include):
         return False
     return not any(fnmatch.fnmatchcase(key, glob) for glob in exclude)
@@ -91,26 +95,49 @@ class LocalSource(SyncSource):
         self.uri = self.root.as_posix()
 
     def list(self) -> dict[str, Entry]:
+        """One ``scandir`` per folder, its entries' ``stat`` (cached by the scan on most systems):
+        a path is resolved only when it is a symbolic link (a plain entry of a folder inside the
+        root is inside it). Folders are walked as ``os.walk(followlinks=True)`` walks them: top
+        down, sub-folders in name order, each real folder once (the first key reaching it)."""
         found: dict[str, Entry] = {}
-        seen_dirs: set[str] = set()
+        seen: set[str] = set()
         root = str(self.root)
-        for folder, dirs, files in os.walk(root, followlinks=True):
-            real = os.path.realpath(folder)
-            if real in seen_dirs or not _inside(real, root):  # a loop, or a link out of the folder
-                dirs[:] = []
+        suffixes = SUPPORTED_SUFFIXES
+        pending = [(root, root, "")]  # (path, real path, key prefix), a stack: last pushed, first walked
+        while pending:
+            folder, real, prefix = pending.pop()
+            if real in seen or not _inside(real, root):  # a loop, or a link out of the folder
                 continue
-            seen_dirs.add(real)
-            dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-            for name in files:
-                path = os.path.join(folder, name)
-                key = Path(os.path.relpath(path, root)).as_posix()
-                if not _wanted(key, self.include, self.exclude) or not _inside(os.path.realpath(path), root):
+            seen.add(real)
+            try:
+                with os.scandir(folder) as scan:
+                    entries = list(scan)
+            except OSError:  # vanished while listing, or unreadable
+                continue
+            folders: list[tuple[str, str, str, str]] = []
+            for entry in entries:
+                name = entry.name
+                if name.startswith("."):  # hidden, as ingest skips them
                     continue
                 try:
-                    stat = os.stat(path)
+                    link = entry.is_symlink()
+                    if entry.is_dir():  # (through a link too)
+                        inner = os.path.realpath(entry.path) if link else os.path.join(real, name)
+                        folders.append((name, entry.path, inner, prefix + name + "/"))
+                        continue
+                    key = prefix + name
+                    if os.path.splitext(name)[1].lower() not in suffixes or not _globbed(
+                        key, self.include, self.exclude
+                    ):
+                        continue
+                    if link and not _inside(os.path.realpath(entry.path), root):
+                        continue
+                    stat = entry.stat()
                 except OSError:  # vanished while listing, or a dangling link
                     continue
                 found[key] = Entry(stat.st_size, stat.st_mtime_ns)
+            folders.sort(reverse=True)  # popped in name order
+            pending.extend(f[1:] for f in folders)
         return dict(sorted(found.items()))
 
     def local_path(self, key: str) -> Path:

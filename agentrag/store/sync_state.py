@@ -122,19 +122,11 @@ class SyncState:
                     " FROM agentrag.sync_files WHERE source_id = :sid"
                 ),
                 {"sid": self.source_id},
-            )
-            return {
-                row.key: FileState(
-                    row.size,
-                    row.mtime_ns,
-                    row.etag,
-                    row.sha256,
-                    row.document_id,
-                    row.metadata_sha256,
-                    int(row.listed_ns),
-                )
-                for row in rows
-            }
+            ).all()  # (fetched at once: a row at a time costs more than the query on 10,000 files)
+        return {
+            key: FileState(size, mtime, etag, sha, doc_id, msha, int(listed))
+            for key, size, mtime, etag, sha, doc_id, msha, listed in rows
+        }
 
     def record(
         self,
