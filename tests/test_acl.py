@@ -2,7 +2,7 @@
 
 Real PostgreSQL; only the embedder is faked. The property test draws random grants, principals
 and edits and checks every search mode, the listing and Store.document against a model of who
-may read what, computed here in Python from the grants alone."""
+may read what, computed in Python from the grants and sessions alone (tests/acl_support.py)."""
 
 from __future__ import annotations
 
@@ -15,8 +15,7 @@ from hypothesis import strategies as st
 import agentrag as ar
 from agentrag.errors import CollectionNotFoundError, DocumentNotFoundError, InvalidInputError, ScopeError
 from agentrag.store.store import Store
-
-WORDS = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot"]
+from tests import acl_support as acl
 
 
 @pytest.fixture
@@ -182,64 +181,53 @@ def test_principal_values_are_checked() -> None:
 
 
 # ---- the property: nobody ever reads what they may not -----------------------------------------
-USERS = ["u0", "u1", "u2"]
-GROUPS = ["g0", "g1", "g2"]
-GRANT = st.sampled_from([*(f"user:{u}" for u in USERS), *(f"group:{g}" for g in GROUPS), "everyone"])
-PRINCIPAL = st.builds(
-    ar.Principal,
-    user=st.sampled_from(USERS),
-    groups=st.lists(st.sampled_from(GROUPS), max_size=2),
-    admin=st.booleans().map(lambda b: b and False),
-)
-
-
-def may_read(grants: set[str], p: ar.Principal) -> bool:
-    return "everyone" in grants or f"user:{p.user}" in grants or any(f"group:{g}" in grants for g in p.groups)
-
-
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
-    docs=st.lists(st.sets(GRANT, max_size=3), min_size=1, max_size=6),
-    edits=st.lists(st.tuples(st.integers(0, 5), st.booleans(), GRANT), max_size=4),
-    principal=PRINCIPAL,
+    drawn=acl.DOCS,
+    edits=acl.EDITS,
+    principal=acl.PRINCIPAL,
+    session=st.sampled_from([None, *acl.SESSIONS]),
+    include_shared=st.booleans(),
     mode=st.sampled_from(["hybrid", "vector", "lexical", "lexical_sql"]),
 )
 def test_no_principal_reads_what_it_may_not(
-    store: Store, docs: list[set[str]], edits: list[tuple[int, bool, str]], principal: ar.Principal, mode: str
+    store: Store,
+    drawn: list[tuple[set[str], str | None]],
+    edits: list[tuple[int, bool, str]],
+    principal: ar.Principal,
+    session: str | None,
+    include_shared: bool,
+    mode: str,
 ) -> None:
     import uuid
 
     name = f"acl_{uuid.uuid4().hex[:10]}"
     store.create_collection(name, acl=True)
-    ids: list[str] = []
-    granted: dict[str, set[str]] = {}
-    for n, grants in enumerate(docs):
-        store.ingest_text(
-            f"shared words {WORDS[n]} document", collection=name, source=f"d{n}.md", grants=sorted(grants)
-        )
-    for d in store.documents(name, scope=ar.Scope.every(ar.Principal(admin=True))):
-        ids.append(d.id)
-        granted[d.id] = set(docs[int(d.source[1:-3])])
-    ids.sort()
+    docs = acl.ingest(store, name, drawn)
+    include_shared = include_shared and session is not None
+    scope = ar.Scope(tenant=acl.TENANT, session=session, include_shared=include_shared, principal=principal)
+
+    def check() -> None:
+        allowed = {d.id for d in docs if d.visible(principal, session, include_shared)}
+        result = store.search("shared words document", collections=name, mode=mode, top_k=10, scope=scope)
+        assert {h.document_id for h in result.hits} <= allowed
+        if mode != "lexical_sql":  # every visible document matches: exactly min(k, visible)
+            assert {h.document_id for h in result.hits} == allowed
+        assert {d.id for d in store.documents(name, scope=scope)} == allowed
+        for d in docs:
+            if d.id in allowed:
+                assert store.document(d.id, scope=scope).id == d.id
+            else:
+                with pytest.raises(DocumentNotFoundError):
+                    store.document(d.id, scope=scope)
+        if not result.hits:
+            assert result.empty_reason is not None and not re.search(r"\d+ documents?", result.empty_reason)
+
+    check()
     for index, add, grant in edits:  # grants change after ingest, without re-embedding
-        doc_id = ids[index % len(ids)]
-        (store.grant if add else store.revoke)(doc_id, [grant])
-        (granted[doc_id].add if add else granted[doc_id].discard)(grant)
-    scope = ar.Scope(principal=principal)
-    allowed = {d for d, g in granted.items() if may_read(g, principal)}
-    result = store.search("shared words document", collections=name, mode=mode, top_k=10, scope=scope)
-    assert {h.document_id for h in result.hits} <= allowed
-    if mode != "lexical_sql":  # every visible document matches: exactly min(k, visible)
-        assert {h.document_id for h in result.hits} == allowed
-    assert {d.id for d in store.documents(name, scope=scope)} == allowed
-    for doc_id in ids:
-        if doc_id in allowed:
-            assert store.document(doc_id, scope=scope).id == doc_id
-        else:
-            with pytest.raises(DocumentNotFoundError):
-                store.document(doc_id, scope=scope)
-    if not result.hits:
-        assert result.empty_reason is not None and not re.search(r"\d+ documents?", result.empty_reason)
+        doc = acl.edit(docs, index, add, grant)
+        (store.grant if add else store.revoke)(doc.id, [grant])
+    check()  # the next query obeys them
     store.delete_collection(name)
 
 
