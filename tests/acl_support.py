@@ -79,5 +79,5 @@ def edit(docs: list[Doc], index: int, add: bool, grant: str) -> Doc:
 
 
 def leaked(docs: list[Doc], allowed: set[str], output: str) -> list[str]:
-    """The sources of documents not in ``allowed`` whose marker appears in ``output``."""
-    return [d.source for d in docs if d.source not in allowed and d.marker in output]
+    """The sources of documents not in ``allowed`` whose marker or source name is in ``output``."""
+    return [d.source for d in docs if d.source not in allowed and (d.marker in output or d.source in output)]
