@@ -1,6 +1,7 @@
 """Document permissions over HTTP (issue #26): the JWT's ``sub`` and groups claim are the principal;
-``/search`` and ``/ask`` (JSON and SSE) return only what it may read, the proof names the grant,
-and a revoke applies to the next request. A real server process on 127.0.0.1, real PostgreSQL."""
+``/search`` and ``/ask`` (JSON and SSE) return only what it may read after random grant edits (a
+property), the proof names the grant, and a revoke applies to the next request. A real server
+process on 127.0.0.1, real PostgreSQL."""
 
 from __future__ import annotations
 
@@ -40,9 +41,9 @@ def hr(store: Any) -> dict[str, Any]:
     return {"collection": collection, "tenant": tenant, "other": other}
 
 
-def allowed(user: str | None, groups: list[str]) -> set[str]:
+def allowed(user: str | None, groups: list[str], grants: dict[str, set[str]] = GRANTS) -> set[str]:
     held = {"everyone", *([f"user:{user}"] if user else []), *(f"group:{g}" for g in groups)}
-    return {f"{k}.txt" for k, g in GRANTS.items() if g & held}
+    return {f"{k}.txt" for k, g in grants.items() if g & held}
 
 
 def post(client: Any, hr: dict[str, Any], route: str, user: str | None, groups: list[str], **kw: Any) -> Any:
@@ -55,25 +56,69 @@ def post(client: Any, hr: dict[str, Any], route: str, user: str | None, groups: 
     )
 
 
-@settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+def chunks_of(response: Any, route: str) -> list[dict[str, Any]]:
+    """The proof's chunks of a JSON answer, or of an SSE stream's first (retrieval) event."""
+    if route != "ask-sse":
+        return list(response.json()["chunks"])
+    data = [line[len("data: ") :] for line in response.text.splitlines() if line.startswith("data: ")]
+    return list(json.loads(data[0])["chunks"])
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=list(HealthCheck), database=None)
 @given(
     user=st.sampled_from([None, "ann", "bob"]),
     groups=st.lists(st.sampled_from(["hr", "sales"]), max_size=2, unique=True),
-    route=st.sampled_from(["search", "ask"]),
+    route=st.sampled_from(["search", "ask", "ask-sse"]),
+    edits=st.lists(
+        st.tuples(
+            st.sampled_from(sorted(DOCS)),
+            st.booleans(),
+            st.sampled_from(["user:ann", "user:bob", "group:hr", "group:sales", "everyone"]),
+        ),
+        max_size=3,
+    ),
 )
 def test_a_principal_gets_exactly_what_it_may_read(
-    client: Any, hr: dict[str, Any], user: str | None, groups: list[str], route: str
+    client: Any,
+    hr: dict[str, Any],
+    store: Any,
+    user: str | None,
+    groups: list[str],
+    route: str,
+    edits: list[tuple[str, bool, str]],
 ) -> None:
-    response = post(client, hr, route, user, groups)
-    if user is None and not groups:
-        assert response.status_code == 403 and response.json()["error"]["code"] == "NO_PRINCIPAL"
-        return
-    assert response.status_code == 200, response.text
-    proof = response.json()
-    assert {c["source"] for c in proof["chunks"]} == allowed(user, groups)
-    for chunk in proof["chunks"]:
-        assert chunk["grant"] in GRANTS[chunk["source"][:-4]]
-    assert "other tenant" not in response.text
+    from agentrag.scope import Principal, Scope
+
+    ids = {
+        d.source[:-4]: d.id
+        for d in store.documents(
+            hr["collection"], scope=Scope(tenant=hr["tenant"], principal=Principal(admin=True))
+        )
+    }
+    grants = {k: set(g) for k, g in GRANTS.items()}
+    try:
+        for key, add, grant in edits:  # the request after a grant or revoke obeys it
+            (store.grant if add else store.revoke)(ids[key], [grant])
+            (grants[key].add if add else grants[key].discard)(grant)
+        sse = {"Accept": "text/event-stream"} if route == "ask-sse" else {}
+        response = post(client, hr, route.removesuffix("-sse"), user, groups, **sse)
+        if user is None and not groups:
+            assert response.status_code == 403 and response.json()["error"]["code"] == "NO_PRINCIPAL"
+            return
+        assert response.status_code == 200, response.text
+        chunks = chunks_of(response, route)
+        may = allowed(user, groups, grants)
+        assert {c["source"] for c in chunks} == may
+        for chunk in chunks:
+            assert chunk["grant"] in grants[chunk["source"][:-4]]
+        hidden = [text for key, (text, _) in DOCS.items() if f"{key}.txt" not in may]
+        assert [t for t in hidden if t in response.text] == [] and "other tenant" not in response.text
+    finally:
+        for key, original in GRANTS.items():  # back to the module's grants
+            if grants[key] - original:
+                store.revoke(ids[key], sorted(grants[key] - original))
+            if original - grants[key]:
+                store.grant(ids[key], sorted(original - grants[key]))
 
 
 def test_sse_streams_only_what_it_may_read(client: Any, hr: dict[str, Any]) -> None:
