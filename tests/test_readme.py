@@ -169,3 +169,28 @@ def test_every_readme_block_runs_as_written(readme_database: str, monkeypatch: p
         for value in namespace.values():
             if type(value).__name__ == "Store":
                 value.close()
+
+
+def test_the_permissions_section_prints_what_it_says(readme_database: str, fake_embedder: Any) -> None:
+    """README "Permissions": its block run alone, each ``print`` compared with the comment under it
+    (as sets: the comment's order is the score's)."""
+    import ast
+    import io
+    from contextlib import redirect_stdout
+
+    import agentrag as ar
+
+    text = README.read_text(encoding="utf-8")
+    section = text.index("\n## Permissions\n")
+    code = next(m.group(2) for m in _FENCE.finditer(text, section) if m.group(1).strip() == "python")
+    said = [ast.literal_eval(c.split("  (")[0]) for c in re.findall(r"^print\(.*\)\n# (.*)$", code, re.M)]
+    assert len(said) == 2, said
+    store = ar.Store(readme_database, embedder=fake_embedder)
+    out = io.StringIO()
+    try:
+        with redirect_stdout(out):
+            exec(compile(code, "README.md (Permissions)", "exec"), {"ar": ar, "store": store})
+    finally:
+        store.close()
+    printed = [ast.literal_eval(line) for line in out.getvalue().splitlines()]
+    assert [sorted(p) for p in printed] == [sorted(s) for s in said]
