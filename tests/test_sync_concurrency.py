@@ -151,7 +151,7 @@ def test_a_searcher_never_sees_a_half_replaced_document(store, collection_name, 
 
     def searching() -> None:
         while not stop.is_set():
-            for mode in ("hybrid", "lexical", "vector"):
+            for mode in ("hybrid", "lexical", "vector", "lexical_sql"):
                 hits = store.search("kiwi subject document", collections=coll, mode=mode, top_k=50)
                 by_source: dict[str, set[str]] = {}
                 for hit in hits:
@@ -172,13 +172,9 @@ def test_a_searcher_never_sees_a_half_replaced_document(store, collection_name, 
         searcher.join()
     assert not errors
     assert len(seen) > 10
+    assert {mode for _n, _both, mode in seen} == {"hybrid", "lexical", "vector", "lexical_sql"}
     assert all(both == set() for _n, both, _mode in seen)  # never two revisions of one document
-    # never neither: every document found by the exact legs (BM25, and hybrid through it) every time;
-    # the vector leg is approximate (HNSW: the replaced revisions' dead entries take candidates'
-    # places until vacuumed), so only "never both" holds for it
-    assert [
-        (n, mode) for n, _both, mode in seen if n != 6 and mode != "vector"
-    ] == []  # never neither: every document found, every time
+    assert [(n, mode) for n, _both, mode in seen if n != 6] == []  # never neither, in every mode
 
 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
