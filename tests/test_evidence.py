@@ -405,3 +405,15 @@ def test_names_narrow_the_evidence_and_plurals_the_stemmer_keeps_still_match() -
     )
     assert "7 years" in answer
     assert found_share("How long can I keep a DVD?", ["You can keep DVDs for 7 days."]) == 1.0
+
+
+def test_an_elliptical_phrase_replaces_the_phrase_with_its_head_word() -> None:
+    assert resolve("and the refresh tokens?", "How long are OAuth access tokens valid?") == (
+        "How long are the refresh tokens valid?"
+    )
+    assert resolve("What about the Enterprise plan?", "What are the API rate limits on the Team plan?") == (
+        "What are the API rate limits on the Enterprise plan?"
+    )
+    assert resolve("what about monthly?", "How much does the Team plan cost billed annually?") == (
+        "How much does the Team plan cost billed monthly?"
+    )

@@ -237,6 +237,34 @@ def _final_span(prev: str) -> tuple[int, int] | None:
     return (len(prev) - len(phrase), len(prev))
 
 
+def _same_head(prev: str, rest: str) -> tuple[int, int] | None:
+    """Where the noun phrase of ``prev`` with the head word of the short noun phrase ``rest`` is
+    (its determiner and the words before the head included), if ``rest`` is one and ``prev`` has it."""
+    if not _is_phrase(rest) or len(_words(rest)) < 2:
+        return None
+    head = _stem(_words(rest)[-1].group(0))
+    words = _words(prev)
+    for i in range(len(words) - 1, 0, -1):
+        if _stem(words[i].group(0)) == head and words[i].group(0).lower() not in _BOUNDARY:
+            j = i
+            while j > 0 and words[j - 1].group(0).lower() not in _BOUNDARY:
+                j -= 1
+            if j > 0 and words[j - 1].group(0).lower() in _DETERMINERS:
+                j -= 1
+            return (words[j].start(), words[i].end()) if j > 0 else None
+    return None
+
+
+def _same_kind_of_word(prev: str, rest: str) -> tuple[int, int] | None:
+    """Where the one ``-ly`` word of ``prev`` is when ``rest`` is a single ``-ly`` word
+    ("monthly" for "annually")."""
+    if not re.fullmatch(r"[A-Za-z]+ly", rest):
+        return None
+    found = [w for w in _words(prev) if w.group(0).lower().endswith("ly") and len(w.group(0)) > 4]
+    found = [w for w in found if w.group(0).lower() not in {"only", "early", "daily", "really", "apply"}]
+    return (found[0].start(), found[0].end()) if len(found) == 1 else None
+
+
 def _sentence(text: str) -> str:
     text = text.strip()
     return text[:1].upper() + text[1:] if text else text
@@ -254,6 +282,11 @@ def resolve(message: str, previous: str, reply: str | None = None) -> str:
         rest = body[opener.end() :].strip(" ,")
         new_names = _titles(rest, skip_first=False)
         old_names = _titles(prev, skip_first=True)
+        same = _same_head(prev, rest) or _same_kind_of_word(prev, rest)
+        if same:
+            # "the refresh tokens" after "How long are OAuth access tokens valid?": the phrase with
+            # that head word; "monthly" after "... billed annually?": the word of that kind
+            return _sentence(prev[: same[0]] + rest + prev[same[1] :]) + "?"
         span = _prepositional(prev, rest)
         if span and not (new_names and _titles(prev[span[0] : span[1]], skip_first=False)):
             # "on Saturday" after "... open on weekdays": the phrase of the same preposition
