@@ -1,6 +1,7 @@
 """``store.sync`` on a changing folder, beside its floor, a full ingest and LangChain's indexing API.
 
     .venv/bin/python -m benchmarks.sync [--files 10000] [--embedder local|fake] [--no-langchain]
+                                        [--collection bench_sync]
 
 A folder of ``--files`` Markdown files from BEIR SciFact abstracts (title + abstract; past the
 5,183 abstracts, two neighbouring abstracts joined, so every file is distinct) is synced into an
@@ -198,6 +199,9 @@ def main() -> None:
     parser.add_argument("--data", type=Path, default=None, help="BEIR SciFact folder")
     parser.add_argument("--embedder", choices=["local", "fake"], default="local")
     parser.add_argument("--no-langchain", action="store_true")
+    parser.add_argument(
+        "--collection", default=COLLECTION, help="the collection (dropped first): two runs at once use two"
+    )
     args = parser.parse_args()
     if args.embedder == "local":
         from agentrag.embedders import LocalEmbedder
@@ -209,10 +213,10 @@ def main() -> None:
         inner = FakeEmbedder(dimensions=384)
     embedder = CountingEmbedder(inner)
     store = bench_store(embedder)
-    for name in (COLLECTION, COLLECTION + "_floor"):  # (_floor: earlier runs' scratch collection)
+    for name in (args.collection, args.collection + "_floor"):  # (_floor: earlier runs' scratch collection)
         if any(c.name == name for c in store.collections()):
             store.delete_collection(name)
-    store.create_collection(COLLECTION, embedder=embedder)
+    store.create_collection(args.collection, embedder=embedder)
     work = Path(tempfile.mkdtemp(prefix="agentrag-bench-sync-"))
     folder = work / "kb"
     try:
@@ -223,7 +227,7 @@ def main() -> None:
         embedder.embed_documents(["Warm up the model."])
         before = embedder.embedded
         t = time.perf_counter()
-        assert store.sync(folder, collection=COLLECTION).ok
+        assert store.sync(folder, collection=args.collection).ok
         full_s, full_chunks = time.perf_counter() - t, embedder.embedded - before
         lc_first = None
         langchain = not args.no_langchain
@@ -247,7 +251,9 @@ def main() -> None:
         events: list[tuple[float, str]] = []
         t = time.perf_counter()
         report = store.sync(
-            folder, collection=COLLECTION, on_progress=lambda e: events.append((time.perf_counter(), e.step))
+            folder,
+            collection=args.collection,
+            on_progress=lambda e: events.append((time.perf_counter(), e.step)),
         )
         sync_s, sync_chunks = time.perf_counter() - t, embedder.embedded - before
         phases: dict[str, float] = {}
@@ -255,7 +261,7 @@ def main() -> None:
         for at, step in events:  # the time up to each event, charged to its step
             phases[step] = phases.get(step, 0.0) + at - last
             last = at
-        stale = stale_chunks(store, COLLECTION, expected)
+        stale = stale_chunks(store, args.collection, expected)
 
         t = time.perf_counter()
         hashed = list_and_hash(folder)
@@ -265,7 +271,7 @@ def main() -> None:
         changed = [(k, read_file(folder / k).text, {}) for k in changes["modified"] + changes["added"]]
         floor_before = embedder.embedded
         t = time.perf_counter()
-        ingest_texts(store, changed, collection=COLLECTION, tenant="floor")  # same collection and index
+        ingest_texts(store, changed, collection=args.collection, tenant="floor")  # same collection and index
         write_s = time.perf_counter() - t
         floor_chunks = embedder.embedded - floor_before
         floor_s = hash_s + write_s
