@@ -338,3 +338,44 @@ def test_grants_take_the_same_plan_and_find_the_same_rows(
     assert mode == "vector" or "bm25-slices" in off.plan[0]
     assert [(h.chunk_id, round(h.score, 6)) for h in on] == [(h.chunk_id, round(h.score, 6)) for h in off]
     assert all(h.grant is not None for h in on)
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    words=st.lists(st.sampled_from(WORDS), min_size=1, max_size=3),
+    tenant=st.sampled_from(["big", "mid"]),
+    topic=st.one_of(st.none(), st.integers(0, 9)),
+)
+def test_the_walk_tests_the_scope_s_document_ids_and_finds_what_the_join_finds(
+    store: Store, tenants: dict, words: list[str], tenant: str, topic: int | None
+) -> None:
+    """An iterative HNSW walk under a scope whose document ids the plan read tests them (no documents
+    join per visited tuple): the same rows as the walk joining documents under the predicate."""
+    name = tenants["name"]
+    store.ensure_vector_index(store.collection(name))
+    options: dict[str, Any] = {
+        "collections": name,
+        "mode": "vector",
+        "scope": Scope(tenant=tenant),
+        "top_k": 10,
+        "filters": None if topic is None else {"metadata": {"topic": topic}},
+    }
+    statements: list[str] = []
+
+    def record(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        statements.append(statement)
+
+    saved = scoped.EXACT_MAX_ROWS, scoped.SCOPE_MAX_DOCS
+    scoped.EXACT_MAX_ROWS = 0  # the walk, whatever the size
+    event.listen(store.engine, "before_cursor_execute", record)
+    try:
+        by_ids = store.search(" ".join(words), **options)
+        walked = [s for s in statements if "hnsw" not in s and "ORDER BY c.embedding" in s]
+        scoped.SCOPE_MAX_DOCS = -1  # no ids read: the walk joins documents under the predicate
+        joined = store.search(" ".join(words), **options)
+    finally:
+        event.remove(store.engine, "before_cursor_execute", record)
+        scoped.EXACT_MAX_ROWS, scoped.SCOPE_MAX_DOCS = saved
+    assert by_ids.plan[0].startswith(f"{name}: vector=hnsw-iterative")
+    assert walked and all("v_docs" in s and "JOIN agentrag.documents" not in s for s in walked)
+    assert [(h.chunk_id, h.score) for h in by_ids] == [(h.chunk_id, h.score) for h in joined]

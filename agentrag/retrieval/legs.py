@@ -279,6 +279,7 @@ def vector_ranked(
                 params=plan.params,
                 depth=plan.leg_depth,
                 need=plan.top_k,
+                documents=leg.documents if leg is not None and leg.vector == "hnsw-iterative" else None,
             )
         )
         if leg is not None and leg.max_scan_tuples is not None:

@@ -83,7 +83,13 @@ def hnsw_parameters(m: object, ef_construction: object, ef_search: object) -> tu
 
 
 def vector_sql(
-    collection_id: int, dimensions: int, distance: str, where: str = "TRUE", *, exact: bool = False
+    collection_id: int,
+    dimensions: int,
+    distance: str,
+    where: str = "TRUE",
+    *,
+    exact: bool = False,
+    by_documents: bool = False,
 ) -> str:
     """The vector leg's SQL for one collection (parameters ``:qvec`` and ``:depth`` plus ``where``'s).
 
@@ -91,6 +97,9 @@ def vector_sql(
     :func:`~agentrag.retrieval.filters.compile_filters` / :func:`~agentrag.retrieval.scope_sql.compile_scope`
     (our own text only). Returns rows ``(id, distance, score)`` nearest first, ``score`` being the
     similarity (see ``DISTANCES``). With ``exact``, the ORDER BY cannot use the index (exact scan).
+    With ``by_documents``, ``where`` is replaced by the scope's document ids (``:v_docs``, read
+    under it by the scope planner in the same snapshot): no documents join, one hashed array test
+    per row (an iterative HNSW walk under a 16 % tenant: 43 ms instead of 90).
     """
     _opclass, op, similarity = DISTANCES[distance]
     cid, dims = int(collection_id), int(dimensions)
@@ -100,9 +109,11 @@ def vector_sql(
     # through their (collection_id, tenant_id, ...) index instead of scanning every collection's
     join = (
         ""
-        if where.strip() == "TRUE"
+        if where.strip() == "TRUE" or by_documents
         else f"\n    JOIN agentrag.documents d ON d.id = c.document_id AND d.collection_id = {cid}"
     )
+    if by_documents:
+        where = "c.document_id = ANY(CAST(:v_docs AS text[]))"
     return (
         "WITH hits AS MATERIALIZED (\n"
         f"    SELECT c.id, {expr} AS distance\n"
@@ -139,19 +150,23 @@ def vector_leg(
     params: dict[str, Any],
     depth: int,
     need: int,
+    documents: tuple[str, ...] | None = None,
 ) -> list[tuple[str, float]]:
     """``[(chunk_id, similarity), ...]`` nearest first, at most ``depth``, for one collection.
 
     ``need`` is how many rows the caller must have when that many exist: a filtered HNSW scan
-    returning fewer is re-run exactly.
+    returning fewer is re-run exactly. ``documents``: the scope's document ids, read under
+    ``where`` in this transaction's snapshot, tested instead of ``where`` (see :func:`vector_sql`).
     """
     from sqlalchemy import text
 
+    by_documents = documents is not None
     bound = {**params, "qvec": query_vector, "depth": int(depth)}
-    sql = vector_sql(collection_id, dimensions, distance, where)
+    if by_documents:
+        bound = {"qvec": query_vector, "depth": int(depth), "v_docs": list(documents or ())}
+    sql = vector_sql(collection_id, dimensions, distance, where, by_documents=by_documents)
     rows = conn.execute(text(sql), bound).all()
     if len(rows) < min(need, depth) and where.strip() != "TRUE":
-        rows = conn.execute(
-            text(vector_sql(collection_id, dimensions, distance, where, exact=True)), bound
-        ).all()
+        exact = vector_sql(collection_id, dimensions, distance, where, exact=True, by_documents=by_documents)
+        rows = conn.execute(text(exact), bound).all()
     return [(row.id, float(row.score)) for row in rows]
