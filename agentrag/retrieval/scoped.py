@@ -70,8 +70,9 @@ __all__ = [
 #: False: no planning, every restricted search walks HNSW (pgvector's max_scan_tuples) and sends the BM25
 #: ranking in slices, as before the planner (benchmarks/scale_tenants.py's "planner off" column).
 ENABLED = True
-#: A scope of at most this many chunks is searched exactly by the vector leg (measured: an exact scan of
-#: 13,350 chunks 35-47 ms against 126-191 ms for the walk; of 31,840, 69 ms against 60-109 ms).
+#: A scope of at most this many chunks is searched exactly by the vector leg (measured at 200k chunks,
+#: loaded: 8,900 chunks exact 37-40 ms, the walk 49; 13,350: 48-53 against 43; 31,840: 69 against 38-43):
+#: about even from 10,000 to 20,000, where the exact scan is also exactly right.
 EXACT_MAX_ROWS = 20_000
 #: A scope of at most this many documents is ranked by BM25 over its own chunks (bm25-scope): the plan
 #: reads their ids with its count, in the same statement.

@@ -105,12 +105,14 @@ def vector_sql(
     cid, dims = int(collection_id), int(dimensions)
     expr = f"c.embedding::vector({dims}) {op} CAST(:qvec AS vector({dims}))"
     order = f"({expr}) + 0" if exact else expr
-    # the documents' collection stated (it is the chunk's): the planner reaches a scope's documents
-    # through their (collection_id, tenant_id, ...) index instead of scanning every collection's
+    # an exact scan states the documents' collection (it is the chunk's): the planner reaches a scope's
+    # documents through their (collection_id, tenant_id, ...) index instead of scanning every
+    # collection's; a walk does not (it made the planner leave the HNSW walk for a sort under grants)
+    same = f" AND d.collection_id = {cid}" if exact else ""
     join = (
         ""
         if where.strip() == "TRUE" or by_documents
-        else f"\n    JOIN agentrag.documents d ON d.id = c.document_id AND d.collection_id = {cid}"
+        else f"\n    JOIN agentrag.documents d ON d.id = c.document_id{same}"
     )
     if by_documents:
         where = "c.document_id = ANY(CAST(:v_docs AS text[]))"
