@@ -14,6 +14,9 @@
   systems interleaved in an order rotated per query. Floor: the hand-written SQL of the vector
   leg with the same predicate (psycopg, ``d.grants && %s``, the same ORDER BY / LIMIT depth,
   ``ef_search`` and relaxed iterative scan), and without it for the unfiltered row.
+* ``planner off``: the same searches with the scope planner disabled (``scoped.ENABLED = False``:
+  the iterative HNSW walk and the BM25 ranking sent to SQL in slices, the path before the grant
+  predicate went through the planner), in the same run.
 * Checked on every query: exactly ``min(top_k, visible chunks)`` hits, every hit visible to the
   principal (its grant named), and recall@10 of the vector mode against the exact scan with
   the same predicate (ordered by ``distance + 0``, which no index serves).
@@ -22,6 +25,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import time
@@ -124,8 +128,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     import agentrag as ar
+    from agentrag.retrieval import scoped
     from benchmarks._db import bench_store
 
+    print(f"benchmarks.acl: load average {os.getloadavg()[0]:.1f} at the start (shared machine)", flush=True)
     cache = scale.cache_dir(args.cache)
     passages, queries = scale.scifact(Path(args.data))
     passages = passages[: args.passages] if args.passages else passages
@@ -157,19 +163,33 @@ def main(argv: Sequence[str] | None = None) -> int:
     conn = _raw(store)
     times: dict[tuple[str, str], list[float]] = {}
     recall: dict[str, list[float]] = {}
-    systems = ["vector", "hybrid", "floor"]
+    systems = ["vector", "hybrid", "floor", "vector off", "hybrid off"]
+    plans: dict[str, set[str]] = {}
     for qi, (query, vec) in enumerate(zip(queries, qvecs, strict=True)):
         for pi, (who, principal, tokens, visible) in enumerate(principals):
-            order = systems[(qi + pi) % 3 :] + systems[: (qi + pi) % 3]
+            shift = (qi + pi) % len(systems)
+            order = systems[shift:] + systems[:shift]
             for system in order:
+                if tokens is None and system.endswith(" off"):
+                    continue  # no predicate: nothing to plan
                 t = time.perf_counter()
                 if system == "floor":
                     ids = run_floor(conn, coll.id, vec, tokens, ef)
                 else:
-                    result = store.search(
-                        query, collections=name, mode=system, top_k=TOP_K, scope=ar.Scope(principal=principal)
-                    )
+                    scoped.ENABLED = not system.endswith(" off")
+                    try:
+                        result = store.search(
+                            query,
+                            collections=name,
+                            mode=system.split()[0],
+                            top_k=TOP_K,
+                            scope=ar.Scope(principal=principal),
+                        )
+                    finally:
+                        scoped.ENABLED = True
                     ids = [h.chunk_id for h in result.hits]
+                    if system == "hybrid":
+                        plans.setdefault(who, set()).add(result.plan[0].split(": ", 1)[1])
                     if tokens is not None and any(h.grant is None or h.grant == "admin" for h in result.hits):
                         raise SystemExit(f"a hit without its grant for {who}")
                 times.setdefault((who, system), []).append((time.perf_counter() - t) * 1000)
@@ -186,30 +206,37 @@ def main(argv: Sequence[str] | None = None) -> int:
             _log(f"  {qi + 1}/{len(queries)} queries")
     conn.close()
 
-    base_p50 = {s: statistics.median(times[(principals[0][0], s)]) for s in systems}
+    base_p50 = {s: statistics.median(times[(principals[0][0], s)]) for s in ("vector", "hybrid", "floor")}
     print(
         f"\n### Permissions: {total_chunks:,} chunks in {n_docs:,} documents, {args.groups:,} groups, "
         f"top_k={TOP_K} ({len(queries)} SciFact test queries, interleaved)\n"
     )
     print(
         "| principal | visible chunks | mode | p50 ms | p95 ms | p50 / unfiltered | floor p50 ms"
-        " | recall@10 |"
+        " | planner off p50 ms | planner off / unfiltered | recall@10 |"
     )
-    print("|---|---:|---|---:|---:|---:|---:|---:|")
+    print("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|")
     for who, _p, _tokens, visible in principals:
         floor = statistics.median(times[(who, "floor")])
         for system in ("vector", "hybrid"):
             values = times[(who, system)]
             p50 = statistics.median(values)
             rec = f"{statistics.mean(recall[who]):.3f}" if system == "vector" else "-"
+            off = times.get((who, f"{system} off"))
+            off_cols = "- | -"
+            if off:
+                off50 = statistics.median(off)
+                off_cols = f"{off50:.2f} | {off50 / base_p50[system]:.2f}x"
             print(
                 f"| {who} | {visible:,} | {system} | {p50:.2f} | {_pct(values, 95):.2f} | "
-                f"{p50 / base_p50[system]:.2f}x | {floor:.2f} | {rec} |"
+                f"{p50 / base_p50[system]:.2f}x | {floor:.2f} | {off_cols} | {rec} |"
             )
+    print("\nPlans (hybrid): " + "; ".join(f"{who}: {', '.join(sorted(p))}" for who, p in plans.items()))
     print(
         "\nEvery query returned exactly min(top_k, visible chunks) hits, each named by its grant. "
         "Floor: the vector leg's SQL with the same predicate, written by hand (psycopg)."
     )
+    print(f"Load average {os.getloadavg()[0]:.1f} at the end.")
     if not args.keep:
         store.delete_collection(name)
     return 0
