@@ -56,7 +56,8 @@ class Doc:
 
 
 def ingest(store: ar.Store, collection: str, drawn: list[tuple[set[str], str | None]]) -> list[Doc]:
-    """The drawn documents in ``collection`` (acl=True), in tenant ``TENANT``, with their ids."""
+    """The drawn documents in ``collection`` (acl=True), in tenant ``TENANT``, with their ids and a
+    triple each."""
     docs = [Doc(f"d{n}.md", MARKERS[n], set(g), s) for n, (g, s) in enumerate(drawn)]
     for d in docs:
         report = store.ingest_text(
@@ -68,6 +69,12 @@ def ingest(store: ar.Store, collection: str, drawn: list[tuple[set[str], str | N
             grants=sorted(d.grants),
         )
         d.id = report.document_ids[d.source]
+        # a knowledge-graph triple from it, in its scope: as readable as the document
+        store.add_relations(
+            collection,
+            [(d.marker, "appears in", "document", d.source)],
+            scope=ar.Scope(tenant=TENANT, session=d.session),
+        )
     return docs
 
 

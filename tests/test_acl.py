@@ -126,6 +126,39 @@ def test_a_synced_rename_keeps_the_documents_grants(store: Store, collection_nam
     assert sources(store.search("contract", collections=collection_name, scope=legal)) == set()
 
 
+def test_relations_are_as_readable_as_their_source_document(store: Store, hr: str) -> None:
+    store.add_relations(
+        hr,
+        [
+            ("alice", "is paid", "band 3", "pay.md"),
+            ("ceo", "is paid", "a lot", "ceo.md"),
+            ("review", "happens in", "march", "cal.md"),
+            ("alice", "knows", "ceo"),  # no source: no document grants it
+        ],
+    )
+
+    def triples(scope: ar.Scope | None, entity: str | None = None) -> set[str]:
+        return {r.subject + ">" + r.object for r in store.relations(hr, entity=entity, scope=scope)}
+
+    for read in (
+        lambda: store.relations(hr),
+        lambda: store.neighbourhood(hr, "alice", 2),
+        lambda: store.relations(hr, scope=ar.Scope(tenant="t")),
+    ):
+        with pytest.raises(ScopeError, match="acl=True"):
+            read()
+    assert triples(who("bob")) == {"review>march"}
+    assert triples(who("bob", "hr")) == {"review>march", "alice>band 3"}
+    assert triples(who(admin=True)) == {"review>march", "alice>band 3", "ceo>a lot", "alice>ceo"}
+    # the walk never passes through a hidden triple: alice -> ceo -> 'a lot' is the admin's only path
+    assert store.neighbourhood(hr, "alice", 2, scope=who("ann")) == []
+    assert {r.object for r in store.neighbourhood(hr, "ceo", 2, scope=who("ann"))} == {"a lot"}
+    assert len(store.neighbourhood(hr, "alice", 2, scope=who(admin=True))) == 3
+    pay = next(d for d in store.documents(hr, scope=who(admin=True)) if d.source == "pay.md")
+    store.revoke(pay.id, ["group:hr"])  # the next read obeys it
+    assert triples(who("bob", "hr")) == {"review>march"}
+
+
 def test_store_document_obeys_the_scope(store: Store, hr: str) -> None:
     pay = next(d for d in store.documents(hr, scope=who(admin=True)) if d.source == "pay.md")
     with pytest.raises(DocumentNotFoundError):
@@ -222,6 +255,9 @@ def test_no_principal_reads_what_it_may_not(
                     store.document(d.id, scope=scope)
         if not result.hits:
             assert result.empty_reason is not None and not re.search(r"\d+ documents?", result.empty_reason)
+        # the triples: those of the scope's own rows (a session's, or the shared ones) it may read
+        triples = {r.source for r in store.relations(name, scope=scope)}
+        assert triples == {d.source for d in docs if d.session == session and d.id in allowed}
 
     check()
     for index, add, grant in edits:  # grants change after ingest, without re-embedding
@@ -293,3 +329,9 @@ def test_the_cli_grants_revokes_and_searches_as_a_principal(
     assert run("acl", "show", pay.id)[1].strip() == f"{pay.id}: group:hr"
     code, _out, err = run("acl", "grant", pay.id, "role:x")
     assert code == 2 and "unknown grant" in err
+    store.add_relations(hr, [("alice", "is paid", "band 3", "pay.md"), ("review", "in", "march", "cal.md")])
+    code, out, err = run("relations", "list", "-c", hr, "--user", "bob", "--json")
+    assert code == 0, err
+    assert [r["source"] for r in json.loads(out)] == ["cal.md"]
+    code, _out, err = run("relations", "list", "-c", hr)
+    assert code == 2 and "acl=True" in err

@@ -6,7 +6,14 @@ import argparse
 from typing import Any
 
 from agentrag.cli import common
-from agentrag.cli.common import AddCommand, print_json, scope_of, scope_options
+from agentrag.cli.common import (
+    AddCommand,
+    principal_options,
+    principal_scope,
+    print_json,
+    scope_of,
+    scope_options,
+)
 from agentrag.errors import InvalidInputError
 
 __all__ = ["register"]
@@ -57,7 +64,7 @@ def cmd_relations_import(args: argparse.Namespace) -> int:
 
 def cmd_relations_list(args: argparse.Namespace) -> int:
     store = common.open_store(args)
-    scope = _relation_scope(args)
+    scope = principal_scope(args, _relation_scope(args))  # acl=True: the triples of readable documents
     if args.entity and args.depth > 1:
         found = store.neighbourhood(args.collection, args.entity, args.depth, limit=args.limit, scope=scope)
     else:
@@ -95,4 +102,5 @@ def register(sub: Any, add: AddCommand) -> None:
     p.add_argument("--depth", type=int, default=1, help="with --entity: hops to follow (default 1)")
     p.add_argument("--limit", type=int, default=1000)
     scope_options(p)
+    principal_options(p)
     p.add_argument("--every-scope", action="store_true", help="list every tenant's (scoped collections)")

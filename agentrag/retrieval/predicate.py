@@ -32,7 +32,15 @@ from agentrag.retrieval.filters import Filters, compile_filters
 from agentrag.retrieval.scope_sql import compile_scope
 from agentrag.scope import Principal, Scope, grant_text
 
-__all__ = ["Predicate", "check_owners", "check_principal", "compile_predicate", "grant_of", "may_search"]
+__all__ = [
+    "Predicate",
+    "check_owners",
+    "check_principal",
+    "compile_predicate",
+    "grant_of",
+    "may_search",
+    "relation_visibility",
+]
 
 _LINKED = (
     "EXISTS (SELECT 1 FROM agentrag.document_sessions s"
@@ -162,6 +170,33 @@ def check_principal(scope: Scope | None, acl_collections: Iterable[str]) -> None
             "scope=Scope(..., principal=Principal(user=..., groups=[...])), or Principal(admin=True) "
             "to read every document"
         )
+
+
+# A knowledge-graph triple of an acl=True collection is as readable as the document it came from
+# (its source, in its tenant and workspace): relations carry no grants of their own, so the
+# documents' visibility decides, the same fragment as search's. A triple with no source, or whose
+# document the scope may not read, is hidden (but from an admin principal).
+_RELATION_SOURCE = (
+    "EXISTS (SELECT 1 FROM agentrag.documents d WHERE d.collection_id = r.collection_id"
+    " AND d.source = r.source AND d.tenant_id IS NOT DISTINCT FROM r.tenant_id"
+    " AND d.workspace_id IS NOT DISTINCT FROM r.workspace_id AND ({visible}))"
+)
+
+
+def relation_visibility(scope: Scope | None, collection: str, *, acl: bool) -> tuple[str, dict[str, Any]]:
+    """``(sql, params)`` over the relations alias ``r``: which triples of ``collection`` the scope
+    may read (TRUE outside ``acl=True``); no principal on an acl collection: ScopeError."""
+    if not acl:
+        return "TRUE", {}
+    check_principal(scope, [collection])
+    if scope is not None and scope.principal is not None and scope.principal.admin:
+        return "TRUE", {}  # an admin reads every triple (sessions still narrow by the row's own)
+    predicate = compile_predicate(scope)
+    visible = predicate.visibility(acl=True, private_documents=True)
+    if visible == "TRUE":
+        return "TRUE", {}
+    params = {k: v for k, v in predicate.params.items() if k in ("s_session", "p_tokens")}
+    return _RELATION_SOURCE.replace("{visible}", visible), params
 
 
 def grant_of(grants: list[str] | None, principal: Principal | None) -> str | None:

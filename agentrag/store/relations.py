@@ -151,13 +151,18 @@ def _write_scope(scope: Scope | None) -> tuple[str | None, str | None, str | Non
 def _read_scope(
     store: Store, collection: str, scope: Scope | None, alias: str = "r"
 ) -> tuple[int, str, dict[str, Any]]:
-    """The collection id and the scope's SQL over ``alias``; refuses as search does."""
+    """The collection id and the scope's SQL over ``alias`` (with, on an ``acl=True`` collection,
+    the grants of each triple's source document); refuses as search does."""
+    from agentrag.retrieval.predicate import relation_visibility
     from agentrag.retrieval.scope_sql import check_scope, compile_row_scope
 
     found = store.collection(collection)
     sql, params = compile_row_scope(scope, alias)
     check_scope(scope, [found.name] if found.scoped else [])
-    return found.id, sql, params
+    granted, grant_params = relation_visibility(scope, found.name, acl=found.acl)
+    if granted != "TRUE":
+        sql = granted if sql == "TRUE" else f"({sql}) AND ({granted})"
+    return found.id, sql, {**params, **grant_params}
 
 
 def add_relations(
