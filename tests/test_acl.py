@@ -335,3 +335,12 @@ def test_the_cli_grants_revokes_and_searches_as_a_principal(
     assert [r["source"] for r in json.loads(out)] == ["cal.md"]
     code, _out, err = run("relations", "list", "-c", hr)
     assert code == 2 and "acl=True" in err
+    # documents list / show read as the principal too
+    code, out, err = run("documents", "list", "-c", hr, "--user", "bob", "--json")
+    assert code == 0 and {d["source"] for d in json.loads(out)} == {"cal.md"}, err
+    code, out, err = run("documents", "list", "-c", hr, "--admin", "--json")
+    assert code == 0 and len(json.loads(out)) == 4, err
+    code, out, err = run("documents", "show", pay.id, "--user", "bob")
+    assert code != 0 and "salary bands" not in out + err
+    code, out, err = run("documents", "show", pay.id, "--user", "bob", "--group", "hr")
+    assert code == 0 and "salary bands for engineers" in out, err

@@ -6,7 +6,7 @@ import argparse
 from typing import Any
 
 from agentrag.cli import common
-from agentrag.cli.common import AddCommand, print_json
+from agentrag.cli.common import AddCommand, principal_options, principal_scope, print_json
 from agentrag.errors import InvalidInputError
 
 __all__ = ["register"]
@@ -15,14 +15,11 @@ __all__ = ["register"]
 def cmd_documents_list(args: argparse.Namespace) -> int:
     from agentrag.scope import Scope
 
-    if args.every_scope:
-        if args.tenant or args.workspace:
-            raise InvalidInputError("--every-scope cannot be combined with --tenant or --workspace")
-        docs = common.open_store(args).documents(args.collection, scope=Scope.every())
-    else:
-        docs = common.open_store(args).documents(
-            args.collection, tenant=args.tenant, workspace=args.workspace
-        )
+    if args.every_scope and (args.tenant or args.workspace):
+        raise InvalidInputError("--every-scope cannot be combined with --tenant or --workspace")
+    # acl=True collections: what --user / --group may read (README "Permissions")
+    scope = principal_scope(args, Scope.every() if args.every_scope else _tenant_scope(args))
+    docs = common.open_store(args).documents(args.collection, scope=scope)
     if args.json:
         print_json([d.to_dict() for d in docs])
         return 0
@@ -31,9 +28,21 @@ def cmd_documents_list(args: argparse.Namespace) -> int:
     return 0
 
 
+def _tenant_scope(args: argparse.Namespace) -> Any:
+    """``Scope(tenant, workspace)`` from --tenant / --workspace, or None."""
+    from agentrag.scope import Scope
+
+    return Scope(tenant=args.tenant, workspace=args.workspace) if args.tenant or args.workspace else None
+
+
+def _read_scope(args: argparse.Namespace) -> Any:
+    """--tenant / --workspace and the principal of --user / --group / --admin (None: no scope)."""
+    return principal_scope(args, _tenant_scope(args))
+
+
 def cmd_documents_show(args: argparse.Namespace) -> int:
     """One document with its text; ``--revision N``: the text that revision had."""
-    doc = common.open_store(args).document(args.id, revision=args.revision)
+    doc = common.open_store(args).document(args.id, revision=args.revision, scope=_read_scope(args))
     if args.json:
         print_json({**doc.to_dict(), "text": doc.text})
         return 0
@@ -81,9 +90,13 @@ def register(sub: Any, add: AddCommand) -> None:
     p.add_argument("--tenant")
     p.add_argument("--workspace")
     p.add_argument("--every-scope", action="store_true", help="list every tenant's (scoped collections)")
+    principal_options(p)
     p = add(docs, "show", cmd_documents_show, "show a document's text (--revision N: an earlier revision's)")
     p.add_argument("id")
     p.add_argument("--revision", type=int, metavar="N", help="the revision's number (documents revisions ID)")
+    p.add_argument("--tenant", help="the document's tenant (scoped collections)")
+    p.add_argument("--workspace")
+    principal_options(p)
     p = add(docs, "revisions", cmd_documents_revisions, "list a document's revisions")
     p.add_argument("id")
     p = add(docs, "delete", cmd_documents_delete, "delete documents by id", json_flag=False)
