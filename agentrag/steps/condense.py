@@ -17,13 +17,16 @@ Local strategy (deterministic, no model):
    ...``, ``what if ...``, ``also ...``, ``or ...``, ``same for ...``) or has fewer than two content
    terms. Any other message is standalone and passes unchanged (``local:standalone``).
    A message of two content words or fewer with a definite reference ("how long until the money
-   is back?") depends on it too.
+   is back?") depends on it too, and so does an attribute question (how many / how much / how long /
+   when / who / where) of three content words or fewer that names nothing of its own
+   (``is_topicless``: "how many attempts in total?").
 2. It is resolved against the turn it follows, never a chain of rewrites: the previous user
    question (itself resolved one level) and the assistant's reply to it
    (:mod:`agentrag.steps.followup`): an elliptical message repeats the previous question with the
    new name swapped in or the new part added; ``it`` / ``they`` / ``them`` become the noun phrase
    of the previous question they agree with; ``there`` becomes the place the reply ended on; else
-   the noun phrase is added: ``"<message>, regarding <noun phrase>"``.
+   the noun phrase is added: ``"<message>, regarding <noun phrase>"``; a topicless message or a bare
+   "that" gets the whole previous question: ``"<message>, regarding <previous question>"``.
 """
 
 from __future__ import annotations
