@@ -35,8 +35,11 @@ demo: setup
 serve: setup
 	$(PY) -m agentrag serve --demo $(ARGS)
 
+# each run its own temporary directory: two runs side by side on one machine (two checkouts) would
+# otherwise share /tmp/pytest-of-$$USER and remove each other's files and its 'current' link
 test: setup
-	$(PY) -m pytest -q tests notebooks --nbmake
+	@tmp=$$(mktemp -d "$${TMPDIR:-/tmp}/agentrag-pytest-XXXXXX"); \
+	$(PY) -m pytest -q tests notebooks --nbmake --basetemp="$$tmp"; rc=$$?; rm -rf "$$tmp"; exit $$rc
 
 bench: setup
 	$(PY) -m benchmarks $(ARGS)
