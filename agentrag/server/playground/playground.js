@@ -122,7 +122,7 @@
     body.mode = $("mode").value;
     busy(true); notice(""); $("answer").textContent = ""; $("chunks").textContent = ""; $("proof").textContent = ""; $("timings").textContent = "";
     status("Asking…");
-    const started = performance.now(); let first = null; let content = ""; let extra = null;
+    const started = performance.now(); let first = null; let content = ""; let extra = null; let pieces = 0;
     try {
       const response = await fetch("/v1/chat/completions", { method: "POST", headers: headers({ Accept: "text/event-stream" }), body: JSON.stringify(body) });
       if (!response.ok) { status(await errorText(response), true); return; }
@@ -139,7 +139,7 @@
           const chunk = JSON.parse(data);
           if (chunk.error) { status("Error: " + chunk.error.message, true); continue; }
           const delta = chunk.choices[0].delta || {};
-          if (delta.content) { if (first === null) first = performance.now(); content += delta.content; $("answer").textContent = content; }
+          if (delta.content) { if (first === null) first = performance.now(); content += delta.content; $("answer").textContent = content; $("answer").dataset.pieces = String(++pieces); }
           if (chunk.agentrag) extra = chunk.agentrag;
         }
       }
