@@ -207,3 +207,23 @@ async def test_in_process_audit_events_go_to_the_audit_logger(
     assert [e["type"] for e in events] == ["RETRIEVAL_EXECUTED"]
     assert events[0]["tenant"] == corpus["a"] and len(events[0]["details"]["chunk_ids"]) == 2
     assert "two-factor" not in caplog.text
+
+
+def test_building_the_server_leaves_the_applications_logging_alone(store: Any) -> None:
+    """The MCP SDK's constructor calls ``logging.basicConfig``: an application embedding the server
+    with no logging configured must not find a root handler (and every library's INFO lines) after it."""
+    import logging
+
+    from agentrag.server.mcp_server import TenantInfo, build_server
+
+    root = logging.getLogger()
+    saved, level = list(root.handlers), root.level
+    root.handlers[:] = []  # as in an application that configured nothing (pytest adds its own handlers)
+    root.setLevel(logging.WARNING)
+    try:
+        build_server(store, tenant_of=lambda ctx: TenantInfo("t"))
+        after, after_level = list(root.handlers), root.level
+    finally:
+        root.handlers[:] = saved
+        root.setLevel(level)
+    assert after == [] and after_level == logging.WARNING

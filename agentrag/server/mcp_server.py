@@ -106,9 +106,15 @@ def build_server(
     :class:`~agentrag.server.gateway.Refusal`), from the transport's knowledge of the caller.
     ``audit(events, latency_ms)`` receives each call's audit events (default: the ``agentrag.audit``
     logger)."""
-    server: MCPServer = MCPServer(
-        "agentrag", instructions=INSTRUCTIONS, version=ar.__version__, log_level="WARNING"
-    )
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    try:  # the SDK's constructor calls logging.basicConfig: the embedding application's logging is its own
+        server: MCPServer = MCPServer(
+            "agentrag", instructions=INSTRUCTIONS, version=ar.__version__, log_level="WARNING"
+        )
+    finally:
+        root.handlers[:] = handlers
+        root.setLevel(level)
     read_only = ToolAnnotations(read_only_hint=True, destructive_hint=False, open_world_hint=False)
     write = audit or _log_audit
 
