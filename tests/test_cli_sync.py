@@ -62,6 +62,22 @@ def test_sync_prints_the_report_and_json(run, collection_name: str, tmp_path: Pa
     assert code == 2 and "--keep-revisions" in err
 
 
+def test_sync_applies_a_changed_sidecar(run, store: Store, collection_name: str, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """``agentrag sync`` reads ``<file>.grants`` sidecars (issue #26): a changed one is a regrant."""
+    store.create_collection(collection_name, acl=True)
+    write(tmp_path, "a.md", "Alpha.\n")
+    write(tmp_path, "a.md.grants", "group:hr\n")
+    code, out, _err = run("sync", str(tmp_path), "-c", collection_name)
+    assert code == 0 and "1 added," in out and "a.md.grants" not in out
+    write(tmp_path, "a.md.grants", "group:hr\nuser:ann\n")
+    code, out, _err = run("sync", str(tmp_path), "-c", collection_name)
+    assert code == 0 and "0 modified, 1 regranted, 0 deleted" in out and "  regranted: a.md" in out
+    code, out, _err = run("sync", str(tmp_path), "-c", collection_name, "--json")
+    assert json.loads(out)["regranted"] == [] and json.loads(out)["read"] == 0
+    doc_id = json.loads(out)["document_ids"]["a.md"]
+    assert store.grants(doc_id) == ["group:hr", "user:ann"]
+
+
 def test_sync_watch_syncs_again_on_change(store: Store, collection_name: str, tmp_path: Path) -> None:
     from agentrag.store.sync_watch import watch
 

@@ -115,3 +115,45 @@ def test_an_unknown_bucket_is_a_typed_error(store, s3_endpoint, collection_name)
             "s3://no-such-bucket-x/kb", collection=collection_name, storage_options=options(s3_endpoint)
         )
     assert store.documents(collection_name) == []
+
+
+def test_sidecar_grants_from_s3(store, s3_endpoint, bucket, collection_name) -> None:  # type: ignore[no-untyped-def]
+    """A ``<key>.grants`` object is its file's sidecar (issue #26): applied on the first sync, a
+    changed one regrants without re-embedding (seen by its ETag), a deleted one leaves no grants."""
+    from sqlalchemy import text
+
+    client, name = bucket
+    put = lambda key, body: client.put_object(Bucket=name, Key=f"kb/{key}", Body=body.encode())  # noqa: E731
+    put("a.md", "Alpha contract terms.\n")
+    put("a.md.grants", "group:sales\n")
+    put("b.md", "Beta contract terms.\n")
+    store.create_collection(collection_name, acl=True)
+    url, opts = f"s3://{name}/kb", options(s3_endpoint)
+
+    def grants() -> dict[str, list[str]]:
+        with store.engine.connect() as conn:
+            found = conn.execute(
+                text(
+                    "SELECT d.source, d.grants FROM agentrag.documents d JOIN agentrag.collections k"
+                    " ON k.id = d.collection_id WHERE k.name = :n"
+                ),
+                {"n": collection_name},
+            ).all()
+        return {source: sorted(g) for source, g in found}
+
+    first = store.sync(url, collection=collection_name, storage_options=opts)
+    assert first.added == ("a.md", "b.md") and grants() == {"a.md": ["g:sales"], "b.md": []}
+    assert store.sync(url, collection=collection_name, storage_options=opts).read == 0
+
+    put("a.md.grants", "group:legal\nuser:zoe\n")
+    report = store.sync(url, collection=collection_name, storage_options=opts)
+    assert report.regranted == ("a.md",) and report.read == 1 and report.chunks_embedded == 0
+    assert report.document_ids["a.md"] == first.document_ids["a.md"]
+    assert grants() == {"a.md": ["g:legal", "u:zoe"], "b.md": []}
+
+    client.delete_object(Bucket=name, Key="kb/a.md.grants")
+    report = store.sync(url, collection=collection_name, storage_options=opts)
+    assert report.regranted == ("a.md",) and report.chunks_embedded == 0
+    assert grants() == {"a.md": [], "b.md": []}
+    scope = ar.Scope(principal=ar.Principal(groups=["legal", "sales"]))
+    assert not store.search("contract", collections=collection_name, scope=scope).hits

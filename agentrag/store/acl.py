@@ -37,7 +37,9 @@ __all__ = [
     "grant_tokens",
     "grants",
     "owner",
+    "parse_sidecar",
     "read_sidecar",
+    "regrant",
     "revoke",
     "share",
     "with_grants",
@@ -113,8 +115,54 @@ def read_sidecar(path: Path) -> list[str] | None:
     sidecar = path.with_name(path.name + SIDECAR_SUFFIX)
     if not sidecar.is_file():
         return None
-    lines = sidecar.read_text(encoding="utf-8").splitlines()
-    return [line.strip() for line in lines if line.strip() and not line.lstrip().startswith("#")]
+    return parse_sidecar(sidecar.read_text(encoding="utf-8"))
+
+
+def parse_sidecar(text: str) -> list[str]:
+    """A sidecar's grants: its lines, stripped, without blank lines and ``#`` comments."""
+    return [line.strip() for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+
+
+def regrant(conn: Connection, coll: Collection, changes: list[tuple[str, dict[str, Any], str]]) -> list[str]:
+    """``store.sync``: documents whose file changed its grants only (a sidecar, the front matter's
+    ``grants``), as ``(document id, the file's metadata, key)``: each row's metadata and grants set
+    in place in the caller's transaction (the keys locked) -- no new revision, nothing re-embedded,
+    as ``grant`` does; the current revision's metadata follows. Returns the ids updated (a
+    document replaced or deleted meanwhile is not)."""
+    import json
+
+    from sqlalchemy import text
+
+    from agentrag.store.prepare import json_default
+
+    if not changes:
+        return []
+    params = {
+        "cid": coll.id,
+        "ids": [doc_id for doc_id, _meta, _key in changes],
+        "metas": [json.dumps(meta, default=json_default) for _id, meta, _key in changes],
+        "grants": [json.dumps(document_grants(coll, meta, key)) for _id, meta, key in changes],
+    }
+    updated = list(
+        conn.execute(
+            text(
+                "UPDATE agentrag.documents d SET metadata = CAST(m.meta AS jsonb), grants = CASE WHEN"
+                " CAST(m.grants AS jsonb) = 'null' THEN NULL ELSE ARRAY(SELECT"
+                " jsonb_array_elements_text(CAST(m.grants AS jsonb))) END"
+                " FROM unnest(CAST(:ids AS text[]), CAST(:metas AS text[]), CAST(:grants AS text[]))"
+                " AS m(id, meta, grants) WHERE d.id = m.id AND d.collection_id = :cid RETURNING d.id"
+            ),
+            params,
+        ).scalars()
+    )
+    conn.execute(
+        text(
+            "UPDATE agentrag.document_revisions r SET metadata = d.metadata FROM agentrag.documents d"
+            " WHERE d.id = ANY(:ids) AND r.document_id = d.id AND r.valid_to IS NULL"
+        ),
+        {"ids": updated},
+    )
+    return updated
 
 
 def _locked(conn: Connection, document_id: str, scope: Scope | None) -> Any:

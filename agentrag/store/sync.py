@@ -5,8 +5,12 @@ One run, under the source's advisory lock (:func:`agentrag.store.sync_state.sour
 1. **List** the source (:mod:`agentrag.store.sync_source`) and read the state of the last run.
 2. **Pre-check**: a file whose size + mtime (or ETag) match its state row, while the stored
    document under its key still has the recorded id and sha256, is unchanged and never read.
-3. **Read and hash** the others: same text and metadata as stored -> unchanged (nothing written);
-   stored under its key with another text -> modified; not stored -> added, unless a document
+3. **Read and hash** the others (with their grants sidecar, ``<file>.grants``): same text and
+   metadata as stored -> unchanged (nothing written); the same text, the metadata differing in
+   ``grants`` only (a sidecar or the front matter's grants changed) -> **regranted**: the row's
+   grants and metadata set in place, as ``store.grant`` does (no new revision, nothing
+   re-embedded; a deleted sidecar leaves no grants: deny by default); stored under its key with
+   another text or other metadata -> modified; not stored -> added, unless a document
    whose file vanished has the same text: a **rename**, moved without re-embedding (one
    transaction: the new row, its chunks copied with their vectors under the ids a fresh ingest
    gives, the old row deleted, the revision lineage continued).
@@ -33,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 from agentrag.errors import IngestError, InvalidInputError
 from agentrag.readers.ingest import read_document
-from agentrag.store.acl import document_grants
+from agentrag.store.acl import GRANTS_KEY, document_grants, regrant
 from agentrag.store.collections import (
     WRITE_LOCK_SQL,
     Collection,
@@ -52,7 +56,7 @@ from agentrag.store.prepare import (
 )
 from agentrag.store.revisions import continue_lineages, prune_revisions
 from agentrag.store.sync_report import SyncProgress, SyncReport
-from agentrag.store.sync_source import SyncSource, open_source
+from agentrag.store.sync_source import Entry, SyncSource, open_source
 from agentrag.store.sync_state import SyncState, source_lock
 from agentrag.store.writes import document_id
 
@@ -72,6 +76,11 @@ _KEY_LOCK_SQL = (
 )
 _SCOPE_SQL = "coalesce(tenant_id, '') = :tenant AND coalesce(workspace_id, '') = :workspace"
 _BY_KEY_SQL = f" FROM agentrag.documents WHERE collection_id = :cid AND {_SCOPE_SQL} AND source = ANY(:keys)"
+
+
+def _but_grants(metadata: dict[str, Any], key: str) -> str:
+    """A document's metadata but its grants, canonical: what a grants-only change leaves equal."""
+    return canonical_metadata({k: v for k, v in metadata.items() if k != GRANTS_KEY}, key)
 
 
 def sync(
@@ -186,9 +195,10 @@ class _Run:
         read: dict[str, PreparedDocument] = {}
         added: list[str] = []
         modified: list[str] = []
+        regranted: list[str] = []  # the same text, other grants only: updated in place
         confirmed: list[str] = []  # read: unchanged after all (state to refresh)
         for number, key in enumerate(to_read, start=1):
-            item = self._read(key)
+            item = self._read(key, listing[key])
             self.emit("read", key, number, len(to_read))
             if item is None:
                 continue
@@ -200,6 +210,11 @@ class _Run:
                 metadata.get(key) or {}, key
             ) == canonical_metadata(item.metadata, key):
                 confirmed.append(key)
+                self.ids[key] = doc[0]
+            elif doc[1] == item.sha256 and _but_grants(metadata.get(key) or {}, key) == _but_grants(
+                item.metadata, key
+            ):
+                regranted.append(key)
                 self.ids[key] = doc[0]
             else:
                 modified.append(key)
@@ -221,6 +236,7 @@ class _Run:
             report.update(
                 added=tuple(added),
                 modified=tuple(modified),
+                regranted=tuple(regranted),
                 deleted=tuple(deleted),
                 renamed=tuple(renamed),
                 failed=tuple(self.failed),
@@ -229,7 +245,10 @@ class _Run:
             return report
         # 4. pending state rows first, then the writes
         self.state.record(
-            [(key, listing[key], None, None) for key in [*added, *modified, *(new for _o, new in renamed)]]
+            [
+                (key, listing[key], None, None)
+                for key in [*added, *modified, *regranted, *(new for _o, new in renamed)]
+            ]
             + [(key, listing[key], read[key].sha256, self.ids[key]) for key in confirmed],
             self.metadata_sha,
             listed_ns,
@@ -249,6 +268,15 @@ class _Run:
             )
             for number, (_old, new) in enumerate(renamed, start=1):
                 self.emit("renamed", new, number, len(renamed))
+        done_regrants = self._regrant(regranted, read, stored)
+        modified.extend(key for key in regranted if key not in done_regrants)  # replaced meanwhile
+        self.state.record(
+            [(k, listing[k], read[k].sha256, self.ids[k]) for k in done_regrants],
+            self.metadata_sha,
+            listed_ns,
+        )
+        for number, key in enumerate(done_regrants, start=1):
+            self.emit("regranted", key, number, len(done_regrants))
         ingested = self._ingest([read[k] for k in [*added, *modified]], ingest_options)
         self.state.record(
             [(k, listing[k], read[k].sha256, self.ids[k]) for k in [*added, *modified] if k in self.ids],
@@ -268,6 +296,7 @@ class _Run:
         report.update(
             added=tuple(k for k in added if status.get(k) == "added"),
             modified=tuple(k for k in [*added, *modified] if status.get(k) == "replaced"),
+            regranted=tuple(done_regrants),
             deleted=tuple(deleted),
             renamed=tuple(done_renames),
             unchanged=tuple(
@@ -284,22 +313,42 @@ class _Run:
         self.emit("recorded")
         return report
 
-    def _read(self, key: str) -> PreparedDocument | None:
-        """Read and hash one file; None (and a failure recorded) when it cannot be."""
+    def _read(self, key: str, entry: Entry) -> PreparedDocument | None:
+        """Read and hash one file (and its grants sidecar, listed with it); None (and a failure
+        recorded) when it cannot be, or its grants are not valid in this collection."""
         from agentrag.errors import SyncSourceError
 
         try:
             path = self.src.local_path(key)
             text, metadata, chunks = read_document(path, size=self.layout[0], overlap=self.layout[1])
+            sidecar = self.src.sidecar(key) if entry.sidecar is not None else None
         except (IngestError, SyncSourceError) as exc:
             self.failed.append((key, f"{key}: {exc}"))
             return None
-        # read and laid out as ingest reads a file (its reader's chunks kept): the same rows
-        item = PreparedDocument(
-            key, text, {**metadata, **self.user_metadata}, original_filename=path.name, chunks=chunks
-        )
+        # read and laid out as ingest reads a file (its reader's chunks kept, its sidecar's grants
+        # between the front matter and the sync's own metadata): the same rows
+        metadata = {**metadata, **({GRANTS_KEY: sidecar} if sidecar else {}), **self.user_metadata}
+        try:
+            document_grants(self.coll, metadata, key)
+        except IngestError as exc:
+            self.failed.append((key, str(exc)))
+            return None
+        item = PreparedDocument(key, text, metadata, original_filename=path.name, chunks=chunks)
         item.sha256 = hashlib.sha256(item.text.encode("utf-8")).hexdigest()
         return item
+
+    def _regrant(
+        self, keys: list[str], read: dict[str, PreparedDocument], stored: dict[str, tuple[str, str]]
+    ) -> list[str]:
+        """The documents of ``keys`` (their text unchanged) get their file's grants and metadata in
+        place, in one transaction under the keys' locks; returns the keys done (a document
+        replaced or deleted meanwhile is left to an ordinary write)."""
+        if not keys:
+            return []
+        with self.store.engine.begin() as conn:
+            self._locks(conn, keys)
+            done = set(regrant(conn, self.coll, [(stored[k][0], read[k].metadata, k) for k in keys]))
+        return [key for key in keys if stored[key][0] in done]
 
     def _renames(
         self,

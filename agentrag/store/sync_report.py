@@ -11,7 +11,8 @@ __all__ = ["SyncProgress", "SyncReport"]
 @dataclass(frozen=True, slots=True)
 class SyncProgress:
     """One event of a sync. ``step`` is ``listed`` (once, ``total`` files), ``read`` (a file read
-    and hashed), ``renamed``, ``written`` (an added / modified document committed, from ingest),
+    and hashed), ``renamed``, ``regranted`` (a document's grants set in place), ``written`` (an
+    added / modified document committed, from ingest),
     ``deleted`` (once, after the deletions' transaction) or ``recorded`` (the state saved)."""
 
     step: str
@@ -24,7 +25,9 @@ class SyncProgress:
 class SyncReport:
     """What a sync did (or, with ``dry_run``, would do) to ``collection`` from ``source``.
 
-    ``renamed`` holds ``(old key, new key)`` pairs: moved without re-embedding. ``read`` counts
+    ``renamed`` holds ``(old key, new key)`` pairs: moved without re-embedding. ``regranted``: the
+    files whose grants alone changed (their sidecar or front matter ``grants``): the document's
+    grants set in place, nothing re-embedded, no new revision. ``read`` counts
     the files read and hashed; the others were unchanged by the pre-check (size + mtime, or
     ETag, as recorded). ``chunks_embedded`` counts the chunks of added and modified documents.
     """
@@ -33,6 +36,7 @@ class SyncReport:
     source: str
     added: tuple[str, ...] = ()
     modified: tuple[str, ...] = ()
+    regranted: tuple[str, ...] = ()
     deleted: tuple[str, ...] = ()
     renamed: tuple[tuple[str, str], ...] = ()
     unchanged: tuple[str, ...] = ()
@@ -50,11 +54,13 @@ class SyncReport:
 
     @property
     def changed(self) -> bool:
-        return bool(self.added or self.modified or self.deleted or self.renamed)
+        return bool(self.added or self.modified or self.regranted or self.deleted or self.renamed)
 
     def _counts(self) -> str:
+        regranted = f"{len(self.regranted)} regranted, " if self.regranted else ""  # (rare: shown if any)
         return (
-            f"{len(self.added)} added, {len(self.modified)} modified, {len(self.deleted)} deleted, "
+            f"{len(self.added)} added, {len(self.modified)} modified, {regranted}"
+            f"{len(self.deleted)} deleted, "
             f"{len(self.renamed)} renamed, {len(self.unchanged)} unchanged, {len(self.failed)} failed"
         )
 
@@ -62,7 +68,12 @@ class SyncReport:
         head = f"{'dry run: ' if self.dry_run else ''}{self.collection} <- {self.source}: {self._counts()}"
         head += f" ({self.read} read, {self.chunks_embedded} chunks embedded, {self.seconds:.2f}s)"
         lines = [head]
-        for verb, keys in (("added", self.added), ("modified", self.modified), ("deleted", self.deleted)):
+        for verb, keys in (
+            ("added", self.added),
+            ("modified", self.modified),
+            ("regranted", self.regranted),
+            ("deleted", self.deleted),
+        ):
             lines += [f"  {verb}: {key}" for key in keys]
         lines += [f"  renamed: {old} -> {new}" for old, new in self.renamed]
         lines += [f"  failed: {why}" for _key, why in self.failed]
@@ -83,6 +94,7 @@ class SyncReport:
             "source": self.source,
             "added": list(self.added),
             "modified": list(self.modified),
+            "regranted": list(self.regranted),
             "deleted": list(self.deleted),
             "renamed": [{"from": old, "to": new} for old, new in self.renamed],
             "unchanged": list(self.unchanged),

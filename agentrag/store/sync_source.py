@@ -3,7 +3,10 @@
 A :class:`SyncSource` lists its files as ``{key: Entry}`` (the key is the path relative to the
 source's root, ``/``-separated, the same key ``store.ingest`` gives a file inside a folder) with
 the cheap facts the pre-check compares (size, mtime in ns, and the ETag where the store gives
-one), and hands a file over as a local path to read (:meth:`SyncSource.local_path`).
+one), and hands a file over as a local path to read (:meth:`SyncSource.local_path`). A file's
+grants sidecar (``report.md.grants`` beside ``report.md``, :mod:`agentrag.store.acl`) is never
+listed as a file of its own: its facts ride on its file's entry (``Entry.sidecar``), so a changed,
+new or deleted sidecar makes its file's entry differ from the one recorded.
 
 Local folders: hidden entries (a part starting with ``.``) are skipped, as ingest skips them;
 symbolic links are followed only when their target is inside the folder (a link out of it, or
@@ -14,15 +17,17 @@ key) and no exclude glob.
 
 from __future__ import annotations
 
+import builtins
 import fnmatch
 import os
 import tempfile
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 from agentrag.errors import InvalidInputError, SyncSourceError
+from agentrag.store.acl import SIDECAR_SUFFIX, parse_sidecar
 from agentrag.store.readers import SUPPORTED_SUFFIXES
 
 __all__ = ["Entry", "SyncSource", "open_source"]
@@ -30,11 +35,21 @@ __all__ = ["Entry", "SyncSource", "open_source"]
 
 @dataclass(frozen=True, slots=True)
 class Entry:
-    """One listed file: its size, modification time (ns since the epoch) and ETag (object stores)."""
+    """One listed file: its size, modification time (ns since the epoch) and ETag (object stores);
+    ``sidecar``: its grants sidecar's entry, when it has one."""
 
     size: int | None
     mtime_ns: int | None
     etag: str | None = None
+    sidecar: Entry | None = None
+
+
+def _with_sidecars(found: dict[str, Entry], sidecars: dict[str, Entry]) -> dict[str, Entry]:
+    """The listing, sorted, each file's sidecar on its entry (a sidecar of no listed file: ignored)."""
+    for key, entry in sidecars.items():
+        if key in found:
+            found[key] = replace(found[key], sidecar=entry)
+    return dict(sorted(found.items()))
 
 
 def _wanted(key: str, include: Sequence[str], exclude: Sequence[str]) -> bool:
@@ -70,6 +85,20 @@ class SyncSource:
     def local_path(self, key: str) -> Path:
         raise NotImplementedError
 
+    def read_bytes(self, key: str) -> bytes:
+        raise NotImplementedError
+
+    def sidecar(self, key: str) -> builtins.list[str] | None:  # (this class has a method named list)
+        """The grants in ``key``'s sidecar (None: it has none, or it vanished since the listing);
+        SyncSourceError when it cannot be read."""
+        name = key + SIDECAR_SUFFIX
+        try:
+            return parse_sidecar(self.read_bytes(name).decode("utf-8"))
+        except FileNotFoundError:
+            return None
+        except UnicodeDecodeError:
+            raise SyncSourceError(f"{name}: a grants sidecar must be UTF-8 text") from None
+
     def close(self) -> None:
         if self._tmp is not None:
             self._tmp.cleanup()
@@ -100,6 +129,7 @@ class LocalSource(SyncSource):
         root is inside it). Folders are walked as ``os.walk(followlinks=True)`` walks them: top
         down, sub-folders in name order, each real folder once (the first key reaching it)."""
         found: dict[str, Entry] = {}
+        sidecars: dict[str, Entry] = {}  # by the key of their file
         seen: set[str] = set()
         root = str(self.root)
         suffixes = SUPPORTED_SUFFIXES
@@ -125,6 +155,9 @@ class LocalSource(SyncSource):
                         inner = os.path.realpath(entry.path) if link else os.path.join(real, name)
                         folders.append((name, entry.path, inner, prefix + name + "/"))
                         continue
+                    into = found
+                    if name.endswith(SIDECAR_SUFFIX):  # a sidecar: of the file named by the rest
+                        name, into = name[: -len(SIDECAR_SUFFIX)], sidecars
                     key = prefix + name
                     if os.path.splitext(name)[1].lower() not in suffixes or not _globbed(
                         key, self.include, self.exclude
@@ -135,13 +168,24 @@ class LocalSource(SyncSource):
                     stat = entry.stat()
                 except OSError:  # vanished while listing, or a dangling link
                     continue
-                found[key] = Entry(stat.st_size, stat.st_mtime_ns)
+                into[key] = Entry(stat.st_size, stat.st_mtime_ns)
             folders.sort(reverse=True)  # popped in name order
             pending.extend(f[1:] for f in folders)
-        return dict(sorted(found.items()))
+        return _with_sidecars(found, sidecars)
 
     def local_path(self, key: str) -> Path:
         return self.root / key
+
+    def read_bytes(self, key: str) -> bytes:
+        path = self.root / key
+        if path.is_symlink() and not _inside(os.path.realpath(path), str(self.root)):
+            raise FileNotFoundError(key)  # a link out of the folder: as the listing skips it
+        try:
+            return path.read_bytes()
+        except FileNotFoundError:
+            raise
+        except OSError as exc:
+            raise SyncSourceError(f"{key}: cannot be read ({type(exc).__name__})") from exc
 
 
 def _inside(path: str, root: str) -> bool:
@@ -177,16 +221,19 @@ class FsspecSource(SyncSource):
         except Exception as exc:  # network, credentials: the driver's message, typed
             raise SyncSourceError(f"{self.uri}: cannot be listed ({type(exc).__name__}: {exc})") from exc
         found: dict[str, Entry] = {}
+        sidecars: dict[str, Entry] = {}  # by the key of their file
         prefix = self.root + "/"
         for path, info in listing.items():
             if info.get("type") == "directory" or not path.startswith(prefix):
                 continue
-            key = path[len(prefix) :]
+            key, into = path[len(prefix) :], found
+            if key.endswith(SIDECAR_SUFFIX):
+                key, into = key[: -len(SIDECAR_SUFFIX)], sidecars
             if not _wanted(key, self.include, self.exclude):
                 continue
             etag = info.get("ETag") or info.get("etag")
-            found[key] = Entry(info.get("size"), _mtime_ns(info), str(etag).strip('"') if etag else None)
-        return dict(sorted(found.items()))
+            into[key] = Entry(info.get("size"), _mtime_ns(info), str(etag).strip('"') if etag else None)
+        return _with_sidecars(found, sidecars)
 
     def local_path(self, key: str) -> Path:
         target = self.scratch(key)
@@ -195,6 +242,14 @@ class FsspecSource(SyncSource):
         except Exception as exc:
             raise SyncSourceError(f"{self.uri}/{key}: cannot be fetched ({type(exc).__name__})") from exc
         return target
+
+    def read_bytes(self, key: str) -> bytes:
+        try:
+            return bytes(self.fs.cat_file(f"{self.root}/{key}"))
+        except FileNotFoundError:
+            raise
+        except Exception as exc:
+            raise SyncSourceError(f"{self.uri}/{key}: cannot be fetched ({type(exc).__name__})") from exc
 
 
 def _mtime_ns(info: dict[str, Any]) -> int | None:

@@ -6,11 +6,16 @@ only when its recorded size + mtime (or ETag) match the listing AND the stored d
 key still has the recorded id and sha256. Rows are written *pending* (sha256 NULL) before a
 write, so a sync killed mid-write leaves every key it may have written on record, and the next
 run still deletes the document of a file removed meanwhile.
+
+A row's ``metadata_sha256`` fingerprints what the sync adds to the file's own metadata: the sync's
+``metadata`` and, when the file has one, its grants sidecar's listed facts (:func:`fingerprint`),
+so a new, changed or deleted sidecar fails the pre-check of its (unchanged) file.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -21,7 +26,7 @@ if TYPE_CHECKING:
 
     from agentrag.store.sync_source import Entry
 
-__all__ = ["FileState", "SyncState", "source_lock"]
+__all__ = ["FileState", "SyncState", "fingerprint", "source_lock"]
 
 # A modification within this long of the listing that recorded a file's mtime may share its
 # mtime tick: such a row is not trusted by the pre-check (git's "racy" entries).
@@ -39,16 +44,33 @@ class FileState:
     listed_ns: int  # when the listing that recorded it started
 
     def matches(self, entry: Entry, metadata_sha256: str) -> bool:
-        """The pre-check: ``entry`` is the file this row recorded (by ETag, else size and mtime)."""
-        if self.sha256 is None or self.metadata_sha256 != metadata_sha256:
+        """The pre-check: ``entry`` is the file this row recorded (by ETag, else size and mtime),
+        with the same sidecar (or none) as then."""
+        if self.sha256 is None or self.metadata_sha256 != fingerprint(metadata_sha256, entry):
+            return False
+        side = entry.sidecar
+        if side is not None and side.etag is None and (side.mtime_ns is None or self._racy(side.mtime_ns)):
             return False
         if entry.etag is not None or self.etag is not None:
             return entry.etag == self.etag and entry.size == self.size
         if entry.mtime_ns is None or entry.size is None:
             return False
-        if entry.mtime_ns >= self.listed_ns - RACY_NS:  # modified around the recording listing
+        if self._racy(entry.mtime_ns):
             return False
         return entry.size == self.size and entry.mtime_ns == self.mtime_ns
+
+    def _racy(self, mtime_ns: int) -> bool:
+        """Modified around the listing that recorded this row: its mtime tick proves nothing."""
+        return mtime_ns >= self.listed_ns - RACY_NS
+
+
+def fingerprint(metadata_sha256: str, entry: Entry | None) -> str:
+    """The ``metadata_sha256`` of a file's row: the sync's metadata's, and its sidecar's facts."""
+    side = entry.sidecar if entry is not None else None
+    if side is None:
+        return metadata_sha256  # (the rows of files without a sidecar are as they always were)
+    facts = json.dumps([metadata_sha256, side.size, side.mtime_ns, side.etag])
+    return hashlib.sha256(facts.encode()).hexdigest()
 
 
 @contextlib.contextmanager
@@ -146,7 +168,7 @@ class SyncState:
                 "etag": entry.etag if entry else None,
                 "sha": sha,
                 "doc": doc_id,
-                "msha": metadata_sha256,
+                "msha": fingerprint(metadata_sha256, entry),
                 "listed": listed_ns,
             }
             for key, entry, sha, doc_id in rows
