@@ -209,3 +209,43 @@ def test_random_sidecar_edits_the_grants_equal_the_sidecars(
         assert store.sync(folder, collection=name).read == 0
     finally:
         store.delete_collection(name)
+
+
+def test_a_regranting_sync_killed_at_every_step_converges(store: Store, acl: str, tmp_path: Path) -> None:
+    from tests.test_sync_concurrency import Killed, Killer
+
+    def version(n: int) -> None:
+        for i in range(4):
+            put(tmp_path, f"f{i}.md", f"File {i} of the contract.\n")
+            put(tmp_path, f"f{i}.md.grants", "group:sales\n")
+        if n == 2:
+            put(tmp_path, "f0.md.grants", "group:legal\n")  # regranted
+            (tmp_path / "f1.md.grants").unlink()  # regranted to none
+            put(tmp_path, "f2.md", "File 2 of the contract, amended.\n")  # modified, its sidecar kept
+            # front matter grants under a sidecar: the sidecar's still win, nothing changes
+            put(tmp_path, "f3.md", "---\ngrants: user:zoe\n---\nFile 3 of the contract.\n")
+
+    version(1)
+    store.sync(tmp_path, collection=acl)
+    version(2)
+    events: list[str] = []
+    report = store.sync(tmp_path, collection=acl, on_progress=lambda e: events.append(e.step))
+    assert report.regranted == ("f0.md", "f1.md") and report.modified == ("f2.md",)
+    assert "f3.md" in report.unchanged  # the same text, and its sidecar's grants still win
+    assert "regranted" in events
+    expected = (rows(store, acl), grants_of(store, acl))
+    assert expected[1] == {"f0.md": ["g:legal"], "f1.md": [], "f2.md": ["g:sales"], "f3.md": ["g:sales"]}
+    for stop_at in range(len(events)):
+        store.delete_collection(acl)
+        store.create_collection(acl, acl=True)
+        version(1)
+        store.sync(tmp_path, collection=acl)
+        version(2)
+        with pytest.raises(Killed):
+            store.sync(tmp_path, collection=acl, on_progress=Killer(stop_at))
+        assert store.sync(tmp_path, collection=acl).ok
+        assert (rows(store, acl), grants_of(store, acl)) == expected, f"killed at {events[stop_at]}"
+    store.delete_collection(acl)
+    store.create_collection(acl, acl=True)
+    assert store.ingest(tmp_path, collection=acl).ok  # and a fresh ingest writes the same rows
+    assert (rows(store, acl), grants_of(store, acl)) == expected
