@@ -23,10 +23,18 @@ from pathlib import Path
 from typing import Any
 
 
-def ingest_corpus(store: Any, corpus: Path) -> list[str]:
-    """Create and fill the collections of ``corpus/collections.json`` (idempotent)."""
+def ingest_corpus(store: Any, corpus: Path, *, fresh: bool = False) -> list[str]:
+    """Create and fill the collections of ``corpus/collections.json`` (idempotent). ``fresh``:
+    delete them first, so the chunks are this checkout's (an unchanged file is not re-chunked, so
+    a database filled by an older chunker keeps its chunks' old sections)."""
     names = []
-    for spec in json.loads((corpus / "collections.json").read_text()):
+    specs = json.loads((corpus / "collections.json").read_text())
+    if fresh:
+        existing = {c.name for c in store.collections()}
+        for spec in specs:
+            if spec["name"] in existing:
+                store.delete_collection(spec["name"])
+    for spec in specs:
         store.create_collection(spec["name"], description=spec["description"], exist_ok=True)
         folder = corpus / spec["name"]
         if not folder.is_dir():  # samples/library names folders by their short name
@@ -187,6 +195,8 @@ def main() -> int:
 
     store = ar.Store(args.database_url)
     result: dict[str, Any] = {"agentrag": str(Path(ar.__file__).resolve().parent), "sets": []}
+    for spec in args.set:  # this checkout's chunks, whatever an earlier run left in the database
+        ingest_corpus(store, Path(spec.partition("=")[2]), fresh=True)
     if args.set:  # first, while nothing is cached in this process
         file, _, corpus = args.set[0].partition("=")
         result["latency"] = latency(store, file, Path(corpus))
