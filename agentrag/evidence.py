@@ -14,9 +14,10 @@ A unit is scored against each (sub-)question from four signals (:func:`score_uni
 * **lexical**: the share of the question's terms the unit contains, each term weighted by its
   rarity among the candidate units (IDF), with half credit for a term found only in the unit's
   local context (the sentence before it, the table's header, the section heading);
-* **answer type**: what the question asks for (``how long`` -> a duration, ``how many`` /
-  ``how much`` -> a number, ``where`` -> a place, address or menu path, ``how do I`` -> steps,
-  ``when`` -> a time); a unit of the wanted kind gains, one without it loses;
+* **answer type** (:mod:`agentrag.answer_types`): what the question asks for (``how long`` -> a
+  duration, ``how many`` / ``how much`` -> a number, of the thing a counting question names,
+  ``where`` -> a place, address or menu path, ``how do I`` -> steps, ``when`` -> a time); a unit of
+  the wanted kind gains, one without it loses;
 * **retrieval**: the hit's rank among the answer's hits (a small prior).
 
 :func:`select` keeps the units that clear a threshold near the best one (one is often right),
@@ -35,6 +36,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from agentrag.answer_types import answer_type, type_fit
 from agentrag.hits import Hit
 
 if TYPE_CHECKING:
@@ -256,81 +258,6 @@ class VectorCache:
 
 DEFAULT_CACHE = VectorCache()
 
-# ---- answer types -------------------------------------------------------------------------------
-_NUMBER_WORDS = r"(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|fifteen|twenty|thirty)"
-_UNIT_OF_TIME = r"(?:seconds?|minutes?|hours?|days?|weeks?|months?|years?|business days?|ms|milliseconds?)"
-_DURATION = re.compile(
-    rf"\b(?:\d[\d,.]*|{_NUMBER_WORDS}|a|an)[\s-]*{_UNIT_OF_TIME}\b|\b(?:unlimited|indefinitely|forever|"
-    r"immediately|no (?:time )?limit|without limit)\b|\b\d+/\d+\b|\b24/[57]\b",
-    re.IGNORECASE,
-)
-_NUMBER = re.compile(rf"\d|\b{_NUMBER_WORDS}\b|\bunlimited\b|\bnone\b", re.IGNORECASE)
-_PLACE = re.compile(r"@|://|→|->|`|\b[A-Z][a-z]+,? [A-Z][a-z]+\b|\bSettings\b|\bmenu\b", re.UNICODE)
-_TIME = re.compile(
-    r"\b\d{4}-\d\d|\b(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday|january|february|march|"
-    rf"april|may|june|july|august|september|october|november|december|utc|midnight|noon|daily|weekly|"
-    rf"monthly|annually|hourly|quarterly|after|before|within|until)\b|{_DURATION.pattern}",
-    re.IGNORECASE,
-)
-_STEP_VERB = re.compile(
-    r"^[\"'“(*_`]*(?:click|open|go|choose|select|enter|use|press|type|contact|forward|change|set|add|"
-    r"remove|create|send|sign|log|find|check|install|run|call|pass|turn|enable|disable|ask|restore|"
-    r"delete|export|import|upload|download|copy|paste|wait|retry|follow|visit|navigate|tap|reset)\b",
-    re.IGNORECASE,
-)
-_QUESTION_TYPES: tuple[tuple[re.Pattern[str], str], ...] = (
-    (
-        re.compile(
-            r"\bhow (long|soon|quickly|fast|often|late|early)\b|\bfor how long\b|\bhow many "
-            r"(seconds|minutes|hours|days|weeks|months|years)\b|\b(retention|expir\w*|valid)\b.*\?$",
-            re.IGNORECASE,
-        ),
-        "duration",
-    ),
-    (re.compile(r"^\s*(when|until when|by when|what time)\b", re.IGNORECASE), "time"),
-    (
-        re.compile(
-            r"\bhow (many|much|big|large|high|low)\b|^\s*(?:what|which)(?:'s| is| are| was| were)?\b"
-            r"(?!\s+happens)[^?]*\b(maximum|minimum|max|min|limits?|sizes?|prices?|costs?|numbers? of|amount|"
-            r"percentage|rates?|quotas?|fees?)\b",
-            re.IGNORECASE,
-        ),
-        "number",
-    ),
-    (re.compile(r"^\s*(where|to which|to what) ", re.IGNORECASE), "place"),
-    (
-        re.compile(r"\bhow (do|can|should|would) (i|we|you|one)\b|\bhow to\b|\bsteps? to\b", re.IGNORECASE),
-        "steps",
-    ),
-)
-
-
-def answer_type(question: str) -> str | None:
-    """What kind of answer ``question`` wants: duration, time, number, place, steps or None."""
-    for pattern, kind in _QUESTION_TYPES:
-        if pattern.search(question):
-            return kind
-    return None
-
-
-def _type_fit(kind: str | None, unit: Unit) -> float:
-    """+1 when the unit holds the wanted kind of answer, -1 when it cannot, 0 when nobody knows."""
-    if kind is None:
-        return 0.0
-    text = unit.text
-    if kind == "duration":
-        return 1.0 if _DURATION.search(text) else -1.0
-    if kind == "number":
-        return 1.0 if _NUMBER.search(text) else -1.0
-    if kind == "time":
-        return 1.0 if _TIME.search(text) else -0.5
-    if kind == "place":
-        return 1.0 if _PLACE.search(text) else -0.5
-    if kind == "steps":
-        return 1.0 if _STEP_VERB.match(_MARKUP.sub("", text)) or "→" in text else 0.0
-    return 0.0
-
-
 # ---- scoring ------------------------------------------------------------------------------------
 _QUESTION_WORDS = frozenset(
     """what which who whom whose when where why how does do did can could should would will is are was
@@ -481,7 +408,7 @@ def score_units(
         kind = answer_type(question)
         scored = []
         for unit, lexical, sim, passage in zip(units, lex, sims, passages, strict=True):
-            fit = _type_fit(kind, unit)
+            fit = type_fit(kind, unit.text, question=question, row=unit.kind == "row")
             score = (
                 -weights.pointer * bool(_POINTER.search(unit.text))
                 + weights.semantic * max(sim, 0.0)

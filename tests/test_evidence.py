@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 import agentrag as ar
 from agentrag.abstain import Calibration, Signals, abstention_message, calibrate, confidence
+from agentrag.answer_types import counted, type_fit
 from agentrag.errors import InvalidInputError
 from agentrag.evidence import VectorCache, answer_type, is_instruction_to_assistant, units_of
 from agentrag.extractive import extractive_answer, gather
@@ -88,6 +89,53 @@ def test_quoted_examples_and_instructions_to_an_assistant_are_never_units() -> N
 )
 def test_answer_types(question: str, kind: str | None) -> None:
     assert answer_type(question) == kind
+
+
+@pytest.mark.parametrize(
+    ("question", "words"),
+    [
+        ("How many guests can a Team workspace have?", ("guest",)),
+        ("How many of the recovery codes do I get?", ("recoveri", "code")),
+        ("How many search requests per minute can Team make?", ("search", "request")),
+        ("What is the maximum number of notebooks in one workspace?", ("notebook",)),
+        ("How many times can a book be renewed?", ()),  # it counts occurrences, not a thing
+        ("How much does the Team plan cost?", ()),
+        ("How long are links valid?", ()),
+    ],
+)
+def test_what_a_counting_question_counts(question: str, words: tuple[str, ...]) -> None:
+    assert counted(question) == words
+
+
+@pytest.mark.parametrize(
+    ("text", "fit"),
+    [
+        ("Team workspaces can have up to 20 guests.", 1.0),
+        ("Guests: 20 per workspace on Team.", 1.0),
+        ("You can borrow up to 10 digital titles at a time.", 0.0),  # other words: nobody knows
+        ("Donated books are accepted at two branches, up to three boxes per visit.", -0.5),
+        ("Books are welcome at every branch.", -1.0),  # no number at all
+    ],
+)
+def test_a_number_answers_a_counting_question_when_it_counts_the_thing_asked(text: str, fit: float) -> None:
+    question = "How many books can I bring?" if "book" in text.lower() else "How many guests are allowed?"
+    if "digital" in text:
+        question = "How many e-books can I borrow?"
+    assert type_fit("number", text, question=question) == fit
+    # a table row's cells sit under their header: named anywhere in the row is enough
+    assert type_fit("number", "Plan: Team; Webhook endpoints per workspace: 5", row=True,
+                    question="How many webhook endpoints does Team allow?") == 1.0  # fmt: skip
+
+
+def test_a_count_of_something_else_is_not_quoted_as_the_count_asked_for() -> None:
+    text = (
+        "# Donations\n\nDonated books are accepted at the Central branch during opening hours, up to two "
+        "boxes per visit.\n\nThe Central branch holds 120,000 books on four floors.\n"
+    )
+    found = gather(["How many books does the Central branch hold?"], [hit(text)])
+    assert [s.unit.text for s in found.selected] == ["The Central branch holds 120,000 books on four floors."]
+    alone = gather(["How many books does the Central branch hold?"], [hit(text.split("The Central")[0])])
+    assert alone.ranked[0][0].type_fit < 0 and alone.signals.mismatch == 1.0
 
 
 # ---- selection ---------------------------------------------------------------------------------

@@ -42,7 +42,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("retrieval", ("agentrag.retrieval",)),
     ("store", ("agentrag.store", "agentrag.querylog")),
     ("steps", ("agentrag.step", "agentrag.steps", "agentrag.proof", "agentrag.chat", "agentrag.evidence",
-               "agentrag.extractive", "agentrag.abstain", "agentrag.support")),
+               "agentrag.extractive", "agentrag.abstain", "agentrag.support", "agentrag.answer_types")),
     ("presentation", ("agentrag.display",)),
     ("application", ("agentrag", "agentrag.__main__", "agentrag.cli", "agentrag.demo", "agentrag.samples",
                      "agentrag.eval")),
