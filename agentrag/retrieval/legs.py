@@ -30,6 +30,7 @@ from agentrag.retrieval.scoped import (
     set_max_scan_tuples,
 )
 from agentrag.retrieval.sources import CollectionInfo, SearchSource, embed_query
+from agentrag.retrieval.tenant_walk import prepare_tenant_walk, tenant_leg, tenant_only
 from agentrag.retrieval.vector import (
     DEFAULT_EF_SEARCH,
     MAX_EF_SEARCH,
@@ -222,8 +223,9 @@ def plan_legs(
     conn: Connection, plan: SearchPlan, colls: list[CollectionInfo], *, count: bool
 ) -> dict[int, LegPlan]:
     """Each collection's :class:`~agentrag.retrieval.scoped.LegPlan` (``count``: a vector or BM25 leg
-    will run, so a scope's size matters)."""
-    return {
+    will run, so a scope's size matters); a large tenant's own HNSW index replaces the collection's
+    (:func:`~agentrag.retrieval.tenant_walk.tenant_leg`)."""
+    planned = {
         c.id: plan_collection(
             conn,
             name=c.name,
@@ -236,6 +238,9 @@ def plan_legs(
             count=count,
         )
         for c in colls
+    }
+    return {
+        cid: tenant_leg(conn, leg, plan.predicate.scope, cid, plan.leg_depth) for cid, leg in planned.items()
     }
 
 
@@ -266,8 +271,12 @@ def vector_ranked(
         ef = ef_search_for(plan.ef_search, c, plan.leg_depth)
         where = where_for(plan.predicate, c)
         configure_hnsw(conn, ef_search=ef, iterative=where != "TRUE" or ef < plan.leg_depth)
+        own_index = leg is not None and leg.vector == "hnsw-tenant"
         if leg is not None and leg.max_scan_tuples is not None:
-            set_max_scan_tuples(conn, leg.max_scan_tuples)
+            if own_index:
+                prepare_tenant_walk(conn, leg.max_scan_tuples)
+            else:
+                set_max_scan_tuples(conn, leg.max_scan_tuples)
         per_collection.append(
             vector_leg(
                 conn,
@@ -279,7 +288,11 @@ def vector_ranked(
                 params=plan.params,
                 depth=plan.leg_depth,
                 need=plan.top_k,
-                documents=leg.documents if leg is not None and leg.vector == "hnsw-iterative" else None,
+                documents=leg.documents
+                if leg is not None and leg.vector in ("hnsw-iterative", "hnsw-tenant")
+                else None,
+                tenant=plan.predicate.scope.tenant if own_index and plan.predicate.scope else None,
+                tenant_only=tenant_only(where),
             )
         )
         if leg is not None and leg.max_scan_tuples is not None:

@@ -90,6 +90,7 @@ def vector_sql(
     *,
     exact: bool = False,
     by_documents: bool = False,
+    tenant: bool = False,
 ) -> str:
     """The vector leg's SQL for one collection (parameters ``:qvec`` and ``:depth`` plus ``where``'s).
 
@@ -99,7 +100,9 @@ def vector_sql(
     similarity (see ``DISTANCES``). With ``exact``, the ORDER BY cannot use the index (exact scan).
     With ``by_documents``, ``where`` is replaced by the scope's document ids (``:v_docs``, read
     under it by the scope planner in the same snapshot): no documents join, one hashed array test
-    per row (an iterative HNSW walk under a 16 % tenant: 43 ms instead of 90).
+    per row (an iterative HNSW walk under a 16 % tenant: 43 ms instead of 90). With ``tenant``, the
+    rows also state ``c.tenant_id = :t_tenant``: the walk of a tenant's own partial index
+    (:mod:`agentrag.retrieval.tenant_walk`), with ``where`` TRUE when the scope is the tenant alone.
     """
     _opclass, op, similarity = DISTANCES[distance]
     cid, dims = int(collection_id), int(dimensions)
@@ -116,11 +119,12 @@ def vector_sql(
     )
     if by_documents:
         where = "c.document_id = ANY(CAST(:v_docs AS text[]))"
+    own = " AND c.tenant_id = :t_tenant" if tenant else ""
     return (
         "WITH hits AS MATERIALIZED (\n"
         f"    SELECT c.id, {expr} AS distance\n"
         f"    FROM agentrag.chunks c{join}\n"
-        f"    WHERE c.collection_id = {cid} AND ({where})\n"
+        f"    WHERE c.collection_id = {cid}{own} AND ({where})\n"
         f"    ORDER BY {order}\n"
         "    LIMIT :depth\n"
         ")\n"
@@ -153,12 +157,16 @@ def vector_leg(
     depth: int,
     need: int,
     documents: tuple[str, ...] | None = None,
+    tenant: str | None = None,
+    tenant_only: bool = False,
 ) -> list[tuple[str, float]]:
     """``[(chunk_id, similarity), ...]`` nearest first, at most ``depth``, for one collection.
 
     ``need`` is how many rows the caller must have when that many exist: a filtered HNSW scan
     returning fewer is re-run exactly. ``documents``: the scope's document ids, read under
     ``where`` in this transaction's snapshot, tested instead of ``where`` (see :func:`vector_sql`).
+    ``tenant``: walk that tenant's own index (``where`` holds its equality; ``tenant_only``: and
+    nothing else, so the walk tests nothing more).
     """
     from sqlalchemy import text
 
@@ -166,7 +174,15 @@ def vector_leg(
     bound = {**params, "qvec": query_vector, "depth": int(depth)}
     if by_documents:
         bound = {"qvec": query_vector, "depth": int(depth), "v_docs": list(documents or ())}
-    sql = vector_sql(collection_id, dimensions, distance, where, by_documents=by_documents)
+    if tenant is None:
+        sql = vector_sql(collection_id, dimensions, distance, where, by_documents=by_documents)
+    else:
+        walk_where = "TRUE" if tenant_only else where
+        walk_by_documents = by_documents and not tenant_only
+        sql = vector_sql(
+            collection_id, dimensions, distance, walk_where, by_documents=walk_by_documents, tenant=True
+        )
+        bound = {**bound, "t_tenant": tenant}
     rows = conn.execute(text(sql), bound).all()
     if len(rows) < min(need, depth) and where.strip() != "TRUE":
         exact = vector_sql(collection_id, dimensions, distance, where, exact=True, by_documents=by_documents)

@@ -263,8 +263,11 @@ def drop_collection(engine: Engine, collection: Collection) -> None:
     """Delete the collection (its documents, chunks, relations cascade) and its two indexes."""
     from sqlalchemy import text
 
+    from agentrag.store.tenant_indexes import drop_tenant_indexes
+
     with engine.begin() as conn:
         conn.execute(text(f"DROP INDEX IF EXISTS agentrag.{collection.hnsw_index}"))
+        drop_tenant_indexes(conn, collection.id)
         conn.execute(text(f"DROP INDEX IF EXISTS agentrag.chunk_tsv_gin_{int(collection.id)}"))
         conn.execute(text("DELETE FROM agentrag.collections WHERE id = :id"), {"id": collection.id})
 
@@ -272,8 +275,11 @@ def drop_collection(engine: Engine, collection: Collection) -> None:
 def update_hnsw_parameters(
     engine: Engine, collection: Collection, m: int, ef_c: int, ef_s: int | None
 ) -> None:
-    """Record new HNSW parameters; drop the index when ``m`` or ``ef_construction`` changed."""
+    """Record new HNSW parameters; drop the index (and its tenants', see ``Store.optimize``) when
+    ``m`` or ``ef_construction`` changed."""
     from sqlalchemy import text
+
+    from agentrag.store.tenant_indexes import drop_tenant_indexes
 
     rebuild = (m, ef_c) != (collection.hnsw_m, collection.hnsw_ef_construction)
     with engine.begin() as conn:
@@ -286,3 +292,4 @@ def update_hnsw_parameters(
         )
         if rebuild:
             conn.execute(text(f"DROP INDEX IF EXISTS agentrag.{collection.hnsw_index}"))
+            drop_tenant_indexes(conn, collection.id)

@@ -170,9 +170,8 @@ def reembed(
             embed_seconds = time.perf_counter() - started
 
             # 2. the HNSW index goes (rebuilt in 4, or below on failure)
-            if index_exists(store, old):
-                retrying("dropping the vector index to re-embed", functools.partial(_drop_index, store, old))
-                dropped = True
+            dropped = index_exists(store, old)  # the tenants' indexes go either way (_drop_index)
+            retrying("dropping the vector index to re-embed", functools.partial(_drop_index, store, old))
 
             # 3. the swap, under the collection's write lock
             swap_started = time.perf_counter()
@@ -265,10 +264,15 @@ def _stage(conn: Connection, rows: Sequence[Any], vectors: np.ndarray) -> None:
 
 
 def _drop_index(store: Store, coll: Collection) -> None:
+    """The collection's HNSW index and its tenants' (their expression casts to the old dimensions;
+    the next ``Store.optimize`` builds them again)."""
     from sqlalchemy import text
+
+    from agentrag.store.tenant_indexes import drop_tenant_indexes
 
     with store.engine.begin() as conn:
         conn.execute(text(f"DROP INDEX IF EXISTS agentrag.{coll.hnsw_index}"))
+        drop_tenant_indexes(conn, coll.id)
 
 
 def _swap(

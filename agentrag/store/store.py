@@ -38,6 +38,7 @@ from agentrag.store.documents import Document
 from agentrag.store.query_vectors import QueryVectorCache
 from agentrag.store.replicas import ReplicaRouting, open_read_replicas
 from agentrag.store.sync_api import SyncMethods
+from agentrag.store.tenant_indexes import TenantIndexMethods
 from agentrag.store.text_index import TEXT_INDEX_BUILD_MEMORY as TEXT_INDEX_BUILD_MEMORY
 
 if TYPE_CHECKING:
@@ -64,7 +65,7 @@ class _Unset:
 _UNSET = _Unset()
 
 
-class Store(SyncMethods, ReplicaRouting):
+class Store(SyncMethods, TenantIndexMethods, ReplicaRouting):
     """PostgreSQL + pgvector behind a bounded connection pool.
 
     ``Store()`` uses ``AGENTRAG_DATABASE_URL`` or else the embedded server; ``Store(url)``

@@ -24,11 +24,11 @@ __all__ = ["chunk_rows", "document_id", "encode_vectors", "existing_documents", 
 # bytea so psycopg passes the bytes through; the server reads them with vector's receive function.
 # The locator (jsonb) goes in through psycopg's binary jsonb dumper.
 _COPY_TYPES = [
-    "text", "text", "int8", "int4", "text", "int4", "int4", "int4", "text", "text", "bytea", "jsonb",
+    "text", "text", "int8", "int4", "text", "int4", "int4", "int4", "text", "text", "bytea", "jsonb", "text",
 ]  # fmt: skip
 _COPY_SQL = (
     "COPY agentrag.chunks (id, document_id, collection_id, chunk_index, text, start_char, end_char,"
-    " page, section, sha256, embedding, locator) FROM STDIN WITH (FORMAT BINARY)"
+    " page, section, sha256, embedding, locator, tenant_id) FROM STDIN WITH (FORMAT BINARY)"
 )
 
 
@@ -153,7 +153,7 @@ def write_batch(
                 ),
                 rows,
             )
-            _copy_chunks(conn, coll.id, new)
+            _copy_chunks(conn, coll.id, tenant, new)
         if session is not None:
             conn.execute(
                 text(
@@ -231,8 +231,11 @@ def chunk_rows(collection_id: int, doc_id: str, doc: PreparedDocument) -> list[t
     ]
 
 
-def _copy_chunks(conn: Connection, collection_id: int, documents: list[tuple[str, PreparedDocument]]) -> None:
-    """One binary COPY of the chunks of ``(document id, document)`` pairs."""
+def _copy_chunks(
+    conn: Connection, collection_id: int, tenant: str | None, documents: list[tuple[str, PreparedDocument]]
+) -> None:
+    """One binary COPY of the chunks of ``(document id, document)`` pairs, each carrying the
+    documents' ``tenant`` (migration 0046: a large tenant's partial HNSW index reads it)."""
     raw = conn.connection.driver_connection
     assert raw is not None
     with raw.cursor() as cur, cur.copy(_COPY_SQL) as copy:
@@ -240,4 +243,4 @@ def _copy_chunks(conn: Connection, collection_id: int, documents: list[tuple[str
         for doc_id, doc in documents:
             ready = doc.copy_rows is not None and doc.copy_rows[0] == doc_id
             for row in doc.copy_rows[1] if ready else chunk_rows(collection_id, doc_id, doc):  # type: ignore[index]
-                copy.write_row(row)
+                copy.write_row((*row, tenant))
