@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from agentrag.store.store import Store
 
-BENCH_DATABASE = "agentrag_bench"
+#: AGENTRAG_BENCH_DATABASE: another database on the same server (two branches' runs side by side)
+BENCH_DATABASE = os.environ.get("AGENTRAG_BENCH_DATABASE", "agentrag_bench")
 
 
 def bench_url() -> str:

@@ -864,6 +864,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--recall-queries", type=int, default=20, help="with --tenants: queries checked for recall"
     )
     parser.add_argument("--passages", type=int, default=0, help="with --tenants: SciFact passages (0: all)")
+    parser.add_argument(
+        "--tenant-indexes",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="with --tenants: Store.optimize's per-tenant HNSW indexes; each scoped search also without them",
+    )
     args = parser.parse_args(argv)
     if args.tenants is not None:
         from benchmarks import scale_tenants

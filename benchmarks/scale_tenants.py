@@ -20,6 +20,10 @@
   hits), and ``planner off``: the library with the scope planner disabled (``scoped.ENABLED = False``:
   every restricted search walks HNSW iteratively with pgvector's ``max_scan_tuples`` and sends the BM25
   ranking in slices, as before the planner).
+* ``--tenant-indexes`` (the default): ``Store.optimize`` gives each tenant of at least 5,000 chunks its
+  own partial HNSW index (timed), and each restricted search also runs with them ignored
+  (``tenant_walk.ENABLED = False``: the "no tenant index" column, same run); ``--no-tenant-indexes``:
+  the searches never use them.
 * Checked: every result has exactly ``min(10, matches)`` hits; vector recall@10 of the vector
   mode against the exact scan within the same restriction, per size class.
 """
@@ -142,23 +146,31 @@ def floor_search(
     from agentrag.retrieval.fusion import relative_score
 
     exact = leg["vector"] == "exact"
+    own = leg["vector"] == "hnsw-tenant"  # the tenant's own index: the tenant stated on chunks
     order = "(c.embedding::vector(384) <=> %(q)s) + 0" if exact else "c.embedding::vector(384) <=> %(q)s"
     join = "" if where == "TRUE" else " JOIN agentrag.documents d ON d.id = c.document_id"
+    vector_where = where
+    if own:
+        only = where == "d.tenant_id = %(tenant)s"
+        join = "" if only else join
+        vector_where = "c.tenant_id = %(tenant)s" + ("" if only else f" AND ({where})")
     with conn.transaction():
         if not exact:
             conn.execute(
                 "SELECT set_config('hnsw.ef_search', %(ef)s, true),"
                 " set_config('hnsw.iterative_scan', %(s)s, true),"
-                " set_config('hnsw.max_scan_tuples', %(m)s, true)",
+                " set_config('hnsw.max_scan_tuples', %(m)s, true),"
+                " set_config('plan_cache_mode', %(p)s, true)",
                 {
-                    "ef": str(leg["ef_search"]),
+                    "ef": str(leg["ef_search"] or 100),
                     "s": "off" if where == "TRUE" else "relaxed_order",
                     "m": str(leg["max_scan_tuples"] or 20000),
+                    "p": "force_custom_plan" if own else "auto",
                 },
             )
         vector = conn.execute(
             "WITH h AS MATERIALIZED (SELECT c.id, c.embedding::vector(384) <=> %(q)s AS dist"
-            f" FROM agentrag.chunks c{join} WHERE c.collection_id = {cid} AND ({where})"
+            f" FROM agentrag.chunks c{join} WHERE c.collection_id = {cid} AND ({vector_where})"
             f" ORDER BY {order} LIMIT {DEPTH})"
             " SELECT id, 1 - dist FROM h ORDER BY dist",
             {**params, "q": qvec},
@@ -189,7 +201,7 @@ def floor_search(
 
 def run(args: argparse.Namespace) -> None:
     from agentrag import Scope
-    from agentrag.retrieval import scoped
+    from agentrag.retrieval import scoped, tenant_walk
     from agentrag.retrieval.lexical import bm25_index
     from benchmarks._db import bench_store
 
@@ -201,6 +213,7 @@ def run(args: argparse.Namespace) -> None:
     if name not in {c.name for c in store.collections()}:
         load(store, name, args.chunks, args.tenants, data, cache, args.passages)
     coll = store.collection(name)
+    indexed = _tenant_indexes(store, name, args.tenant_indexes)
     sizes = tenant_sizes(args.chunks, args.tenants)
     classes = class_tenants(sizes)
     size_of = {tenant(i): s for i, s in enumerate(sizes)}
@@ -212,7 +225,9 @@ def run(args: argparse.Namespace) -> None:
     conditions: list[tuple[str, str | None, bool]] = [("unscoped", None, False), ("filter 1%", None, True)]
     for cls in CLASSES:
         conditions += [(f"tenant {cls}", cls, False), (f"tenant {cls} + filter", cls, True)]
-    lat: dict[str, dict[str, list[float]]] = {c[0]: {"lib": [], "floor": [], "off": []} for c in conditions}
+    lat: dict[str, dict[str, list[float]]] = {
+        c[0]: {"lib": [], "floor": [], "off": [], "no_index": []} for c in conditions
+    }
     plans: dict[str, set[str]] = {c[0]: set() for c in conditions}
     wrong: list[str] = []
     recall: dict[str, list[float]] = {c[0]: [] for c in conditions}
@@ -245,6 +260,14 @@ def run(args: argparse.Namespace) -> None:
                     lat[label]["off"].append((time.perf_counter() - t) * 1000)
                 finally:
                     scoped.ENABLED = True
+            if where != "TRUE" and args.tenant_indexes:
+                tenant_walk.ENABLED = False
+                try:
+                    t = time.perf_counter()
+                    store.search(query, **options)
+                    lat[label]["no_index"].append((time.perf_counter() - t) * 1000)
+                finally:
+                    tenant_walk.ENABLED = True
             matches = _count(raw, int(coll.id), where, params)
             if len(result) != min(TOP_K, matches):
                 wrong.append(f"{label} q{qi}: {len(result)} hits, {matches} match")
@@ -257,7 +280,22 @@ def run(args: argparse.Namespace) -> None:
             _log(f"  query {qi + 1}/{len(queries)}")
     raw.close()
     _report(args, coll, sizes, classes, size_of, lat, plans, recall, wrong)
+    print(f"Tenant indexes: {indexed}")
     store.close()
+
+
+def _tenant_indexes(store: Any, name: str, on: bool) -> str:
+    """``Store.optimize`` (timed) with ``--tenant-indexes``; without, searches never use them."""
+    from agentrag.retrieval import tenant_walk
+
+    if not on:
+        tenant_walk.ENABLED = False
+        return "off (--no-tenant-indexes)"
+    t = time.perf_counter()
+    report = store.optimize(name)
+    seconds = time.perf_counter() - t
+    _log(f"{report} in {seconds:.0f} s")
+    return f"{len(report.built) + len(report.kept)} ({report}; {seconds:.0f} s)"
 
 
 def _where(t_name: str | None, filtered: bool) -> tuple[str, dict[str, Any]]:
@@ -301,17 +339,22 @@ def _report(args, coll, sizes, classes, size_of, lat, plans, recall, wrong) -> N
         print(f"- {cls}: {len(names)} tenants of {min(chunk_counts):,}-{max(chunk_counts):,} chunks")
     print(
         "\n| restriction | plan (vector/lexical) | p50 ms | p99 ms | floor p50 | floor p99 | p50 / floor "
-        "| p50 / unscoped p50 | planner off p50 | planner off p99 | recall@10 |"
+        "| p50 / unscoped p50 | planner off p50 | planner off p99 | no tenant index p50 / p99 (/ unscoped) "
+        "| recall@10 |"
     )
-    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for label, values in lat.items():
-        lib, floor, off = values["lib"], values["floor"], values["off"]
+        lib, floor, off, bare = values["lib"], values["floor"], values["off"], values["no_index"]
         p50, f50 = statistics.median(lib), statistics.median(floor)
         off_cols = f"{statistics.median(off):.1f} | {_pct(off, 0.99):.1f}" if off else "- | -"
+        bare_col = "-"
+        if bare:
+            b50 = statistics.median(bare)
+            bare_col = f"{b50:.1f} / {_pct(bare, 0.99):.1f} ({b50 / unscoped:.2f})"
         rec = f"{statistics.mean(recall[label]):.3f}" if recall[label] else "-"
         print(
             f"| {label} | {', '.join(sorted(plans[label]))} | {p50:.1f} | {_pct(lib, 0.99):.1f} | "
             f"{f50:.1f} | {_pct(floor, 0.99):.1f} | {p50 / f50:.2f} | {p50 / unscoped:.2f} | "
-            f"{off_cols} | {rec} |"
+            f"{off_cols} | {bare_col} | {rec} |"
         )
     print(f"\nResults with exactly min(k, matches) hits: {'all' if not wrong else f'NOT all: {wrong[:5]}'}")
