@@ -289,3 +289,23 @@ def test_optimize_refuses_bad_input(store: Store, tenants: dict) -> None:
         store.optimize("no_such_collection_here")
     with pytest.raises(InvalidInputError, match="maintenance_work_mem"):
         store.optimize(tenants["name"], maintenance_work_mem="1; DROP")
+
+
+def test_the_cli_optimizes_with_the_same_report(
+    store: Store, tenants: dict, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import json
+
+    from agentrag import cli
+
+    monkeypatch.setattr(cli.common, "open_store", lambda args: store)
+    store.optimize(tenants["name"])
+    assert cli.main(["collections", "optimize", tenants["name"], "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == {
+        "collection": tenants["name"],
+        "built": [],
+        "kept": [BIG],
+        "dropped": 0,
+    }
+    assert cli.main(["collections", "optimize", tenants["name"], "--maintenance-work-mem", "lots"]) == 2
+    assert "maintenance_work_mem must look like '512MB'" in capsys.readouterr().err

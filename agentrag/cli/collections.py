@@ -1,4 +1,4 @@
-"""``agentrag collections list | create | tune | delete``."""
+"""``agentrag collections list | create | tune | optimize | delete``."""
 
 from __future__ import annotations
 
@@ -54,6 +54,12 @@ def cmd_collections_tune(args: argparse.Namespace) -> int:
     else:
         ef = "max(100, depth)" if c.hnsw_ef_search is None else c.hnsw_ef_search
         print(f"{c.name}: HNSW m={c.hnsw_m} ef_construction={c.hnsw_ef_construction}, ef_search {ef}")
+    return 0
+
+
+def cmd_collections_optimize(args: argparse.Namespace) -> int:
+    report = common.open_store(args).optimize(args.name, maintenance_work_mem=args.maintenance_work_mem)
+    print_json(report.to_dict()) if args.json else print(report)
     return 0
 
 
@@ -119,6 +125,14 @@ def register(sub: Any, add: AddCommand) -> None:
     p.add_argument("--hnsw-m", type=int, help="new HNSW m (rebuilds the index)")
     p.add_argument("--hnsw-ef-construction", type=int, help="new HNSW ef_construction (rebuilds the index)")
     p.add_argument("--ef-search", help="new default ef_search, or 'default' for max(100, depth)")
+    p = add(
+        col,
+        "optimize",
+        cmd_collections_optimize,
+        "give each tenant of >= 5,000 chunks its own HNSW index (drop it under 2,500)",
+    )
+    p.add_argument("name")
+    p.add_argument("--maintenance-work-mem", default="512MB", help="for each build (default 512MB)")
     p = add(col, "delete", cmd_collections_delete, "delete a collection and its documents", json_flag=False)
     p.add_argument("name")
     p.add_argument(

@@ -49,6 +49,14 @@ class OptimizeReport:
     kept: tuple[str, ...]  # tenants whose index was there and stays
     dropped: int  # indexes of tenants under the keep line, gone, or left invalid by a failed build
 
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "collection": self.collection,
+            "built": list(self.built),
+            "kept": list(self.kept),
+            "dropped": self.dropped,
+        }
+
     def __str__(self) -> str:
         return (
             f"optimized {self.collection!r}: {len(self.built)} tenant index(es) built,"
