@@ -309,3 +309,34 @@ def test_the_cli_optimizes_with_the_same_report(
     }
     assert cli.main(["collections", "optimize", tenants["name"], "--maintenance-work-mem", "lots"]) == 2
     assert "maintenance_work_mem must look like '512MB'" in capsys.readouterr().err
+
+
+def test_a_reembed_to_other_dimensions_drops_the_tenant_index_and_optimize_rebuilds_it(
+    database_url: str,
+) -> None:
+    from agentrag.testing import FakeEmbedder
+
+    name = f"tenantidx_{uuid.uuid4().hex[:8]}"
+    old = Store(database_url, embedder=FakeEmbedder(64, version="1"))
+    new = Store(database_url, embedder=FakeEmbedder(32, model_id="fake-other", version="2"))
+    try:
+        old.create_collection(name, scoped=True)
+        ingest_texts(
+            old,
+            [(f"d{i}", f"nebula {WORDS[i % 11]} {i}", {}) for i in range(120)],
+            collection=name,
+            tenant="t",
+        )
+        cid = old.collection(name).id
+        assert old.optimize(name).built == ("t",)
+        # the index casts to vector(64): the swap's 32-dimensional vectors could not be written through it
+        assert new.reembed(name).chunks == 120
+        assert not _index_exists(new, cid, "t")
+        assert new.optimize(name).built == ("t",)
+        hits = new.search("nebula", collections=name, scope=Scope(tenant="t"), top_k=10, explain=True)
+        assert hits.plan[0].startswith(f"{name}: vector=hnsw-tenant") and len(hits) == 10
+        assert _mismatched_tenants(new, cid) == 0
+    finally:
+        old.delete_collection(name)
+        old.close()
+        new.close()
