@@ -43,7 +43,8 @@ def tenants(store: Store) -> Iterator[dict[str, Any]]:
     rng = random.Random(11)
     for tenant, n in SIZES.items():
         items = [(f"{tenant}-{i}", " ".join(rng.choices(WORDS, k=10)), {"topic": i % 4}) for i in range(n)]
-        ingest_texts(store, items, collection=name, tenant=tenant)
+        ingest_texts(store, items[: n // 2], collection=name, tenant=tenant, workspace="w1")
+        ingest_texts(store, items[n // 2 :], collection=name, tenant=tenant)
     coll = store.collection(name)
     store.ensure_vector_index(coll)
     with store.engine.connect() as conn:
@@ -115,23 +116,43 @@ def _ids(store: Store, name: str, query: str, scope: Scope, filters: Any, mode: 
 @given(
     words=st.lists(st.sampled_from(WORDS), min_size=1, max_size=3),
     topic=st.none() | st.integers(0, 4),
+    workspace=st.none() | st.just("w1"),
+    ids_read=st.booleans(),
     mode=st.sampled_from(["vector", "hybrid"]),
 )
 def test_the_same_rows_with_and_without_the_tenant_index(
-    store: Store, tenants: dict, words: list[str], topic: int | None, mode: str
+    store: Store,
+    tenants: dict,
+    words: list[str],
+    topic: int | None,
+    workspace: str | None,
+    ids_read: bool,
+    mode: str,
 ) -> None:
+    """The tenant alone (no test per tuple), or narrowed by a workspace and / or a filter: tested by the
+    document ids the plan read, or (``ids_read`` False: more documents than SCOPE_MAX_DOCS) by the
+    documents join under the predicate."""
+    from agentrag.retrieval import scoped
+
     name = tenants["name"]
     store.optimize(name)
-    query, scope = " ".join(words), Scope(tenant=BIG)
+    query, scope = " ".join(words), Scope(tenant=BIG, workspace=workspace)
     filters = None if topic is None else {"metadata": {"topic": topic}}
-    walked = store.search(query, collections=name, scope=scope, filters=filters, explain=True)
-    assert walked.plan[0].startswith(f"{name}: vector=hnsw-tenant" if topic != 4 else f"{name}: vector=exact")
-    with_index = _ids(store, name, query, scope, filters, mode)
-    tenant_walk.ENABLED = False
+    saved = scoped.SCOPE_MAX_DOCS
+    scoped.SCOPE_MAX_DOCS = 5_000 if ids_read else 3
     try:
-        without = _ids(store, name, query, scope, filters, mode)
+        walked = store.search(query, collections=name, scope=scope, filters=filters, explain=True)
+        assert walked.plan[0].startswith(
+            f"{name}: vector=hnsw-tenant" if topic != 4 else f"{name}: vector=exact"
+        )
+        with_index = _ids(store, name, query, scope, filters, mode)
+        tenant_walk.ENABLED = False
+        try:
+            without = _ids(store, name, query, scope, filters, mode)
+        finally:
+            tenant_walk.ENABLED = True
     finally:
-        tenant_walk.ENABLED = True
+        scoped.SCOPE_MAX_DOCS = saved
     assert with_index == without  # ef_search above the tenant's 160 rows: the walk finds them all
 
 
