@@ -414,6 +414,11 @@ def test_topicless_follow_ups_carry_the_previous_question_and_are_scored_on_thei
     assert resolve("can an admin make that longer?", "How long do deleted notes stay in the trash?") == (
         "Can an admin make that longer, regarding how long do deleted notes stay in the trash?"
     )
+    # ... and so does one the message ends on, not only "that <verb>": its last noun phrase ("the
+    # API") alone loses what the previous question searched for
+    assert resolve("what's the rate limit for that?", "How do I search notes through the API?") == (
+        "What's the rate limit for that, regarding how I search notes through the API?"
+    )
 
 
 CUT_IN_CODE = """    return hmac.compare_digest(expected, signature)

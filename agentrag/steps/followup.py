@@ -174,6 +174,7 @@ _TITLE_START = re.compile(r"^(?:[A-Z]{2}|[A-Z][a-z]+[A-Z])")  # "SSO ...", "GitH
 
 
 _DEMONSTRATIVE_NOUN = re.compile(r"\b(?:this|that|these|those)\s+([A-Za-z][A-Za-z-]*)\b", re.IGNORECASE)
+_DEMONSTRATIVE_LAST = re.compile(r"\b(?:this|that|these|those)$", re.IGNORECASE)  # "the rate limit for that?"
 
 
 def _named_before(head: str, *texts: str | None) -> str | None:
@@ -323,6 +324,8 @@ def resolve(message: str, previous: str, reply: str | None = None) -> str:
             changed = True
         else:  # "make that longer": "that" is what the previous question asked about
             bare_demonstrative = True
+    elif _DEMONSTRATIVE_LAST.search(resolved):
+        bare_demonstrative = True  # "what's the rate limit for that?": the previous question's topic
     pronoun = _PRONOUN.search(resolved)
     if pronoun:
         plural = pronoun.group(0).lower() != "it"
