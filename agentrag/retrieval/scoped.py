@@ -8,10 +8,11 @@ parameters only); this module decides *how* each leg enforces it, from the size 
 The two legs decide separately, from one statement over ``documents`` (:func:`count_scope`):
 
 * **Vector leg.** A scope of at most :data:`EXACT_MAX_ROWS` chunks (a long-tail tenant, a 1 %
-  filter of a mid-sized collection) is scanned exactly (``ORDER BY distance + 0``, which no index
-  serves: the planner goes through the documents' scope index and the chunks' ``document_id``
-  index), exactly right and cheaper than an HNSW walk that must visit about ``depth /
-  selectivity`` tuples to find ``depth`` inside a 0.05 % scope. A larger one walks the HNSW index
+  filter of a mid-sized collection) whose share of the collection is small enough
+  (``rows * share <= EXACT_WALK_COST * depth``, :func:`exact_wins`) is scanned exactly (``ORDER BY
+  distance + 0``, which no index serves: the planner goes through the documents' scope index and the
+  chunks' ``document_id`` index), exactly right and cheaper than an HNSW walk that must visit about
+  ``depth / share`` tuples to find ``depth`` inside a 0.05 % scope. A larger one walks the HNSW index
   with pgvector's iterative scan (``relaxed_order``), ``hnsw.max_scan_tuples`` raised so that the
   walk can visit the ``depth / selectivity`` tuples it needs (at least pgvector's 20,000); a short
   result is still re-run exactly (:func:`agentrag.retrieval.vector.vector_leg`).
@@ -27,10 +28,15 @@ The two legs decide separately, from one statement over ``documents`` (:func:`co
 
 The scope's size comes from ``documents.chunk_count`` under the same WHERE clause (the documents'
 scope index for a tenant, the GIN indexes for a metadata filter or grants), reading at most
-``max(EXACT_MAX_ROWS, SCOPE_MAX_DOCS) + 1`` documents: bounded whatever the scope. Scope, filter and
-grant predicates are one WHERE clause and go through the same plan. Every choice returns the same
-rows (exactly ``min(k, matches)``, the same order but for ties and the HNSW walk's approximation on
-large scopes); only the cost differs. The choice is on
+``max(EXACT_MAX_ROWS, SCOPE_MAX_DOCS) + 1`` documents. One count is not bounded by that: the GIN
+overlap of a principal's grant tokens costs per token and per match (5,000 documents for a principal
+in 500 groups: 17-25 ms), so a predicate of more than :data:`COUNT_MAX_TOKENS` tokens is first
+estimated from PostgreSQL's statistics (:func:`estimate_share`, one ``EXPLAIN``, 0.8 ms), and not
+counted when the estimated share is at least :data:`UNCOUNTED_MIN_SHARE`: the walk filters in the same
+statement and BM25's ranking goes in slices, both cheap for a large share (``share~39%`` on the plan).
+Scope, filter and grant predicates are one WHERE clause and go through the same plan. Every choice
+returns the same rows (exactly ``min(k, matches)``, the same order but for ties and the HNSW walk's
+approximation on large scopes); only the cost differs. The choice is on
 ``SearchResult.plan`` (``collection: vector=exact lexical=bm25-scope rows=412``), on the ``search``
 step's span (``agentrag.search.plan``) and, with the numbers behind it, on ``SearchResult.explain``
 (``search(explain=True)``). Measured in benchmarks/scale.py (``--tenants``); the thresholds are
@@ -52,14 +58,19 @@ if TYPE_CHECKING:
     from agentrag.retrieval.lexical import CachedBM25
 
 __all__ = [
+    "COUNT_MAX_TOKENS",
     "ENABLED",
     "EXACT_MAX_ROWS",
+    "EXACT_WALK_COST",
     "MIN_MAX_SCAN_TUPLES",
     "SCOPE_MAX_DOCS",
+    "UNCOUNTED_MIN_SHARE",
     "LegPlan",
     "ScopeCount",
     "count_scope",
+    "estimate_share",
     "exact_vector_leg",
+    "exact_wins",
     "plan_collection",
     "restore_sort",
     "scope_bm25_leg",
@@ -70,10 +81,24 @@ __all__ = [
 #: False: no planning, every restricted search walks HNSW (pgvector's max_scan_tuples) and sends the BM25
 #: ranking in slices, as before the planner (benchmarks/scale_tenants.py's "planner off" column).
 ENABLED = True
-#: A scope of at most this many chunks is searched exactly by the vector leg (measured at 200k chunks,
-#: loaded: 8,900 chunks exact 37-40 ms, the walk 49; 13,350: 48-53 against 43; 31,840: 69 against 38-43):
-#: about even from 10,000 to 20,000, where the exact scan is also exactly right.
+#: A scope of at most this many chunks may be searched exactly by the vector leg (measured at 200k chunks,
+#: loaded: 8,900 chunks exact 37-40 ms, the walk 49; 13,350: 48-53 against 43; 31,840: 69 against 38-43);
+#: the count reads at most this many (documents), so it also bounds the plan's own cost.
 EXACT_MAX_ROWS = 20_000
+#: ... and only when ``rows * share <= EXACT_WALK_COST * depth`` (``share``: the scope's rows over the
+#: HNSW index's): the exact scan reads ``rows`` rows, the walk visits about ``depth / share`` tuples, each
+#: (a heap fetch and the neighbours' distances) about this many exact rows' worth (benchmarks/acl.py at 100k
+#: chunks, paired: 10,000 visible chunks exact 24 ms, the walk 57; 15,000: 57 against 70; 20,000: 73
+#: against 54). A large share of a small collection walks; a few percent of a large one is scanned.
+EXACT_WALK_COST = 30
+#: A predicate that tests more grant tokens than this (``d.grants && :p_tokens``) is not counted when the
+#: statistics put its share at UNCOUNTED_MIN_SHARE or more: the GIN overlap costs per token and per match
+#: (a principal in 500 of 1,000 groups: 17-25 ms to count 5,000 documents; in 100: 1.7 ms), and a large
+#: share is served well without the count (the walk filtering in the same statement, BM25 in slices).
+COUNT_MAX_TOKENS = 200
+UNCOUNTED_MIN_SHARE = 0.2
+#: the grant tokens' parameter in the predicate's WHERE clause (agentrag.retrieval.predicate)
+TOKENS_PARAM = "p_tokens"
 #: A scope of at most this many documents is ranked by BM25 over its own chunks (bm25-scope): the plan
 #: reads their ids with its count, in the same statement.
 SCOPE_MAX_DOCS = 5_000
@@ -95,6 +120,9 @@ class LegPlan:
     ef_search: int | None = None
     max_scan_tuples: int | None = None
     reason: str = ""
+    #: the scope's share of the indexed chunks (None: unrestricted or unknown); estimated from the
+    #: statistics, not counted, when ``scope_rows`` is None under a restriction
+    share: float | None = None
     #: the scope's document ids as the plan read them (bm25-scope); not shown, not compared
     documents: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
 
@@ -102,8 +130,15 @@ class LegPlan:
     def exact(self) -> bool:
         return self.vector == "exact"
 
+    @property
+    def counted(self) -> bool:
+        """Whether the plan counted its scope (False: unrestricted, or a share estimated instead)."""
+        return self.scope_rows is not None
+
     def describe(self) -> str:
         rows = "" if self.scope_rows is None else f" rows={self.rows_text()}"
+        if self.scope_rows is None and self.share is not None:
+            rows = f" share~{self.share:.0%}"
         return f"{self.collection}: vector={self.vector} lexical={self.lexical}{rows}"
 
     def rows_text(self) -> str:
@@ -122,7 +157,12 @@ class LegPlan:
 
     def as_dict(self) -> dict[str, Any]:
         shown = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "documents"}
-        return {**shown, "exact_max_rows": EXACT_MAX_ROWS, "scope_max_docs": SCOPE_MAX_DOCS}
+        return {
+            **shown,
+            "exact_max_rows": EXACT_MAX_ROWS,
+            "exact_walk_cost": EXACT_WALK_COST,
+            "scope_max_docs": SCOPE_MAX_DOCS,
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,6 +194,42 @@ def count_scope(conn: Connection, collection_id: int, where: str, params: dict[s
     return ScopeCount(rows, int(row.docs), None if row.ids is None else tuple(row.ids))
 
 
+def estimate_share(conn: Connection, collection_id: int, where: str, params: dict[str, Any]) -> float:
+    """The share of ``collection_id``'s documents passing ``where``, from PostgreSQL's statistics: one
+    ``EXPLAIN`` (the predicate's estimated rows over the whole table beside the collection's own), read
+    nothing (0.8 ms for 502 grant tokens). Over the whole table, since the estimate under the
+    collection assumes the two independent (grants and tenants are not); an over-estimate (the
+    predicate's documents are in other collections too) costs time, never rows: the walk comes back
+    short and re-runs exactly. 0.0 when the plan is not the expected two scans."""
+    from sqlalchemy import text
+
+    sql = (
+        f"EXPLAIN (FORMAT JSON) SELECT 1 FROM agentrag.documents d WHERE ({where})"
+        f" UNION ALL SELECT 1 FROM agentrag.documents d WHERE d.collection_id = {int(collection_id)}"
+    )
+    plan = conn.execute(text(sql), params).scalar()
+    try:
+        matching, total = (float(p["Plan Rows"]) for p in plan[0]["Plan"]["Plans"])  # type: ignore[index]
+    except (KeyError, IndexError, TypeError, ValueError):
+        return 0.0
+    return min(1.0, matching / max(total, 1.0))
+
+
+def exact_wins(rows: int, indexed: int, depth: int) -> bool:
+    """Whether the vector leg scans a counted scope of ``rows`` chunks exactly (see EXACT_WALK_COST)."""
+    if rows > EXACT_MAX_ROWS:
+        return False
+    if indexed <= 0:  # no index (a scan either way) or no statistics yet: the absolute bound only
+        return True
+    return rows * rows <= EXACT_WALK_COST * depth * max(indexed, rows)
+
+
+def grant_tokens(where: str, params: dict[str, Any]) -> int:
+    """How many grant tokens ``where`` tests (0: no grants in it)."""
+    tokens = params.get(TOKENS_PARAM)
+    return len(tokens) if f":{TOKENS_PARAM}" in where and isinstance(tokens, (list, tuple)) else 0
+
+
 def scope_rows(conn: Connection, collection_id: int, where: str, params: dict[str, Any]) -> int:
     """The chunks of ``collection_id`` passing ``where``, counted up to ``EXACT_MAX_ROWS + 1``."""
     return count_scope(conn, collection_id, where, params).rows
@@ -178,25 +254,65 @@ def plan_collection(
         return LegPlan(name, vector, "bm25-top", None, indexed, ef_search, None, "no scope or filter")
     if not ENABLED:
         return LegPlan(name, "hnsw-iterative", "bm25-slices", None, indexed, ef_search, None, "planner off")
+    tokens = grant_tokens(where, params)
+    if tokens > COUNT_MAX_TOKENS:
+        estimated = estimate_share(conn, collection_id, where, params)
+        if estimated >= UNCOUNTED_MIN_SHARE:
+            return uncounted_plan(name, indexed, ef_search, depth, estimated, tokens)
     scope = count_scope(conn, collection_id, where, params)
     rows = scope.rows
+    share = rows / max(indexed, rows, 1) if indexed > 0 else None
     lexical = "bm25-scope" if scope.ids is not None else "bm25-slices"
     lexical_why = (
         f"BM25 over the chunks of its {scope.documents} documents"
         if scope.ids is not None
         else f"more than {SCOPE_MAX_DOCS} documents: BM25 ranking sent in slices"
     )
-    if rows <= EXACT_MAX_ROWS:
-        why = f"scope of {rows} chunks <= {EXACT_MAX_ROWS}: exact vector scan; {lexical_why}"
-        return LegPlan(name, "exact", lexical, rows, indexed, None, None, why, scope.ids)
+    if exact_wins(rows, indexed, depth):
+        why = f"scope of {rows} chunks: exact vector scan; {lexical_why}"
+        return LegPlan(name, "exact", lexical, rows, indexed, None, None, why, share, scope.ids)
     if indexed < 0:
         why = f"no HNSW index yet: the vector leg scans; {lexical_why}"
-        return LegPlan(name, "scan", lexical, rows, indexed, ef_search, None, why, scope.ids)
-    # a uniformly spread scope of `rows` in `indexed` needs depth * indexed / rows tuples visited
-    need = SCAN_MARGIN * depth * max(indexed, rows) // max(rows, 1)
-    tuples = max(MIN_MAX_SCAN_TUPLES, min(MAX_MAX_SCAN_TUPLES, need))
-    why = f"scope of more than {EXACT_MAX_ROWS} chunks: iterative HNSW scan; {lexical_why}"
-    return LegPlan(name, "hnsw-iterative", lexical, rows, indexed, ef_search, tuples, why, scope.ids)
+        return LegPlan(name, "scan", lexical, rows, indexed, ef_search, None, why, share, scope.ids)
+    tuples = scan_tuples(depth, rows / max(indexed, rows, 1))
+    size = f"more than {EXACT_MAX_ROWS}" if rows > EXACT_MAX_ROWS else f"{rows}"
+    why = f"scope of {size} chunks ({rows / max(indexed, rows, 1):.1%}): iterative HNSW scan; {lexical_why}"
+    return LegPlan(name, "hnsw-iterative", lexical, rows, indexed, ef_search, tuples, why, share, scope.ids)
+
+
+def scan_tuples(depth: int, share: float) -> int:
+    """``hnsw.max_scan_tuples`` for a walk under a scope of ``share``: a uniformly spread scope needs
+    about ``depth / share`` tuples visited, with a margin; at least pgvector's default."""
+    need = int(SCAN_MARGIN * depth / max(share, 1e-9))
+    return max(MIN_MAX_SCAN_TUPLES, min(MAX_MAX_SCAN_TUPLES, need))
+
+
+def uncounted_plan(name: str, indexed: int, ef_search: int, depth: int, share: float, tokens: int) -> LegPlan:
+    """A large share, estimated, not counted: the walk tests the predicate in the same statement (it
+    stops early and re-runs exactly when the estimate was too high), BM25's ranking in slices."""
+    why = (
+        f"{tokens} grant tokens (> {COUNT_MAX_TOKENS}) and an estimated share of {share:.0%}"
+        f" (>= {UNCOUNTED_MIN_SHARE:.0%}): not counted; "
+    )
+    if indexed < 0:
+        return LegPlan(
+            name, "scan", "bm25-slices", None, indexed, ef_search, None, why + "no HNSW index yet", share
+        )
+    # a share >= UNCOUNTED_MIN_SHARE needs at most depth / share tuples visited: pgvector's default
+    # max_scan_tuples serves it, and the walk runs as the planner-off one does (no settings changed)
+    tuples = scan_tuples(depth, share)
+    why += "iterative HNSW scan, BM25 ranking sent in slices"
+    return LegPlan(
+        name,
+        "hnsw-iterative",
+        "bm25-slices",
+        None,
+        indexed,
+        ef_search,
+        None if tuples <= MIN_MAX_SCAN_TUPLES else tuples,
+        why,
+        share,
+    )
 
 
 def set_max_scan_tuples(conn: Connection, tuples: int) -> None:
