@@ -379,3 +379,117 @@ def test_the_walk_tests_the_scope_s_document_ids_and_finds_what_the_join_finds(
     assert by_ids.plan[0].startswith(f"{name}: vector=hnsw-iterative")
     assert walked and all("v_docs" in s and "JOIN agentrag.documents" not in s for s in walked)
     assert [(h.chunk_id, h.score) for h in by_ids] == [(h.chunk_id, h.score) for h in joined]
+
+
+def test_the_exact_scan_weighs_the_scope_s_share_of_the_collection() -> None:
+    """Exact when ``rows * share <= EXACT_WALK_COST * depth`` (and at most EXACT_MAX_ROWS): a few percent of
+    a large collection is scanned, a large share of a small one walks (it finds depth in depth / share)."""
+    assert scoped.exact_wins(10_000, 100_000, 100)  # 10 %: 1,000 <= 3,000
+    assert not scoped.exact_wins(20_000, 100_000, 100)  # 20 %: 4,000
+    assert scoped.exact_wins(20_000, 1_000_000, 100)  # 2 % of a million
+    assert not scoped.exact_wins(15_000, 30_000, 100)  # half of a small collection
+    assert scoped.exact_wins(15_000, 30_000, 1000)  # ... unless the walk must find 1,000
+    assert scoped.exact_wins(5_000, -1, 100)  # no index: the absolute bound only
+    assert not scoped.exact_wins(scoped.EXACT_MAX_ROWS + 1, 10**9, 100)
+
+
+def test_a_large_share_of_an_indexed_collection_walks(
+    store: Store, tenants: dict, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    name = tenants["name"]
+    store.ensure_vector_index(store.collection(name))
+    scope = Scope(tenant="big")  # 120 of the collection's 153 chunks
+    counted = store.search("comet", collections=name, scope=scope, explain=True, top_k=10, depth=100)
+    assert counted.plan == (f"{name}: vector=exact lexical=bm25-scope rows=120",)
+    assert counted.explain is not None and counted.explain[0]["share"] == pytest.approx(120 / 153, abs=0.05)
+    monkeypatch.setattr(scoped, "EXACT_WALK_COST", 0.5)  # 120 * 0.78 = 94: exact for depth 200, walk for 100
+    deep = store.search("comet", collections=name, scope=scope, top_k=10, depth=200)
+    assert deep.plan[0].startswith(f"{name}: vector=exact")
+    walked = store.search("comet", collections=name, scope=scope, explain=True, top_k=10, depth=100)
+    assert walked.plan == (f"{name}: vector=hnsw-iterative lexical=bm25-scope rows=120",)
+    assert walked.explain is not None and "iterative HNSW scan" in walked.explain[0]["reason"]
+    assert [h.chunk_id for h in walked] == [h.chunk_id for h in counted]
+    assert len(walked) == 10
+
+
+def test_the_grant_tokens_are_the_predicate_s_parameter() -> None:
+    """The planner finds the tokens by the predicate's parameter name (scoped.TOKENS_PARAM)."""
+    from agentrag.retrieval.predicate import compile_predicate
+
+    principal = ar.Principal(user="ann", groups=["a", "b", "c"])
+    predicate = compile_predicate(Scope(principal=principal))
+    where = predicate.where(acl=True)
+    assert scoped.grant_tokens(where, predicate.params) == len(principal.tokens()) == 5
+    assert scoped.grant_tokens(predicate.where(acl=False), predicate.params) == 0  # no grants tested
+
+
+def test_the_share_estimate_reads_the_statistics(store: Store, granted: dict) -> None:
+    cid = store.collection(granted["name"]).id
+    with store.engine.begin() as conn:
+        conn.execute(text("ANALYZE agentrag.documents"))
+        whole = scoped.estimate_share(conn, cid, f"d.collection_id = {int(cid)}", {})
+        none = scoped.estimate_share(
+            conn, cid, "d.grants && CAST(:p_tokens AS text[])", {"p_tokens": ["u:nobody"]}
+        )
+    assert 0.5 <= whole <= 1.0
+    assert 0.0 <= none < 0.2
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    words=st.lists(st.sampled_from(WORDS), min_size=1, max_size=3),
+    groups=st.sets(st.sampled_from([f"g{i}" for i in range(8)]), min_size=1, max_size=4),
+    topic=st.one_of(st.none(), st.integers(0, 4)),
+    mode=st.sampled_from(["lexical", "vector", "hybrid"]),
+)
+def test_a_principal_of_many_tokens_is_estimated_not_counted_and_finds_the_same_rows(
+    store: Store, granted: dict, words: list[str], groups: set[str], topic: int | None, mode: str
+) -> None:
+    """More than COUNT_MAX_TOKENS grant tokens and an estimated share of at least UNCOUNTED_MIN_SHARE:
+    no count; the walk filters in the same statement, BM25 in slices: the same rows as the counted plan
+    and the planner off, exactly min(k, matches)."""
+    principal = ar.Principal(user="ann", groups=sorted(groups))
+    options: dict[str, Any] = {
+        "collections": granted["name"],
+        "mode": mode,
+        "scope": Scope(principal=principal),
+        "top_k": 10,
+        "depth": 20,
+        "filters": None if topic is None else {"metadata": {"topic": topic}},
+    }
+    query = " ".join(words)
+    statements: list[str] = []
+
+    def record(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        statements.append(statement)
+
+    saved = scoped.COUNT_MAX_TOKENS, scoped.UNCOUNTED_MIN_SHARE
+    scoped.COUNT_MAX_TOKENS, scoped.UNCOUNTED_MIN_SHARE = 2, 0.0  # every principal here: 3+ tokens
+    event.listen(store.engine, "before_cursor_execute", record)
+    try:
+        estimated = store.search(query, explain=True, **options)
+    finally:
+        event.remove(store.engine, "before_cursor_execute", record)
+        scoped.COUNT_MAX_TOKENS, scoped.UNCOUNTED_MIN_SHARE = saved
+    assert estimated.explain is not None and estimated.explain[0]["scope_rows"] is None
+    assert " share~" in estimated.plan[0] and "not counted" in estimated.explain[0]["reason"]
+    assert mode == "vector" or "lexical=bm25-slices" in estimated.plan[0]
+    assert not any("chunk_count" in s for s in statements)
+    assert sum(s.startswith("EXPLAIN (FORMAT JSON)") for s in statements) == 1
+    counted = store.search(query, **options)
+    assert " rows=" in counted.plan[0]
+    expected = sum(
+        1 for i in range(60) if (f"g{i % 6}" in groups or i % 7 == 0) and (topic is None or i % 4 == topic)
+    )
+    if mode != "lexical":
+        assert len(estimated) == min(10, expected)
+    saved_enabled = scoped.ENABLED
+    scoped.ENABLED = False
+    try:
+        off = store.search(query, **options)
+    finally:
+        scoped.ENABLED = saved_enabled
+    rows = [(h.chunk_id, round(h.score, 6)) for h in estimated]
+    assert rows == [(h.chunk_id, round(h.score, 6)) for h in off]
+    assert rows == [(h.chunk_id, round(h.score, 6)) for h in counted]
+    assert all(h.grant is not None for h in estimated)
