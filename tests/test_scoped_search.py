@@ -493,3 +493,46 @@ def test_a_principal_of_many_tokens_is_estimated_not_counted_and_finds_the_same_
     assert rows == [(h.chunk_id, round(h.score, 6)) for h in off]
     assert rows == [(h.chunk_id, round(h.score, 6)) for h in counted]
     assert all(h.grant is not None for h in estimated)
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    words=st.lists(st.sampled_from(WORDS), min_size=1, max_size=3),
+    tenant=st.sampled_from(sorted(SIZES)),
+    topic=st.one_of(st.none(), st.integers(0, 11)),
+)
+def test_the_exact_scan_reads_the_scope_s_document_ids_and_finds_what_the_join_finds(
+    store: Store, tenants: dict, words: list[str], tenant: str, topic: int | None
+) -> None:
+    """An exact scan under a scope whose document ids the plan read reads their chunks by document_id
+    (no documents join, the predicate not evaluated again): the same rows as the exact scan joining
+    documents under the predicate, exactly min(k, matches)."""
+    name = tenants["name"]
+    options: dict[str, Any] = {
+        "collections": name,
+        "mode": "vector",
+        "scope": Scope(tenant=tenant),
+        "top_k": 10,
+        "filters": None if topic is None else {"metadata": {"topic": topic}},
+    }
+    statements: list[str] = []
+
+    def record(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        statements.append(statement)
+
+    saved = scoped.SCOPE_MAX_DOCS
+    event.listen(store.engine, "before_cursor_execute", record)
+    try:
+        by_ids = store.search(" ".join(words), explain=True, **options)
+        scanned = [s for s in statements if ") + 0" in s]
+        scoped.SCOPE_MAX_DOCS = -1  # no ids read: the exact scan joins documents under the predicate
+        joined = store.search(" ".join(words), **options)
+    finally:
+        event.remove(store.engine, "before_cursor_execute", record)
+        scoped.SCOPE_MAX_DOCS = saved
+    assert by_ids.plan[0].startswith(f"{name}: vector=exact") and joined.plan[0].startswith(
+        f"{name}: vector=exact"
+    )
+    assert scanned and all("v_docs" in s and "JOIN agentrag.documents" not in s for s in scanned)
+    assert [(h.chunk_id, h.score) for h in by_ids] == [(h.chunk_id, h.score) for h in joined]
+    assert by_ids.explain is not None and len(by_ids) == min(10, by_ids.explain[0]["scope_rows"])

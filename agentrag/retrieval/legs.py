@@ -265,6 +265,7 @@ def vector_ranked(
                     where=where_for(plan.predicate, c),
                     params=plan.params,
                     depth=plan.leg_depth,
+                    documents=leg.documents,
                 )
             )
             continue

