@@ -113,7 +113,7 @@ class LegPlan:
     """How one collection's legs run in one search (see the module docstring)."""
 
     collection: str
-    vector: str  # "hnsw" | "hnsw-iterative" | "exact" | "scan" (no index yet)
+    vector: str  # "hnsw" | "hnsw-iterative" | "exact" | "scan" (no index yet) | "hnsw-tenant"
     lexical: str  # "bm25-top" | "bm25-scope" | "bm25-slices"
     scope_rows: int | None = None  # chunks in the scope (None: unrestricted); EXACT_MAX_ROWS + 1: more
     indexed_rows: int = -1  # the HNSW index's reltuples (-1: unknown or no index)
