@@ -87,9 +87,10 @@ ENABLED = True
 EXACT_MAX_ROWS = 20_000
 #: ... and only when ``rows * share <= EXACT_WALK_COST * depth`` (``share``: the scope's rows over the
 #: HNSW index's): the exact scan reads ``rows`` rows, the walk visits about ``depth / share`` tuples, each
-#: (a heap fetch and the neighbours' distances) about this many exact rows' worth (benchmarks/acl.py at 100k
-#: chunks, paired: 10,000 visible chunks exact 24 ms, the walk 57; 15,000: 57 against 70; 20,000: 73
-#: against 54). A large share of a small collection walks; a few percent of a large one is scanned.
+#: (a heap fetch and the neighbours' distances) about this many exact rows' worth. Measured through the
+#: library (benchmarks/acl.py's collection, 100k chunks, vector p50, quiet: load 1.6): 5,000 visible
+#: chunks exact 12 ms, the walk 49; 10,000: 16 against 32; 15,000: 22 against 27; 20,000: the walk 19.
+#: A large share of a small collection walks; a few percent of a large one is scanned.
 EXACT_WALK_COST = 30
 #: A predicate that tests more grant tokens than this (``d.grants && :p_tokens``) is not counted when the
 #: statistics put its share at UNCOUNTED_MIN_SHARE or more: the GIN overlap costs per token and per match
@@ -353,7 +354,8 @@ def exact_vector_leg(
 
     ``documents``: the scope's document ids as the plan read them under ``where`` (this transaction's
     snapshot): the chunks are read by ``document_id`` with no documents join and the predicate is not
-    evaluated again (a principal seeing 10 % of 100k chunks: the join's plan 69 ms, the ids' 37, load 7).
+    evaluated again (a principal seeing 10 % of 100k chunks: 15 ms either way when quiet; at load 7 the
+    join's plan 69 ms, the ids' 37).
     """
     from sqlalchemy import text
 
