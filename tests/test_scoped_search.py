@@ -536,3 +536,21 @@ def test_the_exact_scan_reads_the_scope_s_document_ids_and_finds_what_the_join_f
     assert scanned and all("v_docs" in s and "JOIN agentrag.documents" not in s for s in scanned)
     assert [(h.chunk_id, h.score) for h in by_ids] == [(h.chunk_id, h.score) for h in joined]
     assert by_ids.explain is not None and len(by_ids) == min(10, by_ids.explain[0]["scope_rows"])
+
+
+def test_an_uncounted_plan_walks_with_pgvector_s_bound_or_scans_without_an_index() -> None:
+    """A large estimated share needs at most depth / share tuples: pgvector's default max_scan_tuples
+    unless depth is large; without an HNSW index the vector leg scans; BM25 always in slices."""
+    walk = scoped.uncounted_plan("c", 100_000, 100, 100, 0.39, 502)
+    assert (walk.vector, walk.lexical, walk.scope_rows, walk.max_scan_tuples) == (
+        "hnsw-iterative",
+        "bm25-slices",
+        None,
+        None,
+    )
+    assert walk.describe() == "c: vector=hnsw-iterative lexical=bm25-slices share~39%"
+    assert "502 grant tokens" in walk.reason and not walk.counted
+    deep = scoped.uncounted_plan("c", 100_000, 1000, 4000, 0.25, 300)
+    assert deep.max_scan_tuples == scoped.scan_tuples(4000, 0.25) == 64_000
+    bare = scoped.uncounted_plan("c", -1, 100, 100, 0.5, 300)
+    assert (bare.vector, bare.lexical, bare.max_scan_tuples) == ("scan", "bm25-slices", None)
