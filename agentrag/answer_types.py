@@ -25,7 +25,8 @@ _DURATION = re.compile(
     r"immediately|no (?:time )?limit|without limit)\b|\b\d+/\d+\b|\b24/[57]\b",
     re.IGNORECASE,
 )
-_NUMBER = re.compile(rf"\d|\b{_NUMBER_WORDS}\b|\bunlimited\b|\bnone\b", re.IGNORECASE)
+# a quantity, not a digit inside a name or a path ("/v2/", "OAuth2", "sha256" state no amount)
+_NUMBER = re.compile(rf"(?<![A-Za-z/_-])\d|\b{_NUMBER_WORDS}\b|\bunlimited\b|\bnone\b", re.IGNORECASE)
 _PLACE = re.compile(r"@|://|→|->|`|\b[A-Z][a-z]+,? [A-Z][a-z]+\b|\bSettings\b|\bmenu\b", re.UNICODE)
 _TIME = re.compile(
     r"\b\d{4}-\d\d|\b(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday|january|february|march|"

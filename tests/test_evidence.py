@@ -122,6 +122,10 @@ def test_a_number_answers_a_counting_question_when_it_counts_the_thing_asked(tex
     if "digital" in text:
         question = "How many e-books can I borrow?"
     assert type_fit("number", text, question=question) == fit
+    # a digit inside a name or a path is no amount
+    size = "What is the maximum size?"
+    assert type_fit("number", "Details: `GET /v2/webhooks` (OAuth2)", question=size) == -1.0
+    assert type_fit("number", "Attachments: 10GB each", question=size) == 1.0
     # a table row's cells sit under their header: named anywhere in the row is enough
     assert type_fit("number", "Plan: Team; Webhook endpoints per workspace: 5", row=True,
                     question="How many webhook endpoints does Team allow?") == 1.0  # fmt: skip
