@@ -144,3 +144,19 @@ def test_the_demo_answers_each_part_of_its_questions(lumen: tuple[ar.Store, list
     compare = ask(QUESTIONS[1], store, names)
     assert compare.grounded is True
     assert "24 hours" in (compare.answer_text or "") and "8 hours" in (compare.answer_text or "")
+
+
+def test_the_demo_output_reads_the_same(lumen: tuple[ar.Store, list[str]], snapshot: Any) -> None:
+    """`make demo`'s printed answers (the steps, searches, answers and citations), pinned: only the
+    timings, the collections' random suffixes and the chunk ids (hashes) are normalised."""
+    import re
+
+    from agentrag.demo import QUESTIONS, ask, describe
+
+    store, names = lumen
+    printed = "\n\n".join(describe(ask(question, store, names)) for question in QUESTIONS)
+    ids: dict[str, str] = {}
+    printed = re.sub(r"chk_[0-9a-f]+", lambda m: ids.setdefault(m.group(0), f"chk_{len(ids) + 1}"), printed)
+    printed = re.sub(r"\b(product_docs|support|api)_[0-9a-f]{6}\b", r"\1", printed)
+    printed = re.sub(r"\] \d+ms", "] <ms>", printed)
+    assert "(mode full, grounded True)" in printed and printed == snapshot
