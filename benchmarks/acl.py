@@ -11,9 +11,12 @@
 * Principals: a user in 10, 100 or 500 of the groups sees 1 %, 10 % or 50 % of the chunks; the
   unfiltered search is the same collection searched by an admin principal (no predicate at all).
 * Latency, top_k=10, ``vector`` and ``hybrid`` modes through ``Store.search``, each query's
-  systems interleaved in an order rotated per query. Floor: the hand-written SQL of the vector
-  leg with the same predicate (psycopg, ``d.grants && %s``, the same ORDER BY / LIMIT depth,
-  ``ef_search`` and relaxed iterative scan), and without it for the unfiltered row.
+  systems interleaved in an order rotated per query. Floor: the vector search written by hand
+  (psycopg) doing the library's work: the plan the library chose for that principal (its
+  ``SearchResult.plan``: the HNSW walk, the iterative walk with the same ``max_scan_tuples``, or
+  the exact scan), the same predicate (``d.grants && %s``, in the same statement), all ``depth``
+  candidates ranked and returned (no outer LIMIT that would let the walk stop after ``top_k``),
+  then the ``top_k`` hits' rows fetched as the library fetches them; nothing for the unfiltered row.
 * ``planner off``: the same searches with the scope planner disabled (``scoped.ENABLED = False``:
   the iterative HNSW walk and the BM25 ranking sent to SQL in slices, the path before the grant
   predicate went through the planner), in the same run.
@@ -81,30 +84,64 @@ def _raw(store: Any) -> Any:
 
 
 def floor_sql(cid: int, restricted: bool, exact: bool = False) -> str:
-    """The vector leg written by hand: the same expression, index predicate, ORDER BY and LIMIT."""
+    """The vector leg written by hand: the same expression, index predicate, ORDER BY and LIMIT depth.
+
+    Every ``depth`` candidate comes back (the library's leg returns them all for the fusion): an outer
+    ``LIMIT k`` over the walk's CTE would let PostgreSQL stop the walk after ``k`` rows."""
     expr = "c.embedding::vector(384) <=> %(q)s::vector(384)"
-    join = " JOIN agentrag.documents d ON d.id = c.document_id" if restricted else ""
+    same = " AND d.collection_id = c.collection_id" if exact else ""
+    join = f" JOIN agentrag.documents d ON d.id = c.document_id{same}" if restricted else ""
     where = " AND d.grants && %(tokens)s::text[]" if restricted else ""
     order = f"({expr}) + 0" if exact else expr
     return (
         f"WITH hits AS MATERIALIZED (SELECT c.id, {expr} AS distance FROM agentrag.chunks c{join}"
         f" WHERE c.collection_id = {int(cid)}{where} ORDER BY {order} LIMIT %(depth)s)"
-        " SELECT id FROM hits ORDER BY distance, id LIMIT %(k)s"
+        ' SELECT id FROM hits ORDER BY distance, id COLLATE "C"'
     )
 
 
-def run_floor(conn: Any, cid: int, vector: np.ndarray, tokens: list[str] | None, ef: int) -> list[str]:
+#: the hits' rows, as the library fetches them (agentrag.retrieval.search)
+FETCH_SQL = (
+    "SELECT c.id, c.document_id, c.text, c.start_char, c.end_char, c.chunk_index, c.page, c.section,"
+    " c.locator, c.sha256, d.source, d.original_filename, d.sha256, d.classification, d.metadata, d.grants,"
+    " (SELECT r.revision FROM agentrag.document_revisions r"
+    " WHERE r.document_id = d.id AND r.valid_to IS NULL),"
+    " k.name, k.embed_model, k.embed_version FROM agentrag.chunks c"
+    " JOIN agentrag.documents d ON d.id = c.document_id JOIN agentrag.collections k ON k.id = c.collection_id"
+    " WHERE c.id = ANY(%(ids)s::text[])"
+)
+
+
+def run_floor(
+    conn: Any, cid: int, vector: np.ndarray, tokens: list[str] | None, ef: int, plan: tuple[str, int | None]
+) -> list[str]:
+    """The library's plan for this principal (``(vector plan, max_scan_tuples)``), by hand: the
+    depth candidates, then the top_k hits' rows."""
     restricted = tokens is not None
+    kind, max_scan = plan
+    params = {"q": vector, "tokens": tokens, "depth": DEPTH}
     with conn.transaction():
-        conn.execute(
-            "SELECT set_config('hnsw.ef_search', %s, true), set_config('hnsw.iterative_scan', %s, true)",
-            (str(ef), "relaxed_order" if restricted else "off"),
-        )
-        params = {"q": vector, "tokens": tokens, "depth": DEPTH, "k": TOP_K}
-        rows = conn.execute(floor_sql(cid, restricted), params).fetchall()
-        if restricted and len(rows) < TOP_K:  # what the library does too: a short scan runs exactly
+        if kind == "exact":
             rows = conn.execute(floor_sql(cid, restricted, exact=True), params).fetchall()
-    return [r[0] for r in rows]
+        else:
+            conn.execute(
+                "SELECT set_config('hnsw.ef_search', %s, true), set_config('hnsw.iterative_scan', %s, true)",
+                (str(ef), "relaxed_order" if restricted else "off"),
+            )
+            if max_scan is not None:  # as the library sets it (scoped.set_max_scan_tuples)
+                conn.execute(
+                    "SELECT set_config('hnsw.max_scan_tuples', %s, true),"
+                    " set_config('enable_sort', 'off', true)",
+                    (str(max_scan),),
+                )
+            rows = conn.execute(floor_sql(cid, restricted), params).fetchall()
+            if max_scan is not None:
+                conn.execute("SELECT set_config('enable_sort', 'on', true)")
+            if restricted and len(rows) < min(TOP_K, DEPTH):  # what the library does too: re-run exactly
+                rows = conn.execute(floor_sql(cid, restricted, exact=True), params).fetchall()
+        ids = [r[0] for r in rows[:TOP_K]]
+        fetched = {r[0] for r in conn.execute(FETCH_SQL, {"ids": ids})}
+    return [i for i in ids if i in fetched]
 
 
 def _pct(values: list[float], q: float) -> float:
@@ -160,6 +197,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     for mode in ("vector", "hybrid"):  # warm: the BM25 index is built by the first lexical search
         store.search(queries[0], collections=name, mode=mode, scope=ar.Scope(principal=principals[0][1]))
+    floor_plans: dict[str, tuple[str, int | None]] = {}  # the vector plan the library chose, per principal
+    for who, principal, _tokens, _visible in principals:
+        explained = store.search(
+            queries[0], collections=name, mode="vector", scope=ar.Scope(principal=principal), explain=True
+        ).explain
+        leg = (explained or ({},))[0]
+        floor_plans[who] = (str(leg.get("vector", "hnsw")), leg.get("max_scan_tuples"))
+        _log(f"  {who}: the floor runs the library's vector plan {floor_plans[who]}")
     conn = _raw(store)
     times: dict[tuple[str, str], list[float]] = {}
     recall: dict[str, list[float]] = {}
@@ -174,7 +219,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     continue  # no predicate: nothing to plan
                 t = time.perf_counter()
                 if system == "floor":
-                    ids = run_floor(conn, coll.id, vec, tokens, ef)
+                    ids = run_floor(conn, coll.id, vec, tokens, ef, floor_plans[who])
                 else:
                     scoped.ENABLED = not system.endswith(" off")
                     try:
@@ -197,7 +242,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     raise SystemExit(f"{who} {system}: {len(ids)} hits, expected {min(TOP_K, visible)}")
                 if system == "vector":
                     with conn.transaction():
-                        params = {"q": vec, "tokens": tokens, "depth": TOP_K, "k": TOP_K}
+                        params = {"q": vec, "tokens": tokens, "depth": TOP_K}
                         exact = [
                             r[0] for r in conn.execute(floor_sql(coll.id, tokens is not None, True), params)
                         ]
@@ -212,10 +257,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"top_k={TOP_K} ({len(queries)} SciFact test queries, interleaved)\n"
     )
     print(
-        "| principal | visible chunks | mode | p50 ms | p95 ms | p50 / unfiltered | floor p50 ms"
-        " | planner off p50 ms | planner off / unfiltered | recall@10 |"
+        "| principal | visible chunks | mode | plan | p50 ms | p95 ms | p50 / unfiltered | floor p50 ms"
+        " | p50 / floor | planner off p50 ms | planner off / unfiltered | recall@10 |"
     )
-    print("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for who, _p, _tokens, visible in principals:
         floor = statistics.median(times[(who, "floor")])
         for system in ("vector", "hybrid"):
@@ -228,13 +273,15 @@ def main(argv: Sequence[str] | None = None) -> int:
                 off50 = statistics.median(off)
                 off_cols = f"{off50:.2f} | {off50 / base_p50[system]:.2f}x"
             print(
-                f"| {who} | {visible:,} | {system} | {p50:.2f} | {_pct(values, 95):.2f} | "
-                f"{p50 / base_p50[system]:.2f}x | {floor:.2f} | {off_cols} | {rec} |"
+                f"| {who} | {visible:,} | {system} | {floor_plans[who][0]} | {p50:.2f} | "
+                f"{_pct(values, 95):.2f} | "
+                f"{p50 / base_p50[system]:.2f}x | {floor:.2f} | {p50 / floor:.2f}x | {off_cols} | {rec} |"
             )
     print("\nPlans (hybrid): " + "; ".join(f"{who}: {', '.join(sorted(p))}" for who, p in plans.items()))
     print(
         "\nEvery query returned exactly min(top_k, visible chunks) hits, each named by its grant. "
-        "Floor: the vector leg's SQL with the same predicate, written by hand (psycopg)."
+        "Floor: the library's vector plan for the principal by hand (psycopg): the same predicate in the"
+        " same statement, all depth candidates, then the top_k hits' rows."
     )
     print(f"Load average {os.getloadavg()[0]:.1f} at the end.")
     if not args.keep:
