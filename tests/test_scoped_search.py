@@ -524,7 +524,7 @@ def test_the_exact_scan_reads_the_scope_s_document_ids_and_finds_what_the_join_f
     event.listen(store.engine, "before_cursor_execute", record)
     try:
         by_ids = store.search(" ".join(words), explain=True, **options)
-        scanned = [s for s in statements if ") + 0" in s]
+        scanned = [s for s in statements if "distance + 0" in s]
         scoped.SCOPE_MAX_DOCS = -1  # no ids read: the exact scan joins documents under the predicate
         joined = store.search(" ".join(words), **options)
     finally:
