@@ -82,7 +82,9 @@ def tenant(i: int) -> str:
     return f"t{i:04d}"
 
 
-def load(store: Any, name: str, chunks: int, tenants: int, data: Path, cache: Path, n_passages: int) -> None:
+def load(
+    store: Any, name: str, chunks: int, tenants: int, data: Path, cache: Path, n_passages: int, memory: str
+) -> None:
     from agentrag.store.ingest import ingest_texts
 
     passages, _queries = scifact(data)
@@ -114,9 +116,9 @@ def load(store: Any, name: str, chunks: int, tenants: int, data: Path, cache: Pa
         if i % 100 == 0:
             _log(f"  {i} tenants, {at:,} chunks ({time.perf_counter() - t:.0f} s)")
     store.ensure_vector_index = build
-    _log(f"loaded {at:,} chunks in {time.perf_counter() - t:.0f} s; HNSW build ...")
+    _log(f"loaded {at:,} chunks in {time.perf_counter() - t:.0f} s; HNSW build ({memory}) ...")
     t = time.perf_counter()
-    store.ensure_vector_index(store.collection(name), maintenance_work_mem="1GB")
+    store.ensure_vector_index(store.collection(name), maintenance_work_mem=memory)
     _log(f"HNSW build {time.perf_counter() - t:.0f} s")
 
 
@@ -211,7 +213,7 @@ def run(args: argparse.Namespace) -> None:
     store = bench_store(PrecomputedVectors(dict(zip(all_queries, qvecs, strict=True))))
     name = collection_name(args.chunks, args.tenants)
     if name not in {c.name for c in store.collections()}:
-        load(store, name, args.chunks, args.tenants, data, cache, args.passages)
+        load(store, name, args.chunks, args.tenants, data, cache, args.passages, args.maintenance_work_mem)
     coll = store.collection(name)
     indexed = _tenant_indexes(store, name, args.tenant_indexes)
     sizes = tenant_sizes(args.chunks, args.tenants)
