@@ -20,8 +20,13 @@ A unit is scored against each (sub-)question from four signals (:func:`score_uni
   the wanted kind gains, one without it loses;
 * **retrieval**: the hit's rank among the answer's hits (a small prior).
 
+A sentence that only points elsewhere ("see ...", "the exact numbers are in ...") loses a little. A
+section heading (not the document's title) that restates the question ("What happens when you hit
+the limit") counts as part of the section's first paragraph (``Unit.lead``).
+
 :func:`select` keeps the units that clear a threshold near the best one (one is often right),
-adds a unit's continuation when it starts with a back-reference ("This ...", "It ..."), and
+adds a unit's continuation when it starts with a back-reference ("This ...", "It ..."), for a
+comparison ("the Team and Business plans") the quoted table's rows of each thing compared, and
 orders them readably: the best unit's document first, document order within a document.
 """
 
@@ -75,7 +80,9 @@ _BACK_REFERENCE = re.compile(
 # A sentence that sends the reader elsewhere instead of stating the fact.
 _POINTER = re.compile(
     r"\b(see|refer to|are (?:documented|listed|described|explained|detailed) (?:in|on|under)|"
-    r"is (?:documented|listed|described|explained|detailed) (?:in|on|under)|details are in)\b",
+    r"is (?:documented|listed|described|explained|detailed) (?:in|on|under)|details are in|"
+    r"(?:exact|full|complete|current|latest) \w+(?: \w+){0,3} (?:are|is) (?:in|on)|can be found (?:in|on)|"
+    r"(?:are|is) covered (?:in|on))\b",
     re.IGNORECASE,
 )
 
@@ -105,6 +112,7 @@ class Unit:
     context: str = ""  # the text around it that gives it meaning: previous sentence, header, section
     quote: str = ""  # a table row: the row's line as written (``text`` is it rendered with the header)
     header: str = ""  # a table row: the table's header line as written
+    lead: str = ""  # the heading of the section whose first paragraph (or table) this unit is in
 
     @property
     def chunk_id(self) -> str:
@@ -148,6 +156,7 @@ def _table_units(hit: Hit, rank: int, first_block: int) -> list[Unit]:
     header_line = ""
     previous_table = False
     heading = hit.section or ""
+    lead = ""  # a heading line of this chunk with no paragraph after it yet
     for i, raw in enumerate(lines):
         at = offset
         offset += len(raw)
@@ -157,9 +166,13 @@ def _table_units(hit: Hit, rank: int, first_block: int) -> list[Unit]:
             header = None
             if line.lstrip().startswith("#"):
                 heading = line.lstrip("# ").strip()
+                lead = heading if line.lstrip().startswith("##") else ""
+            elif line.strip():
+                lead = ""
             continue
         if not previous_table:
             block += 1
+            table_lead, lead = lead, ""
             following = lines[i + 1] if i + 1 < len(lines) else ""
             header = _cells(line) if _TABLE_RULE.match(following.rstrip("\r\n")) else []
             header_line = line.strip() if header else ""
@@ -175,12 +188,19 @@ def _table_units(hit: Hit, rank: int, first_block: int) -> list[Unit]:
         context = " ".join(x for x in (heading, " ".join(header or [])) if x)
         start = hit.start_char + at + (len(line) - len(line.lstrip()))
         end = hit.start_char + at + len(line.rstrip())
-        out.append(Unit(text, "row", hit, rank, start, end, block, context, line.strip(), header_line))
+        out.append(
+            Unit(text, "row", hit, rank, start, end, block, context, line.strip(), header_line, table_lead)
+        )
     return out
 
 
+_HEADING_LINE = re.compile(r"^[ ]{0,3}(#{1,6})[ \t]+(.+?)[ \t#]*$", re.MULTILINE)
+
+
 def units_of(hits: Sequence[Hit]) -> list[Unit]:
-    """Every quotable unit of ``hits``, hit by hit, in document order within a hit."""
+    """Every quotable unit of ``hits``, hit by hit, in document order within a hit. A unit's context
+    names the section it is in (the last heading above it in the chunk, else the chunk's section);
+    the units of a section's first paragraph carry that heading as their ``lead``."""
     from agentrag.sentences import sentences
 
     out: list[Unit] = []
@@ -188,22 +208,34 @@ def units_of(hits: Sequence[Hit]) -> list[Unit]:
     for rank, hit in enumerate(hits):
         previous = ""
         last_end = -10
+        headings = [
+            (m.start(), len(m.group(1)), _MARKUP.sub("", m.group(2)).strip())
+            for m in _HEADING_LINE.finditer(hit.text)
+        ]
+        section, lead, lead_block = hit.section or "", "", -1
         for sentence in sentences(hit.text, cut_at_start=hit.start_char > 0, cut_at_end=True):
+            above = [(level, h) for at, level, h in headings if last_end <= at < sentence.start]
+            if above:  # a heading between the previous sentence and this one: a new section
+                # (a document's title names its topic; only a section's heading can restate a question)
+                section, lead, lead_block = above[-1][1], above[-1][1] if above[-1][0] > 1 else "", -1
             if sentence.kind == "quote" or is_instruction_to_assistant(sentence.text):
                 previous = ""
                 continue
             if hit.text[last_end : sentence.start].count("\n") > 1 or sentence.kind == "item":
                 block += 1  # a new paragraph (or list item)
                 previous = previous if sentence.kind == "item" else ""
+            if lead and lead_block < 0:
+                lead_block = block
             last_end = sentence.end
             text = sentence.text  # verbatim: an answer quotes the document exactly
             if not sentence.complete or text.rstrip("*_\"')").endswith("?"):
                 previous = text
                 continue
             kind = "item" if sentence.kind == "item" else "sentence"
-            context = " ".join(x for x in (hit.section or "", previous) if x)
+            context = " ".join(x for x in (section, previous) if x)
             start, end = hit.start_char + sentence.start, hit.start_char + sentence.end
-            out.append(Unit(text, kind, hit, rank, start, end, block, context))
+            opens = lead if block == lead_block else ""
+            out.append(Unit(text, kind, hit, rank, start, end, block, context, lead=opens))
             previous = text
         block += 1
         table = _table_units(hit, rank, block)
@@ -286,6 +318,7 @@ class EvidenceWeights:
     answer_type: float = 0.08
     retrieval: float = 0.06
     pointer: float = 0.05  # what a sentence that only points elsewhere ("see ...") loses
+    restates: float = 0.75  # a heading this similar to the question restates it (see score_units)
 
 
 @dataclass(frozen=True, slots=True)
@@ -305,6 +338,7 @@ class _Pool:
     units: list[Unit]
     unit_terms: list[set[str]]
     context_terms: list[set[str]]
+    lead_terms: list[set[str]]
     idf: dict[str, float] = field(default_factory=dict)
 
 
@@ -313,13 +347,14 @@ def _pool(units: Sequence[Unit]) -> _Pool:
 
     unit_terms = [set(terms(u.text)) for u in units]
     context_terms = [set(terms(u.context)) for u in units]
+    lead_terms = [set(terms(u.lead)) for u in units]
     df: dict[str, int] = {}
     for ts in unit_terms:
         for t in ts:
             df[t] = df.get(t, 0) + 1
     n = len(units)
     idf = {t: math.log(1.0 + (n + 1) / (c + 0.5)) for t, c in df.items()}
-    return _Pool(list(units), unit_terms, context_terms, idf)
+    return _Pool(list(units), unit_terms, context_terms, lead_terms, idf)
 
 
 NAME_WEIGHT = 2.0
@@ -342,7 +377,9 @@ def named_terms(question: str) -> set[str]:
     return {t for m in _NAME.finditer(question.strip()) for t in terms(m.group(0))}
 
 
-def lexical_scores(question: str, pool: _Pool) -> list[float]:
+def lexical_scores(question: str, pool: _Pool, *, lead: bool = False) -> list[float]:
+    """Per unit, the IDF-weighted share of the question's terms it contains (half credit for one
+    only in its context); ``lead``: the heading a unit opens counts as part of the unit."""
     asked = question_terms(question)
     if not asked:
         return [0.0] * len(pool.units)
@@ -354,7 +391,8 @@ def lexical_scores(question: str, pool: _Pool) -> list[float]:
         weights[t] *= NAME_WEIGHT
     total = sum(weights.values())
     out = []
-    for ts, cs in zip(pool.unit_terms, pool.context_terms, strict=True):
+    for ts, cs, ls in zip(pool.unit_terms, pool.context_terms, pool.lead_terms, strict=True):
+        ts = ts | ls if lead else ts
         got = sum(w for t, w in weights.items() if has_term(ts, t)) + 0.5 * sum(
             w for t, w in weights.items() if not has_term(ts, t) and has_term(cs, t)
         )
@@ -386,10 +424,16 @@ def score_units(
     *,
     question_vectors: np.ndarray | None = None,
     unit_vectors: np.ndarray | None = None,
+    lead_vectors: np.ndarray | None = None,
     weights: EvidenceWeights = EvidenceWeights(),
 ) -> list[list[Scored]]:
     """Per question, every unit scored (best first). Without vectors the semantic signal is
-    left out and the other weights are rescaled to the same total."""
+    left out and the other weights are rescaled to the same total.
+
+    ``lead_vectors`` (a row per unit: the vector of the heading it opens, zeros when none): when a
+    section's heading restates the question ("What happens when you hit the limit" for "what
+    happens when I hit the rate limit?"), the heading is evidence for the section's first
+    paragraph: the unit is scored as if it said the heading too (the better of the two)."""
     pool = _pool(units)
     semantic_on = question_vectors is not None and unit_vectors is not None and len(units) > 0
     scale = 1.0
@@ -402,6 +446,14 @@ def score_units(
             assert question_vectors is not None and unit_vectors is not None
             sims = (unit_vectors @ question_vectors[qi]).tolist()
             passages = _passage_similarity(units, unit_vectors, question_vectors[qi])
+            if lead_vectors is not None and len(lead_vectors) == len(units):
+                leads = (lead_vectors @ question_vectors[qi]).tolist()
+                restated = [i for i, value in enumerate(leads) if value >= weights.restates]
+                if restated:
+                    with_lead = lexical_scores(question, pool, lead=True)
+                    for i in restated:
+                        sims[i] = max(sims[i], leads[i])
+                        lex[i] = max(lex[i], with_lead[i])
         else:
             sims = [0.0] * len(units)
             passages = [0.0] * len(units)
@@ -432,6 +484,33 @@ def _near_duplicate(a: str, b: str) -> bool:
     return len(ta & tb) / len(ta | tb) >= 0.8
 
 
+def _compared_rows(
+    picked: Sequence[Scored], units: Sequence[Unit], questions: Sequence[str], chosen: set[int]
+) -> list[Scored]:
+    """For each quoted table row of a question naming two things or more, the first row of the same
+    table for each named thing no quoted row of it names (both plans' rows for a comparison)."""
+    from agentrag.steps._common import terms
+
+    out: list[Scored] = []
+    for p in picked:
+        if p.unit.kind != "row" or p.question >= len(questions):
+            continue
+        names = named_terms(questions[p.question])
+        if len(names) < 2:
+            continue
+        table = [u for u in units if u.kind == "row" and u.hit is p.unit.hit and u.block == p.unit.block]
+        quoted = [u for u in table if id(u) in chosen]
+        for name in sorted(names):
+            if any(has_term(set(terms(u.quote or u.text)), name) for u in quoted):
+                continue
+            row = next((u for u in table if has_term(set(terms(u.quote or u.text)), name)), None)
+            if row is not None and id(row) not in chosen:
+                chosen.add(id(row))
+                quoted.append(row)
+                out.append(Scored(row, p.score, p.semantic, p.lexical, p.type_fit, p.question))
+    return out
+
+
 def select(
     ranked: Sequence[Sequence[Scored]],
     units: Sequence[Unit],
@@ -439,10 +518,13 @@ def select(
     threshold: float,
     margin: float = 0.06,
     max_units: int = 3,
+    questions: Sequence[str] = (),
 ) -> list[Scored]:
     """The units that answer: per question, the best one when it clears ``threshold``, and the
     others within ``margin`` of it (another document's within half the margin), at most
-    ``max_units`` in all; then back-reference continuations; in reading order."""
+    ``max_units`` in all; then back-reference continuations and, for a question that names two
+    things or more (a comparison: "the Team and Business plans"), the rows of a quoted table for the
+    named things its quoted rows leave out; in reading order."""
     picked: list[Scored] = []
     per_question = max(1, -(-max_units // max(1, len(ranked))))  # ceil: every part gets its share
     for scored in ranked:
@@ -479,6 +561,7 @@ def select(
             if unit.hit is p.unit.hit and unit.block == p.unit.block and id(unit) not in chosen:
                 chosen.add(id(unit))
                 extra.append(Scored(unit, p.score, p.semantic, p.lexical, p.type_fit, p.question))
+    extra.extend(_compared_rows(picked, units, questions, chosen))
     everything = picked + extra
     first_doc: dict[str, int] = {}
     for order, p in enumerate(picked):

@@ -63,20 +63,31 @@ def gather(
 
     calibration = calibration or DEFAULT_CALIBRATION
     units = units_of(hits)
-    question_vectors = unit_vectors = None
+    question_vectors = unit_vectors = lead_vectors = None
     fallback = None
     if embedder is not None and units:
         try:
             question_vectors = cache.vectors(embedder, list(questions))
-            unit_vectors = cache.vectors(embedder, [plain(u.text) for u in units])
+            leads = list(dict.fromkeys(u.lead for u in units if u.lead))
+            vectors = cache.vectors(embedder, [plain(u.text) for u in units] + leads)
+            unit_vectors = vectors[: len(units)]
             if question_vectors.shape[1] != unit_vectors.shape[1]:
                 raise ValueError("question and unit vectors differ in size")
             question_vectors = np.asarray(question_vectors)
+            row = {lead: vectors[len(units) + i] for i, lead in enumerate(leads)}
+            zero = np.zeros(unit_vectors.shape[1], dtype=np.float32)
+            lead_vectors = np.stack([row.get(u.lead, zero) for u in units])
         except (AgentragError, ValueError) as exc:
-            question_vectors = unit_vectors = None
+            question_vectors = unit_vectors = lead_vectors = None
             fallback = f"{type(exc).__name__}: evidence scored without the embedder (lexical only)"
-    ranked = score_units(questions, units, question_vectors=question_vectors, unit_vectors=unit_vectors)
-    chosen = select(ranked, units, threshold=calibration.select, max_units=max_units)
+    ranked = score_units(
+        questions,
+        units,
+        question_vectors=question_vectors,
+        unit_vectors=unit_vectors,
+        lead_vectors=lead_vectors,
+    )
+    chosen = select(ranked, units, threshold=calibration.select, max_units=max_units, questions=questions)
     vector = max((h.vector_score for h in hits if h.vector_score is not None), default=None)
     sig = signals(questions, ranked, [h.text for h in hits], vector)
     return Evidence(

@@ -474,3 +474,109 @@ def test_an_elliptical_phrase_replaces_the_phrase_with_its_head_word() -> None:
     assert resolve("what about monthly?", "How much does the Team plan cost billed annually?") == (
         "How much does the Team plan cost billed monthly?"
     )
+
+
+LIMITS = """# Rate limits
+
+Requests are limited per workspace.
+
+## Limits by plan
+
+| Plan | Requests per minute |
+|---|---|
+| Free | 60 |
+| Team | 300 |
+| Business | 1,200 |
+
+The exact numbers for Enterprise are in the contract article *Enterprise terms*.
+
+## What happens when you hit the limit
+
+When a workspace exceeds its limit, the API responds with HTTP 429 and a `Retry-After` header.
+
+Clients should wait that long.
+"""
+
+
+def test_units_know_the_section_they_are_in_and_which_section_they_open() -> None:
+    units = {u.text: u for u in units_of([hit(LIMITS)])}
+    opening = units[
+        "When a workspace exceeds its limit, the API responds with HTTP 429 and a `Retry-After` header."
+    ]
+    assert (
+        opening.context.startswith("What happens when you hit the limit") and opening.lead == opening.context
+    )
+    assert units["Clients should wait that long."].lead == ""  # not the section's first paragraph
+    assert units["Requests are limited per workspace."].lead == ""  # a document's title restates no question
+    rows = [u for u in units.values() if u.kind == "row"]
+    assert rows and all(u.lead == "Limits by plan" for u in rows)
+
+
+def test_a_heading_that_restates_the_question_is_evidence_for_its_first_paragraph() -> None:
+    import numpy as np
+
+    from agentrag.evidence import score_units
+
+    units = units_of([hit(LIMITS)])
+    question = "What happens when I hit the rate limit?"
+    one, other = np.eye(4, dtype=np.float32)[0], np.eye(4, dtype=np.float32)[1]
+    unit_vectors = np.stack([other for _ in units])  # no unit resembles the question by itself
+    lead_vectors = np.stack(
+        [one if u.lead.startswith("What happens") else np.zeros(4, np.float32) for u in units]
+    )
+    ranked = score_units([question], units, question_vectors=np.stack([one]), unit_vectors=unit_vectors)
+    restated = score_units(
+        [question],
+        units,
+        question_vectors=np.stack([one]),
+        unit_vectors=unit_vectors,
+        lead_vectors=lead_vectors,
+    )
+    assert "HTTP 429" not in ranked[0][0].unit.text
+    assert "HTTP 429" in restated[0][0].unit.text and restated[0][0].semantic == pytest.approx(1.0)
+    # a heading that does not restate it (below the threshold) changes nothing
+    far = score_units(
+        [question],
+        units,
+        question_vectors=np.stack([one]),
+        unit_vectors=unit_vectors,
+        lead_vectors=lead_vectors * 0.5,
+    )
+    assert [s.unit.text for s in far[0]] == [s.unit.text for s in ranked[0]]
+
+
+def test_a_sentence_that_points_elsewhere_loses_to_one_that_states_the_fact() -> None:
+    from agentrag.evidence import score_units
+
+    units = units_of([hit(LIMITS)])
+    pointer = next(u for u in units if u.text.startswith("The exact numbers"))
+    scored = {
+        s.unit.text: s.score for s in score_units(["What are the exact numbers for Enterprise?"], units)[0]
+    }
+    plain_units = units_of(
+        [hit(LIMITS.replace("are in the contract article", "were agreed in the contract"))]
+    )
+    unpointed = {
+        s.unit.text: s.score
+        for s in score_units(["What are the exact numbers for Enterprise?"], plain_units)[0]
+    }
+    assert (
+        scored[pointer.text]
+        < unpointed["The exact numbers for Enterprise were agreed in the contract *Enterprise terms*."]
+    )
+
+
+def test_a_comparison_quotes_the_row_of_each_thing_it_compares() -> None:
+    answer = extractive_answer(
+        "How many requests per minute do the Free and Business plans allow?", [hit(LIMITS)], max_sentences=1
+    )
+    assert (
+        "| Free | 60 [chk_aaaaaaaaaaaaaaaa] |" in answer
+        and "| Business | 1,200 [chk_aaaaaaaaaaaaaaaa] |" in answer
+    )
+    assert "| Team |" not in answer  # only the rows of the things compared
+    assert answer.count("| Plan | Requests per minute |") == 1  # one table, under its header
+    single = extractive_answer(
+        "How many requests per minute does the Business plan allow?", [hit(LIMITS)], max_sentences=1
+    )
+    assert "| Business | 1,200" in single and "| Free |" not in single
