@@ -25,7 +25,9 @@ def lumen(database_url: str, local_embedder: Any) -> Iterator[tuple[ar.Store, li
     store = ar.Store(database_url, embedder=local_embedder)
     names = []
     for folder in ("product_docs", "support", "api"):
-        name = f"{folder}_{uuid.uuid4().hex[:6]}"
+        # a fixed name (the session's database is fresh): routing embeds "name: description", so a
+        # random suffix would sway the demo's routing from run to run
+        name = f"{folder}_lumen"
         store.create_collection(name)
         assert store.ingest(SAMPLES / folder, collection=name, strict=True).ok
         names.append(name)
@@ -157,8 +159,7 @@ def test_the_demo_answers_each_part_of_its_questions(lumen: tuple[ar.Store, list
 
 def test_the_demo_output_reads_the_same(lumen: tuple[ar.Store, list[str]], snapshot: Any) -> None:
     """`make demo`'s printed answers (the steps, searches, answers and citations), pinned: only the
-    timings, the collections' random suffixes (and the routing similarities they sway) and the chunk
-    ids (hashes) are normalised."""
+    timings, the collections' suffix and the chunk ids (hashes) are normalised."""
     import re
 
     from agentrag.demo import QUESTIONS, ask, describe
@@ -167,10 +168,6 @@ def test_the_demo_output_reads_the_same(lumen: tuple[ar.Store, list[str]], snaps
     printed = "\n\n".join(describe(ask(question, store, names)) for question in QUESTIONS)
     ids: dict[str, str] = {}
     printed = re.sub(r"chk_[0-9a-f]+", lambda m: ids.setdefault(m.group(0), f"chk_{len(ids) + 1}"), printed)
-    printed = re.sub(r"\b(product_docs|support|api)_[0-9a-f]{6}\b", r"\1", printed)
+    printed = re.sub(r"\b(product_docs|support|api)_lumen\b", r"\1", printed)
     printed = re.sub(r"\] \d+ms", "] <ms>", printed)
-    # routing embeds "name: description", and the names carry a random suffix: the similarities vary
-    printed = re.sub(
-        r"(?m)^(  collections: .*)$", lambda m: re.sub(r"=-?\d\.\d\d", "=<sim>", m.group(1)), printed
-    )
     assert "(mode full, grounded True)" in printed and printed == snapshot
