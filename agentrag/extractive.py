@@ -8,6 +8,7 @@ marker; a table row reads ``"Header: cell; Header: cell."``.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -19,7 +20,7 @@ from agentrag.errors import AgentragError
 from agentrag.evidence import DEFAULT_CACHE, Scored, Unit, VectorCache, plain, score_units, select, units_of
 from agentrag.hits import Hit
 
-__all__ = ["Evidence", "extractive_answer", "gather", "render", "spans_of"]
+__all__ = ["Evidence", "cited_as_shown", "extractive_answer", "gather", "render", "spans_of"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,3 +215,33 @@ def extractive_answer(
         return render(best[:1])
     top = hits[0]
     return f'Excerpt: "{" ".join(top.text.split())[:300]}" [{top.chunk_id}]'
+
+
+def cited_as_shown(chosen: Sequence[Scored], shown: Sequence[Hit]) -> tuple[Scored, ...]:
+    """Each quoted unit cited under the chunk the context shows its text in.
+
+    The evidence reads more hits than the context packs, and both merge adjacent chunks of one
+    document, each keeping its best-ranked chunk's id: a unit read from one merged chunk may sit,
+    in the context, inside another id's merged chunk. Cited under its own id, the answer's marker
+    would name a chunk the citations list only under the other (an alias); cited under the shown
+    chunk that covers it, the marker, ``ctx.citations``, the support span and ``context_used``
+    name the same chunk. A unit no shown chunk covers keeps its own (its hit is added to
+    ``context_used``)."""
+    out = []
+    for s in chosen:
+        unit = s.unit
+        cover = next(
+            (
+                h
+                for h in shown
+                if h.chunk_id != unit.chunk_id
+                and h.document_id == unit.document_id
+                and h.start_char <= unit.start
+                and unit.end <= h.end_char
+            ),
+            None,
+        )
+        if cover is not None and all(h.chunk_id != unit.chunk_id for h in shown):
+            s = dataclasses.replace(s, unit=dataclasses.replace(unit, hit=cover))
+        out.append(s)
+    return tuple(out)

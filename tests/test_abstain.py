@@ -6,6 +6,7 @@ test_langgraph.py."""
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -148,6 +149,10 @@ def test_the_demo_answers_each_part_of_its_questions(lumen: tuple[ar.Store, list
     assert "429 Too Many Requests" in (paginate.answer_text or "")
     assert "rate-limits.md" in cited
     compare = ask(QUESTIONS[1], store, names)
+    for answered in (paginate, compare):  # every marker names a listed citation, and every citation is marked
+        marked = set(re.findall(r"\[(chk_[0-9a-f]+)\]", answered.answer_text or ""))
+        assert marked == set(answered.citations), (marked, answered.citations)
+        assert set(answered.citations) <= {h.chunk_id for h in answered.context_used}
     assert compare.grounded is True
     text = compare.answer_text or ""
     assert "24 hours" in text and "8 hours" in text

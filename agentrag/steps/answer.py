@@ -50,7 +50,7 @@ from agentrag._sansio import (
 from agentrag.abstain import Calibration, abstention_message
 from agentrag.context import Context, Degradation
 from agentrag.errors import AgentragError, InvalidInputError, LLMError, RetrievalError
-from agentrag.extractive import extractive_answer, gather, render, spans_of
+from agentrag.extractive import cited_as_shown, extractive_answer, gather, render, spans_of
 from agentrag.grounding import PackedContext, check_citations, graph_labels, pack_context
 from agentrag.hits import Hit
 from agentrag.step import Outcome, Step, StepRun, calls_of, telemetry_of
@@ -295,9 +295,10 @@ def prepare(
         # no prompt to fit: the extractive answer reads EVIDENCE_HITS hits, not the budget's share
         wide = pack_context(hits_for_evidence(ctx, hits), delimiter=packed.delimiter, budget_tokens=1_000_000)
         evidence_hits = wide.hits
-        plan = _replace_plan(
-            plan, valid=plan.valid | wide.valid_ids, aliases={**dict(wide.aliases), **plan.aliases}
-        )
+        # a chunk the context shows under its own id stays that id, whatever the wider merge made of it
+        # (the two merges can alias a pair each way round: a citation would flip to the other id)
+        widened = {alias: label for alias, label in wide.aliases if alias not in packed.labels}
+        plan = _replace_plan(plan, valid=plan.valid | wide.valid_ids, aliases={**widened, **plan.aliases})
     if evidence_hits:
         started = time.perf_counter()
         evidence = gather(
@@ -346,6 +347,7 @@ def prepare(
                 return done(changes, "local:excerpt", attrs)
             from agentrag.support import SupportCheck
 
+            chosen = cited_as_shown(chosen, packed.hits)
             text = render(chosen)
             changes, attrs = _grounding_changes(text, plan, SupportCheck(spans_of(chosen)))
             shown = {h.chunk_id for h in packed.hits}
