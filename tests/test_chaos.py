@@ -131,6 +131,37 @@ def test_lexical_modes_on_a_one_connection_pool_never_wait_for_a_second(
     engine.dispose()
 
 
+def test_a_first_query_whose_snapshot_predates_another_threads_tsvector_fill_still_finds_them(
+    database_url: str, fake_embedder: FakeEmbedder, store: Store, collection_name: str
+) -> None:
+    """The race behind one empty result of 200 simultaneous first ``lexical_sql`` queries, made
+    deterministic: the search's snapshot is taken (its collections read), then another thread
+    of the same store fills the tsvectors and commits. Whether the tsvectors are ready is judged
+    in the search's own snapshot (which does not see them yet: the search builds-and-retries in a
+    new one), not by what the process synced meanwhile (which ranked nothing in the old one)."""
+    store.create_collection(collection_name)
+    for i, body in enumerate(_docs(5)):
+        store.ingest_text(body, collection=collection_name, source=f"d{i}")
+    fresh = Store(database_url, embedder=fake_embedder, migrate=False)
+    cid = fresh.collection(collection_name).id
+    filled: list[bool] = []
+
+    def fill_after_the_snapshot(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
+        if not filled and "FROM agentrag.collections WHERE name = ANY" in statement:
+            filled.append(True)
+            worker = threading.Thread(target=fresh.ensure_text_index, args=(cid,))
+            worker.start()
+            worker.join()
+
+    event.listen(fresh.engine, "after_cursor_execute", fill_after_the_snapshot)
+    try:
+        hits = fresh.search("comet doc1", collections=collection_name, mode="lexical_sql")
+    finally:
+        event.remove(fresh.engine, "after_cursor_execute", fill_after_the_snapshot)
+        fresh.close()
+    assert filled and len(hits) > 0
+
+
 @pytest.mark.parametrize("mode", LEXICAL_MODES)
 def test_200_simultaneous_first_queries_on_the_default_pool(
     database_url: str, fake_embedder: FakeEmbedder, store: Store, collection_name: str, mode: str

@@ -45,8 +45,6 @@ class SearchSource(Protocol):
 
     def ensure_text_index(self, collection_id: int, version: int | None = None) -> None: ...
 
-    def text_index_version(self, collection_id: int) -> int | None: ...
-
 
 @dataclass(frozen=True, slots=True)
 class CollectionInfo:
@@ -63,6 +61,7 @@ class CollectionInfo:
     acl: bool = False  # enforces document grants
     private_documents: bool = False  # holds private session uploads
     tenant: str | None = None  # the tenant that owns it (None: shared with every tenant)
+    tsv_version: int | None = None  # the version its tsvectors were synced to, as this snapshot sees it
 
 
 def load_collections(conn: Connection, names: tuple[str, ...]) -> list[CollectionInfo]:
@@ -73,7 +72,7 @@ def load_collections(conn: Connection, names: tuple[str, ...]) -> list[Collectio
             "SELECT id, name, embed_model, embed_version, dimensions, distance, scoped, version,"
             " hnsw_ef_search, COALESCE((SELECT i.reltuples FROM pg_class i"
             " WHERE i.oid = to_regclass('agentrag.chunks_hnsw_' || id)), -1) AS indexed_rows,"
-            " acl, private_documents, tenant_id"
+            " acl, private_documents, tenant_id, tsv_version"
             " FROM agentrag.collections WHERE name = ANY(CAST(:names AS text[]))"
         ),
         {"names": list(names)},

@@ -120,10 +120,6 @@ class _ReplicaSource:
         if not self._replicas.caught_up(self._index, self._replicas.primary_lsn()):
             raise DatabaseUnavailableError("the replica had not replayed the primary's tsvector sync in time")
 
-    def text_index_version(self, collection_id: int) -> int | None:
-        version: int | None = self._store.text_index_version(collection_id)
-        return version
-
 
 class ReadReplicas:
     """The replicas' pools, their health, and the primary's write position (see the module docstring)."""

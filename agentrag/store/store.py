@@ -581,10 +581,6 @@ class Store(SyncMethods, TenantIndexMethods, ReplicaRouting):
         return query_logs(self, limit=limit, scope=scope)
 
     # ---- retrieval: the store composes agentrag.retrieval (which never imports the store) ----
-    def text_index_version(self, collection_id: int) -> int | None:
-        """The collection version this store last synced the tsvectors to (None: never)."""
-        return self._text_synced.get(int(collection_id))
-
     @property
     def bm25_cache(self) -> BM25Cache:
         """The lexical leg's BM25 indexes, per collection (:class:`~agentrag.retrieval.lexical.BM25Cache`)."""
