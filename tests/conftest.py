@@ -7,6 +7,8 @@ elsewhere. Nothing here mocks the database.
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -83,3 +85,15 @@ def local_embedder():  # type: ignore[no-untyped-def]
     from agentrag.embedders import LocalEmbedder
 
     return LocalEmbedder()
+
+
+def run_cli(env: dict[str, str], *argv: str) -> subprocess.CompletedProcess[str]:
+    """``python -m agentrag *argv`` as a new process from the checkout, with ``env``."""
+    return subprocess.run(
+        [sys.executable, "-m", "agentrag", *argv],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO, SAMPLES
+from tests.conftest import REPO, SAMPLES, run_cli
 
 
 def _postmaster_pid(data: Path) -> int | None:
@@ -29,47 +29,36 @@ def _postmaster_pid(data: Path) -> int | None:
     return pid
 
 
-def _cli(env: dict[str, str], *argv: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "agentrag", *argv],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-
-
 @pytest.fixture
 def cli_env(tmp_path: Path):  # type: ignore[no-untyped-def]
     env = {k: v for k, v in os.environ.items() if k != "AGENTRAG_DATABASE_URL"}
     env.update(AGENTRAG_DATA_DIR=str(tmp_path / "data"), AGENTRAG_SERVER_IDLE_TIMEOUT="600")
     yield env
-    _cli(env, "db", "stop")  # never leave a server behind
+    run_cli(env, "db", "stop")  # never leave a server behind
 
 
 def test_server_stays_up_between_calls_until_db_stop(cli_env: dict[str, str], tmp_path: Path) -> None:
     data = tmp_path / "data"
-    first = _cli(cli_env, "db", "status", "--json")
+    first = run_cli(cli_env, "db", "status", "--json")
     assert first.returncode == 0, first.stderr
     pid = _postmaster_pid(data)
     assert pid is not None, "the CLI's server should outlive the call"
-    second = _cli(cli_env, "db", "status", "--json")
+    second = run_cli(cli_env, "db", "status", "--json")
     assert (
         second.returncode == 0
         and json.loads(second.stdout)["database"] == json.loads(first.stdout)["database"]
     )
     assert _postmaster_pid(data) == pid, "the second call reuses the running server"
-    stopped = _cli(cli_env, "db", "stop", "--json")
+    stopped = run_cli(cli_env, "db", "stop", "--json")
     assert stopped.returncode == 0 and json.loads(stopped.stdout)["stopped"] is True
     assert _postmaster_pid(data) is None
-    again = _cli(cli_env, "db", "stop")
+    again = run_cli(cli_env, "db", "stop")
     assert again.returncode == 0 and "no server running" in again.stdout
 
 
 def test_idle_watchdog_stops_the_server(cli_env: dict[str, str], tmp_path: Path) -> None:
     cli_env["AGENTRAG_SERVER_IDLE_TIMEOUT"] = "2"
-    assert _cli(cli_env, "db", "status").returncode == 0
+    assert run_cli(cli_env, "db", "status").returncode == 0
     data = tmp_path / "data"
     # (that the server outlives a call at all is the test above; here it must stop by itself)
     deadline = time.monotonic() + 60
@@ -84,7 +73,7 @@ def test_idle_watchdog_stops_the_server(cli_env: dict[str, str], tmp_path: Path)
 
 def test_bad_idle_timeout_is_a_clear_error(cli_env: dict[str, str]) -> None:
     cli_env["AGENTRAG_SERVER_IDLE_TIMEOUT"] = "soon"
-    out = _cli(cli_env, "db", "status")
+    out = run_cli(cli_env, "db", "status")
     assert out.returncode != 0 and "AGENTRAG_SERVER_IDLE_TIMEOUT must be a number" in out.stderr
 
 
@@ -101,7 +90,7 @@ def test_search_splits_load_from_search_and_never_imports_torch(database_url: st
     """The default local embedder on the CLI's path: ONNX Runtime, no torch, timing split."""
     env = {**os.environ, "AGENTRAG_DATABASE_URL": database_url}
     name = f"cold_{os.getpid()}"
-    ingest = _cli(env, "ingest", str(SAMPLES / "product_docs"), "-c", name, "--create")
+    ingest = run_cli(env, "ingest", str(SAMPLES / "product_docs"), "-c", name, "--create")
     assert ingest.returncode == 0, ingest.stderr
     code = (
         "import sys, json, io, contextlib; from agentrag.cli import main; buf = io.StringIO()\n"
@@ -117,7 +106,7 @@ def test_search_splits_load_from_search_and_never_imports_torch(database_url: st
     assert result["heavy"] == [] and result["hits"] > 0
     assert set(result["load"]) == {"total", "database", "model"} and result["load"]["model"] > 0
     assert result["search"] > 0
-    text = _cli(env, "search", "single sign-on", "-c", name)
+    text = run_cli(env, "search", "single sign-on", "-c", name)
     assert text.returncode == 0
     assert "load " in text.stdout and "(database " in text.stdout and "  search " in text.stdout
-    _cli(env, "collections", "delete", name, "--yes")
+    run_cli(env, "collections", "delete", name, "--yes")

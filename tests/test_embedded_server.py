@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from agentrag.store import server
-from tests.conftest import REPO
+from tests.conftest import run_cli
 
 
 def stale_pidfile(pgdata: Path, pid: int) -> Path:
@@ -78,17 +78,6 @@ def test_the_running_servers_pidfile_is_kept(database_url: str) -> None:
     assert not server.clear_stale_pidfile(pgdata) and (pgdata / "postmaster.pid").exists()
 
 
-def _cli(env: dict[str, str], *argv: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "agentrag", *argv],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-
-
 def test_the_server_starts_over_a_stale_pidfile(tmp_path: Path, bystander: subprocess.Popen[bytes]) -> None:
     data = tmp_path / "data"
     pgdata = data / "pgdata"
@@ -96,22 +85,22 @@ def test_the_server_starts_over_a_stale_pidfile(tmp_path: Path, bystander: subpr
     env.update(AGENTRAG_DATA_DIR=str(data), AGENTRAG_SERVER_IDLE_TIMEOUT="600")
     try:
         stale_pidfile(pgdata, bystander.pid)  # a fresh data directory holding only the stale file
-        first = _cli(env, "db", "status", "--json")
+        first = run_cli(env, "db", "status", "--json")
         assert first.returncode == 0, first.stderr
         assert "removed a stale postmaster.pid" in first.stderr and f"pid {bystander.pid}" in first.stderr
         pid = int((pgdata / "postmaster.pid").read_text().split()[0])
         assert pid != bystander.pid and server.is_postmaster(pid, pgdata)
         assert json.loads(first.stdout)["database"]
-        assert _cli(env, "db", "stop").returncode == 0
+        assert run_cli(env, "db", "stop").returncode == 0
 
         stale_pidfile(pgdata, bystander.pid)  # an initialised data directory after a crash
-        stopped = _cli(env, "db", "stop")  # nothing to stop: the bystander is not signalled
+        stopped = run_cli(env, "db", "stop")  # nothing to stop: the bystander is not signalled
         assert stopped.returncode == 0 and "no server running" in stopped.stdout and bystander.poll() is None
         stale_pidfile(pgdata, os.getpid())  # (the test's own pid: alive, not PostgreSQL)
-        again = _cli(env, "db", "status", "--json")
+        again = run_cli(env, "db", "status", "--json")
         assert again.returncode == 0, again.stderr
         assert "removed a stale postmaster.pid" in again.stderr
         assert json.loads(again.stdout)["database"] == json.loads(first.stdout)["database"]
         assert bystander.poll() is None
     finally:
-        _cli(env, "db", "stop")  # never leave a server behind
+        run_cli(env, "db", "stop")  # never leave a server behind

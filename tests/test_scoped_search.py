@@ -7,6 +7,7 @@ from __future__ import annotations
 import random
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -20,6 +21,33 @@ from agentrag.retrieval import scoped
 from agentrag.scope import Scope
 from agentrag.store.ingest import ingest_texts
 from agentrag.store.store import Store
+
+
+def _vector_options(name: str, tenant: str, topic: int | None) -> dict[str, Any]:
+    """A vector search of the top 10 in ``tenant``, with a metadata filter on ``topic`` if given."""
+    return {
+        "collections": name,
+        "mode": "vector",
+        "scope": Scope(tenant=tenant),
+        "top_k": 10,
+        "filters": None if topic is None else {"metadata": {"topic": topic}},
+    }
+
+
+@contextmanager
+def _recorded(store: Store) -> Iterator[list[str]]:
+    """The SQL statements ``store`` sends inside the block."""
+    statements: list[str] = []
+
+    def record(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        statements.append(statement)
+
+    event.listen(store.engine, "before_cursor_execute", record)
+    try:
+        yield statements
+    finally:
+        event.remove(store.engine, "before_cursor_execute", record)
+
 
 WORDS = [
     "alpha",
@@ -114,16 +142,8 @@ def test_a_large_scope_walks_hnsw_with_a_raised_max_scan_tuples(
 
 
 def test_unrestricted_searches_count_nothing(store: Store, tenants: dict) -> None:
-    statements: list[str] = []
-
-    def record(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
-        statements.append(statement)
-
-    event.listen(store.engine, "before_cursor_execute", record)
-    try:
+    with _recorded(store) as statements:
         result = store.search("comet", collections=tenants["name"], scope=Scope.every())
-    finally:
-        event.remove(store.engine, "before_cursor_execute", record)
     assert result.plan[0].endswith("lexical=bm25-top")
     assert not any("chunk_count" in s for s in statements)
 
@@ -264,17 +284,9 @@ def test_planner_off_runs_what_ran_before_it(
     store: Store, tenants: dict, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """scoped.ENABLED = False (the benchmark's baseline): no count, the HNSW walk and the slices."""
-    statements: list[str] = []
-
-    def record(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
-        statements.append(statement)
-
     monkeypatch.setattr(scoped, "ENABLED", False)
-    event.listen(store.engine, "before_cursor_execute", record)
-    try:
+    with _recorded(store) as statements:
         result = store.search("comet", collections=tenants["name"], scope=Scope(tenant="tiny"), top_k=10)
-    finally:
-        event.remove(store.engine, "before_cursor_execute", record)
     assert result.plan == (f"{tenants['name']}: vector=hnsw-iterative lexical=bm25-slices",)
     assert len(result) == 3
     assert not any("chunk_count" in s or "max_scan_tuples" in s for s in statements)
@@ -353,28 +365,16 @@ def test_the_walk_tests_the_scope_s_document_ids_and_finds_what_the_join_finds(
     join per visited tuple): the same rows as the walk joining documents under the predicate."""
     name = tenants["name"]
     store.ensure_vector_index(store.collection(name))
-    options: dict[str, Any] = {
-        "collections": name,
-        "mode": "vector",
-        "scope": Scope(tenant=tenant),
-        "top_k": 10,
-        "filters": None if topic is None else {"metadata": {"topic": topic}},
-    }
-    statements: list[str] = []
-
-    def record(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
-        statements.append(statement)
-
+    options = _vector_options(name, tenant, topic)
     saved = scoped.EXACT_MAX_ROWS, scoped.SCOPE_MAX_DOCS
     scoped.EXACT_MAX_ROWS = 0  # the walk, whatever the size
-    event.listen(store.engine, "before_cursor_execute", record)
     try:
-        by_ids = store.search(" ".join(words), **options)
+        with _recorded(store) as statements:
+            by_ids = store.search(" ".join(words), **options)
         walked = [s for s in statements if "hnsw" not in s and "ORDER BY c.embedding" in s]
         scoped.SCOPE_MAX_DOCS = -1  # no ids read: the walk joins documents under the predicate
         joined = store.search(" ".join(words), **options)
     finally:
-        event.remove(store.engine, "before_cursor_execute", record)
         scoped.EXACT_MAX_ROWS, scoped.SCOPE_MAX_DOCS = saved
     assert by_ids.plan[0].startswith(f"{name}: vector=hnsw-iterative")
     assert walked and all("v_docs" in s and "JOIN agentrag.documents" not in s for s in walked)
@@ -508,27 +508,15 @@ def test_the_exact_scan_reads_the_scope_s_document_ids_and_finds_what_the_join_f
     (no documents join, the predicate not evaluated again): the same rows as the exact scan joining
     documents under the predicate, exactly min(k, matches)."""
     name = tenants["name"]
-    options: dict[str, Any] = {
-        "collections": name,
-        "mode": "vector",
-        "scope": Scope(tenant=tenant),
-        "top_k": 10,
-        "filters": None if topic is None else {"metadata": {"topic": topic}},
-    }
-    statements: list[str] = []
-
-    def record(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
-        statements.append(statement)
-
+    options = _vector_options(name, tenant, topic)
     saved = scoped.SCOPE_MAX_DOCS
-    event.listen(store.engine, "before_cursor_execute", record)
     try:
-        by_ids = store.search(" ".join(words), explain=True, **options)
+        with _recorded(store) as statements:
+            by_ids = store.search(" ".join(words), explain=True, **options)
         scanned = [s for s in statements if "distance + 0" in s]
         scoped.SCOPE_MAX_DOCS = -1  # no ids read: the exact scan joins documents under the predicate
         joined = store.search(" ".join(words), **options)
     finally:
-        event.remove(store.engine, "before_cursor_execute", record)
         scoped.SCOPE_MAX_DOCS = saved
     assert by_ids.plan[0].startswith(f"{name}: vector=exact") and joined.plan[0].startswith(
         f"{name}: vector=exact"
