@@ -18,6 +18,7 @@ from sqlalchemy import event, text
 import agentrag as ar
 from agentrag.errors import InvalidInputError
 from agentrag.retrieval import scoped
+from agentrag.retrieval.vector import vector_sql
 from agentrag.scope import Scope
 from agentrag.store.ingest import ingest_texts
 from agentrag.store.store import Store
@@ -542,3 +543,32 @@ def test_an_uncounted_plan_walks_with_pgvector_s_bound_or_scans_without_an_index
     assert deep.max_scan_tuples == scoped.scan_tuples(4000, 0.25) == 64_000
     bare = scoped.uncounted_plan("c", -1, 100, 100, 0.5, 300)
     assert (bare.vector, bare.lexical, bare.max_scan_tuples) == ("scan", "bm25-slices", None)
+
+
+def test_the_exact_scan_reads_chunks_by_document_id_in_byte_order(store: Store, tenants: dict) -> None:
+    """The statement's ``COLLATE "C"`` and migration 0047's index agree: PostgreSQL can use it (a
+    collation mismatch would leave only a scan of every chunk)."""
+    with store.engine.connect() as conn:
+        documents = tuple(
+            conn.execute(
+                text(
+                    "SELECT d.id FROM agentrag.documents d JOIN agentrag.collections k"
+                    " ON k.id = d.collection_id WHERE k.name = :n AND d.tenant_id = 'tiny'"
+                ),
+                {"n": tenants["name"]},
+            ).scalars()
+        )
+        sql = vector_sql(0, 64, "cosine", exact=True, by_documents=True)
+        conn.execute(text("SET LOCAL enable_seqscan = off"))
+        plan = "\n".join(
+            conn.execute(
+                text(f"EXPLAIN {sql}"),
+                {"qvec": store.embed_queries(["comet"])[0], "depth": 5, "v_docs": list(documents)},
+            ).scalars()
+        )
+    assert len(documents) == SIZES["tiny"]
+    assert "chunks_document_c" in plan
+    result = store.search(
+        "comet", collections=tenants["name"], scope=Scope(tenant="tiny"), mode="vector", top_k=10
+    )
+    assert result.plan[0].endswith(f"vector=exact lexical=none rows={SIZES['tiny']}") and len(result) == 3

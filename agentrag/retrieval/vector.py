@@ -119,7 +119,11 @@ def vector_sql(
         else f"\n    JOIN agentrag.documents d ON d.id = c.document_id{same}"
     )
     if by_documents:
-        where = "c.document_id = ANY(CAST(:v_docs AS text[]))"
+        # an exact scan finds its rows through chunks_document_c (migration 0047): byte comparisons
+        # instead of the database collation's for each of the scope's ids (a 10 % principal of 100k
+        # chunks, 1,000 ids: 1 ms of 11 less); a walk tests the ids as a hashed array, as before
+        column = 'c.document_id COLLATE "C"' if exact else "c.document_id"
+        where = f"{column} = ANY(CAST(:v_docs AS text[]))"
     own = " AND c.tenant_id = :t_tenant" if tenant else ""
     # an exact scan by document ids needs no collection: the ids were read under it and a chunk is in
     # its document's collection; stated, PostgreSQL ANDs the chunks_document bitmap with one of the
