@@ -48,6 +48,7 @@ __all__ = [
     "default_ef_search",
     "ef_search_for",
     "fuse_legs",
+    "lexical_needs_sql",
     "lexical_ranked",
     "lexical_stale",
     "over_budget_reasons",
@@ -139,6 +140,27 @@ def prepare_lexical(store: SearchSource, colls: list[CollectionInfo], mode: str)
     if sql:
         for c in colls:
             store.ensure_text_index(c.id, c.version)
+
+
+def lexical_needs_sql(
+    store: SearchSource,
+    colls: list[CollectionInfo],
+    mode: str,
+    predicate: Predicate,
+    leg_plans: dict[int, LegPlan] | None,
+) -> bool:
+    """Whether :func:`lexical_ranked` would run SQL for this search: SQL full text (``lexical_sql``,
+    or a collection over the BM25 budget), or a restricted collection whose scope's documents the
+    plan did not read. Otherwise the leg is in-process arithmetic over the cached indexes."""
+    if mode == "lexical_sql" or over_budget_reasons(store, colls, mode, current=False):
+        return True
+    for c in colls:
+        leg = plan_of(leg_plans, c)
+        if leg is not None and leg.lexical == "bm25-scope" and leg.documents is not None:
+            continue
+        if where_for(predicate, c).strip() != "TRUE":
+            return True
+    return False
 
 
 def lexical_ranked(

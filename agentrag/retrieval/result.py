@@ -28,7 +28,8 @@ class SearchResult(Renderable):
     search lost its vector leg, and then ``degraded`` says why (and ``warnings`` repeats it).
     ``model_version_match`` is False when a collection's embedding model version differs from the
     store embedder's (same model and dimensions). ``timings_ms`` has ``embed``, ``vector``,
-    ``lexical``, ``fuse``, ``fetch`` and ``total``. ``fusion`` is how a hybrid search
+    ``lexical``, ``fuse``, ``fetch`` and ``total`` (a hybrid search may rank its BM25 leg while the
+    vector statement runs, so ``vector`` and ``lexical`` can overlap). ``fusion`` is how a hybrid search
     fused its legs (``"rrf"`` or ``"relative_score"``); None for the single-leg modes.
     ``empty_reason`` says why a search found nothing (an empty collection, a scope or filters
     that exclude every document, no lexical match ...; see :mod:`agentrag.retrieval.empty`);

@@ -76,11 +76,12 @@ import logging
 import time
 from collections.abc import Coroutine, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from agentrag.errors import EmbeddingError, EmbeddingMismatchError, InvalidInputError
 from agentrag.hits import Hit
 from agentrag.llm.deadline import budget_exceeded, remaining
+from agentrag.retrieval import overlap
 from agentrag.retrieval.dberrors import guarded, is_driver_error
 from agentrag.retrieval.empty import empty_reason
 from agentrag.retrieval.filters import Filters
@@ -88,6 +89,7 @@ from agentrag.retrieval.legs import (
     CachesStale,
     default_ef_search,
     fuse_legs,
+    lexical_needs_sql,
     lexical_ranked,
     lexical_stale,
     over_budget_reasons,
@@ -101,7 +103,7 @@ from agentrag.retrieval.predicate import check_owners, check_principal, grant_of
 from agentrag.retrieval.result import SearchResult
 from agentrag.retrieval.scope_sql import check_scope
 from agentrag.retrieval.scoped import LegPlan
-from agentrag.retrieval.sources import SearchSource, check_embedder, load_collections
+from agentrag.retrieval.sources import CollectionInfo, SearchSource, check_embedder, load_collections
 from agentrag.scope import Scope
 
 if TYPE_CHECKING:
@@ -184,24 +186,13 @@ def _rank(
 
     bm25 = used_mode in ("lexical", "hybrid")  # (an over-budget collection's leg runs lexical_sql)
     leg_plans = plan_legs(conn, plan, colls, count=query_vector is not None or bm25)
-    vector: list[tuple[str, float]] = []
-    if query_vector is not None:
-        t = time.perf_counter()
-        vector = vector_ranked(conn, plan, colls, query_vector, leg_plans)
-        timings["vector"] = (time.perf_counter() - t) * 1000
-
-    lexical: list[tuple[str, float]] = []
     lexical_fallback: str | None = None
     if used_mode in ("lexical", "hybrid", "lexical_sql"):
         # A collection over the BM25 memory budget: the leg is SQL full text, on record.
         lexical_fallback = "; ".join(over_budget_reasons(store, colls, plan.mode, current=False)) or None
         if lexical_fallback is not None and used_mode == "lexical":
             used_mode = "lexical_sql"
-        t = time.perf_counter()
-        lexical = lexical_ranked(
-            conn, store, colls, plan.mode, plan.query, plan.predicate, plan.leg_depth, leg_plans
-        )
-        timings["lexical"] = (time.perf_counter() - t) * 1000
+    vector, lexical = _run_legs(conn, store, plan, colls, used_mode, query_vector, leg_plans, timings)
 
     t = time.perf_counter()
     candidates = fuse_legs(plan, used_mode, vector, lexical)
@@ -230,6 +221,48 @@ def _rank(
     lexical_ran = ("sql" if sql else "bm25") if used_mode != "vector" else None
     legs = [p.ran(vector=query_vector is not None, lexical=lexical_ran) for p in leg_plans.values()]
     return _Ranked(used_mode, vector, lexical, final, rows, version_warnings, lexical_fallback, why, legs)
+
+
+def _run_legs(
+    conn: Connection,
+    store: SearchSource,
+    plan: SearchPlan,
+    colls: list[CollectionInfo],
+    used_mode: str,
+    query_vector: np.ndarray | None,
+    leg_plans: dict[int, LegPlan],
+    timings: dict[str, float],
+) -> tuple[list[tuple[str, float]], list[tuple[str, float]]]:
+    """The vector and lexical rankings. A hybrid search whose BM25 leg needs no SQL ranks it on
+    another thread while the vector statement runs (:mod:`agentrag.retrieval.overlap`); each leg's
+    timing is its own, so the two overlap."""
+
+    def lexical_leg(on: Connection) -> list[tuple[str, float]]:
+        return lexical_ranked(
+            on, store, colls, plan.mode, plan.query, plan.predicate, plan.leg_depth, leg_plans
+        )
+
+    lexical_runs = used_mode in ("lexical", "hybrid", "lexical_sql")
+    job = None
+    if (
+        lexical_runs
+        and query_vector is not None
+        and not lexical_needs_sql(store, colls, plan.mode, plan.predicate, leg_plans)
+    ):
+        job = overlap.start(functools.partial(lexical_leg, cast("Connection", overlap.NoConnection())))
+    vector: list[tuple[str, float]] = []
+    if query_vector is not None:
+        t = time.perf_counter()
+        vector = vector_ranked(conn, plan, colls, query_vector, leg_plans)
+        timings["vector"] = (time.perf_counter() - t) * 1000
+    lexical: list[tuple[str, float]] = []
+    if job is not None:
+        lexical, timings["lexical"] = job.result()
+    elif lexical_runs:
+        t = time.perf_counter()
+        lexical = lexical_leg(conn)
+        timings["lexical"] = (time.perf_counter() - t) * 1000
+    return vector, lexical
 
 
 def _bound_statements(conn: Connection) -> None:
