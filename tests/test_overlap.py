@@ -110,10 +110,14 @@ def test_the_bm25_leg_ranks_on_the_pool_while_the_vector_statement_runs(
     original = search_module.vector_ranked
     during: list[bool] = []
 
-    def slow_vector(*args: Any, **kwargs: Any) -> Any:
-        time.sleep(0.3)  # a slow statement: the worker surely starts meanwhile
-        during.append(True)
-        return original(*args, **kwargs)
+    def slow_vector(*args: Any, before_statement: Any = None, **kwargs: Any) -> Any:
+        def started_then_slow() -> None:
+            assert before_statement is not None  # a hybrid search whose BM25 leg needs no SQL
+            before_statement()
+            time.sleep(0.3)  # a slow statement: the worker surely starts meanwhile
+            during.append(True)
+
+        return original(*args, before_statement=started_then_slow, **kwargs)
 
     monkeypatch.setattr(search_module, "vector_ranked", slow_vector)
     for scope in (Scope.every(), Scope(tenant="mid")):  # unrestricted, and a counted scope (bm25-scope)

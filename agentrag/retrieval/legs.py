@@ -7,6 +7,7 @@ lexical cache must be built first, and :func:`prepare_lexical` builds it with no
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from agentrag.errors import EmbeddingError
@@ -275,11 +276,19 @@ def vector_ranked(
     colls: list[CollectionInfo],
     query_vector: np.ndarray,
     leg_plans: dict[int, LegPlan] | None = None,
+    before_statement: Callable[[], None] | None = None,
 ) -> list[tuple[str, float]]:
+    """The vector leg over every collection, merged. ``before_statement`` is called once, just before
+    the first collection's ranking statement is sent (the HNSW settings already are): a hybrid
+    search starts its BM25 leg there, so that leg's Python does not hold the GIL while this thread
+    still prepares the statement."""
     per_collection = []
     for c in colls:
         leg = plan_of(leg_plans, c)
         if leg is not None and leg.exact:
+            if before_statement is not None:
+                before_statement()
+                before_statement = None
             per_collection.append(
                 exact_vector_leg(
                     conn,
@@ -303,6 +312,9 @@ def vector_ranked(
                 prepare_tenant_walk(conn, leg.max_scan_tuples)
             else:
                 set_max_scan_tuples(conn, leg.max_scan_tuples)
+        if before_statement is not None:
+            before_statement()
+            before_statement = None
         per_collection.append(
             vector_leg(
                 conn,

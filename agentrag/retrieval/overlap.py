@@ -4,8 +4,9 @@ The vector leg spends most of its time waiting on PostgreSQL (the GIL released);
 in-process arithmetic over the cached index. When the BM25 leg needs no SQL for any collection of
 the search (each collection's leg is unrestricted, or restricted to the document ids the scope
 planner already read in this transaction), it runs on a small shared thread pool while the vector
-statement runs on the search's connection. It never touches that connection: it is handed
-:class:`NoConnection`, which raises if a code path tries.
+statement runs on the search's connection. It starts just before that statement is sent (started
+earlier, its Python holds the GIL while the statement is still being prepared), and it never
+touches that connection: it is handed :class:`NoConnection`, which raises if a code path tries.
 
 Nothing can wait on a busy pool: a job that has not started when the vector leg is done is
 cancelled and run in the search's thread, exactly as before. ``ENABLED = False`` runs every leg in
@@ -22,7 +23,7 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, NoReturn
 
-__all__ = ["ENABLED", "LexicalJob", "NoConnection", "start"]
+__all__ = ["ENABLED", "LexicalJob", "NoConnection"]
 
 #: run the BM25 leg beside the vector leg when it needs no SQL (False: one after the other)
 ENABLED = True
@@ -71,8 +72,3 @@ class LexicalJob:
         if self._future.cancel():  # never started (every worker busy): run it here
             return self._timed()
         return self._future.result()
-
-
-def start(leg: Callable[[], list[tuple[str, float]]]) -> LexicalJob | None:
-    """``leg`` started on the pool, or None when the switch is off (the caller runs it in turn)."""
-    return LexicalJob(leg) if ENABLED else None

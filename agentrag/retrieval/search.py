@@ -234,8 +234,8 @@ def _run_legs(
     timings: dict[str, float],
 ) -> tuple[list[tuple[str, float]], list[tuple[str, float]]]:
     """The vector and lexical rankings. A hybrid search whose BM25 leg needs no SQL ranks it on
-    another thread while the vector statement runs (:mod:`agentrag.retrieval.overlap`); each leg's
-    timing is its own, so the two overlap."""
+    another thread while the vector statement runs (:mod:`agentrag.retrieval.overlap`), started
+    just before that statement is sent; each leg's timing is its own, so the two overlap."""
 
     def lexical_leg(on: Connection) -> list[tuple[str, float]]:
         return lexical_ranked(
@@ -243,21 +243,27 @@ def _run_legs(
         )
 
     lexical_runs = used_mode in ("lexical", "hybrid", "lexical_sql")
-    job = None
+    jobs: list[overlap.LexicalJob] = []
+    start_lexical = None
     if (
-        lexical_runs
+        overlap.ENABLED
+        and lexical_runs
         and query_vector is not None
         and not lexical_needs_sql(store, colls, plan.mode, plan.predicate, leg_plans)
     ):
-        job = overlap.start(functools.partial(lexical_leg, cast("Connection", overlap.NoConnection())))
+        off_thread = functools.partial(lexical_leg, cast("Connection", overlap.NoConnection()))
+
+        def start_lexical() -> None:
+            jobs.append(overlap.LexicalJob(off_thread))
+
     vector: list[tuple[str, float]] = []
     if query_vector is not None:
         t = time.perf_counter()
-        vector = vector_ranked(conn, plan, colls, query_vector, leg_plans)
+        vector = vector_ranked(conn, plan, colls, query_vector, leg_plans, before_statement=start_lexical)
         timings["vector"] = (time.perf_counter() - t) * 1000
     lexical: list[tuple[str, float]] = []
-    if job is not None:
-        lexical, timings["lexical"] = job.result()
+    if jobs:
+        lexical, timings["lexical"] = jobs[0].result()
     elif lexical_runs:
         t = time.perf_counter()
         lexical = lexical_leg(conn)
