@@ -126,3 +126,22 @@ def test_search_result_display_shows_the_reason(store: Store, collection_name: s
     store.create_collection(collection_name)
     result = store.search("trash", collections=collection_name)
     assert "is empty" in result._repr_html_() and "is empty" in result._repr_markdown_()
+
+
+def test_one_search_over_an_empty_and_a_full_collection(
+    store: Store, notes: str, collection_name: str
+) -> None:
+    """The counts read only the documents in scope; an unrestricted scope's count is each collection's
+    size, so emptiness is named only when no collection holds anything."""
+    empty, other = collection_name + "_a", collection_name + "_b"
+    store.create_collection(empty)
+    store.create_collection(other)
+    both = store.search("trash", collections=[empty, other], mode="lexical")
+    assert both.empty_reason is not None
+    assert both.empty_reason.startswith(f"collection {empty!r}, {other!r} are empty")
+    mixed = store.search("trash", collections=[empty, notes], filters={"classification": "secret"})
+    assert mixed.empty_reason == "the filters exclude all 3 documents"
+    hidden = store.search("trash", collections=[empty, notes], scope=ar.Scope(tenant="nobody"))
+    assert (
+        hidden.empty_reason is not None and "is visible to the scope (tenant='nobody')" in hidden.empty_reason
+    )
