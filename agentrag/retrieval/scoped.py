@@ -49,7 +49,7 @@ from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any
 
 from agentrag.retrieval.bm25 import first_ranked
-from agentrag.retrieval.vector import vector_sql
+from agentrag.retrieval.vector import joined_ids, vector_sql
 
 if TYPE_CHECKING:
     import numpy as np
@@ -185,14 +185,17 @@ def count_scope(conn: Connection, collection_id: int, where: str, params: dict[s
     cap = max(EXACT_MAX_ROWS, SCOPE_MAX_DOCS, 0) + 1
     sql = (
         "SELECT count(*) AS docs, coalesce(sum(n), 0) AS chunks,"
-        f" CASE WHEN count(*) <= {int(SCOPE_MAX_DOCS)} THEN coalesce(array_agg(id), CAST(ARRAY[] AS text[]))"
+        f" CASE WHEN count(*) <= {int(SCOPE_MAX_DOCS)} THEN coalesce(string_agg(id, ','), '')"
         " END AS ids FROM ("
         "SELECT d.id, d.chunk_count AS n FROM agentrag.documents d"
         f" WHERE d.collection_id = {int(collection_id)} AND ({where}) LIMIT {cap}) s"
     )
     row = conn.execute(text(sql), params).one()
     rows = EXACT_MAX_ROWS + 1 if row.docs >= cap else min(int(row.chunks), EXACT_MAX_ROWS + 1)
-    return ScopeCount(rows, int(row.docs), None if row.ids is None else tuple(row.ids))
+    # the ids joined by commas (document ids are "doc_" + hex): psycopg parses a text[] of thousands
+    # of elements one by one
+    ids = None if row.ids is None else tuple(row.ids.split(",")) if row.ids else ()
+    return ScopeCount(rows, int(row.docs), ids)
 
 
 def estimate_share(conn: Connection, collection_id: int, where: str, params: dict[str, Any]) -> float:
@@ -362,7 +365,7 @@ def exact_vector_leg(
     by_documents = documents is not None
     sql = vector_sql(collection_id, dimensions, distance, where, exact=True, by_documents=by_documents)
     bound = {"qvec": query_vector, "depth": int(depth)}
-    bound = {**bound, "v_docs": list(documents or ())} if by_documents else {**params, **bound}
+    bound = {**bound, "v_docs": joined_ids(documents)} if by_documents else {**params, **bound}
     rows = conn.execute(text(sql), bound).all()
     return [(row.id, float(row.score)) for row in rows]
 

@@ -201,7 +201,8 @@ def key_digest(*parts: str) -> str:
 
 def document_id(coll: Collection, doc: PreparedDocument, tenant: str | None, workspace: str | None) -> str:
     # Content-addressed ids: the same content under the same key always gets the same ids,
-    # so citations stay stable across rebuilds. A changed text gets new ids.
+    # so citations stay stable across rebuilds. A changed text gets new ids. "doc_" + hex: searches
+    # send a scope's ids joined by commas (retrieval.scoped.count_scope, retrieval.vector.vector_sql).
     return "doc_" + key_digest(coll.name, doc.source, tenant or "", workspace or "", doc.sha256)
 
 
