@@ -23,6 +23,7 @@ the visibility above, then the filters. Values are bound parameters (``:s_*``, `
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -30,7 +31,7 @@ from typing import Any
 from agentrag.errors import CollectionNotFoundError, ScopeError
 from agentrag.retrieval.filters import Filters, compile_filters
 from agentrag.retrieval.scope_sql import compile_scope
-from agentrag.scope import Principal, Scope, grant_text
+from agentrag.scope import EVERYONE_TOKEN, Principal, Scope, grant_text
 
 __all__ = [
     "Predicate",
@@ -134,7 +135,7 @@ def compile_predicate(scope: Scope | None, filters: Filters | Mapping[str, Any] 
         compile_scope(Scope(session=scope.session))  # the same checks on the value
         params["s_session"] = scope.session
     principal = scope.principal if scope is not None else None
-    params["p_tokens"] = principal.tokens() if principal is not None else []
+    params["p_tokens"] = TextArray(principal.tokens() if principal is not None else ())
     return Predicate(scope=scope, tenant_sql=tenant_sql, filter_sql=filter_sql, params=params)
 
 
@@ -199,14 +200,37 @@ def relation_visibility(scope: Scope | None, collection: str, *, acl: bool) -> t
     return _RELATION_SOURCE.replace("{visible}", visible), params
 
 
+class TextArray(str):
+    """A ``text[]`` parameter bound as its array literal, rendered once (``CAST(:p AS text[])`` reads
+    it): psycopg quotes a list element by element in every statement that binds it (a principal's
+    502 grant tokens: 0.39 ms a statement, 0.16 as a literal; a search binds them up to four times).
+    ``items`` are the elements."""
+
+    items: tuple[str, ...]
+
+    def __new__(cls, items: Iterable[str]) -> TextArray:
+        items = tuple(items)
+        quoted = ('"' + item.replace("\\", "\\\\").replace('"', '\\"') + '"' for item in items)
+        literal = super().__new__(cls, "{" + ",".join(quoted) + "}")
+        literal.items = items
+        return literal
+
+
 def grant_of(grants: list[str] | None, principal: Principal | None) -> str | None:
     """The grant that made a document visible to ``principal`` (``user:alice``, ``group:hr``,
     ``everyone``, ``admin``), or None on a collection without grants. Reported on each hit and
-    in the proof; the SQL already decided visibility."""
+    in the proof; the SQL already decided visibility. The first of the principal's user, its groups
+    in name order, then everyone."""
     if grants is None or principal is None:
         return None
     held = set(grants)
-    for token in principal.tokens()[1:] + principal.tokens()[:1]:  # the user, groups, then everyone
-        if token in held:
+    if principal.user is not None and f"u:{principal.user}" in held:
+        return grant_text(f"u:{principal.user}")
+    groups = principal.groups  # a sorted tuple: the document's few group tokens are looked up in it
+    for token in sorted(t for t in held if t.startswith("g:")):
+        at = bisect.bisect_left(groups, token[2:])
+        if at < len(groups) and groups[at] == token[2:]:
             return grant_text(token)
+    if EVERYONE_TOKEN in held:
+        return grant_text(EVERYONE_TOKEN)
     return "admin" if principal.admin else None

@@ -49,6 +49,7 @@ from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any
 
 from agentrag.retrieval.bm25 import first_ranked
+from agentrag.retrieval.predicate import TextArray
 from agentrag.retrieval.vector import joined_ids, vector_sql
 
 if TYPE_CHECKING:
@@ -231,7 +232,11 @@ def exact_wins(rows: int, indexed: int, depth: int) -> bool:
 def grant_tokens(where: str, params: dict[str, Any]) -> int:
     """How many grant tokens ``where`` tests (0: no grants in it)."""
     tokens = params.get(TOKENS_PARAM)
-    return len(tokens) if f":{TOKENS_PARAM}" in where and isinstance(tokens, (list, tuple)) else 0
+    if f":{TOKENS_PARAM}" not in where:
+        return 0
+    if isinstance(tokens, TextArray):
+        return len(tokens.items)
+    return len(tokens) if isinstance(tokens, (list, tuple)) else 0
 
 
 def scope_rows(conn: Connection, collection_id: int, where: str, params: dict[str, Any]) -> int:
