@@ -13,6 +13,7 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -97,3 +98,30 @@ def run_cli(env: dict[str, str], *argv: str) -> subprocess.CompletedProcess[str]
         text=True,
         timeout=300,
     )
+
+
+@contextmanager
+def tenant_corpus(
+    store: Any, prefix: str, sizes: dict[str, int], words: list[str], *, seed: int, length: int, topics: int
+) -> Iterator[str]:
+    """A scoped collection of one-chunk documents, deleted afterwards: per tenant, ``sizes[tenant]`` texts of
+    ``length`` random ``words``, document ``i`` with ``metadata.topic = i % topics``; analyzed."""
+    import random
+
+    from sqlalchemy import text
+
+    from agentrag.store.ingest import ingest_texts
+
+    name = f"{prefix}_{uuid.uuid4().hex[:8]}"
+    store.create_collection(name, scoped=True)
+    rng = random.Random(seed)
+    for tenant, n in sizes.items():
+        texts = [" ".join(rng.choices(words, k=length)) for _ in range(n)]
+        items = [(f"{tenant}-{i}", body, {"topic": i % topics}) for i, body in enumerate(texts)]
+        ingest_texts(store, items, collection=name, tenant=tenant)
+    with store.engine.begin() as conn:
+        conn.execute(text("ANALYZE agentrag.chunks, agentrag.documents"))
+    try:
+        yield name
+    finally:
+        store.delete_collection(name)

@@ -3,10 +3,8 @@ rankings as one leg after the other, only when the BM25 leg needs no SQL, never 
 
 from __future__ import annotations
 
-import random
 import threading
 import time
-import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -14,7 +12,6 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from sqlalchemy import text
 
 import agentrag as ar
 from agentrag.retrieval import overlap, scoped
@@ -23,8 +20,8 @@ from agentrag.retrieval.legs import lexical_ranked
 from agentrag.retrieval.predicate import compile_predicate
 from agentrag.retrieval.sources import load_collections
 from agentrag.scope import Scope
-from agentrag.store.ingest import ingest_texts
 from agentrag.store.store import Store
+from tests.conftest import tenant_corpus
 
 WORDS = ["alpha", "beta", "gamma", "orbit", "comet", "nebula", "quasar", "pulsar", "planet", "moon", "dust"]
 SIZES = {"big": 60, "mid": 20, "tiny": 3}
@@ -32,16 +29,8 @@ SIZES = {"big": 60, "mid": 20, "tiny": 3}
 
 @pytest.fixture(scope="module")
 def corpus(store: Store) -> Iterator[str]:
-    name = f"overlap_{uuid.uuid4().hex[:8]}"
-    store.create_collection(name, scoped=True)
-    rng = random.Random(11)
-    for tenant, n in SIZES.items():
-        items = [(f"{tenant}-{i}", " ".join(rng.choices(WORDS, k=10)), {"topic": i % 5}) for i in range(n)]
-        ingest_texts(store, items, collection=name, tenant=tenant)
-    with store.engine.begin() as conn:
-        conn.execute(text("ANALYZE agentrag.chunks, agentrag.documents"))
-    yield name
-    store.delete_collection(name)
+    with tenant_corpus(store, "overlap", SIZES, WORDS, seed=11, length=10, topics=5) as name:
+        yield name
 
 
 @contextmanager
@@ -153,7 +142,12 @@ def test_a_job_no_worker_takes_runs_in_the_callers_thread() -> None:
     busy = [overlap._executor().submit(release.wait, 10) for _ in range(overlap.WORKERS)]
     try:
         ran_on: list[str] = []
-        job = overlap.LexicalJob(lambda: ran_on.append(threading.current_thread().name) or [("c1", 1.0)])
+
+        def leg() -> list[tuple[str, float]]:
+            ran_on.append(threading.current_thread().name)
+            return [("c1", 1.0)]
+
+        job = overlap.LexicalJob(leg)
         ranked, milliseconds = job.result()
     finally:
         release.set()
@@ -165,7 +159,13 @@ def test_a_job_no_worker_takes_runs_in_the_callers_thread() -> None:
 def test_a_free_worker_runs_the_job_and_errors_reach_the_caller() -> None:
     ran_on: list[str] = []
     started = threading.Event()
-    job = overlap.LexicalJob(lambda: started.set() or ran_on.append(threading.current_thread().name) or [])
+
+    def leg() -> list[tuple[str, float]]:
+        started.set()
+        ran_on.append(threading.current_thread().name)
+        return []
+
+    job = overlap.LexicalJob(leg)
     assert started.wait(5)
     assert job.result()[0] == []
     assert ran_on and ran_on[0].startswith("agentrag-bm25")

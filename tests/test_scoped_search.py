@@ -22,6 +22,7 @@ from agentrag.retrieval.vector import joined_ids, vector_sql
 from agentrag.scope import Scope
 from agentrag.store.ingest import ingest_texts
 from agentrag.store.store import Store
+from tests.conftest import tenant_corpus
 
 
 def _vector_options(name: str, tenant: str, topic: int | None) -> dict[str, Any]:
@@ -73,16 +74,8 @@ SIZES = {"big": 120, "mid": 30, "tiny": 3}  # one-chunk documents per tenant
 
 @pytest.fixture(scope="module")
 def tenants(store: Store) -> Iterator[dict[str, Any]]:
-    name = f"scoped_{uuid.uuid4().hex[:8]}"
-    store.create_collection(name, scoped=True)
-    rng = random.Random(7)
-    for tenant, n in SIZES.items():
-        items = [(f"{tenant}-{i}", " ".join(rng.choices(WORDS, k=12)), {"topic": i % 10}) for i in range(n)]
-        ingest_texts(store, items, collection=name, tenant=tenant)
-    with store.engine.begin() as conn:
-        conn.execute(text("ANALYZE agentrag.chunks, agentrag.documents"))
-    yield {"name": name}
-    store.delete_collection(name)
+    with tenant_corpus(store, "scoped", SIZES, WORDS, seed=7, length=12, topics=10) as name:
+        yield {"name": name}
 
 
 def _exact(store: Store, name: str, query: str, tenant: str, k: int) -> list[str]:
