@@ -3,6 +3,7 @@ rankings as one leg after the other, only when the BM25 leg needs no SQL, never 
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Iterator
@@ -187,3 +188,32 @@ def test_a_forked_child_makes_its_own_pool(monkeypatch: pytest.MonkeyPatch) -> N
     assert child.submit(lambda: 7).result(5) == 7
     monkeypatch.undo()
     assert overlap._executor() is not child  # back in the "parent": a pool of its own pid again
+
+
+def test_a_busy_process_runs_the_legs_in_turn(store: Store, corpus: str) -> None:
+    """More searches in flight than overlap.BUSY (half the cores): no second thread per search."""
+    with overlap.searching():
+        assert overlap.beside()  # alone
+    with contextlib.ExitStack() as others:
+        for _ in range(overlap.BUSY):  # other searches in flight: the next one makes BUSY + 1
+            others.enter_context(overlap.searching())
+        with overlap.searching():
+            assert not overlap.beside()
+        with _lexical_threads() as threads:
+            busy = store.search("comet dust", collections=corpus, scope=Scope.every(), top_k=5)
+        assert threads == [threading.current_thread().name]
+    with overlap.searching():
+        assert overlap.beside()  # the count went back down
+    alone = store.search("comet dust", collections=corpus, scope=Scope.every(), top_k=5)
+    assert _ranked(busy) == _ranked(alone)
+
+
+def test_a_forked_child_counts_its_own_searches(monkeypatch: pytest.MonkeyPatch) -> None:
+    with overlap.searching(), overlap.searching():
+        monkeypatch.setattr(overlap.os, "getpid", lambda: -1)  # a child: the parent's count is not its own
+        with overlap.searching():
+            assert overlap._in_flight == [-1, 1]
+            assert overlap.beside()
+        monkeypatch.undo()
+    with overlap.searching():  # the parent counts afresh: nothing of its own is left in flight
+        assert overlap._in_flight[1] == 1

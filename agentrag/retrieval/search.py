@@ -235,7 +235,8 @@ def _run_legs(
 ) -> tuple[list[tuple[str, float]], list[tuple[str, float]]]:
     """The vector and lexical rankings. A hybrid search whose BM25 leg needs no SQL ranks it on
     another thread while the vector statement runs (:mod:`agentrag.retrieval.overlap`), started
-    just before that statement is sent; each leg's timing is its own, so the two overlap."""
+    just before that statement is sent, unless the process is busy; each leg's timing is its own,
+    so the two overlap."""
 
     def lexical_leg(on: Connection) -> list[tuple[str, float]]:
         return lexical_ranked(
@@ -245,8 +246,10 @@ def _run_legs(
     lexical_runs = used_mode in ("lexical", "hybrid", "lexical_sql")
     jobs: list[overlap.LexicalJob] = []
     start_lexical = None
+    vector: list[tuple[str, float]] = []
+    lexical: list[tuple[str, float]] = []
     if (
-        overlap.ENABLED
+        overlap.beside()
         and lexical_runs
         and query_vector is not None
         and not lexical_needs_sql(store, colls, plan.mode, plan.predicate, leg_plans)
@@ -256,12 +259,10 @@ def _run_legs(
         def start_lexical() -> None:
             jobs.append(overlap.LexicalJob(off_thread))
 
-    vector: list[tuple[str, float]] = []
     if query_vector is not None:
         t = time.perf_counter()
         vector = vector_ranked(conn, plan, colls, query_vector, leg_plans, before_statement=start_lexical)
         timings["vector"] = (time.perf_counter() - t) * 1000
-    lexical: list[tuple[str, float]] = []
     if jobs:
         lexical, timings["lexical"] = jobs[0].result()
     elif lexical_runs:
@@ -421,15 +422,16 @@ def search(
     # flags (private uploads, read first) hold for every row the legs read.
     snapshot = {"isolation_level": "REPEATABLE READ"}
     try:
-        try:
-            with store.engine.connect().execution_options(**snapshot) as conn, conn.begin():
-                _bound_statements(conn)
-                ranked = rank(conn, caches_ready=False)
-        except CachesStale as stale:
-            prepare_lexical(store, stale.collections, mode)
-            with store.engine.connect().execution_options(**snapshot) as conn, conn.begin():
-                _bound_statements(conn)
-                ranked = rank(conn, caches_ready=True)
+        with overlap.searching():  # how busy the process is decides whether the legs overlap
+            try:
+                with store.engine.connect().execution_options(**snapshot) as conn, conn.begin():
+                    _bound_statements(conn)
+                    ranked = rank(conn, caches_ready=False)
+            except CachesStale as stale:
+                prepare_lexical(store, stale.collections, mode)
+                with store.engine.connect().execution_options(**snapshot) as conn, conn.begin():
+                    _bound_statements(conn)
+                    ranked = rank(conn, caches_ready=True)
     except Exception as exc:
         if _cancelled_at_deadline(exc):
             raise budget_exceeded("search") from None
