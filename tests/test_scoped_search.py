@@ -565,3 +565,49 @@ def test_the_exact_scan_reads_chunks_by_document_id_in_byte_order(store: Store, 
         "comet", collections=tenants["name"], scope=Scope(tenant="tiny"), mode="vector", top_k=10
     )
     assert result.plan[0].endswith(f"vector=exact lexical=none rows={SIZES['tiny']}") and len(result) == 3
+
+
+def test_a_scope_holding_the_whole_collection_searches_unrestricted(store: Store) -> None:
+    """The only tenant of a scoped collection (or a principal granted every document): the count sees
+    the scope holds every document and the legs run as with no scope; the next document outside the
+    scope (another tenant's, a revoke) restricts the search again, in the same snapshot as its count."""
+    with tenant_corpus(store, "whole", {"solo": 40}, WORDS, seed=3, length=8, topics=4) as name:
+        scope = Scope(tenant="solo")
+        whole = store.search("comet nebula", collections=name, scope=scope, top_k=10, explain=True)
+        assert whole.plan == (f"{name}: vector=hnsw lexical=bm25-top rows=40",)
+        assert whole.explain is not None and whole.explain[0]["whole"] is True
+        saved = scoped.ENABLED
+        scoped.ENABLED = False
+        try:
+            off = store.search("comet nebula", collections=name, scope=scope, top_k=10)
+        finally:
+            scoped.ENABLED = saved
+        assert [(h.chunk_id, round(h.score, 6)) for h in whole] == [
+            (h.chunk_id, round(h.score, 6)) for h in off
+        ]
+        ingest_texts(
+            store, [("other-0", "comet nebula comet nebula", {"topic": 1})], collection=name, tenant="x"
+        )
+        again = store.search("comet nebula", collections=name, scope=scope, top_k=10, explain=True)
+        assert again.plan == (f"{name}: vector=exact lexical=bm25-scope rows=40",)
+        assert all(h.source != "other-0" for h in again)  # the other tenant's best match stays out
+
+    name = f"whole_acl_{uuid.uuid4().hex[:8]}"
+    store.create_collection(name, acl=True)
+    try:
+        reports = [
+            store.ingest_text(
+                f"comet report {i} nebula", collection=name, source=f"r{i}.md", grants=["group:g"]
+            )
+            for i in range(6)
+        ]
+        reader = Scope(principal=ar.Principal(user="ann", groups=["g"]))
+        every = store.search("comet nebula", collections=name, scope=reader, top_k=10, explain=True)
+        assert every.plan[0].endswith("lexical=bm25-top rows=6") and len(every) == 6
+        hidden = reports[0].document_ids["r0.md"]
+        store.revoke(hidden, "group:g")
+        after = store.search("comet nebula", collections=name, scope=reader, top_k=10, explain=True)
+        assert "lexical=bm25-scope rows=5" in after.plan[0] and len(after) == 5
+        assert hidden not in {h.document_id for h in after}
+    finally:
+        store.delete_collection(name)

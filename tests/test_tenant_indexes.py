@@ -232,6 +232,9 @@ def test_an_index_goes_when_its_tenant_shrinks_and_chunks_written_before_0046_ar
             conn.execute(
                 text("UPDATE agentrag.chunks SET tenant_id = NULL WHERE collection_id = :c"), {"c": cid}
             )
+        # another tenant's document (its chunk written with its tenant): "shrinks" alone would be the
+        # whole collection, searched unrestricted
+        ingest_texts(store, [("o-0", "comet elsewhere", {})], collection=name, tenant="other")
         assert store.optimize(name).built == ("shrinks",)
         assert _mismatched_tenants(store, cid) == 0  # filled before the build
         hits = store.search("comet", collections=name, scope=Scope(tenant="shrinks"), top_k=10, explain=True)
@@ -348,10 +351,11 @@ def test_a_reembed_to_other_dimensions_drops_the_tenant_index_and_optimize_rebui
             collection=name,
             tenant="t",
         )
+        ingest_texts(old, [("o-0", "nebula elsewhere", {})], collection=name, tenant="other")  # not the whole
         cid = old.collection(name).id
         assert old.optimize(name).built == ("t",)
         # the index casts to vector(64): the swap's 32-dimensional vectors could not be written through it
-        assert new.reembed(name).chunks == 120
+        assert new.reembed(name).chunks == 121
         assert not _index_exists(new, cid, "t")
         assert new.optimize(name).built == ("t",)
         hits = new.search("nebula", collections=name, scope=Scope(tenant="t"), top_k=10, explain=True)

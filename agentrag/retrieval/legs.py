@@ -86,8 +86,11 @@ def ef_search_for(asked: int | None, collection: CollectionInfo, leg_depth: int)
     return default_ef_search(leg_depth, collection.indexed_rows)
 
 
-def where_for(predicate: Predicate, collection: CollectionInfo) -> str:
-    """The predicate's WHERE fragment for one collection (its grants, its private uploads)."""
+def where_for(predicate: Predicate, collection: CollectionInfo, leg: LegPlan | None = None) -> str:
+    """The predicate's WHERE fragment for one collection (its grants, its private uploads); TRUE when
+    the plan counted every document of the collection in the scope (``leg.whole``)."""
+    if leg is not None and leg.whole:
+        return "TRUE"
     return predicate.where(acl=collection.acl, private_documents=collection.private_documents)
 
 
@@ -159,7 +162,7 @@ def lexical_needs_sql(
         leg = plan_of(leg_plans, c)
         if leg is not None and leg.lexical == "bm25-scope" and leg.documents is not None:
             continue
-        if where_for(predicate, c).strip() != "TRUE":
+        if where_for(predicate, c, leg).strip() != "TRUE":
             return True
     return False
 
@@ -188,7 +191,7 @@ def lexical_ranked(
                 conn,
                 collection_id=c.id,
                 query=query,
-                where=where_for(predicate, c),
+                where=where_for(predicate, c, plan_of(leg_plans, c)),
                 params=params,
                 depth=depth,
             )
@@ -201,7 +204,7 @@ def lexical_ranked(
                 per_collection.append([])
                 continue
             leg = plan_of(leg_plans, c)
-            where = where_for(predicate, c)
+            where = where_for(predicate, c, leg)
             if leg is not None and leg.lexical == "bm25-scope":
                 ranked = scope_bm25_leg(
                     conn,
@@ -296,7 +299,7 @@ def vector_ranked(
                     dimensions=c.dimensions,
                     distance=c.distance,
                     query_vector=query_vector,
-                    where=where_for(plan.predicate, c),
+                    where=where_for(plan.predicate, c, leg),
                     params=plan.params,
                     depth=plan.leg_depth,
                     documents=leg.documents,
@@ -304,7 +307,7 @@ def vector_ranked(
             )
             continue
         ef = ef_search_for(plan.ef_search, c, plan.leg_depth)
-        where = where_for(plan.predicate, c)
+        where = where_for(plan.predicate, c, leg)
         configure_hnsw(conn, ef_search=ef, iterative=where != "TRUE" or ef < plan.leg_depth)
         own_index = leg is not None and leg.vector == "hnsw-tenant"
         if leg is not None and leg.max_scan_tuples is not None:

@@ -24,7 +24,10 @@ The two legs decide separately, from one statement over ``documents`` (:func:`co
   :func:`agentrag.retrieval.lexical.lexical_leg`), cheap when the scope is a large share of the
   collection.
 * **No restriction**: the HNSW index (``hnsw``) and the BM25 index's own top ``depth`` (``bm25-top``),
-  as before; nothing is counted, so unscoped searches run exactly the statements they ran.
+  as before; nothing is counted, so unscoped searches run exactly the statements they ran. A scope
+  the count finds holding every document of the collection (the same statement counts the
+  collection's documents, up to the same cap) runs the same way (``LegPlan.whole``): the only tenant
+  of a scoped collection, a principal granted everything.
 
 The scope's size comes from ``documents.chunk_count`` under the same WHERE clause (the documents'
 scope index for a tenant, the GIN indexes for a metadata filter or grants), reading at most
@@ -127,6 +130,9 @@ class LegPlan:
     share: float | None = None
     #: the scope's document ids as the plan read them (bm25-scope); not shown, not compared
     documents: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
+    #: the scope holds every document of the collection (counted in this snapshot): the legs run
+    #: unrestricted, as they would with no scope at all
+    whole: bool = False
 
     @property
     def exact(self) -> bool:
@@ -175,6 +181,7 @@ class ScopeCount:
     rows: int
     documents: int
     ids: tuple[str, ...] | None
+    whole: bool = False  # every document of the collection is in the scope
 
 
 def count_scope(conn: Connection, collection_id: int, where: str, params: dict[str, Any]) -> ScopeCount:
@@ -184,19 +191,25 @@ def count_scope(conn: Connection, collection_id: int, where: str, params: dict[s
     from sqlalchemy import text
 
     cap = max(EXACT_MAX_ROWS, SCOPE_MAX_DOCS, 0) + 1
+    cid = int(collection_id)
     sql = (
         "SELECT count(*) AS docs, coalesce(sum(n), 0) AS chunks,"
         f" CASE WHEN count(*) <= {int(SCOPE_MAX_DOCS)} THEN coalesce(string_agg(id, ','), '')"
-        " END AS ids FROM ("
+        " END AS ids,"
+        # the collection's documents, up to the same cap (its collection_id index): equal to the
+        # scope's, the scope restricts nothing
+        f" (SELECT count(*) FROM (SELECT 1 FROM agentrag.documents a WHERE a.collection_id = {cid}"
+        f" LIMIT {cap}) t) AS total FROM ("
         "SELECT d.id, d.chunk_count AS n FROM agentrag.documents d"
-        f" WHERE d.collection_id = {int(collection_id)} AND ({where}) LIMIT {cap}) s"
+        f" WHERE d.collection_id = {cid} AND ({where}) LIMIT {cap}) s"
     )
     row = conn.execute(text(sql), params).one()
     rows = EXACT_MAX_ROWS + 1 if row.docs >= cap else min(int(row.chunks), EXACT_MAX_ROWS + 1)
     # the ids joined by commas (document ids are "doc_" + hex): psycopg parses a text[] of thousands
     # of elements one by one
     ids = None if row.ids is None else tuple(row.ids.split(",")) if row.ids else ()
-    return ScopeCount(rows, int(row.docs), ids)
+    whole = 0 < row.docs < cap and row.docs == row.total
+    return ScopeCount(rows, int(row.docs), ids, whole)
 
 
 def estimate_share(conn: Connection, collection_id: int, where: str, params: dict[str, Any]) -> float:
@@ -270,6 +283,10 @@ def plan_collection(
             return uncounted_plan(name, indexed, ef_search, depth, estimated, tokens)
     scope = count_scope(conn, collection_id, where, params)
     rows = scope.rows
+    if scope.whole:  # e.g. the only tenant of a scoped collection: nothing to test per row
+        vector = "hnsw" if indexed >= 0 else "scan"
+        why = f"the scope holds all {scope.documents} documents of the collection: searched unrestricted"
+        return LegPlan(name, vector, "bm25-top", rows, indexed, ef_search, None, why, 1.0, whole=True)
     share = rows / max(indexed, rows, 1) if indexed > 0 else None
     lexical = "bm25-scope" if scope.ids is not None else "bm25-slices"
     lexical_why = (
