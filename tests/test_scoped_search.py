@@ -611,3 +611,12 @@ def test_a_scope_holding_the_whole_collection_searches_unrestricted(store: Store
         assert hidden not in {h.document_id for h in after}
     finally:
         store.delete_collection(name)
+
+
+def test_only_a_scope_near_the_whole_collection_pays_for_the_whole_check(store: Store, tenants: dict) -> None:
+    """The check reads the collection's documents (one more than the scope's at most); a scope well
+    under scoped.WHOLE_MIN_SHARE of the index's rows never runs it."""
+    with _recorded(store) as statements:
+        result = store.search("comet", collections=tenants["name"], scope=Scope(tenant="mid"), top_k=5)
+    assert "vector=exact" in result.plan[0]
+    assert statements and not any("FROM agentrag.documents a" in s for s in statements)

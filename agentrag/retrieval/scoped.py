@@ -24,10 +24,10 @@ The two legs decide separately, from one statement over ``documents`` (:func:`co
   :func:`agentrag.retrieval.lexical.lexical_leg`), cheap when the scope is a large share of the
   collection.
 * **No restriction**: the HNSW index (``hnsw``) and the BM25 index's own top ``depth`` (``bm25-top``),
-  as before; nothing is counted, so unscoped searches run exactly the statements they ran. A scope
-  the count finds holding every document of the collection (the same statement counts the
-  collection's documents, up to the same cap) runs the same way (``LegPlan.whole``): the only tenant
-  of a scoped collection, a principal granted everything.
+  as before; nothing is counted, so unscoped searches run exactly the statements they ran. A counted
+  scope of at least :data:`WHOLE_MIN_SHARE` of the index's rows that holds every document of the
+  collection (:func:`holds_every_document`, same snapshot) runs the same way (``LegPlan.whole``): the
+  only tenant of a scoped collection, a principal granted everything.
 
 The scope's size comes from ``documents.chunk_count`` under the same WHERE clause (the documents'
 scope index for a tenant, the GIN indexes for a metadata filter or grants), reading at most
@@ -107,6 +107,10 @@ TOKENS_PARAM = "p_tokens"
 #: A scope of at most this many documents is ranked by BM25 over its own chunks (bm25-scope): the plan
 #: reads their ids with its count, in the same statement.
 SCOPE_MAX_DOCS = 5_000
+#: A counted scope of at least this share of the HNSW index's (estimated) rows is checked for holding
+#: every document of the collection (:func:`holds_every_document`); if it does, it is searched
+#: unrestricted. Below it, no search pays for the check.
+WHOLE_MIN_SHARE = 0.9
 #: pgvector's default hnsw.max_scan_tuples; a restricted walk may visit more, never fewer.
 MIN_MAX_SCAN_TUPLES = 20_000
 MAX_MAX_SCAN_TUPLES = 2_000_000
@@ -181,7 +185,7 @@ class ScopeCount:
     rows: int
     documents: int
     ids: tuple[str, ...] | None
-    whole: bool = False  # every document of the collection is in the scope
+    chunks: int | None = None  # the scope's chunks, uncapped (None: more than the cap's documents)
 
 
 def count_scope(conn: Connection, collection_id: int, where: str, params: dict[str, Any]) -> ScopeCount:
@@ -195,11 +199,7 @@ def count_scope(conn: Connection, collection_id: int, where: str, params: dict[s
     sql = (
         "SELECT count(*) AS docs, coalesce(sum(n), 0) AS chunks,"
         f" CASE WHEN count(*) <= {int(SCOPE_MAX_DOCS)} THEN coalesce(string_agg(id, ','), '')"
-        " END AS ids,"
-        # the collection's documents, up to the same cap (its collection_id index): equal to the
-        # scope's, the scope restricts nothing
-        f" (SELECT count(*) FROM (SELECT 1 FROM agentrag.documents a WHERE a.collection_id = {cid}"
-        f" LIMIT {cap}) t) AS total FROM ("
+        " END AS ids FROM ("
         "SELECT d.id, d.chunk_count AS n FROM agentrag.documents d"
         f" WHERE d.collection_id = {cid} AND ({where}) LIMIT {cap}) s"
     )
@@ -208,8 +208,19 @@ def count_scope(conn: Connection, collection_id: int, where: str, params: dict[s
     # the ids joined by commas (document ids are "doc_" + hex): psycopg parses a text[] of thousands
     # of elements one by one
     ids = None if row.ids is None else tuple(row.ids.split(",")) if row.ids else ()
-    whole = 0 < row.docs < cap and row.docs == row.total
-    return ScopeCount(rows, int(row.docs), ids, whole)
+    return ScopeCount(rows, int(row.docs), ids, None if row.docs >= cap else int(row.chunks))
+
+
+def holds_every_document(conn: Connection, collection_id: int, documents: int) -> bool:
+    """Whether the collection has exactly ``documents`` documents (this transaction's snapshot, as the
+    scope's count): reads at most one more entry of its ``collection_id`` index."""
+    from sqlalchemy import text
+
+    sql = (
+        "SELECT count(*) FROM (SELECT 1 FROM agentrag.documents a"
+        f" WHERE a.collection_id = {int(collection_id)} LIMIT {int(documents) + 1}) t"
+    )
+    return bool(documents > 0 and conn.execute(text(sql)).scalar_one() == documents)
 
 
 def estimate_share(conn: Connection, collection_id: int, where: str, params: dict[str, Any]) -> float:
@@ -283,7 +294,9 @@ def plan_collection(
             return uncounted_plan(name, indexed, ef_search, depth, estimated, tokens)
     scope = count_scope(conn, collection_id, where, params)
     rows = scope.rows
-    if scope.whole:  # e.g. the only tenant of a scoped collection: nothing to test per row
+    near_all = indexed > 0 and scope.chunks is not None and scope.chunks >= WHOLE_MIN_SHARE * indexed
+    if near_all and holds_every_document(conn, collection_id, scope.documents):
+        # e.g. the only tenant of a scoped collection: nothing to test per row
         vector = "hnsw" if indexed >= 0 else "scan"
         why = f"the scope holds all {scope.documents} documents of the collection: searched unrestricted"
         return LegPlan(name, vector, "bm25-top", rows, indexed, ef_search, None, why, 1.0, whole=True)
