@@ -256,11 +256,7 @@ def exact_wins(rows: int, indexed: int, depth: int) -> bool:
 def grant_tokens(where: str, params: dict[str, Any]) -> int:
     """How many grant tokens ``where`` tests (0: no grants in it)."""
     tokens = params.get(TOKENS_PARAM)
-    if f":{TOKENS_PARAM}" not in where:
-        return 0
-    if isinstance(tokens, TextArray):
-        return len(tokens.items)
-    return len(tokens) if isinstance(tokens, (list, tuple)) else 0
+    return len(tokens.items) if f":{TOKENS_PARAM}" in where and isinstance(tokens, TextArray) else 0
 
 
 def scope_rows(conn: Connection, collection_id: int, where: str, params: dict[str, Any]) -> int:
@@ -296,10 +292,9 @@ def plan_collection(
     rows = scope.rows
     near_all = indexed > 0 and scope.chunks is not None and scope.chunks >= WHOLE_MIN_SHARE * indexed
     if near_all and holds_every_document(conn, collection_id, scope.documents):
-        # e.g. the only tenant of a scoped collection: nothing to test per row
-        vector = "hnsw" if indexed >= 0 else "scan"
+        # e.g. the only tenant of a scoped collection: nothing to test per row (near_all: an index)
         why = f"the scope holds all {scope.documents} documents of the collection: searched unrestricted"
-        return LegPlan(name, vector, "bm25-top", rows, indexed, ef_search, None, why, 1.0, whole=True)
+        return LegPlan(name, "hnsw", "bm25-top", rows, indexed, ef_search, None, why, 1.0, whole=True)
     share = rows / max(indexed, rows, 1) if indexed > 0 else None
     lexical = "bm25-scope" if scope.ids is not None else "bm25-slices"
     lexical_why = (
