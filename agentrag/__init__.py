@@ -238,6 +238,7 @@ if TYPE_CHECKING:
     from agentrag.rerankers import APIReranker, CrossEncoderReranker, Reranker
     from agentrag.retrieval.filters import Filters
     from agentrag.retrieval.result import SearchResult
+    from agentrag.samples import ingest_samples
     from agentrag.scope import Principal, Scope
     from agentrag.step import arun
     from agentrag.steps.answer import aanswer_stream, answer, answer_stream

@@ -1,4 +1,4 @@
-"""``agentrag acl grant | revoke | show | share``: document permissions (README "Permissions")."""
+"""``agentrag acl grant | revoke | show | share``: document permissions (docs/how-to/permissions.md)."""
 
 from __future__ import annotations
 

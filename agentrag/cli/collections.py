@@ -108,7 +108,7 @@ def register(sub: Any, add: AddCommand) -> None:
     p.add_argument(
         "--acl",
         action="store_true",
-        help="enforce document grants (agentrag acl grant; README 'Permissions')",
+        help="enforce document grants (agentrag acl grant; docs/how-to/permissions.md)",
     )
     p.add_argument("--exist-ok", action="store_true", help="no error if a collection by that name exists")
     p.add_argument("--hnsw-m", type=int, default=16, help="HNSW links per node (2..100, default 16)")

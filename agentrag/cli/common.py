@@ -80,7 +80,7 @@ def scope_options(parser: argparse.ArgumentParser) -> None:
 
 
 def principal_options(parser: argparse.ArgumentParser) -> None:
-    """--user, --group (repeatable), --admin, --include-shared: who is asking (README "Permissions")."""
+    """--user, --group (repeatable), --admin, --include-shared: who is asking (docs/how-to/permissions.md)."""
     parser.add_argument(
         "--user", help="who is asking: acl=True collections return what is granted to this user"
     )

@@ -17,7 +17,7 @@ def cmd_documents_list(args: argparse.Namespace) -> int:
 
     if args.every_scope and (args.tenant or args.workspace):
         raise InvalidInputError("--every-scope cannot be combined with --tenant or --workspace")
-    # acl=True collections: what --user / --group may read (README "Permissions")
+    # acl=True collections: what --user / --group may read (docs/how-to/permissions.md)
     scope = principal_scope(args, Scope.every() if args.every_scope else _tenant_scope(args))
     docs = common.open_store(args).documents(args.collection, scope=scope)
     if args.json:

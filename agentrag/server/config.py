@@ -22,7 +22,7 @@ _PREFIX = "AGENTRAG_"
 
 @dataclass(frozen=True, slots=True)
 class ServerConfig:
-    """How the service authenticates, limits and serves (see README, "Serving over HTTP")."""
+    """How the service authenticates, limits and serves (see docs/how-to/serving.md)."""
 
     database_url: str | None = None
     read_database_urls: str | None = None  # comma-separated streaming replicas for searches

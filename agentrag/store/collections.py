@@ -55,7 +55,7 @@ class Collection:
     #: enforces document grants (``create_collection(acl=True)``); holds private session uploads
     acl: bool = False
     private_documents: bool = False
-    #: the tenant that owns it (None: shared with every tenant); see README "Permissions"
+    #: the tenant that owns it (None: shared with every tenant); see docs/how-to/permissions.md
     tenant: str | None = None
 
     def __repr__(self) -> str:

@@ -211,7 +211,7 @@ class Store(SyncMethods, TenantIndexMethods, ReplicaRouting):
         searches that do not set one (None: ``max(100, depth)``). All three are recorded on the
         collection (:meth:`tune_vector_index` changes them). ``acl=True``: its documents are read
         only through their grants; ``tenant``: the tenant that owns it, hidden from every other
-        (README "Permissions"). With ``exist_ok``, an existing collection is returned as it is.
+        (docs/how-to/permissions.md). With ``exist_ok``, an existing collection is returned as it is.
         """
         from sqlalchemy.exc import IntegrityError
 
@@ -424,7 +424,7 @@ class Store(SyncMethods, TenantIndexMethods, ReplicaRouting):
         ``None`` decides (bulk when the load brings at least ``ingest.AUTO_BULK_MIN_CHUNKS`` chunks
         and as many as the collection holds). ``executor``: where files are read, chunked and
         embedded (:class:`~agentrag.LocalExecutor`, or ``RayExecutor``); writing is always here.
-        ``grants``: who may read the documents of an ``acl=True`` collection (README "Permissions");
+        ``grants``: who may read the documents of an ``acl=True`` collection (docs/how-to/permissions.md);
         a ``session`` upload is private to that session (``share``)."""
         from agentrag.store.ingest import ingest_paths
 
@@ -526,7 +526,7 @@ class Store(SyncMethods, TenantIndexMethods, ReplicaRouting):
 
         link_session(self.engine, document_id, session)
 
-    # ---- permissions (README "Permissions"; agentrag/store/acl.py) ---------------------------
+    # ---- permissions (docs/how-to/permissions.md; agentrag/store/acl.py) ---------------------------
     grant, revoke = permissions.grant, permissions.revoke
     grants, share = permissions.grants, permissions.share
 
