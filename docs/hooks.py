@@ -37,6 +37,7 @@ _API_SECTIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("Errors", ("agentrag.errors",)),
 )  # fmt: skip
 _OTHER_SECTION = "More"
+_DOCSTRING_ONLY = "    options:\n      show_root_heading: false\n      members: false\n"
 
 
 def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
@@ -128,7 +129,22 @@ def _section_of(module: str) -> str:
 
 def api_reference() -> str:
     parts = []
+    explained: set[str] = set()
     for title, names in api_sections().items():
         parts.append(f"## {title}\n")
-        parts.extend(f"::: agentrag.{name}\n" for name in names)
+        for name in names:
+            parts.append(f"::: agentrag.{name}\n")
+            module = _step_module(name)
+            if module and module not in explained:  # a step: its module's docstring says what it does
+                explained.add(module)
+                parts.append(f"::: {module}\n{_DOCSTRING_ONLY}")
     return "\n".join(parts)
+
+
+def _step_module(name: str) -> str | None:
+    """The module of a pipeline step's body (``agentrag.steps.search``), None for anything else."""
+    import agentrag
+    from agentrag.step import Step
+
+    value = getattr(agentrag, name)
+    return value._body.__module__ if isinstance(value, Step) else None

@@ -3,6 +3,7 @@ keeps the store's older entry points: :func:`read_file` (text, metadata, PDF pag
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -11,7 +12,22 @@ from agentrag.readers import DEFAULT_CHUNK_SIZE, layout, parse_front_matter, rea
 
 __all__ = ["SUPPORTED_SUFFIXES", "SourceText", "parse_front_matter", "read_file"]
 
-SUPPORTED_SUFFIXES = supported_suffixes()
+
+class _SupportedSuffixes:
+    """The extensions some reader claims, asked of the registry at each use: a reader registered
+    after import (``agentrag.readers.register``) is picked up by folder ingests and syncs too."""
+
+    def __contains__(self, suffix: object) -> bool:
+        return suffix in supported_suffixes()
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(supported_suffixes())
+
+    def __repr__(self) -> str:
+        return repr(supported_suffixes())
+
+
+SUPPORTED_SUFFIXES = _SupportedSuffixes()
 
 
 @dataclass(frozen=True, slots=True)
