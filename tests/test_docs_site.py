@@ -120,6 +120,8 @@ def test_the_readme_is_short_and_links_every_page_of_the_menu() -> None:
         if f"docs/{page}" not in linked and not (included and set(included) <= linked):
             unlinked.append(page)
     assert not unlinked, f"README.md does not link: {unlinked}"
+    broken = [link for link in linked if "://" not in link and not (REPO / link).exists()]
+    assert not broken, f"README.md links to nothing: {broken}"
 
 
 def test_the_hook_shows_tagged_blocks_with_their_language() -> None:
