@@ -5,12 +5,37 @@ JSONL). ``JSONReader(text_field="body")`` reads another field."""
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
-from agentrag.errors import UnreadableFileError
-from agentrag.readers.base import Block, Extracted, Source, check_text
+from agentrag.errors import FileTooLargeError, UnreadableFileError
+from agentrag.readers.base import LIMITS, Block, Extracted, Source, check_text
 
-__all__ = ["JSONReader"]
+__all__ = ["JSONReader", "check_depth"]
+
+_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
+_BRACKETS = re.compile(r"[\[\]{}]")
+
+
+def check_depth(source: Source, text: str, where: str = "") -> None:
+    """Refuse JSON nested deeper than ``LIMITS.max_json_depth`` before parsing it (the parser
+    would exhaust the stack): FileTooLargeError naming the limit. Brackets inside strings are
+    text; the scan stops at the first bracket past the limit."""
+    limit = LIMITS.max_json_depth
+    if text.count("[") + text.count("{") <= limit:
+        return
+    depth = 0
+    for match in _BRACKETS.finditer(_STRING.sub("", text)):
+        if match.group() in "[{":
+            depth += 1
+            if depth > limit:
+                raise FileTooLargeError(
+                    f"{source.name}: JSON nested more than {limit} levels deep{where}: refused unparsed"
+                    " (agentrag.readers.LIMITS.max_json_depth)",
+                    source=source.name,
+                )
+        elif depth:
+            depth -= 1
 
 
 class JSONReader:
@@ -51,10 +76,12 @@ class JSONReader:
             if lines:
                 for number, line in enumerate(text.split("\n"), start=1):
                     if line.strip():
+                        check_depth(source, line, f" at line {number}")
                         blocks.append(self._block(json.loads(line), number))
                         total += len(blocks[-1].text)
                         check_text(source, total)
             else:
+                check_depth(source, text)
                 data = json.loads(text)
                 records = data if isinstance(data, list) else [data]
                 blocks = [self._block(r, n) for n, r in enumerate(records, start=1)]

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from agentrag.errors import EmbeddingError, IngestError
+from agentrag.readers.base import file_failure
 from agentrag.readers.chunking import DEFAULT_CHUNK_OVERLAP, DEFAULT_CHUNK_SIZE, Chunk, chunk_text
 from agentrag.readers.ingest import read_document
 from agentrag.store.acl import GRANTS_KEY, read_sidecar
@@ -199,8 +200,9 @@ def prepare_documents(
                 )
             if not document.text.strip():
                 raise IngestError(f"{document.source}: the document has no text", source=document.source)
-        except IngestError as exc:
-            document.error, document.error_type = str(exc), type(exc).__name__
+        except (IngestError, RecursionError, MemoryError, OSError, UnicodeError) as exc:
+            failure = file_failure(document.source, exc)  # one file's failure, typed: the others go on
+            document.error, document.error_type = str(failure), type(failure).__name__
             document.chunks = []
             continue
         if document.known is not None and document.known == (document.sha256, meta_json):
