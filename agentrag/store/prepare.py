@@ -69,6 +69,9 @@ class PreparedDocument:
     unchanged: bool = False
     error: str | None = None
     error_type: str | None = None  # the IngestError subclass of ``error`` (UnreadableFileError, ...)
+    # the stored version's grants (as written: "group:hr"), kept when the document brings none of
+    # its own (ingest's rule; sync mirrors its source's grants instead and leaves this None)
+    kept_grants: list[str] | None = None
     reader: Any = None  # the caller's reader choice (agentrag.readers.ReaderChoice); None: by extension
     vectors: Any = None  # np.ndarray (len(chunks), dimensions) float32: row i for chunks[i]
     # (document id, its chunks' COPY rows): built by the write stage ahead of the write
@@ -191,6 +194,8 @@ def prepare_documents(
     for document in documents:
         try:
             _read(document, size, overlap)
+            if document.kept_grants is not None and GRANTS_KEY not in document.metadata:
+                document.metadata[GRANTS_KEY] = list(document.kept_grants)
             document.sha256 = hashlib.sha256(document.text.encode("utf-8")).hexdigest()
             meta_json = canonical_metadata(document.metadata, document.source)
             document_columns(document.metadata, document.source)
