@@ -318,8 +318,8 @@ class _Run:
         """Read and hash one file (and its grants sidecar, listed with it); None (and a failure
         recorded) when it cannot be, or its grants are not valid in this collection."""
         try:
-            path = self.src.local_path(key)
-            text, metadata, chunks = read_document(path, size=self.layout[0], overlap=self.layout[1])
+            file = self.src.source(key)
+            text, metadata, chunks = read_document(file, size=self.layout[0], overlap=self.layout[1])
             sidecar = self.src.sidecar(key) if entry.sidecar is not None else None
         except (IngestError, RecursionError, MemoryError, OSError, UnicodeError) as exc:
             self.failed.append((key, f"{key}: {file_failure(key, exc)}"))  # typed; the others go on
@@ -332,7 +332,7 @@ class _Run:
         except IngestError as exc:
             self.failed.append((key, str(exc)))
             return None
-        item = PreparedDocument(key, text, metadata, original_filename=path.name, chunks=chunks)
+        item = PreparedDocument(key, text, metadata, original_filename=file.name, chunks=chunks)
         item.sha256 = hashlib.sha256(item.text.encode("utf-8")).hexdigest()
         return item
 
