@@ -5,7 +5,6 @@ JSONL). ``JSONReader(text_field="body")`` reads another field."""
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
 from agentrag.errors import FileTooLargeError, UnreadableFileError
@@ -13,29 +12,43 @@ from agentrag.readers.base import LIMITS, Block, Extracted, Source, check_text
 
 __all__ = ["JSONReader", "check_depth"]
 
-_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
-_BRACKETS = re.compile(r"[\[\]{}]")
+
+def check_depth(source: Source, value: Any, where: str = "") -> None:
+    """Refuse a parsed JSON value nested deeper than ``LIMITS.max_json_depth``: FileTooLargeError
+    naming the limit. Level by level (no recursion of its own; one list comprehension per level,
+    so a few levels for ordinary records), stopping at the first level past the limit."""
+    level, depth = [value], 0
+    while level:
+        depth += 1
+        if depth > LIMITS.max_json_depth:
+            raise _too_deep(source, where)
+        level = [
+            child
+            for item in level
+            for child in (item.values() if type(item) is dict else item)
+            if type(child) is dict or type(child) is list
+        ]
 
 
-def check_depth(source: Source, text: str, where: str = "") -> None:
-    """Refuse JSON nested deeper than ``LIMITS.max_json_depth`` before parsing it (the parser
-    would exhaust the stack): FileTooLargeError naming the limit. Brackets inside strings are
-    text; the scan stops at the first bracket past the limit."""
-    limit = LIMITS.max_json_depth
-    if text.count("[") + text.count("{") <= limit:
-        return
-    depth = 0
-    for match in _BRACKETS.finditer(_STRING.sub("", text)):
-        if match.group() in "[{":
-            depth += 1
-            if depth > limit:
-                raise FileTooLargeError(
-                    f"{source.name}: JSON nested more than {limit} levels deep{where}: refused unparsed"
-                    " (agentrag.readers.LIMITS.max_json_depth)",
-                    source=source.name,
-                )
-        elif depth:
-            depth -= 1
+def _too_deep(source: Source, where: str) -> FileTooLargeError:
+    return FileTooLargeError(
+        f"{source.name}: JSON nested more than {LIMITS.max_json_depth} levels deep{where}: refused"
+        " (agentrag.readers.LIMITS.max_json_depth)",
+        source=source.name,
+    )
+
+
+def _loads(source: Source, text: str, where: str = "") -> Any:
+    """``json.loads``, its nesting bounded: deeper than the parser's own recursion limit is the same
+    typed refusal as deeper than ``max_json_depth`` (checked after, when the text has that many
+    brackets at all)."""
+    try:
+        value = json.loads(text)
+    except RecursionError:
+        raise _too_deep(source, where) from None
+    if isinstance(value, dict | list) and text.count("[") + text.count("{") > LIMITS.max_json_depth:
+        check_depth(source, value, where)
+    return value
 
 
 class JSONReader:
@@ -76,13 +89,11 @@ class JSONReader:
             if lines:
                 for number, line in enumerate(text.split("\n"), start=1):
                     if line.strip():
-                        check_depth(source, line, f" at line {number}")
-                        blocks.append(self._block(json.loads(line), number))
+                        blocks.append(self._block(_loads(source, line, f" at line {number}"), number))
                         total += len(blocks[-1].text)
                         check_text(source, total)
             else:
-                check_depth(source, text)
-                data = json.loads(text)
+                data = _loads(source, text)
                 records = data if isinstance(data, list) else [data]
                 blocks = [self._block(r, n) for n, r in enumerate(records, start=1)]
         except json.JSONDecodeError as exc:

@@ -214,12 +214,24 @@ class LocalSource(SyncSource):
                     " (agentrag.readers.LIMITS.max_file_bytes)",
                     source=key,
                 )
-            with os.fdopen(os.dup(fd), "rb") as f:
-                return f.read(LIMITS.max_file_bytes + 1)
+            return _read_all(fd, info.st_size)
         except OSError as exc:
             raise SyncSourceError(f"{key}: cannot be read ({type(exc).__name__})") from exc
         finally:
             os.close(fd)
+
+
+def _read_all(fd: int, size: int) -> bytes:
+    """The file open on ``fd``, to its end (at most one byte past the size limit: a file growing
+    meanwhile fails the reader's size check)."""
+    parts, total = [], 0
+    while total <= LIMITS.max_file_bytes:
+        part = os.read(fd, max(size - total, 0) + 65536)
+        if not part:
+            break
+        parts.append(part)
+        total += len(part)
+    return b"".join(parts)
 
 
 _OPEN_FLAGS = (
