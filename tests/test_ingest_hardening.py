@@ -85,3 +85,11 @@ def test_a_reader_raising_memory_error_fails_its_file_only(store, coll, tmp_path
     files = [tmp_path / "bad.boom", tmp_path / "good.md"]
     report = store.ingest(files, collection=coll, reader={".boom": _Exploding(MemoryError())})
     assert report.added == ("good.md",) and report.error_types == {"bad.boom": "FileTooLargeError"}
+
+
+def test_a_file_that_cannot_be_opened_is_a_typed_failure(tmp_path: Path) -> None:
+    folder_named_like_a_file = tmp_path / "notes.md"  # opening it is an OSError (IsADirectoryError)
+    folder_named_like_a_file.mkdir()
+    with pytest.raises(UnreadableFileError, match="cannot be read") as caught:
+        read(folder_named_like_a_file)
+    assert caught.value.source == "notes.md"

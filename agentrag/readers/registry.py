@@ -146,7 +146,10 @@ def read(
             " (agentrag.readers.LIMITS.max_file_bytes)",
             source=source.name,
         )
-    chosen, note = reader_for(source, reader)
+    try:
+        chosen, note = reader_for(source, reader)  # sniffs the first bytes: opens the file
+    except OSError as exc:
+        raise file_failure(source.name, exc) from exc
     try:
         extracted = chosen.read(source)
     except AgentragError:  # raised on purpose: typed already
