@@ -154,3 +154,16 @@ def test_the_cli_lists_revisions_as_a_principal(
     assert "no document" in capsys.readouterr().err
     assert cli.main(["documents", "revisions", ceo, "--tenant", T, "--user", "ann", "--group", "exec"]) == 0
     assert ceo in capsys.readouterr().out
+
+
+def test_a_session_scope_never_administers_another_sessions_upload(
+    store: Store, docs: dict[str, str]
+) -> None:
+    mine = docs["mine.md"]
+    for other in (ar.Scope(tenant=T, session="s2"), as_(admin=True, session="s2")):
+        with pytest.raises(DocumentNotFoundError):
+            store.share(mine, scope=other)
+        with pytest.raises(DocumentNotFoundError):
+            store.grants(mine, scope=other)
+    assert store.grants(mine, scope=ar.Scope(tenant=T, session="s1")) == ["everyone"]
+    assert store.grants(mine, scope=as_(admin=True)) == ["everyone"]  # an admin outside any session

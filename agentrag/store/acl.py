@@ -211,20 +211,24 @@ def _administered(conn: Connection, document_id: str, scope: Scope | None) -> An
 def _rights(scope: Scope | None) -> tuple[str, str, dict[str, Any]]:
     """``(visible, administers, params)``: SQL over ``d`` / ``c``. Without a principal the caller is
     the application itself (trusted code, as the CLI): everything its tenant scope reaches. An
-    admin principal: the same. Any other principal administers only what it may read and that is
+    admin principal: the same. A scope naming a session (with either) never reaches another
+    session's private upload. Any other principal administers only what it may read and that is
     a private upload of its scope's session; it reads as a search would (the predicate)."""
     from agentrag.retrieval.predicate import compile_predicate
 
     principal = scope.principal if scope is not None else None
+    session = scope.session if scope is not None and not scope.all_scopes else None
+    linked = (
+        "EXISTS (SELECT 1 FROM agentrag.document_sessions s"
+        " WHERE s.document_id = d.id AND s.session_id = :s_session)"
+    )
     if principal is None or principal.admin:
-        return "TRUE", "TRUE", {}
+        if session is None:
+            return "TRUE", "TRUE", {}
+        # a session's scope never reaches another session's private upload
+        return f"NOT d.private OR {linked}", "TRUE", {"s_session": session}
     predicate = compile_predicate(scope)
-    own_upload = "FALSE"
-    if scope is not None and scope.session is not None:
-        own_upload = (
-            "d.private AND EXISTS (SELECT 1 FROM agentrag.document_sessions s"
-            " WHERE s.document_id = d.id AND s.session_id = :s_session)"
-        )
+    own_upload = f"d.private AND {linked}" if session is not None else "FALSE"
     return predicate.any_collection(), own_upload, predicate.params
 
 
