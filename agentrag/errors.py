@@ -30,6 +30,7 @@ Every error agentrag raises on purpose derives from :class:`AgentragError`::
     │   │   └── LLMAuthError .................. a missing or rejected credential (names it); never retried
     │   └── LLMOutputError .................... the reply could not be parsed / validated (after one repair)
     ├── RerankError ........................... a reranker failed (model missing, provider down, bad scores)
+    ├── PermissionDeniedError ................. the principal may read a document but not administer it
     ├── BudgetExceededError ................... Budget(max_seconds=...) ran out before a call could finish
     └── RetrievalError ........................ every retrieval source failed
 
@@ -61,6 +62,7 @@ __all__ = [
     "LLMRequestError",
     "LLMTimeoutError",
     "MigrationError",
+    "PermissionDeniedError",
     "ReaderUnavailableError",
     "RerankError",
     "RetrievalError",
@@ -205,6 +207,12 @@ class LLMOutputError(LLMError):
 
 class RerankError(AgentragError):
     """A reranker failed: the model could not load, the provider is down, or the scores are unusable."""
+
+
+class PermissionDeniedError(AgentragError):
+    """The scope's principal may read the document but not administer it (grant, revoke, share,
+    list its grants): see docs/permissions-admin.md. A document it may not read is "not found"
+    (DocumentNotFoundError) instead, so nothing is learnt of it."""
 
 
 class BudgetExceededError(AgentragError):

@@ -115,6 +115,14 @@ def _rule(header: str) -> str:
     return "|" + "|".join("---" for _ in cells) + "|"
 
 
+def _header(header: str, label: str) -> str:
+    """A quoted table's header line, cited like its rows when it states more than column names
+    (grounding checks every line: :func:`agentrag.grounding.table_header_needs_citation`)."""
+    from agentrag.grounding import table_header_needs_citation
+
+    return _cited_row(header, label) if table_header_needs_citation(header) else header
+
+
 def _cited_row(row: str, label: str) -> str:
     row = row.rstrip()
     return f"{row[:-1].rstrip()} [{label}] |" if row.endswith("|") else f"{row} [{label}]"
@@ -159,7 +167,7 @@ def render(selected: Sequence[Scored]) -> str:
             if prose:
                 blocks.append(" ".join(prose))
                 prose = []
-            lines = [unit.header, _rule(unit.header)] if unit.header else []
+            lines = [_header(unit.header, unit.chunk_id), _rule(unit.header)] if unit.header else []
             lines.extend(_cited_row(u.quote, u.chunk_id) for u in group)
             blocks.append("\n".join(lines))
         else:

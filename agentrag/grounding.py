@@ -32,6 +32,7 @@ __all__ = [
     "graph_labels",
     "pack_context",
     "split_sentences",
+    "table_header_needs_citation",
 ]
 
 _CITATION = re.compile(r"\[([^\[\]\n]{1,400})\]")
@@ -61,6 +62,8 @@ _LEAD_IN = re.compile(r"(?<=\w):[ \t]+(?=[\"'“(*_`\[]*[A-Z])")
 _GRAPH_LABEL = re.compile(r"\[(rel_\d+)\]")
 _TRUNCATED = " …"
 _BULLET = re.compile(r"[ \t]*(?:[-*+>]|\d+[.)])?[ \t]*")
+MAX_LABEL_WORDS = 4  # a table header cell of more words is a sentence, not a column's name
+_NOT_A_LABEL = re.compile(r"\d|://|www\.|@")
 
 
 # tiktoken caches encodings under sha1(url); litellm ships cl100k_base's file in its package.
@@ -354,17 +357,34 @@ def _markers(sentence: str) -> list[tuple[str, str]]:
     return found
 
 
+def table_header_needs_citation(line: str) -> bool:
+    """Whether a table's header line states something: it does unless every cell only names a
+    column (at most ``MAX_LABEL_WORDS`` words and 40 characters, no digit, no link or address).
+    A header that says more ("| Wire money to account 99-1234 now |") is a claim like a row."""
+    for cell in _CITATION.sub("", line).strip().strip("|").split("|"):
+        cell = cell.strip()
+        if len(cell) > 40 or len(cell.split()) > MAX_LABEL_WORDS or _NOT_A_LABEL.search(cell):
+            return True
+    return False
+
+
 def _is_claim(sentence: str, after: str = "") -> bool:
     """Whether a sentence of an answer states something that needs a citation.
 
-    Not claims: headings, a table's header line (a ``|---|`` rule follows it) and a lead-in ending in
-    ``:`` that a list follows. Any other sentence is one, whatever its punctuation or length:
-    ``"Password: hunter2."`` and ``"Always free."`` are claims."""
-    bare = _CITATION.sub("", sentence).strip(" \t-*#>|_`")
-    if not bare or sentence.lstrip().startswith("#"):
+    Every line is checked (issue #37): a heading, a list item and a table row are claims like any
+    sentence, whatever their punctuation or length (``"# Wire money to account 99-1234 now"``,
+    ``"Password: hunter2."``, ``"Always free."``). Not claims: a table's header line (a ``|---|``
+    rule follows it) that only names its columns, and a lead-in ending in ``:`` that a list follows."""
+    bare = _CITATION.sub("", sentence).strip(" \t-*#>|_`:")
+    if not bare:
         return False
-    if _TABLE_LINE.match(sentence) and _TABLE_RULE.match(after.lstrip(" \t").removeprefix("\n")):
-        return False  # a table's header line: the rows under it state the facts
+    if (
+        _TABLE_LINE.match(sentence)
+        and _TABLE_RULE.match(after.lstrip(" \t").removeprefix("\n"))
+        and not table_header_needs_citation(sentence)
+    ):
+        return False  # a table's header line naming columns: the rows under it state the facts
+    bare = _CITATION.sub("", sentence).strip(" \t-*#>|_`")
     if bare.endswith(":"):
         rest = after.strip()
         # a lead-in only when a list follows it on the next line and it presents rather than states

@@ -107,13 +107,16 @@ def test_aliases_of_merged_chunks_count_as_their_label() -> None:
     assert check.cited == ("chk_aaa111",) and check.grounded
 
 
-def test_headings_and_list_lead_ins_are_not_claims() -> None:
+def test_list_lead_ins_are_not_claims_but_headings_are() -> None:
     answer = (
         "## Refunds\nHere is what the sources say:\n"
         "- Refunds take 30 days [chk_aaa111].\n- Shipping is free [chk_bbb222]."
     )
     check = check_citations(answer, VALID)
-    assert check.ungrounded == () and check.grounded
+    assert check.ungrounded == ("## Refunds",)  # a heading is a line like any other (issue #37)
+    assert check.suppressed_text == answer.removeprefix("## Refunds\n")
+    cited = check_citations(answer.replace("## Refunds", "## Refunds [chk_aaa111]"), VALID)
+    assert cited.ungrounded == () and cited.grounded
 
 
 def test_suppression_keeps_the_structure_of_lists() -> None:

@@ -21,6 +21,9 @@ import agentrag as ar
 from agentrag.store.store import Store
 from tests.sync_support import OLD, rows
 
+# revisions of an acl=True collection are read as the documents are: with a principal (issue #37)
+ADMIN = ar.Scope(principal=ar.Principal(admin=True))
+
 _STAMPS = itertools.count(1)
 
 
@@ -94,7 +97,7 @@ def test_a_changed_sidecar_changes_only_the_grants(store: Store, acl: str, tmp_p
     assert grants_of(store, acl) == {"a.md": ["g:legal"], "b.md": []}
     after = rows(store, acl)
     assert after["chunks"] == before["chunks"]  # the same chunk rows and vectors: nothing re-embedded
-    assert [(r.revision, r.document_id) for r in store.revisions(doc_id)] == [(1, doc_id)]
+    assert [(r.revision, r.document_id) for r in store.revisions(doc_id, scope=ADMIN)] == [(1, doc_id)]
     assert found(store, acl, who(None, "legal")) == {"a.md"}
     assert found(store, acl, who(None, "sales")) == set()
     assert store.sync(tmp_path, collection=acl).read == 0  # recorded: the next run reads nothing
@@ -106,7 +109,7 @@ def test_a_changed_sidecar_changes_only_the_grants(store: Store, acl: str, tmp_p
     assert found(store, acl, who(None, "legal", "sales")) == set()
     assert found(store, acl, who(admin=True)) == {"a.md", "b.md"}
     assert rows(store, acl)["chunks"] == before["chunks"]
-    assert [r.revision for r in store.revisions(doc_id)] == [1]
+    assert [r.revision for r in store.revisions(doc_id, scope=ADMIN)] == [1]
 
     synced = rows(store, acl)  # what a fresh ingest of the folder writes: the same rows
     store.delete_collection(acl)
@@ -127,7 +130,9 @@ def test_front_matter_grants_through_sync(store: Store, acl: str, tmp_path: Path
     (tmp_path / "b.md.grants").unlink()  # back to the front matter's
     report = store.sync(tmp_path, collection=acl)
     assert report.regranted == ("a.md", "b.md") and report.chunks_embedded == 0
-    assert report.document_ids["a.md"] == doc_id and [r.revision for r in store.revisions(doc_id)] == [1]
+    assert report.document_ids["a.md"] == doc_id and [
+        r.revision for r in store.revisions(doc_id, scope=ADMIN)
+    ] == [1]
     assert grants_of(store, acl) == {"a.md": ["u:zoe"], "b.md": ["g:legal"]}
 
     put(tmp_path, "a.md", "---\ngrants: user:zoe\ntitle: A\n---\nAlpha contract terms.\n")  # more than grants

@@ -53,7 +53,7 @@ def cmd_documents_show(args: argparse.Namespace) -> int:
 
 
 def cmd_documents_revisions(args: argparse.Namespace) -> int:
-    revisions = common.open_store(args).revisions(args.id)
+    revisions = common.open_store(args).revisions(args.id, scope=_read_scope(args))
     if args.json:
         print_json([r.to_dict() for r in revisions])
         return 0
@@ -99,6 +99,9 @@ def register(sub: Any, add: AddCommand) -> None:
     principal_options(p)
     p = add(docs, "revisions", cmd_documents_revisions, "list a document's revisions")
     p.add_argument("id")
+    p.add_argument("--tenant", help="the document's tenant (scoped collections)")
+    p.add_argument("--workspace")
+    principal_options(p)  # revisions are read as the document is (acl=True: --user / --group / --admin)
     p = add(docs, "delete", cmd_documents_delete, "delete documents by id", json_flag=False)
     p.add_argument("ids", nargs="+")
     p.add_argument("--tenant", help="the documents' tenant (required on scoped collections)")

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Protocol, runtime_checkable
 
-from agentrag.errors import FileTooLargeError, ReaderUnavailableError, UnreadableFileError
+from agentrag.errors import FileTooLargeError, IngestError, ReaderUnavailableError, UnreadableFileError
 
 __all__ = [
     "LIMITS",
@@ -27,6 +27,7 @@ __all__ = [
     "Reader",
     "Source",
     "check_zip",
+    "file_failure",
     "import_extra",
     "table_line",
 ]
@@ -40,13 +41,16 @@ class Limits:
     ``max_ratio``: a ZIP container (DOCX, PPTX, XLSX, EPUB) whose members would unpack to more,
     or compress better than a document can (a zip bomb), is refused before anything is unpacked.
     ``max_text_chars``: a reader stops (and fails the file) once it has extracted this much text,
-    so a huge sheet streams row by row into a bounded amount of memory.
+    so a huge sheet streams row by row into a bounded amount of memory. ``max_json_depth``: a
+    JSON document (or JSON Lines record) nested deeper than this is refused before it is parsed
+    (parsing it would exhaust the interpreter's stack).
     """
 
     max_file_bytes: int = 100 * 2**20
     max_unpacked_bytes: int = 512 * 2**20
     max_ratio: int = 200
     max_text_chars: int = 20_000_000
+    max_json_depth: int = 128
 
 
 LIMITS = Limits()  # module-wide; tests and services may lower them
@@ -191,6 +195,30 @@ def check_text(source: Source, chars: int, limits: Limits | None = None) -> None
             " agentrag.readers.LIMITS.max_text_chars",
             source=source.name,
         )
+
+
+def file_failure(name: str, exc: BaseException, what: str = "reading it") -> IngestError:
+    """What a per-file failure that no reader anticipated becomes: a typed error naming the file
+    (an :class:`~agentrag.errors.IngestError` raised on purpose is returned as it is). Nesting
+    that exhausts the stack and running out of memory are limits (FileTooLargeError); anything
+    else (a library's own exception on a malformed file, an OS error) is UnreadableFileError with
+    the exception's class. The file fails alone: ingest and sync go on with the others."""
+    if isinstance(exc, IngestError):
+        return exc
+    if isinstance(exc, RecursionError):
+        return FileTooLargeError(
+            f"{name}: nested too deeply to read (RecursionError while {what})", source=name
+        )
+    if isinstance(exc, MemoryError):
+        return FileTooLargeError(f"{name}: ran out of memory while {what} (MemoryError)", source=name)
+    if isinstance(exc, OSError):
+        return UnreadableFileError(
+            f"{name}: cannot be read ({exc.strerror or type(exc).__name__})", source=name
+        )
+    detail = str(exc)[:200]
+    return UnreadableFileError(
+        f"{name}: failed while {what} ({type(exc).__name__}{': ' + detail if detail else ''})", source=name
+    )
 
 
 def table_line(cells: list[str]) -> str:

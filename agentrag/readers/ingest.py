@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from agentrag.readers.base import Source
 from agentrag.readers.chunking import Chunk, layout
 from agentrag.readers.registry import ReaderChoice, read
 
@@ -12,9 +13,10 @@ __all__ = ["read_document"]
 
 
 def read_document(
-    path: Path, *, reader: ReaderChoice = None, size: int, overlap: int
+    path: Path | Source, *, reader: ReaderChoice = None, size: int, overlap: int
 ) -> tuple[str, dict[str, Any], list[Chunk]]:
-    """Read ``path`` (the reader by extension and content, or ``reader``) and lay it out.
+    """Read ``path`` (a file, or a :class:`Source` already read; the reader by extension and
+    content, or ``reader``) and lay it out.
 
     The metadata is the reader's (title, author, e-mail headers, sheets, ...) plus, when there
     is something to say, ``reader_notes`` (what was skipped or read another way) and

@@ -7,10 +7,48 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from agentrag.errors import UnreadableFileError
-from agentrag.readers.base import Block, Extracted, Source, check_text
+from agentrag.errors import FileTooLargeError, UnreadableFileError
+from agentrag.readers.base import LIMITS, Block, Extracted, Source, check_text
 
-__all__ = ["JSONReader"]
+__all__ = ["JSONReader", "check_depth"]
+
+
+def check_depth(source: Source, value: Any, where: str = "") -> None:
+    """Refuse a parsed JSON value nested deeper than ``LIMITS.max_json_depth``: FileTooLargeError
+    naming the limit. Level by level (no recursion of its own; one list comprehension per level,
+    so a few levels for ordinary records), stopping at the first level past the limit."""
+    level, depth = [value], 0
+    while level:
+        depth += 1
+        if depth > LIMITS.max_json_depth:
+            raise _too_deep(source, where)
+        level = [
+            child
+            for item in level
+            for child in (item.values() if type(item) is dict else item)
+            if type(child) is dict or type(child) is list
+        ]
+
+
+def _too_deep(source: Source, where: str) -> FileTooLargeError:
+    return FileTooLargeError(
+        f"{source.name}: JSON nested more than {LIMITS.max_json_depth} levels deep{where}: refused"
+        " (agentrag.readers.LIMITS.max_json_depth)",
+        source=source.name,
+    )
+
+
+def _loads(source: Source, text: str, where: str = "") -> Any:
+    """``json.loads``, its nesting bounded: deeper than the parser's own recursion limit is the same
+    typed refusal as deeper than ``max_json_depth`` (checked after, when the text has that many
+    brackets at all)."""
+    try:
+        value = json.loads(text)
+    except RecursionError:
+        raise _too_deep(source, where) from None
+    if isinstance(value, dict | list) and text.count("[") + text.count("{") > LIMITS.max_json_depth:
+        check_depth(source, value, where)
+    return value
 
 
 class JSONReader:
@@ -51,11 +89,11 @@ class JSONReader:
             if lines:
                 for number, line in enumerate(text.split("\n"), start=1):
                     if line.strip():
-                        blocks.append(self._block(json.loads(line), number))
+                        blocks.append(self._block(_loads(source, line, f" at line {number}"), number))
                         total += len(blocks[-1].text)
                         check_text(source, total)
             else:
-                data = json.loads(text)
+                data = _loads(source, text)
                 records = data if isinstance(data, list) else [data]
                 blocks = [self._block(r, n) for n, r in enumerate(records, start=1)]
         except json.JSONDecodeError as exc:

@@ -21,13 +21,14 @@ from pathlib import Path
 from typing import Union
 
 from agentrag.errors import (
+    AgentragError,
     EncryptedFileError,
     FileTooLargeError,
     InvalidInputError,
     UnreadableFileError,
     UnsupportedFormatError,
 )
-from agentrag.readers.base import LIMITS, Extracted, Reader, Source
+from agentrag.readers.base import LIMITS, Extracted, Reader, Source, file_failure
 from agentrag.readers.epub import EpubReader
 from agentrag.readers.jsondoc import JSONReader
 from agentrag.readers.mail import EmailReader, MboxReader
@@ -145,8 +146,16 @@ def read(
             " (agentrag.readers.LIMITS.max_file_bytes)",
             source=source.name,
         )
-    chosen, note = reader_for(source, reader)
-    extracted = chosen.read(source)
+    try:
+        chosen, note = reader_for(source, reader)  # sniffs the first bytes: opens the file
+    except OSError as exc:
+        raise file_failure(source.name, exc) from exc
+    try:
+        extracted = chosen.read(source)
+    except AgentragError:  # raised on purpose: typed already
+        raise
+    except Exception as exc:  # a library's failure on a hostile file (RecursionError, MemoryError too)
+        raise file_failure(source.name, exc, f"reading it as {chosen.name}") from exc
     extracted.reader = extracted.reader or chosen.name
     if note:
         extracted.notes.insert(0, note)

@@ -151,6 +151,9 @@ _OPTIONS = (
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    from agentrag.server.extras import require_extras
+
+    require_extras("serve", "server")
     import uvicorn
 
     import agentrag as ar

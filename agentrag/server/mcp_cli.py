@@ -16,10 +16,9 @@ __all__ = ["register"]
 
 
 def cmd_mcp(args: argparse.Namespace) -> int:
-    import importlib.util
+    from agentrag.server.extras import require_extras
 
-    if importlib.util.find_spec("mcp") is None:
-        raise SystemExit("agentrag mcp needs the mcp extra: pip install 'agentrag[mcp]'")
+    require_extras("mcp", "mcp", "server")  # its tools run on the server's modules
     import agentrag as ar
     from agentrag.server.app import build_store
     from agentrag.server.config import ServerConfig

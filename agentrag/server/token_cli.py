@@ -83,6 +83,9 @@ def mint(
 
 def cmd_token_mint(args: argparse.Namespace) -> int:
     from agentrag.server.config import ServerConfig
+    from agentrag.server.extras import require_extras
+
+    require_extras("token mint", "server")
 
     config = ServerConfig.from_env(jwt_secret=args.jwt_secret)
     groups = [g.strip() for g in (args.groups or "").split(",") if g.strip()]

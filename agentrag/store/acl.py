@@ -10,6 +10,11 @@ Grants arrive at ingest from, in order: ``ingest(..., grants=[...])``, the docum
 ``grants`` key (front matter ``grants: user:alice, group:hr``, a sync source's metadata, or a
 sidecar file ``<file>.grants`` with one grant per line, read with the file). On a collection
 without ``acl=True`` a document carrying grants fails (its grants would protect nothing).
+
+Who may administer a document (grant, revoke, share, list its grants) is decided in the SQL that
+reads and locks its row (:func:`_administered`): the application itself (no principal) and an
+admin principal, everything in their tenant scope; any other principal, only its own private
+upload, in its session (docs/permissions-admin.md).
 """
 
 from __future__ import annotations
@@ -18,7 +23,13 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agentrag.errors import DocumentNotFoundError, IngestError, InvalidInputError, ScopeError
+from agentrag.errors import (
+    DocumentNotFoundError,
+    IngestError,
+    InvalidInputError,
+    PermissionDeniedError,
+    ScopeError,
+)
 from agentrag.retrieval.dberrors import guarded
 
 if TYPE_CHECKING:
@@ -165,25 +176,60 @@ def regrant(conn: Connection, coll: Collection, changes: list[tuple[str, dict[st
     return updated
 
 
-def _locked(conn: Connection, document_id: str, scope: Scope | None) -> Any:
-    """The document's collection row, its row locked; DocumentNotFoundError outside ``scope``."""
+def _administered(conn: Connection, document_id: str, scope: Scope | None) -> Any:
+    """The document's collection row, its document row locked, when ``scope`` administers it
+    (docs/permissions-admin.md), decided in the statement that reads and locks the row:
+    DocumentNotFoundError when the scope may not read it (outside its tenant, a private upload of
+    another session, no grant), PermissionDeniedError when it may read it but not administer it."""
     from sqlalchemy import text
 
     from agentrag.retrieval.scope_sql import check_scope, compile_scope
 
     scope_sql, params = compile_scope(None if scope is None else _tenant_only(scope))
+    visible, administers, rights = _rights(scope)
     row = conn.execute(
         text(
-            "SELECT c.id AS cid, c.name, c.scoped, c.acl FROM agentrag.documents d"
+            f"SELECT c.id AS cid, c.name, c.scoped, c.acl, ({visible}) AS visible,"
+            f" ({administers}) AS administers FROM agentrag.documents d"
             " JOIN agentrag.collections c ON c.id = d.collection_id"
             f" WHERE d.id = :id AND ({scope_sql}) FOR UPDATE OF d"
         ),
-        {"id": document_id, **params},
+        {"id": document_id, **params, **rights},
     ).first()
-    if row is None:
+    if row is None or not row.visible:
         raise DocumentNotFoundError(f"no document with id {document_id!r}")
     check_scope(scope, [row.name] if row.scoped else [])
+    if not row.administers:
+        raise PermissionDeniedError(
+            f"{scope.principal!r} may read document {document_id!r} but not administer it: its grants"  # type: ignore[union-attr]
+            " and sharing are changed by an admin principal (or, while it is a private upload, in its"
+            " own session)"
+        )
     return row
+
+
+def _rights(scope: Scope | None) -> tuple[str, str, dict[str, Any]]:
+    """``(visible, administers, params)``: SQL over ``d`` / ``c``. Without a principal the caller is
+    the application itself (trusted code, as the CLI): everything its tenant scope reaches. An
+    admin principal: the same. A scope naming a session (with either) never reaches another
+    session's private upload. Any other principal administers only what it may read and that is
+    a private upload of its scope's session; it reads as a search would (the predicate)."""
+    from agentrag.retrieval.predicate import compile_predicate
+
+    principal = scope.principal if scope is not None else None
+    session = scope.session if scope is not None and not scope.all_scopes else None
+    linked = (
+        "EXISTS (SELECT 1 FROM agentrag.document_sessions s"
+        " WHERE s.document_id = d.id AND s.session_id = :s_session)"
+    )
+    if principal is None or principal.admin:
+        if session is None:
+            return "TRUE", "TRUE", {}
+        # a session's scope never reaches another session's private upload
+        return f"NOT d.private OR {linked}", "TRUE", {"s_session": session}
+    predicate = compile_predicate(scope)
+    own_upload = f"d.private AND {linked}" if session is not None else "FALSE"
+    return predicate.any_collection(), own_upload, predicate.params
 
 
 def _tenant_only(scope: Scope) -> Scope:
@@ -208,7 +254,7 @@ def _change(
         else "ARRAY(SELECT t FROM unnest(grants) t WHERE t <> ALL(CAST(:tokens AS text[])) ORDER BY t)"
     )
     with store.engine.begin() as conn:
-        row = _locked(conn, document_id, scope)
+        row = _administered(conn, document_id, scope)
         if not row.acl:
             raise InvalidInputError(
                 f"collection {row.name!r} does not enforce grants: create it with acl=True to use them"
@@ -247,7 +293,7 @@ def grants(store: Store, document_id: str, *, scope: Scope | None = None) -> lis
     from agentrag.scope import grant_text
 
     with store.engine.begin() as conn:
-        _locked(conn, document_id, scope)
+        _administered(conn, document_id, scope)
         stored = conn.execute(
             text("SELECT grants FROM agentrag.documents WHERE id = :id"), {"id": document_id}
         ).scalar_one()
@@ -271,7 +317,7 @@ def share(
         compile_scope(Scope(workspace=workspace))  # the value's checks
     try:
         with store.engine.begin() as conn:
-            _locked(conn, document_id, scope)
+            _administered(conn, document_id, scope)
             conn.execute(
                 text(
                     "UPDATE agentrag.documents SET private = false, updated_at = now(),"

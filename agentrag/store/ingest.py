@@ -120,7 +120,7 @@ def ingest_paths(
         PreparedDocument(key, "", dict(metadata or {}), path=str(path), reader=reader)
         for path, key in iter_files(sources)
     ]
-    return _ingest(store, items, collection=collection, on_progress=on_progress, **options)
+    return _ingest(store, items, collection=collection, on_progress=on_progress, keep_grants=True, **options)
 
 
 def ingest_texts(
@@ -133,7 +133,7 @@ def ingest_texts(
 ) -> IngestReport:
     """Ingest ``(source, text, metadata)`` triples."""
     items = [PreparedDocument(source, text, dict(meta)) for source, text, meta in texts]
-    return _ingest(store, items, collection=collection, on_progress=on_progress, **options)
+    return _ingest(store, items, collection=collection, on_progress=on_progress, keep_grants=True, **options)
 
 
 def ingest_documents(
@@ -167,10 +167,23 @@ def _check_ingest_options(
 
 
 def _mark_stored(
-    store: Store, coll: Collection, items: list[PreparedDocument], tenant: str | None, workspace: str | None
+    store: Store,
+    coll: Collection,
+    items: list[PreparedDocument],
+    tenant: str | None,
+    workspace: str | None,
+    keep_grants: bool,
 ) -> dict[str, str]:
     """``{source: id of its stored version}``; each stored item learns its stored hash, so the
-    prepare stage skips a document stored unchanged before chunking or embedding it."""
+    prepare stage skips a document stored unchanged before chunking or embedding it.
+
+    ``keep_grants`` (ingest, not sync): a stored document of an ``acl=True`` collection that has
+    grants keeps them when its new version brings none (no ``grants=``, front matter or sidecar):
+    the item carries them (``kept_grants``), and its stored version is compared with them, so a
+    re-ingest of the same file is unchanged whether its grants came with it or from ``grant``."""
+    from agentrag.scope import grant_text
+    from agentrag.store.acl import GRANTS_KEY
+
     stored: dict[str, str] = {}
     for start in range(0, len(items), _LOOKUP_SLICE):
         batch = items[start : start + _LOOKUP_SLICE]
@@ -182,7 +195,11 @@ def _mark_stored(
             old = existing.get(item.source)
             if old is not None:
                 stored[item.source] = old[0]
-                item.known = (old[1], canonical_metadata(old[2], item.source))
+                metadata = old[2]
+                if keep_grants and coll.acl and old[3]:
+                    item.kept_grants = [grant_text(token) for token in old[3]]
+                    metadata = {**metadata, GRANTS_KEY: item.kept_grants}
+                item.known = (old[1], canonical_metadata(metadata, item.source))
     return stored
 
 
@@ -199,6 +216,7 @@ def _ingest(
     bulk: bool | None = None,
     on_progress: Callable[[IngestProgress], None] | None = None,
     executor: Executor | None = None,
+    keep_grants: bool = False,
 ) -> IngestReport:
     executor = _check_ingest_options(
         executor, {"tenant": tenant, "workspace": workspace, "session": session}, bulk
@@ -210,7 +228,7 @@ def _ingest(
     size, overlap = chunk_options(chunk_size, chunk_overlap)
     tally = IngestTally(collection, len(items), on_progress)
     # 1. The stored versions.
-    stored = _mark_stored(store, coll, items, tenant, workspace)
+    stored = _mark_stored(store, coll, items, tenant, workspace, keep_grants)
 
     def with_copy_rows(documents: Iterable[PreparedDocument]) -> Iterator[PreparedDocument]:
         for item in documents:  # the COPY rows, built before the write transaction

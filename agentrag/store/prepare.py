@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from agentrag.errors import EmbeddingError, IngestError
+from agentrag.readers.base import file_failure
 from agentrag.readers.chunking import DEFAULT_CHUNK_OVERLAP, DEFAULT_CHUNK_SIZE, Chunk, chunk_text
 from agentrag.readers.ingest import read_document
 from agentrag.store.acl import GRANTS_KEY, read_sidecar
@@ -68,6 +69,9 @@ class PreparedDocument:
     unchanged: bool = False
     error: str | None = None
     error_type: str | None = None  # the IngestError subclass of ``error`` (UnreadableFileError, ...)
+    # the stored version's grants (as written: "group:hr"), kept when the document brings none of
+    # its own (ingest's rule; sync mirrors its source's grants instead and leaves this None)
+    kept_grants: list[str] | None = None
     reader: Any = None  # the caller's reader choice (agentrag.readers.ReaderChoice); None: by extension
     vectors: Any = None  # np.ndarray (len(chunks), dimensions) float32: row i for chunks[i]
     # (document id, its chunks' COPY rows): built by the write stage ahead of the write
@@ -190,6 +194,8 @@ def prepare_documents(
     for document in documents:
         try:
             _read(document, size, overlap)
+            if document.kept_grants is not None and GRANTS_KEY not in document.metadata:
+                document.metadata[GRANTS_KEY] = list(document.kept_grants)
             document.sha256 = hashlib.sha256(document.text.encode("utf-8")).hexdigest()
             meta_json = canonical_metadata(document.metadata, document.source)
             document_columns(document.metadata, document.source)
@@ -199,8 +205,9 @@ def prepare_documents(
                 )
             if not document.text.strip():
                 raise IngestError(f"{document.source}: the document has no text", source=document.source)
-        except IngestError as exc:
-            document.error, document.error_type = str(exc), type(exc).__name__
+        except (IngestError, RecursionError, MemoryError, OSError, UnicodeError) as exc:
+            failure = file_failure(document.source, exc)  # one file's failure, typed: the others go on
+            document.error, document.error_type = str(failure), type(failure).__name__
             document.chunks = []
             continue
         if document.known is not None and document.known == (document.sha256, meta_json):

@@ -65,29 +65,56 @@ _LINEAGE_SQL = (
 )
 
 
-# The revisions as a relation over the documents alias ``d`` that compile_scope's SQL reads: the
-# revision's tenant and workspace, and as ``id`` the lineage's current document (its session links).
-_SCOPED = (
-    "(SELECT r.*, coalesce((SELECT cur.document_id FROM agentrag.document_revisions cur"
-    " WHERE cur.lineage = r.lineage AND cur.valid_to IS NULL), r.document_id) AS id"
-    " FROM agentrag.document_revisions r) d"
-)
+def _visible(scope: Scope | None, join: str = "") -> tuple[str, dict[str, Any]]:
+    """``(sql, params)``: the revisions of the lineage ``:id`` names that ``scope`` may read, as
+    ``FROM ... rv JOIN collections c WHERE ...`` (``rv``: the revision rows, ``current_id``: the
+    lineage's current document). A revision is read as its document is read now (issue #37, F-5):
+    its tenant / workspace inside the scope, a scoped collection only with a tenant or every(),
+    and the lineage's current document visible under the search predicate (grants, a private
+    upload only in its session). A lineage with no current document (deleted) has no grants or
+    privacy left to check: on an ``acl=True`` collection only an admin principal reads it, on a
+    collection that ever held private uploads only ``Scope.every()``. ``join``: the caller's own
+    further joins (its text, never input)."""
+    from agentrag.retrieval.predicate import compile_predicate
+    from agentrag.retrieval.scope_sql import compile_scope
+    from agentrag.scope import Scope
+
+    tenant_sql, params = compile_scope(
+        None if scope is None or scope.all_scopes else Scope(tenant=scope.tenant, workspace=scope.workspace)
+    )
+    predicate = compile_predicate(scope)
+    scoped_ok = scope is not None and (scope.all_scopes or scope.tenant is not None)
+    principal = scope.principal if scope is not None else None
+    sql = (
+        " FROM (SELECT d.*, (SELECT cur.document_id FROM agentrag.document_revisions cur"
+        " WHERE cur.lineage = d.lineage AND cur.valid_to IS NULL) AS current_id"
+        f" FROM agentrag.document_revisions d WHERE d.lineage = ({_LINEAGE_SQL}) AND ({tenant_sql})) rv"
+        f" JOIN agentrag.collections c ON c.id = rv.collection_id{join}"
+        " WHERE (NOT c.scoped OR :r_scoped_ok) AND CASE WHEN rv.current_id IS NULL"
+        " THEN (NOT c.acl OR :r_admin) AND (NOT c.private_documents OR :r_every)"
+        " ELSE EXISTS (SELECT 1 FROM agentrag.documents d JOIN agentrag.collections c"
+        f" ON c.id = d.collection_id WHERE d.id = rv.current_id AND ({predicate.any_collection()})) END"
+    )
+    return sql, {
+        **params,
+        **predicate.params,
+        "r_scoped_ok": scoped_ok,
+        "r_admin": principal is not None and principal.admin,
+        "r_every": scope is not None and scope.all_scopes,
+    }
 
 
 def revisions(engine: Engine, document_id: str, scope: Scope | None = None) -> list[Revision]:
     """Every revision of the document ``document_id`` is a revision of (any of them), oldest
-    first; with ``scope``, only inside it (checked in SQL)."""
+    first, that ``scope`` may read as it reads the document now (checked in SQL, :func:`_visible`)."""
     from sqlalchemy import text
 
-    from agentrag.retrieval.scope_sql import compile_scope
-
-    scope_sql, params = compile_scope(scope)
+    visible, params = _visible(scope)
     with engine.connect() as conn:
         rows = conn.execute(
             text(
-                "SELECT d.lineage, d.revision, d.document_id, d.source, d.sha256, d.chunk_count,"
-                f" d.valid_from, d.valid_to FROM {_SCOPED} WHERE d.lineage = ({_LINEAGE_SQL})"
-                f" AND ({scope_sql}) ORDER BY d.revision"
+                "SELECT rv.lineage, rv.revision, rv.document_id, rv.source, rv.sha256, rv.chunk_count,"
+                f" rv.valid_from, rv.valid_to{visible} ORDER BY rv.revision"
             ),
             {"id": document_id, **params},
         ).all()
@@ -96,40 +123,34 @@ def revisions(engine: Engine, document_id: str, scope: Scope | None = None) -> l
     return [Revision(*row) for row in rows]
 
 
-def _admin(scope: Scope | None) -> bool:
-    return scope is not None and scope.principal is not None and scope.principal.admin
-
-
 def read_revision(engine: Engine, document_id: str, revision: int, scope: Scope | None = None) -> Document:
     """Revision ``revision`` of the document ``document_id`` is a revision of, with the text it had.
 
     ``document_id`` may name any revision (an old answer's citation names the one it quoted);
     the result's ``id`` is the revision's own document id and ``text`` its text, so the old
-    citation's offsets and ``source_sha256`` verify against it. With ``scope``, only inside it."""
+    citation's offsets and ``source_sha256`` verify against it. Only when ``scope`` may read it
+    as it reads the document now (:func:`_visible`)."""
     from sqlalchemy import text
 
-    from agentrag.retrieval.scope_sql import compile_scope
     from agentrag.store.documents import Document
     from agentrag.store.prepare import document_columns
 
     if type(revision) is not int or revision < 1:
         raise InvalidInputError(f"revision must be an integer >= 1, got {revision!r}")
-    scope_sql, params = compile_scope(scope)
+    visible, params = _visible(scope, _CURRENT)
     with engine.connect() as conn:
         row = (
             conn.execute(
                 text(
-                    "SELECT d.document_id AS id, c.name AS collection, d.source, d.original_filename,"
-                    " d.sha256, d.metadata, d.tenant_id AS tenant, d.workspace_id AS workspace,"
-                    " d.chunk_count,"
-                    " d.valid_from, d.valid_to, d.revision, coalesce(d.text, cur.text) AS text,"
+                    "SELECT rv.document_id AS id, c.name AS collection, rv.source, rv.original_filename,"
+                    " rv.sha256, rv.metadata, rv.tenant_id AS tenant, rv.workspace_id AS workspace,"
+                    " rv.chunk_count, rv.valid_from, rv.valid_to, rv.revision,"
+                    " coalesce(rv.text, cur.text) AS text,"
                     " cur.created_at, cur.updated_at, cur.classification, cur.doc_date"
-                    f" FROM {_SCOPED} JOIN agentrag.collections c ON c.id = d.collection_id"
-                    " LEFT JOIN agentrag.documents cur ON cur.id = d.document_id AND d.valid_to IS NULL"
-                    f" WHERE d.lineage = ({_LINEAGE_SQL}) AND d.revision = :rev AND ({scope_sql})"
-                    " AND (NOT c.acl OR :r_admin)"  # grants are not kept per revision: admins only
+                    f"{visible}"
+                    " AND rv.revision = :rev"
                 ),
-                {"id": document_id, "rev": revision, "r_admin": _admin(scope), **params},
+                {"id": document_id, "rev": revision, **params},
             )
             .mappings()
             .first()
@@ -161,6 +182,10 @@ def read_revision(engine: Engine, document_id: str, revision: int, scope: Scope 
         text=row["text"],
         revision=row["revision"],
     )
+
+
+# read_revision's join: the current revision's document row (its text and dates)
+_CURRENT = " LEFT JOIN agentrag.documents cur ON cur.id = rv.document_id AND rv.valid_to IS NULL"
 
 
 def continue_lineages(conn: Connection, old_document_ids: list[str], new_document_ids: list[str]) -> None:

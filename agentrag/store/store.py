@@ -425,7 +425,8 @@ class Store(SyncMethods, TenantIndexMethods, ReplicaRouting):
         and as many as the collection holds). ``executor``: where files are read, chunked and
         embedded (:class:`~agentrag.LocalExecutor`, or ``RayExecutor``); writing is always here.
         ``grants``: who may read the documents of an ``acl=True`` collection (docs/how-to/permissions.md);
-        a ``session`` upload is private to that session (``share``)."""
+        a document re-ingested without grants of its own keeps its stored ones; a ``session``
+        upload is private to that session (``share``)."""
         from agentrag.store.ingest import ingest_paths
 
         report = ingest_paths(

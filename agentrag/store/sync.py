@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agentrag.errors import IngestError, InvalidInputError
+from agentrag.readers.base import file_failure
 from agentrag.readers.ingest import read_document
 from agentrag.store.acl import GRANTS_KEY, document_grants, regrant
 from agentrag.store.collections import (
@@ -316,14 +317,12 @@ class _Run:
     def _read(self, key: str, entry: Entry) -> PreparedDocument | None:
         """Read and hash one file (and its grants sidecar, listed with it); None (and a failure
         recorded) when it cannot be, or its grants are not valid in this collection."""
-        from agentrag.errors import SyncSourceError
-
         try:
-            path = self.src.local_path(key)
-            text, metadata, chunks = read_document(path, size=self.layout[0], overlap=self.layout[1])
+            file = self.src.source(key)
+            text, metadata, chunks = read_document(file, size=self.layout[0], overlap=self.layout[1])
             sidecar = self.src.sidecar(key) if entry.sidecar is not None else None
-        except (IngestError, SyncSourceError) as exc:
-            self.failed.append((key, f"{key}: {exc}"))
+        except (IngestError, RecursionError, MemoryError, OSError, UnicodeError) as exc:
+            self.failed.append((key, f"{key}: {file_failure(key, exc)}"))  # typed; the others go on
             return None
         # read and laid out as ingest reads a file (its reader's chunks kept, its sidecar's grants
         # between the front matter and the sync's own metadata): the same rows
@@ -333,7 +332,7 @@ class _Run:
         except IngestError as exc:
             self.failed.append((key, str(exc)))
             return None
-        item = PreparedDocument(key, text, metadata, original_filename=path.name, chunks=chunks)
+        item = PreparedDocument(key, text, metadata, original_filename=file.name, chunks=chunks)
         item.sha256 = hashlib.sha256(item.text.encode("utf-8")).hexdigest()
         return item
 

@@ -10,7 +10,10 @@ new or deleted sidecar makes its file's entry differ from the one recorded.
 
 Local folders: hidden entries (a part starting with ``.``) are skipped, as ingest skips them;
 symbolic links are followed only when their target is inside the folder (a link out of it, or
-a loop, is skipped). Include / exclude globs match the key with :func:`fnmatch.fnmatchcase`
+a loop, is skipped); a file is read through the descriptor it was opened on and only when the
+path the kernel opened is inside the folder, so a folder swapped for a link out of it between the
+listing and the read is refused (:meth:`LocalSource.read_bytes`). Include / exclude globs
+match the key with :func:`fnmatch.fnmatchcase`
 (``*`` also matches ``/``): a key is listed when it matches an include glob (default: every
 key) and no exclude glob.
 """
@@ -20,13 +23,15 @@ from __future__ import annotations
 import builtins
 import fnmatch
 import os
+import stat
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from agentrag.errors import InvalidInputError, SyncSourceError
+from agentrag.errors import FileTooLargeError, InvalidInputError, SyncSourceError
+from agentrag.readers.base import LIMITS, Source
 from agentrag.store.acl import SIDECAR_SUFFIX, parse_sidecar
 from agentrag.store.readers import SUPPORTED_SUFFIXES
 
@@ -87,6 +92,10 @@ class SyncSource:
 
     def read_bytes(self, key: str) -> bytes:
         raise NotImplementedError
+
+    def source(self, key: str) -> Source:
+        """The file under ``key`` for a reader (named like its file: readers look at the suffix)."""
+        return Source.of(self.local_path(key))
 
     def sidecar(self, key: str) -> builtins.list[str] | None:  # (this class has a method named list)
         """The grants in ``key``'s sidecar (None: it has none, or it vanished since the listing);
@@ -176,16 +185,76 @@ class LocalSource(SyncSource):
     def local_path(self, key: str) -> Path:
         return self.root / key
 
+    def source(self, key: str) -> Source:
+        """The file's bytes, read through :meth:`read_bytes` (never a path a reader reopens)."""
+        return Source(PurePosixPath(key).name, data=self.read_bytes(key))
+
     def read_bytes(self, key: str) -> bytes:
-        path = self.root / key
-        if path.is_symlink() and not _inside(os.path.realpath(path), str(self.root)):
-            raise FileNotFoundError(key)  # a link out of the folder: as the listing skips it
+        """The bytes of the file under ``key``, opened so that no link out of the folder is followed
+        at any component, whatever changed since the listing (issue #37, F-6): the file is opened
+        (non-blocking: a FIFO never hangs the sync), then the path the kernel actually opened
+        (``/proc/self/fd``, else the resolved path whose inode must be the opened one) must lie
+        inside the root, and the file must be a regular file within the reader size limit.
+        FileNotFoundError when it vanished; SyncSourceError when it is refused or unreadable."""
         try:
-            return path.read_bytes()
+            fd = os.open(os.path.join(self.root, *key.split("/")), _OPEN_FLAGS)
         except FileNotFoundError:
             raise
         except OSError as exc:
             raise SyncSourceError(f"{key}: cannot be read ({type(exc).__name__})") from exc
+        try:
+            info = os.fstat(fd)
+            if not _opened_inside(fd, info, os.path.join(self.root, *key.split("/")), str(self.root)):
+                raise SyncSourceError(f"{key}: refused: it resolves outside the folder (a link was followed)")
+            if not stat.S_ISREG(info.st_mode):
+                raise SyncSourceError(f"{key}: refused: not a regular file")
+            if info.st_size > LIMITS.max_file_bytes:
+                raise FileTooLargeError(
+                    f"{key}: {info.st_size:,} bytes is over the {LIMITS.max_file_bytes:,}-byte limit"
+                    " (agentrag.readers.LIMITS.max_file_bytes)",
+                    source=key,
+                )
+            return _read_all(fd, info.st_size)
+        except OSError as exc:
+            raise SyncSourceError(f"{key}: cannot be read ({type(exc).__name__})") from exc
+        finally:
+            os.close(fd)
+
+
+def _read_all(fd: int, size: int) -> bytes:
+    """The file open on ``fd``, to its end (at most one byte past the size limit: a file growing
+    meanwhile fails the reader's size check)."""
+    parts, total = [], 0
+    while total <= LIMITS.max_file_bytes:
+        part = os.read(fd, max(size - total, 0) + 65536)
+        if not part:
+            break
+        parts.append(part)
+        total += len(part)
+    return b"".join(parts)
+
+
+_OPEN_FLAGS = (
+    os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOCTTY", 0)
+)
+
+
+def _opened_inside(fd: int, info: os.stat_result, path: str, root: str) -> bool:
+    """Whether the file open on ``fd`` is inside ``root``: the path the kernel opened (Linux:
+    ``/proc/self/fd/N``); elsewhere the resolved ``path``, if it is inside and is the same file
+    (device and inode) as the one open -- a swap after the open makes them differ."""
+    try:
+        opened = os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        opened = ""
+    if opened.startswith("/"):
+        return _inside(opened, root)
+    real = os.path.realpath(path)
+    try:
+        now = os.stat(real)
+    except OSError:
+        return False
+    return _inside(real, root) and (now.st_dev, now.st_ino) == (info.st_dev, info.st_ino)
 
 
 def _inside(path: str, root: str) -> bool:

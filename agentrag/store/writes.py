@@ -34,19 +34,20 @@ _COPY_SQL = (
 
 def existing_documents(
     store: Store, coll: Collection, sources: list[str], tenant: str | None, workspace: str | None
-) -> dict[str, tuple[str, str, dict[str, Any]]]:
+) -> dict[str, tuple[str, str, dict[str, Any], list[str] | None]]:
+    """``{source: (id, sha256, metadata, grants tokens)}`` of the stored documents under ``sources``."""
     from sqlalchemy import text
 
     with store.engine.connect() as conn:
         rows = conn.execute(
             text(
-                "SELECT source, id, sha256, metadata FROM agentrag.documents"
+                "SELECT source, id, sha256, metadata, grants FROM agentrag.documents"
                 " WHERE collection_id = :cid AND source = ANY(:sources)"
                 " AND coalesce(tenant_id, '') = :tenant AND coalesce(workspace_id, '') = :workspace"
             ),
             {"cid": coll.id, "sources": sources, "tenant": tenant or "", "workspace": workspace or ""},
         )
-        return {row.source: (row.id, row.sha256, row.metadata) for row in rows}
+        return {row.source: (row.id, row.sha256, row.metadata, row.grants) for row in rows}
 
 
 # One statement takes every key's lock, in hash order: two batches sharing keys never deadlock
