@@ -255,10 +255,16 @@ def _hold_lease(pgdata: Path) -> None:
         return
     leases = pgdata.parent / LEASES_DIR
     leases.mkdir(parents=True, exist_ok=True)
-    lease = leases / str(os.getpid())
+    holder = os.getpid()
+    lease = leases / str(holder)
     lease.touch()
     _leased.add(pgdata)
-    atexit.register(lambda: lease.unlink(missing_ok=True))
+
+    def release() -> None:  # not from a forked child, whose exit is not this process's
+        if os.getpid() == holder:
+            lease.unlink(missing_ok=True)
+
+    atexit.register(release)
 
 
 def leases_alive(pgdata: Path) -> int:
