@@ -124,12 +124,12 @@ def test_an_installed_wheel_runs_the_demo_a_search_and_an_ask(wheel: Path, tmp_p
     try:
         out = _run([agentrag, "demo"], cwd=workdir, env=env)
         assert f"ingesting the sample corpus from {site / 'agentrag' / '_data' / 'samples'}" in out
-        assert "product_docs: 12 added" in out and "Q: How do I paginate" in out
+        assert "demo_product_docs: 12 added" in out and "Q: How do I paginate" in out
         assert "citations:\n    [chk_" in out
-        out = _run([agentrag, "search", "rate limit 429 Retry-After", "-c", "api"], cwd=workdir, env=env)
-        assert "in api: 5 hits" in out and "rate-limits" in out
+        out = _run([agentrag, "search", "rate limit 429 Retry-After", "-c", "demo_api"], cwd=workdir, env=env)
+        assert "in demo_api: 5 hits" in out and "rate-limits" in out
         out = _run(
-            [agentrag, "ask", "How do I recover a deleted note?", "-c", "support"], cwd=workdir, env=env
+            [agentrag, "ask", "How do I recover a deleted note?", "-c", "demo_support"], cwd=workdir, env=env
         )
         assert "[chk_" in out and "trash" in out.lower(), out  # an extractive answer, cited
         assert _run([agentrag, "--version"], cwd=workdir, env=env).strip() == f"agentrag {__version__}"
