@@ -133,6 +133,8 @@ def test_collections_delete_asks_first_and_needs_yes_off_a_terminal(cli, tmp_pat
 
 
 def test_demo_then_serve_demo_ingest_the_samples_once_into_the_demo_collections(cli) -> None:  # type: ignore[no-untyped-def]
+    import httpx
+
     from tests.server_support import free_port
 
     out = cli("demo").stdout
@@ -146,21 +148,30 @@ def test_demo_then_serve_demo_ingest_the_samples_once_into_the_demo_collections(
     lines: list[str] = []
     try:
         deadline = time.monotonic() + 600
-        while time.monotonic() < deadline and not any("/query/demo/search" in line for line in lines):
+        while time.monotonic() < deadline and not any("ready at http" in line for line in lines):
             line = server.stdout.readline()  # type: ignore[union-attr]
             if not line:
                 break
             lines.append(line)
+        said = "".join(lines)
+        printed = re.search(r"Bearer ([^']+)'.*?-d '([^']+)'.*?(http://\S+/search)", said, re.S)
+        assert printed, said
+        token, body, url = printed.groups()  # the printed curl, as a user would paste it
+        response = httpx.post(url, content=body, timeout=120, headers={
+            "Authorization": f"Bearer {token}", "Content-Type": "application/json"})  # fmt: skip
     finally:
         server.terminate()
         server.wait(timeout=60)
-    said = "".join(lines)
     assert "demo token" in said, said
     names = ("demo_product_docs", "demo_support", "demo_api")
     for name in names:  # the demo's documents, found unchanged
         assert re.search(rf"  {name}: 0 added, 0 replaced, 1[02] unchanged, 0 failed", said), said
     assert f"demo collections (tenant demo): {', '.join(names)}" in said  # and the curl searches them
     assert f'"collections": {json.dumps(list(names))}}}\' ' in said and "/query/demo/search" in said
+    assert response.status_code == 200, response.text
+    chunks = response.json()["chunks"]
+    assert chunks and {c["collection"] for c in chunks} <= set(names)
+    assert any(c["collection"] == "demo_api" and c["source"] == "pagination.md" for c in chunks), chunks
     counts = {c["name"]: c["documents"] for c in json.loads(cli("collections", "list", "--json").stdout)}
     assert counts["demo_product_docs"] == 12 and counts["demo_support"] == 12 and counts["demo_api"] == 10
     hits = json.loads(cli("search", "rate limit", "-c", "demo_api", "-k", "10", "--json").stdout)["hits"]
