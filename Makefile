@@ -10,7 +10,7 @@ export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 export RAY_USAGE_STATS_ENABLED := 0
 
-.PHONY: setup demo test bench lint notebooks clean-db serve
+.PHONY: setup demo test test-programs bench lint notebooks clean-db serve
 
 setup: $(STAMP)
 
@@ -20,14 +20,18 @@ $(STAMP): pyproject.toml constraints.txt Makefile
 	# CPU torch first, pinned: never let pip pull the CUDA wheels.
 	$(PIP) install --quiet -c constraints.txt torch==2.13.0
 	$(PIP) install --quiet -c constraints.txt -e '.[local,embedded,pdf,readers,ocr,server,mcp,dev,langgraph,tokens,pandas,ray,sync]'
-	# Chromium for the browser tests (Debian's package), where this runs as root on Debian, as on CI
-	if [ "$$(id -u)" = 0 ] && [ -f /etc/debian_version ] && ! command -v chromium >/dev/null; then \
+	touch $(STAMP)
+
+# The programs only the tests use, outside .venv: Chromium (the browser tests) and Tesseract (OCR of
+# scanned PDF pages; without it the OCR tests skip). Installed from Debian's packages when this runs
+# as root on Debian (as on CI); otherwise nothing is installed and the tests that need them skip.
+# `make demo` / `make setup` never run this: they install nothing outside .venv.
+test-programs:
+	@if [ "$$(id -u)" = 0 ] && [ -f /etc/debian_version ] && ! command -v chromium >/dev/null; then \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; fi
-	# Tesseract for OCR of scanned PDF pages (the ocr extra's program), likewise; without it the OCR tests skip
-	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && ! command -v tesseract >/dev/null; then \
+	@if [ "$$(id -u)" = 0 ] && [ -f /etc/debian_version ] && ! command -v tesseract >/dev/null; then \
 		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq tesseract-ocr) || \
 		echo "tesseract-ocr not installed: the OCR tests will be skipped"; fi
-	touch $(STAMP)
 
 demo: setup
 	$(PY) -m agentrag demo
@@ -37,7 +41,7 @@ serve: setup
 
 # each run its own temporary directory: two runs side by side on one machine (two checkouts) would
 # otherwise share /tmp/pytest-of-$$USER and remove each other's files and its 'current' link
-test: setup
+test: setup test-programs
 	@tmp=$$(mktemp -d "$${TMPDIR:-/tmp}/agentrag-pytest-XXXXXX"); \
 	$(PY) -m pytest -q tests notebooks --nbmake --basetemp="$$tmp"; rc=$$?; rm -rf "$$tmp"; exit $$rc
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from agentrag._version import __version__ as __version__
 from agentrag.display import register_renderers
 from agentrag.errors import (
     AgentragError,
@@ -50,8 +51,6 @@ from agentrag.errors import (
     StoreError,
     SyncSourceError,
 )
-
-__version__ = "0.1.0"
 
 # The notebook views of Context and SearchResult (the presentation layer fills the hooks those
 # types declare; nothing is imported to render until a notebook asks).

@@ -30,8 +30,9 @@ def _clip(text: str, width: int = 110) -> str:
 
 
 def ingest_samples(store: object, samples: Path) -> list[str]:
-    """The sample collections, ingested for tenant ``demo`` as ``agentrag serve --demo`` does (so
-    running both leaves one copy), a line per collection."""
+    """The sample collections (the demo's own: ``demo_product_docs``, ``demo_support``, ``demo_api``,
+    apart from the user's), ingested for tenant ``demo`` as ``agentrag serve --demo`` does (so running
+    both leaves one copy), a line per collection."""
     from agentrag.samples import ingest_samples as ingest
 
     def say(report: IngestReport) -> None:

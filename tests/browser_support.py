@@ -69,7 +69,7 @@ class Browser:
         self.events: list[dict[str, Any]] = []
         self.requests: list[str] = []
         try:
-            deadline = time.monotonic() + 30
+            deadline = time.monotonic() + 120  # a bound for a failure only
             while not (port_file.exists() and len(port_file.read_text().splitlines()) >= 2):
                 if self.process.poll() is not None or time.monotonic() > deadline:
                     raise RuntimeError("Chromium did not start its DevTools endpoint")

@@ -101,7 +101,9 @@ def start_server(database_url: str, tmp: Path, *args: str, env: dict[str, str] |
     log = open(log_path, "wb")  # noqa: SIM115 - the process owns it
     process = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=REPO, env=environment)
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
+    # a bound for a failure only (an exit fails at once): startup imports litellm and loads the
+    # embedder, which on a loaded machine took over a minute (issue #38)
+    deadline = time.monotonic() + 600
     while time.monotonic() < deadline:
         if process.poll() is not None:
             raise RuntimeError(f"server exited with {process.returncode}:\n{log_path.read_text()}")
@@ -130,7 +132,7 @@ def server(database_url: str, store: Any, server_tmp: Path) -> Iterator[Server]:
 def client(server: Server) -> Iterator[Any]:
     import httpx
 
-    with httpx.Client(base_url=server.url, timeout=30) as c:
+    with httpx.Client(base_url=server.url, timeout=120) as c:  # a loaded machine answers late, never wrongly
         yield c
 
 
@@ -142,7 +144,7 @@ def new_tenant(store: Any, prefix: str = "t", **settings: Any) -> str:
     return name
 
 
-def audit_of(engine: Any, query_id: str, count: int, timeout: float = 15.0) -> list[Any]:
+def audit_of(engine: Any, query_id: str, count: int, timeout: float = 120.0) -> list[Any]:
     """The audit rows of ``query_id`` once the server's background writer has written ``count`` of
     them (it batches every ~200 ms): waits on that condition, fails after ``timeout`` seconds."""
     from agentrag.server.tenants import list_audit

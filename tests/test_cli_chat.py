@@ -30,9 +30,23 @@ def scripted(lines: list[str]) -> tuple[object, list[str]]:
     return read, out
 
 
-def test_chat_loop_answers_follow_ups_with_citations_in_a_session(sample_store, tmp_path) -> None:
+@pytest.fixture
+def demo_store(fake_embedder):  # type: ignore[no-untyped-def]
+    """A database of its own for ``chat --samples``: the demo's collections (``demo_support``, ...)
+    must not reach sample_store, whose pipeline tests search every collection."""
+    from agentrag.store.store import Store
+    from tests.conftest import fresh_database
+
+    with fresh_database("agentrag_chat") as url:
+        store = Store(url, embedder=fake_embedder)
+        yield store
+        store.close()
+
+
+def test_chat_loop_answers_follow_ups_with_citations_in_a_session(demo_store, tmp_path) -> None:
     session = f"s-{uuid.uuid4().hex[:6]}"
-    assert link_samples(sample_store, session, SAMPLES) == NAMES
+    names = link_samples(demo_store, session, SAMPLES)
+    assert names == [f"demo_{name}" for name in NAMES]  # the demo's copy, apart from the user's collections
     private = tmp_path / "zorblat.md"
     private.write_text("# Zorblat\n\nThe zorblat quarterly review happens on the first Monday of March.\n")
     read, out = scripted(
@@ -44,9 +58,9 @@ def test_chat_loop_answers_follow_ups_with_citations_in_a_session(sample_store, 
             "never read",
         ]
     )
-    config = RAGConfig(collections=tuple(NAMES), mode="lexical")
+    config = RAGConfig(collections=tuple(names), mode="lexical")
     assert (
-        run(sample_store, config=config, scope=Scope(session=session), llm=None, read=read, write=out.append)
+        run(demo_store, config=config, scope=Scope(session=session), llm=None, read=read, write=out.append)
         == 0
     )
     text = "\n".join(out)
@@ -59,17 +73,17 @@ def test_chat_loop_answers_follow_ups_with_citations_in_a_session(sample_store, 
 
     # /add: a file visible to this session only (the scope is enforced in SQL)
     uploads = RAGConfig(collections=("chat_uploads",), mode="lexical")
-    mine = ChatSession(sample_store, config=uploads, scope=Scope(session=session))
+    mine = ChatSession(demo_store, config=uploads, scope=Scope(session=session))
     try:
         assert "1 added" in mine.add(str(private))
         ctx, result = mine.ask("When is the zorblat quarterly review?")
         assert [c["source"] for c in result.citations] == ["zorblat.md"]
         assert "first Monday of March" in (ctx.answer_text or "")
-        theirs = ChatSession(sample_store, config=uploads, scope=Scope(session=f"s-{uuid.uuid4().hex[:6]}"))
+        theirs = ChatSession(demo_store, config=uploads, scope=Scope(session=f"s-{uuid.uuid4().hex[:6]}"))
         _ctx, result = theirs.ask("When is the zorblat quarterly review?")
         assert result.citations == () and result.grounded is False
     finally:
-        sample_store.delete_collection("chat_uploads")
+        demo_store.delete_collection("chat_uploads")
 
 
 def test_chat_reset_forgets_the_conversation(sample_store) -> None:

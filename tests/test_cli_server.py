@@ -71,6 +71,56 @@ def test_idle_watchdog_stops_the_server(cli_env: dict[str, str], tmp_path: Path)
     assert not (data / "server-watchdog.pid").exists(), "the watchdog exits with its server"
 
 
+def test_a_call_slower_than_the_idle_timeout_keeps_its_server(
+    cli_env: dict[str, str], tmp_path: Path
+) -> None:
+    """Issue #38: on a busy machine a call took longer than the timeout between starting the server
+    and connecting, and the watchdog stopped the server under it. A call holds a lease for its life."""
+    cli_env["AGENTRAG_SERVER_IDLE_TIMEOUT"] = "1"
+    code = (
+        "import time, psycopg\n"
+        "from agentrag.store.server import embedded_url\n"
+        "url = embedded_url(keep_running=True)\n"
+        "time.sleep(4)  # four timeouts without a connection: a slow import, a loaded machine\n"
+        "psycopg.connect(url.replace('postgresql+psycopg://', 'postgresql://')).close()\n"
+        "print('connected')\n"
+    )
+    slow = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO, env=cli_env, capture_output=True, text=True, timeout=300
+    )
+    assert slow.returncode == 0 and "connected" in slow.stdout, slow.stderr
+    data = tmp_path / "data"
+    deadline = time.monotonic() + 120  # once the call has exited, the server is idle: it stops
+    while _postmaster_pid(data) is not None and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert _postmaster_pid(data) is None, "idle once its last call exited, the server should stop"
+    assert not any((data / "server-users").iterdir()), "the call's lease went with it"
+
+
+def test_db_start_says_where_the_server_is(cli_env: dict[str, str], tmp_path: Path) -> None:
+    started = run_cli(cli_env, "db", "start")
+    assert started.returncode == 0, started.stderr
+    data = tmp_path / "data"
+    pid = _postmaster_pid(data)
+    assert pid is not None and started.stdout.startswith(
+        f"started: the embedded PostgreSQL in {data / 'pgdata'}"
+    )
+    assert "url: postgresql+psycopg://" in started.stdout and "agentrag db stop" in started.stdout
+    again = json.loads(run_cli(cli_env, "db", "start", "--json").stdout)
+    assert again["already_running"] is True and again["pgdata"] == str(data / "pgdata")
+    assert _postmaster_pid(data) == pid, "a second start finds the same server"
+    assert run_cli(cli_env, "db", "status").returncode == 0 and _postmaster_pid(data) == pid
+
+
+def test_db_start_refuses_a_database_url(database_url: str) -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "agentrag", "--database-url", database_url, "db", "start"],
+        capture_output=True,
+        text=True,
+    )
+    assert out.returncode == 2 and "embedded server" in out.stderr
+
+
 def test_bad_idle_timeout_is_a_clear_error(cli_env: dict[str, str]) -> None:
     cli_env["AGENTRAG_SERVER_IDLE_TIMEOUT"] = "soon"
     out = run_cli(cli_env, "db", "status")

@@ -94,13 +94,18 @@ def test_sync_watch_syncs_again_on_change(store: Store, collection_name: str, tm
     )
     thread.start()
     try:
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 120  # a bound for a failure only
         while not reports and time.monotonic() < deadline:
             time.sleep(0.05)
         assert reports and reports[0].added == ("a.md",)
-        time.sleep(0.5)  # the watcher is running
-        write(src, "b.md", "Beta.\n", old=False)
+        # The watcher starts watching some time after its first report, later on a loaded machine: a
+        # change made before that is not seen. So the file is written again until a sync picks it up,
+        # each write a change the running watcher sees (nothing here assumes how long starting takes).
+        written_at = -1.0
         while not any(r.added == ("b.md",) for r in reports) and time.monotonic() < deadline:
+            if time.monotonic() - written_at > 2.0:
+                write(src, "b.md", "Beta.\n", old=False)
+                written_at = time.monotonic()
             time.sleep(0.05)
     finally:
         stop.set()

@@ -319,3 +319,41 @@ def test_a_type_without_a_renderer_has_no_notebook_view() -> None:
         pass
 
     assert Plain()._repr_html_() is None and Plain()._repr_markdown_() is None
+
+
+# -- the answer's Markdown ----------------------------------------------------------------------------
+
+
+def test_the_answer_markdown_is_rendered_escaped_first() -> None:
+    answer = (
+        f"**Team** allows *300* requests a minute [{A}].\n\n"
+        "| plan | limit |\n|---|---|\n| Team | `300/min` |\n\n"
+        f"- first, see [{B}]\n- second <b>bold?</b>\n\n"
+        "1. one\n2. two\n\n"
+        "## Next\n```\nGET /notes?cursor=<x>\n```"
+    )
+    out = context_html(replace(build_context(), answer_text=answer))
+    body = out.split('<div class="answer">', 1)[1].split("</div>", 1)[0]
+    assert (
+        f'<p><strong>Team</strong> allows <em>300</em> requests a minute [<a href="#{QID}-{A}">{A}</a>].</p>'
+        in body
+    )
+    assert "<table><thead><tr><th>plan</th><th>limit</th></tr></thead>" in body
+    assert "<td><code>300/min</code></td>" in body
+    assert (
+        f'<ul><li>first, see [<a href="#{QID}-{B}">{B}</a>]</li><li>second &lt;b&gt;bold?&lt;/b&gt;</li></ul>'
+        in body
+    )
+    assert "<ol><li>one</li><li>two</li></ol>" in body and "<h5>Next</h5>" in body
+    assert "<pre><code>GET /notes?cursor=&lt;x&gt;</code></pre>" in body
+    assert "**" not in body and "<b>" not in body
+
+
+def test_an_answer_cannot_add_a_link_or_markup() -> None:
+    answer = f"[click](javascript:alert(1)) **{XSS}** `<img src=x onerror=alert(1)>` snake_case_name"
+    out = context_html(replace(build_context(), answer_text=answer))
+    body = out.split('<div class="answer">', 1)[1].split("</div>", 1)[0]
+    assert "<a " not in body and "<script" not in body and "<img" not in body
+    assert "<strong>&lt;script&gt;" in body and "snake_case_name" in body  # no italics inside a word
+    md = context_markdown(replace(build_context(), answer_text=answer))
+    assert "\\[click\\](javascript" in md and "<script" not in md and "**&lt;script&gt;" in md

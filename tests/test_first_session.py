@@ -132,11 +132,13 @@ def test_collections_delete_asks_first_and_needs_yes_off_a_terminal(cli, tmp_pat
     assert "deleted collection 'empty'" in cli("collections", "delete", "empty").stdout  # nothing to lose
 
 
-def test_demo_then_serve_demo_ingests_the_samples_once(cli) -> None:  # type: ignore[no-untyped-def]
+def test_demo_then_serve_demo_ingest_the_samples_once_into_the_demo_collections(cli) -> None:  # type: ignore[no-untyped-def]
+    import httpx
+
     from tests.server_support import free_port
 
     out = cli("demo").stdout
-    assert "product_docs: 12 added" in out and "Q: How do I paginate" in out
+    assert "demo_product_docs: 12 added" in out and "Q: How do I paginate" in out
     assert "Loading weights" not in out + cli("demo").stdout  # a second run: nothing new, no bar
     port = free_port()
     server = subprocess.Popen(
@@ -146,23 +148,66 @@ def test_demo_then_serve_demo_ingests_the_samples_once(cli) -> None:  # type: ig
     lines: list[str] = []
     try:
         deadline = time.monotonic() + 600
-        while time.monotonic() < deadline and not any("demo token" in line for line in lines):
+        while time.monotonic() < deadline and not any("ready at http" in line for line in lines):
             line = server.stdout.readline()  # type: ignore[union-attr]
             if not line:
                 break
             lines.append(line)
+        said = "".join(lines)
+        printed = re.search(r"Bearer ([^']+)'.*?-d '([^']+)'.*?(http://\S+/search)", said, re.S)
+        assert printed, said
+        token, body, url = printed.groups()  # the printed curl, as a user would paste it
+        response = httpx.post(url, content=body, timeout=120, headers={
+            "Authorization": f"Bearer {token}", "Content-Type": "application/json"})  # fmt: skip
     finally:
         server.terminate()
         server.wait(timeout=60)
-    said = "".join(lines)
     assert "demo token" in said, said
-    for name in ("product_docs", "support", "api"):  # the demo's documents, found unchanged
-        assert re.search(rf"{name}: 0 added, 0 replaced, 1[02] unchanged, 0 failed", said), said
+    names = ("demo_product_docs", "demo_support", "demo_api")
+    for name in names:  # the demo's documents, found unchanged
+        assert re.search(rf"  {name}: 0 added, 0 replaced, 1[02] unchanged, 0 failed", said), said
+    assert f"demo collections (tenant demo): {', '.join(names)}" in said  # and the curl searches them
+    assert f'"collections": {json.dumps(list(names))}}}\' ' in said and "/query/demo/search" in said
+    assert response.status_code == 200, response.text
+    chunks = response.json()["chunks"]
+    assert chunks and {c["collection"] for c in chunks} <= set(names)
+    assert any(c["collection"] == "demo_api" and c["source"] == "pagination.md" for c in chunks), chunks
     counts = {c["name"]: c["documents"] for c in json.loads(cli("collections", "list", "--json").stdout)}
-    assert counts["product_docs"] == 12 and counts["support"] >= 12 and counts["api"] == 10
-    hits = json.loads(cli("search", "rate limit", "-c", "api", "-k", "10", "--json").stdout)["hits"]
+    assert counts["demo_product_docs"] == 12 and counts["demo_support"] == 12 and counts["demo_api"] == 10
+    hits = json.loads(cli("search", "rate limit", "-c", "demo_api", "-k", "10", "--json").stdout)["hits"]
     texts = [h["text"] for h in hits]
     assert len(texts) == 10 and len(set(texts)) == 10  # an unscoped search: every chunk once
+
+
+QUICKSTART = """
+import agentrag as ar
+
+store = ar.Store()
+store.create_collection("docs", description="Product documentation", exist_ok=True)
+store.create_collection("support", description="Support answers and troubleshooting", exist_ok=True)
+print(store.ingest("samples/product_docs", collection="docs"))
+print(store.ingest("samples/support", collection="support", strict=True))
+"""  # the quickstart's Python block (docs/tutorials/first-answer.md), its writing statements
+
+
+def test_the_quickstart_after_the_demo_finds_each_document_once(cli) -> None:  # type: ignore[no-untyped-def]
+    """Issue #38: `make demo`, then the quickstart, then `agentrag search refund -c support`: the
+    demo's copy of the samples lives in its own collections, so the user's ``support`` holds one."""
+    cli("demo")
+    done = subprocess.run(
+        [sys.executable, "-c", QUICKSTART], cwd=REPO, env=cli.env, capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 0, done.stderr
+    hits = json.loads(cli("search", "refund", "-c", "support", "-k", "10", "--json").stdout)["hits"]
+    assert hits and any("refund" in h["text"].lower() for h in hits)
+    documents: dict[str, set[str]] = {}
+    for hit in hits:
+        documents.setdefault(hit["source"], set()).add(hit["document_id"])
+    assert {source: len(ids) for source, ids in documents.items() if len(ids) > 1} == {}
+    chunks = [(h["source"], h["chunk_index"]) for h in hits]
+    assert len(chunks) == len(set(chunks))  # each chunk once
+    names = {c["name"] for c in json.loads(cli("collections", "list", "--json").stdout)}
+    assert {"docs", "support", "demo_product_docs", "demo_support", "demo_api"} <= names
 
 
 def test_the_fixes_a_typo_in_a_setting_suggests() -> None:

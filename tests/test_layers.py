@@ -34,7 +34,8 @@ ROOT = Path(__file__).resolve().parent.parent / "agentrag"
 # Bottom to top. A module belongs to the layer of the longest prefix naming it.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("base", ("agentrag.errors", "agentrag._lazy", "agentrag._renderers", "agentrag._resources",
-              "agentrag._sansio", "agentrag.hits", "agentrag.scope", "agentrag.telemetry")),
+              "agentrag._sansio", "agentrag._version", "agentrag._deprecation", "agentrag.hits",
+              "agentrag.scope", "agentrag.telemetry")),
     ("context", ("agentrag.context",)),
     ("models", ("agentrag.llm", "agentrag.embedders", "agentrag.rerankers", "agentrag.prompts",
                 "agentrag.grounding", "agentrag.sentences", "agentrag.audit", "agentrag.testing",

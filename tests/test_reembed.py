@@ -295,7 +295,7 @@ def test_the_demo_re_embeds_a_sample_collection_from_an_older_default(
         ingest_samples(newer, tmp_path)  # no EmbeddingMismatchError: converted, and said so
         out = capsys.readouterr().out
         assert "re-embedding it" in out and "re-embedded 5 chunks" in out
-        assert newer.collection(collection_name).embed_version == "1+int8"
+        assert newer.collection(f"demo_{collection_name}").embed_version == "1+int8"  # the demo's own
     finally:
         older.close()
         newer.close()

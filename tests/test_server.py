@@ -316,7 +316,7 @@ def test_health_readiness_docs_and_unknown_routes(client: Any) -> None:
 
 
 # ---- observability ------------------------------------------------------------------------------
-def _wait_for(server: Server, predicate: Any, timeout: float = 5.0) -> list[dict[str, Any]]:
+def _wait_for(server: Server, predicate: Any, timeout: float = 120.0) -> list[dict[str, Any]]:
     deadline = time.monotonic() + timeout
     while True:
         items = server.telemetry()

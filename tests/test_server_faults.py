@@ -23,7 +23,7 @@ from agentrag.server.tenants import list_audit, purge_audit, write_audit
 from tests.server_support import Server, auth, new_tenant, token
 
 
-def _wait(predicate: Any, timeout: float = 10.0) -> Any:
+def _wait(predicate: Any, timeout: float = 120.0) -> Any:  # a bound for a failure only
     deadline = time.monotonic() + timeout
     while True:
         value = predicate()
@@ -65,7 +65,12 @@ def test_refusals_are_counted_and_audited_without_body_or_token(
         client.post(path, json={"query_text": "canary-q", "top_k": 0}, headers=auth(tenant)).status_code
         == 422
     )
-    rows = _wait(lambda: [r for r in list_audit(store.engine, tenant=tenant) if r.type == "REQUEST_REFUSED"])
+
+    def refused() -> list[Any]:
+        return [r for r in list_audit(store.engine, tenant=tenant) if r.type == "REQUEST_REFUSED"]
+
+    # both rows: the writer batches, so the first can be written a batch before the second
+    rows = _wait(lambda: len(refused()) >= 2 and refused())
     assert sorted(r.details["status"] for r in rows) == [401, 422]
     assert {r.details["route"] for r in rows} == {"/api/v1/query/{tenant_id}/search"}
     dumped = json.dumps([r.to_dict() for r in rows])

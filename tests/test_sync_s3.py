@@ -36,7 +36,7 @@ def s3_endpoint() -> Iterator[str]:
         env=env,
     )
     try:
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 120  # a bound for a failure only
         while True:
             try:
                 socket.create_connection(("127.0.0.1", port), timeout=0.5).close()

@@ -55,7 +55,10 @@ GROUPS = (
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from agentrag._version import __version__
+
     parser = argparse.ArgumentParser(prog="agentrag", description="Agentic RAG over PostgreSQL + pgvector.")
+    parser.add_argument("--version", action="version", version=f"agentrag {__version__}")
     parser.add_argument(
         "--database-url", help="PostgreSQL URL (default: $AGENTRAG_DATABASE_URL, else the embedded server)"
     )

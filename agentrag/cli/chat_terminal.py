@@ -31,8 +31,8 @@ UPLOADS = "chat_uploads"
 
 
 def link_samples(store: Store, session: str, samples: Path) -> list[str]:
-    """Ingest the sample corpus (a no-op when present: the demo's copy, tenant ``demo``) and link
-    its documents to ``session``."""
+    """Ingest the sample corpus (a no-op when present: the demo's copy in ``demo_product_docs``,
+    ``demo_support`` and ``demo_api``, tenant ``demo``) and link its documents to ``session``."""
     from agentrag.samples import ingest_samples
 
     names = ingest_samples(store, samples)

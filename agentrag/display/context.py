@@ -11,6 +11,7 @@ a collapsible ``<details>``).
 
 from __future__ import annotations
 
+import html
 import re
 from typing import TYPE_CHECKING, Any
 
@@ -27,6 +28,7 @@ from agentrag.display.common import (
     snippet,
     source_cell,
 )
+from agentrag.display.markdown import markdown_html
 from agentrag.readers.locators import format_locator
 
 if TYPE_CHECKING:
@@ -65,6 +67,12 @@ def _marks(chunk_id: str, cited: set[str], used: set[str]) -> str:
 
 def _message_html(role: str, content: str) -> str:
     return f'<div><span class="muted">{esc(role)}</span><pre>{esc(content)}</pre></div>'
+
+
+def _answer_md(text: str) -> str:
+    """An answer's own text in the Markdown view: its Markdown kept (emphasis, code, lists,
+    tables), HTML escaped and brackets backslashed, so it adds neither markup nor a link."""
+    return re.sub(r"([\\\[\]])", r"\\\1", html.escape(text, quote=False))
 
 
 def anchor(query_id: str, chunk_id: str) -> str:
@@ -242,15 +250,19 @@ def context_html(ctx: Context) -> str:
 
     if ctx.answer_text is not None:
         out.append("<h4>Answer</h4>")
-        body = _link_text(
+        body = markdown_html(
             ctx.answer_text,
-            ctx,
-            source_ids,
-            link=lambda label, target: f'<a href="#{esc(target)}">{esc(label)}</a>',
-            invalid=lambda label: f'<span class="invalid" title="{_NOT_RETRIEVED}">{esc(label)}</span>',
-            escape=esc,
+            _LABEL,
+            lambda label: _link_text(
+                label,
+                ctx,
+                source_ids,
+                link=lambda text, target: f'<a href="#{esc(target)}">{esc(text)}</a>',
+                invalid=lambda text: f'<span class="invalid" title="{_NOT_RETRIEVED}">{esc(text)}</span>',
+                escape=esc,
+            ),
         )
-        out.append(f'<div class="answer">{body}</div>')
+        out.append(f'<div class="answer">{body}</div>')  # its Markdown rendered, escaped first
         if ctx.citations:
             links = ", ".join(
                 f'<a href="#{esc(anchor(qid, c))}">{esc(c)}</a>' if c in source_ids else esc(c)
@@ -401,7 +413,7 @@ def context_markdown(ctx: Context) -> str:
                 source_ids,
                 link=lambda label, target: f"[{md_esc(label)}](#{esc(target)})",
                 invalid=lambda label: f"~~{md_esc(label)}~~",
-                escape=md_esc,
+                escape=_answer_md,
             )
 
         lines = [f"> {line(text)}" if text.strip() else ">" for text in ctx.answer_text.split("\n")]

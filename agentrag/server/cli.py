@@ -230,7 +230,8 @@ def _http_protocol() -> str:
 
 
 def _demo(store: Any, config: Any, port: int) -> Any:
-    """Ingest the sample corpus for tenant ``demo``, create the tenant, print a token."""
+    """Ingest the sample corpus for tenant ``demo`` into the demo's own collections (``demo_api``,
+    ...), create the tenant, print a token and a search over those collections."""
     from dataclasses import replace
 
     import jwt
@@ -240,7 +241,7 @@ def _demo(store: Any, config: Any, port: int) -> Any:
 
     local = ar_store_with_embedder(store.url if config.database_url is None else config.database_url, config)
     try:  # the same documents as `agentrag demo` (tenant demo): after it, every one is unchanged
-        ar.ingest_samples(local, tenant=DEMO_TENANT, on_report=lambda report: print(f"  {report}"))
+        names = ar.ingest_samples(local, tenant=DEMO_TENANT, on_report=lambda report: print(f"  {report}"))
     except FileNotFoundError as exc:
         raise SystemExit(f"agentrag serve --demo: {exc}") from None
     finally:
@@ -255,10 +256,12 @@ def _demo(store: Any, config: Any, port: int) -> Any:
         if config.jwt_audience:
             claims["aud"] = config.jwt_audience
         token = jwt.encode(claims, config.jwt_secret, algorithm="HS256")
+        body = json.dumps({"query_text": "How do I paginate the notes API?", "collections": names})
         print(
+            f"demo collections (tenant {DEMO_TENANT}): {', '.join(names)}\n"
             "demo token (1 hour):\n"
             f"  curl -s -H 'Authorization: Bearer {token}' -H 'Content-Type: application/json' \\\n"
-            f'    -d \'{{"query_text": "How do I paginate the notes API?"}}\' \\\n'
+            f"    -d '{body}' \\\n"
             f"    http://127.0.0.1:{port}/api/v1/query/{DEMO_TENANT}/search",
             file=sys.stderr,
         )
@@ -280,7 +283,9 @@ def register(sub: Any, add: Callable[..., argparse.ArgumentParser]) -> None:
     p.add_argument("--workers", type=int, default=int(os.environ.get("AGENTRAG_WORKERS", "1")))
     p.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
     p.add_argument(
-        "--demo", action="store_true", help="ingest the samples for tenant 'demo' and print a token"
+        "--demo",
+        action="store_true",
+        help="ingest the samples for tenant 'demo' (collections demo_*) and print a token",
     )
     p.add_argument(
         "--no-access-log",

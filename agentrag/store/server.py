@@ -7,6 +7,9 @@ stops it when the last process using it exits. The CLI (``embedded_url(keep_runn
 instead leaves it running between calls, so each call connects to a ready server instead of
 starting one: a small watchdog process stops it after ``AGENTRAG_SERVER_IDLE_TIMEOUT`` seconds
 (default 600) without a client connection or CLI call, and ``agentrag db stop`` stops it at once.
+A CLI call holds a lease on the server for as long as its process lives (``server-users/<pid>``),
+so the watchdog never stops it between the call's start and its first connection, however slow
+the machine is.
 
 A ``postmaster.pid`` left by a server that died (a crash, a killed container) may name a pid that
 another process uses by now: the server is recognised by its program and its data directory
@@ -16,6 +19,7 @@ signalled, and it is removed (with a warning) before the server starts (:func:`c
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import logging
 import os
@@ -32,11 +36,13 @@ from agentrag.errors import DatabaseUnavailableError
 
 __all__ = [
     "LAST_USE_FILE",
+    "LEASES_DIR",
     "clear_stale_pidfile",
     "data_dir",
     "database_url",
     "embedded_url",
     "is_postmaster",
+    "leases_alive",
     "postmaster_info",
     "running_server_url",
     "stop_embedded",
@@ -48,6 +54,8 @@ _servers: dict[Path, Any] = {}
 DEFAULT_IDLE_TIMEOUT = 600.0
 LAST_USE_FILE = "server-last-use"
 _WATCHDOG_PID = "server-watchdog.pid"
+LEASES_DIR = "server-users"
+_leased: set[Path] = set()
 
 
 def data_dir() -> Path:
@@ -241,10 +249,45 @@ def idle_timeout() -> float:
     return value
 
 
+def _hold_lease(pgdata: Path) -> None:
+    """Mark the server in use by this process until it exits (the watchdog checks the pid)."""
+    if pgdata in _leased:
+        return
+    leases = pgdata.parent / LEASES_DIR
+    leases.mkdir(parents=True, exist_ok=True)
+    holder = os.getpid()
+    lease = leases / str(holder)
+    lease.touch()
+    _leased.add(pgdata)
+
+    def release() -> None:  # not from a forked child, whose exit is not this process's
+        if os.getpid() == holder:
+            lease.unlink(missing_ok=True)
+
+    atexit.register(release)
+
+
+def leases_alive(pgdata: Path) -> int:
+    """How many processes hold a lease on the server; the leases of dead processes are removed."""
+    alive = 0
+    with contextlib.suppress(OSError):
+        for lease in (pgdata.parent / LEASES_DIR).iterdir():
+            try:
+                holder = int(lease.name)
+            except ValueError:
+                continue
+            if _alive(holder):
+                alive += 1
+            else:
+                lease.unlink(missing_ok=True)
+    return alive
+
+
 def _touch_and_watch(pgdata: Path) -> None:
-    """Record a use of the server and make sure its idle watchdog runs."""
+    """Record a use of the server, hold a lease on it and make sure its idle watchdog runs."""
     timeout = idle_timeout()
     (pgdata.parent / LAST_USE_FILE).touch()
+    _hold_lease(pgdata)
     pidfile = pgdata.parent / _WATCHDOG_PID
     try:
         if _alive(int(pidfile.read_text().split()[0])):

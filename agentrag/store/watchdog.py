@@ -2,8 +2,10 @@
 
 Started by :func:`agentrag.store.server.embedded_url` with ``keep_running=True``. Every few
 seconds it counts the server's client connections; the server is idle when there are none and
-no CLI call has touched ``server-last-use`` for the timeout. Then it asks PostgreSQL for a
-*smart* shutdown (SIGTERM: new connections are refused, open sessions finish first) and exits.
+no CLI call has touched ``server-last-use`` for the timeout, and no live CLI process holds a lease
+on it (``server-users/<pid>``: a call is in use from its start to its exit, connected or not).
+Then it asks PostgreSQL for a *smart* shutdown (SIGTERM: new connections are refused, open
+sessions finish first) and exits.
 It exits too when the server is gone (``agentrag db stop``, or a library process stopped it).
 """
 
@@ -29,7 +31,7 @@ def _client_connections(url: str) -> int:
 
 
 def watch(pgdata: Path, timeout: float) -> None:
-    from agentrag.store.server import LAST_USE_FILE, postmaster_info, running_server_url
+    from agentrag.store.server import LAST_USE_FILE, leases_alive, postmaster_info, running_server_url
 
     last_use = pgdata.parent / LAST_USE_FILE
     interval = min(15.0, max(0.5, timeout / 10))
@@ -41,7 +43,7 @@ def watch(pgdata: Path, timeout: float) -> None:
         if info is None or url is None:
             return
         try:
-            if _client_connections(url) > 0:
+            if leases_alive(pgdata) > 0 or _client_connections(url) > 0:
                 last_active = time.time()
         except Exception:
             last_active = time.time()  # cannot tell: count it as busy
