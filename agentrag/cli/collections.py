@@ -107,7 +107,7 @@ def register(sub: Any, add: AddCommand) -> None:
         "--vector-type",
         default="vector",
         choices=["vector", "halfvec"],
-        help="how the chunk vectors are stored: float32 'vector' (default) or float16 'halfvec' (half the bytes)",
+        help="how chunk vectors are stored: float32 'vector' (default) or float16 'halfvec' (half the bytes)",
     )
     p.add_argument(
         "--scoped", action="store_true", help="refuse queries without a tenant/workspace/session scope"

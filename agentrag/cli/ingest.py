@@ -155,5 +155,5 @@ def register(sub: Any, add: AddCommand) -> None:
     p.add_argument(
         "--vector-type",
         choices=["vector", "halfvec"],
-        help="store the new vectors as float32 'vector' or float16 'halfvec' (default: as the collection does)",
+        help="store the new vectors as float32 'vector' or float16 'halfvec' (default: as they are)",
     )

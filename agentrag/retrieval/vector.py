@@ -8,10 +8,11 @@ Each collection has its own HNSW index, a *partial expression* index made by
 
 (a ``halfvec`` collection's: ``(embedding_half::halfvec(<DIMS>)) halfvec_<...>_ops``, see
 :data:`agentrag.retrieval.catalog.VECTOR_TYPES`). The planner only uses it when the query repeats
-the indexed expression (``c.embedding::vector(DIMS)``), orders by the collection's distance operator and states the
-partial-index predicate with the same literal (``c.collection_id = ID``). ``ID`` and ``DIMS`` are
-integers read from ``agentrag.collections`` and formatted with ``int()``, the operator comes from
-:data:`agentrag.retrieval.catalog.DISTANCES`: no caller string is ever formatted into SQL.
+the indexed expression (``c.embedding::vector(DIMS)``), orders by the collection's distance
+operator and states the partial-index predicate with the same literal (``c.collection_id = ID``).
+``ID`` and ``DIMS`` are integers read from ``agentrag.collections`` and formatted with ``int()``,
+the operator comes from :data:`agentrag.retrieval.catalog.DISTANCES`: no caller string is ever
+formatted into SQL.
 
 Search settings are transaction-local (``set_config(..., true)``):
 

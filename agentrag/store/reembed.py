@@ -94,7 +94,8 @@ class ReembedReport:
         return (
             f"re-embedded {self.chunks} chunks of {self.collection!r}: {self.previous_model} "
             f"({self.previous_dimensions}d, {self.previous_version}) -> {self.embed_model} "
-            f"({self.dimensions}d, {self.embed_version}){self._conversion()}; embed {self.embed_seconds:.1f} s, "
+            f"({self.dimensions}d, {self.embed_version}){self._conversion()}; "
+            f"embed {self.embed_seconds:.1f} s, "
             f"swap {self.swap_seconds:.1f} s, index {self.index_seconds:.1f} s"
         )
 

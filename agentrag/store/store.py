@@ -340,10 +340,10 @@ class Store(SyncMethods, TenantIndexMethods, ReplicaRouting):
         embedded with another model or numeric variant. Atomic: the new vectors are swapped in one
         transaction (:mod:`agentrag.store.reembed`). ``on_progress(done, total)`` after each page.
         ``vector_type`` ("vector" / "halfvec"): store the new vectors that way (None: as they are)."""
-        from agentrag.store.reembed import reembed
+        from agentrag.store.reembed import reembed as run
 
-        options = {"page_size": page_size, "on_progress": on_progress, "vector_type": vector_type}
-        return reembed(self, collection, embedder=embedder, **options)
+        progress = {"on_progress": on_progress, "vector_type": vector_type}
+        return run(self, collection, embedder=embedder, page_size=page_size, **progress)  # type: ignore[arg-type]
 
     def forget_described(self, name: str) -> None:
         """Drop ``describe(max_age=...)``'s cached answer for ``name`` (its record changed)."""

@@ -24,11 +24,11 @@ from typing import TYPE_CHECKING
 
 from agentrag.errors import InvalidInputError
 from agentrag.retrieval import tenant_walk
+from agentrag.retrieval.catalog import opclass, vector_expr
 from agentrag.retrieval.dberrors import guarded
 from agentrag.retrieval.scope_sql import compile_scope
 from agentrag.retrieval.tenant_walk import tenant_index_name, tenant_index_prefix
 from agentrag.scope import Scope
-from agentrag.retrieval.catalog import opclass, vector_expr
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Connection, Engine
