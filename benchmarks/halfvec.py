@@ -1,12 +1,15 @@
 """float32 ``vector`` beside float16 ``halfvec`` storage on SciFact, in the same run (issue #39).
 
-    .venv/bin/python -m benchmarks.halfvec [--data ../shared/data/beir/scifact] [--builds 2]
+    .venv/bin/python -m benchmarks.halfvec [--data ../shared/data/beir/scifact] [--builds 2] [--corpus N]
 
 * Two collections of the SciFact corpus, one document per BEIR document as ``agentrag eval beir``
   indexes it (:func:`agentrag.eval.ingest_beir`): ``scifact`` (float32, the one `agentrag eval beir`
   uses) and ``scifact_halfvec`` (``vector_type="halfvec"``). The halfvec one is ingested through the
   same write path with the float32 collection's own vectors (read back by chunk text), so the two
   differ only by the float16 rounding of the same vectors.
+* ``--corpus N``: the first ``N`` documents of the corpus (file order) plus every document judged for
+  a test query, instead of all of them (a smaller corpus is an easier task: compare the two storage
+  types with each other, not with the full corpus's figures).
 * Quality: nDCG@10, recall@100 and MRR@10 of the 300 test queries in every mode (``--compare
   hybrid,hybrid:rrf,vector,lexical,lexical_sql --top-k 100``, depth 100), one collection then the
   other per mode; the vector-mode p50 (embedding included) from the same evaluation.
@@ -86,7 +89,7 @@ def build_twins(store: Any, dataset: Any) -> None:
     from agentrag.store.store import Store
 
     t = time.perf_counter()
-    report = ingest_beir(store, dataset, FLOAT32)
+    report = ingest_beir(store, dataset, FLOAT32, prune=True)
     _log(
         f"{FLOAT32}: {len(report.added)} added, {len(report.unchanged)} unchanged"
         f" ({time.perf_counter() - t:.0f} s)"
@@ -95,7 +98,7 @@ def build_twins(store: Any, dataset: Any) -> None:
         store.create_collection(HALF, description="benchmarks/halfvec.py", vector_type="halfvec")
     stored = StoredVectors(store.embedder, _stored_vectors(store, FLOAT32))
     cached = Store(engine=store.engine, embedder=stored, migrate=False)
-    report = ingest_beir(cached, dataset, HALF)
+    report = ingest_beir(cached, dataset, HALF, prune=True)
     _log(f"{HALF}: {len(report.added)} added, {len(report.unchanged)} unchanged")
     for name in (FLOAT32, HALF):
         store.ensure_vector_index(store.collection(name))
@@ -154,6 +157,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.halfvec", description=__doc__.split("\n")[0])
     parser.add_argument("--data", default=str(scifact_path()))
     parser.add_argument("--builds", type=int, default=2, help="index builds per collection (alternating)")
+    parser.add_argument(
+        "--corpus", type=int, help="the first N documents plus the judged ones (default: all)"
+    )
     args = parser.parse_args(argv)
 
     from agentrag.embedders import LocalEmbedder
@@ -164,6 +170,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"benchmarks.halfvec: load average {os.getloadavg()[0]:.1f} at the start (shared machine)", flush=True
     )
     dataset = load_beir(Path(args.data), "test")
+    if args.corpus is not None:
+        from dataclasses import replace
+
+        judged = {doc for docs in dataset.qrels.values() for doc in docs}
+        first = set(list(dataset.corpus)[: args.corpus])
+        corpus = {k: v for k, v in dataset.corpus.items() if k in first or k in judged}
+        dataset = replace(dataset, corpus=corpus)
+        _log(f"corpus: the first {args.corpus} documents and the judged ones: {len(corpus)} documents")
     store = bench_store(LocalEmbedder())
     build_twins(store, dataset)
     builds = build_times(store, args.builds)
