@@ -256,3 +256,67 @@ def test_the_cli_creates_and_converts(database_url: str, collection_name: str) -
     assert converted.returncode == 0, converted.stderr
     assert json.loads(converted.stdout)["previous"]["vector_type"] == "halfvec"
     assert json.loads(converted.stdout)["vector_type"] == "vector"
+
+
+def test_migration_0050_keeps_an_existing_collection(database_url: str, fake_embedder, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A database migrated up to 0047 with a collection in it: 0050 keeps its rows and records it as float32;
+    it is then searched as before and can be converted."""
+    import shutil
+    import uuid
+
+    from sqlalchemy import create_engine
+    from sqlalchemy.engine import make_url
+
+    from agentrag.store.migrate import resource_dir, upgrade
+
+    base = make_url(database_url)
+    name = f"agentrag_m50_{uuid.uuid4().hex[:8]}"
+    admin = create_engine(base, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f'CREATE DATABASE "{name}"'))
+    url = base.set(database=name).render_as_string(hide_password=False)
+    engine = create_engine(url)
+    try:
+        for migration in sorted(resource_dir("migrations").glob("*.sql")):
+            if int(migration.name[:4]) < 50:
+                shutil.copy(migration, tmp_path / migration.name)
+        assert max(m.version for m in upgrade(engine, tmp_path)) == 47
+        vector = "[" + ",".join(str(float(x)) for x in fake_embedder.embed(["tides of the sea"])[0]) + "]"
+        with engine.begin() as conn:
+            cid = conn.execute(
+                text(
+                    "INSERT INTO agentrag.collections (name, embed_model, embed_version, dimensions)"
+                    " VALUES ('old', :m, :v, :d) RETURNING id"
+                ),
+                {"m": fake_embedder.model_id, "v": fake_embedder.version, "d": fake_embedder.dimensions},
+            ).scalar_one()
+            conn.execute(
+                text(
+                    "INSERT INTO agentrag.documents (id, collection_id, source, sha256, text, chunk_count)"
+                    " VALUES ('doc_0123456789abcdef', :c, 'tides.md', 'x', 'tides of the sea', 1)"
+                ),
+                {"c": cid},
+            )
+            conn.execute(
+                text(
+                    "INSERT INTO agentrag.chunks (id, document_id, collection_id, chunk_index, text,"
+                    " start_char, end_char, sha256, embedding) VALUES ('chk_0123456789abcdef',"
+                    " 'doc_0123456789abcdef', :c, 0, 'tides of the sea', 0, 16, 'y', CAST(:e AS vector))"
+                ),
+                {"c": cid, "e": vector},
+            )
+        assert [m.version for m in upgrade(engine)] == [50]
+        with Store(url, embedder=fake_embedder) as store:
+            assert store.collection("old").vector_type == "vector"
+            assert _stored(store, "old")[:2] == (1, 0)
+            hits = store.search("tides of the sea", collections="old", mode="vector", top_k=1)
+            assert hits.chunk_ids == ["chk_0123456789abcdef"] and hits.hits[0].score == pytest.approx(1.0)
+            store.reembed("old", vector_type="halfvec")
+            assert _stored(store, "old")[:2] == (0, 1)
+            with pytest.raises(Exception, match="chunks_one_embedding"), store.engine.begin() as conn:
+                conn.execute(text("UPDATE agentrag.chunks SET embedding = embedding_half::vector"))
+    finally:
+        engine.dispose()
+        with admin.connect() as conn:
+            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
