@@ -5,6 +5,17 @@
 -- embedding_half NULL. Exactly one of the two is set on every row. Existing collections and their
 -- rows stay as they are ('vector'); `agentrag reembed NAME --vector-type halfvec` converts one.
 -- Adding a nullable column and dropping NOT NULL rewrite nothing; the CHECK reads the table once.
+-- halfvec needs pgvector 0.7 or later (the embedded server ships 0.8): an older extension gets a clear error.
+DO $$
+DECLARE
+    installed text := (SELECT extversion FROM pg_extension WHERE extname = 'vector');
+BEGIN
+    IF string_to_array(installed, '.')::int[] < ARRAY[0, 7] THEN
+        RAISE EXCEPTION USING MESSAGE = 'pgvector 0.7 or later is needed (halfvec storage); installed: '
+            || installed || '. Run ALTER EXTENSION vector UPDATE, then agentrag db upgrade';
+    END IF;
+END
+$$;
 ALTER TABLE agentrag.collections
     ADD COLUMN vector_type text NOT NULL DEFAULT 'vector' CHECK (vector_type IN ('vector', 'halfvec'));
 ALTER TABLE agentrag.chunks
