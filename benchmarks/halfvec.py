@@ -3,10 +3,12 @@
     .venv/bin/python -m benchmarks.halfvec [--data ../shared/data/beir/scifact] [--builds 2] [--corpus N]
 
 * Two collections of the SciFact corpus, one document per BEIR document as ``agentrag eval beir``
-  indexes it (:func:`agentrag.eval.ingest_beir`): ``scifact`` (float32, the one `agentrag eval beir`
-  uses) and ``scifact_halfvec`` (``vector_type="halfvec"``). The halfvec one is ingested through the
-  same write path with the float32 collection's own vectors (read back by chunk text), so the two
-  differ only by the float16 rounding of the same vectors.
+  indexes it (:func:`agentrag.eval.ingest_beir`): ``hv_scifact`` (float32) and ``hv_scifact_halfvec``
+  (``vector_type="halfvec"``), ``hv_scifact_N`` and ``hv_scifact_N_halfvec`` with ``--corpus N`` (their
+  own names: pruned to the corpus, never the ``scifact`` collection of the other benchmarks). The
+  2026-12-02 run in RESULTS.md named them ``scifact`` and ``scifact_halfvec``. The halfvec one is
+  ingested through the same write path with the float32 collection's own vectors (read back by chunk
+  text), so the two differ only by the float16 rounding of the same vectors.
 * ``--corpus N``: the first ``N`` documents of the corpus (file order) plus every document judged for
   a test query, instead of all of them (a smaller corpus is an easier task: compare the two storage
   types with each other, not with the full corpus's figures).
@@ -35,8 +37,8 @@ import numpy as np
 
 from benchmarks._paths import scifact_path
 
-FLOAT32 = "scifact"
-HALF = "scifact_halfvec"
+FLOAT32 = "hv_scifact"  # the collections; main() appends the --corpus size to both
+HALF = "hv_scifact_halfvec"
 MODES = (
     ("hybrid", "relative_score"),
     ("hybrid", "rrf"),
@@ -170,7 +172,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"benchmarks.halfvec: load average {os.getloadavg()[0]:.1f} at the start (shared machine)", flush=True
     )
     dataset = load_beir(Path(args.data), "test")
+    global FLOAT32, HALF
     if args.corpus is not None:
+        FLOAT32, HALF = f"hv_scifact_{args.corpus}", f"hv_scifact_{args.corpus}_halfvec"
         from dataclasses import replace
 
         judged = {doc for docs in dataset.qrels.values() for doc in docs}
