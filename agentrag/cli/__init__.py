@@ -54,10 +54,7 @@ GROUPS = (
 )
 
 
-def build_parser(command: str | None = None) -> argparse.ArgumentParser:
-    """The parser of every command; given the ``command`` about to run and one of the library's
-    own, without the extensions' (their entry points are not scanned nor loaded: about 0.1-0.2 s
-    of a CLI call's cold start, issue #39)."""
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="agentrag", description="Agentic RAG over PostgreSQL + pgvector.")
     parser.add_argument(
         "--database-url", help="PostgreSQL URL (default: $AGENTRAG_DATABASE_URL, else the embedded server)"
@@ -65,23 +62,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for group in GROUPS:
         group.register(sub, add_command)
-    if command is None or command not in sub.choices:
-        _register_plugins(sub, add_command)  # e.g. serve, tenants, audit from the server extension
+    _register_plugins(sub, add_command)  # e.g. serve, tenants, audit from the server extension
     return parser
-
-
-def _command_of(argv: Sequence[str]) -> str | None:
-    """The command word of ``argv`` (the first argument that is neither an option nor
-    ``--database-url``'s value), None when there is none (``agentrag --help``)."""
-    value_of_option = False
-    for arg in argv:
-        if value_of_option:
-            value_of_option = False
-        elif arg == "--database-url":
-            value_of_option = True
-        elif not arg.startswith("-"):
-            return arg
-    return None
 
 
 def _register_plugins(sub: Any, add: AddCommand) -> None:
@@ -97,8 +79,7 @@ def _register_plugins(sub: Any, add: AddCommand) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else list(argv)
-    args = build_parser(_command_of(argv)).parse_args(argv)
+    args = build_parser().parse_args(argv)
     try:
         return int(args.handler(args))
     except AgentragError as exc:
