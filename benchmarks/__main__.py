@@ -29,6 +29,11 @@ RUNS = [
         ["benchmarks.acl"],
         ["benchmarks.acl", "--chunks", "10000", "--groups", "100", "--queries", "10", "--passages", "1200"],
     ),
+    (
+        "halfvec beside float32 storage on SciFact: nDCG@10 in every mode, bytes, index build",
+        ["benchmarks.halfvec"],
+        ["benchmarks.halfvec", "--corpus", "300", "--builds", "1"],
+    ),
     ("pipeline overhead per question", ["benchmarks.pipeline"], ["benchmarks.pipeline", "--questions", "20"]),
     (
         "pipeline recall@5 over three collections: routing margins and the merge of the searches",

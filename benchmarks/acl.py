@@ -1,6 +1,7 @@
 """Document permissions at scale: a search filtered by grants beside the unfiltered search and the floor.
 
     .venv/bin/python -m benchmarks.acl [--chunks 100000] [--groups 1000] [--queries 50] [--keep]
+        [--vector-types vector,halfvec]
 
 * Data: SciFact passages (all, or the first ``--passages``) recombined into ``--chunks`` chunks
   exactly as ``benchmarks/scale.py`` does (real all-MiniLM-L6-v2 vectors of the passages, mixed;
@@ -20,6 +21,9 @@
 * ``planner off``: the same searches with the scope planner disabled (``scoped.ENABLED = False``:
   the iterative HNSW walk and the BM25 ranking sent to SQL in slices, the path before the grant
   predicate went through the planner), in the same run.
+* ``--vector-types vector,halfvec`` (issue #39): one collection per storage type (the same chunks, vectors
+  and grants; the halfvec one named ``..._halfvec``), every system of each in the same shuffled order per
+  query (planner off: the first type only), each row beside its own type's unfiltered search.
 * Checked on every query: exactly ``min(top_k, visible chunks)`` hits, every hit visible to the
   principal (its grant named), and recall@10 of the vector mode against the exact scan with
   the same predicate (ordered by ``distance + 0``, which no index serves).
@@ -51,11 +55,18 @@ def _log(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
-def collection_name(chunks: int, groups: int) -> str:
-    return f"acl_bench_{chunks}_{groups}"
+def collection_name(chunks: int, groups: int, vector_type: str = "vector") -> str:
+    return f"acl_bench_{chunks}_{groups}" + ("" if vector_type == "vector" else f"_{vector_type}")
 
 
-def load(store: Any, embedder: Any, args: argparse.Namespace, passages: list[str], base: np.ndarray) -> None:
+def load(
+    store: Any,
+    embedder: Any,
+    args: argparse.Namespace,
+    passages: list[str],
+    base: np.ndarray,
+    vector_type: str = "vector",
+) -> None:
     from agentrag.store.ingest import ingest_texts
 
     texts, vectors = scale.synthesize(args.chunks, passages, base)
@@ -63,8 +74,8 @@ def load(store: Any, embedder: Any, args: argparse.Namespace, passages: list[str
     for d in range(-(-len(texts) // CHUNKS_PER_DOC)):
         part = texts[d * CHUNKS_PER_DOC : (d + 1) * CHUNKS_PER_DOC]
         docs.append((f"acl-{d:06d}.txt", "\n\n".join(part), {"grants": [f"group:g{d % args.groups:04d}"]}))
-    name = collection_name(args.chunks, args.groups)
-    store.create_collection(name, description="benchmarks/acl.py", acl=True)
+    name = collection_name(args.chunks, args.groups, vector_type)
+    store.create_collection(name, description="benchmarks/acl.py", acl=True, vector_type=vector_type)
     embedder.expect(texts, vectors)
     t = time.perf_counter()
     report = ingest_texts(store, docs, collection=name, chunk_size=1000, chunk_overlap=0, bulk=True)
@@ -84,12 +95,14 @@ def _raw(store: Any) -> Any:
     return conn
 
 
-def floor_sql(cid: int, restricted: bool, exact: bool = False) -> str:
+def floor_sql(cid: int, restricted: bool, exact: bool = False, vector_type: str = "vector") -> str:
     """The vector leg written by hand: the same expression, index predicate, ORDER BY and LIMIT depth.
 
     Every ``depth`` candidate comes back (the library's leg returns them all for the fusion): an outer
     ``LIMIT k`` over the walk's CTE would let PostgreSQL stop the walk after ``k`` rows."""
-    expr = "c.embedding::vector(384) <=> %(q)s::vector(384)"
+    from agentrag.retrieval.catalog import vector_expr
+
+    expr = f"{vector_expr(384, vector_type, 'c.')} <=> %(q)s::vector(384)::{vector_type}(384)"
     same = " AND d.collection_id = c.collection_id" if exact else ""
     join = f" JOIN agentrag.documents d ON d.id = c.document_id{same}" if restricted else ""
     where = " AND d.grants && %(tokens)s::text[]" if restricted else ""
@@ -114,7 +127,13 @@ FETCH_SQL = (
 
 
 def run_floor(
-    conn: Any, cid: int, vector: np.ndarray, tokens: list[str] | None, ef: int, plan: tuple[str, int | None]
+    conn: Any,
+    cid: int,
+    vector: np.ndarray,
+    tokens: list[str] | None,
+    ef: int,
+    plan: tuple[str, int | None],
+    vector_type: str = "vector",
 ) -> list[str]:
     """The library's plan for this principal (``(vector plan, max_scan_tuples)``), by hand: the
     depth candidates, then the top_k hits' rows."""
@@ -123,7 +142,7 @@ def run_floor(
     params = {"q": vector, "tokens": tokens, "depth": DEPTH}
     with conn.transaction():
         if kind == "exact":
-            rows = conn.execute(floor_sql(cid, restricted, exact=True), params).fetchall()
+            rows = conn.execute(floor_sql(cid, restricted, True, vector_type), params).fetchall()
         else:
             conn.execute(
                 "SELECT set_config('hnsw.ef_search', %s, true), set_config('hnsw.iterative_scan', %s, true)",
@@ -135,11 +154,11 @@ def run_floor(
                     " set_config('enable_sort', 'off', true)",
                     (str(max_scan),),
                 )
-            rows = conn.execute(floor_sql(cid, restricted), params).fetchall()
+            rows = conn.execute(floor_sql(cid, restricted, False, vector_type), params).fetchall()
             if max_scan is not None:
                 conn.execute("SELECT set_config('enable_sort', 'on', true)")
             if restricted and len(rows) < min(TOP_K, DEPTH):  # what the library does too: re-run exactly
-                rows = conn.execute(floor_sql(cid, restricted, exact=True), params).fetchall()
+                rows = conn.execute(floor_sql(cid, restricted, True, vector_type), params).fetchall()
         ids = [r[0] for r in rows[:TOP_K]]
         fetched = {r[0] for r in conn.execute(FETCH_SQL, {"ids": ids})}
     return [i for i in ids if i in fetched]
@@ -163,6 +182,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="recombine only the first N SciFact passages (default: all)",
     )
     parser.add_argument("--keep", action="store_true", help="keep the collection for the next run")
+    parser.add_argument(
+        "--vector-types",
+        default="vector",
+        help="comma-separated storage types, one collection each, measured in the same run (vector,halfvec)",
+    )
     args = parser.parse_args(argv)
 
     import agentrag as ar
@@ -179,10 +203,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     queries, qvecs = queries[: args.queries], qvecs[: args.queries]
     embedder = scale.PrecomputedVectors(dict(zip(queries, qvecs, strict=True)))
     store = bench_store(embedder)
-    name = collection_name(args.chunks, args.groups)
-    if not any(c.name == name for c in store.collections()):
-        load(store, embedder, args, passages, base)
-    coll = store.collection(name)
+    types = [t.strip() for t in args.vector_types.split(",") if t.strip()]
+    names = {vt: collection_name(args.chunks, args.groups, vt) for vt in types}
+    existing = {c.name for c in store.collections()}
+    for vt, name in names.items():
+        if name not in existing:
+            load(store, embedder, args, passages, base, vt)
+    colls = {vt: store.collection(name) for vt, name in names.items()}
+    coll = colls[types[0]]
     total_chunks = int(coll.chunk_count or 0)
     n_docs = int(coll.document_count or 0)
     ef = max(100, DEPTH)
@@ -196,40 +224,42 @@ def main(argv: Sequence[str] | None = None) -> int:
         principal = ar.Principal(user="u", groups=groups)
         principals.append((f"sees {label_}", principal, principal.tokens(), visible_docs * CHUNKS_PER_DOC))
 
-    for mode in ("vector", "hybrid"):  # warm: the BM25 index is built by the first lexical search
-        store.search(queries[0], collections=name, mode=mode, scope=ar.Scope(principal=principals[0][1]))
-    floor_plans: dict[str, tuple[str, int | None]] = {}  # the vector plan the library chose, per principal
-    for who, principal, _tokens, _visible in principals:
-        explained = store.search(
-            queries[0], collections=name, mode="vector", scope=ar.Scope(principal=principal), explain=True
-        ).explain
-        leg = (explained or ({},))[0]
-        floor_plans[who] = (str(leg.get("vector", "hnsw")), leg.get("max_scan_tuples"))
-        _log(f"  {who}: the floor runs the library's vector plan {floor_plans[who]}")
+    floor_plans: dict[tuple[str, str], tuple[str, int | None]] = {}  # the library's vector plan
+    for vt, name in names.items():
+        for mode in ("vector", "hybrid"):  # warm: the BM25 index is built by the first lexical search
+            store.search(queries[0], collections=name, mode=mode, scope=ar.Scope(principal=principals[0][1]))
+        for who, principal, _tokens, _visible in principals:
+            explained = store.search(
+                queries[0], collections=name, mode="vector", scope=ar.Scope(principal=principal), explain=True
+            ).explain
+            leg = (explained or ({},))[0]
+            floor_plans[(who, vt)] = (str(leg.get("vector", "hnsw")), leg.get("max_scan_tuples"))
+            _log(f"  {who} ({vt}): the floor runs the library's vector plan {floor_plans[(who, vt)]}")
     conn = _raw(store)
-    times: dict[tuple[str, str], list[float]] = {}
-    recall: dict[str, list[float]] = {}
-    systems = ["vector", "hybrid", "floor", "vector off", "hybrid off"]
+    times: dict[tuple[str, str, str], list[float]] = {}
+    recall: dict[tuple[str, str], list[float]] = {}
+    systems = [(kind, vt) for vt in types for kind in ("vector", "hybrid", "floor")]
+    systems += [("vector off", types[0]), ("hybrid off", types[0])]
     plans: dict[str, set[str]] = {}
-    legs: dict[tuple[str, str], list[dict[str, float]]] = {}  # the library's own timings, per system
+    legs: dict[tuple[str, str, str], list[dict[str, float]]] = {}  # the library's own timings, per system
     for qi, (query, vec) in enumerate(zip(queries, qvecs, strict=True)):
         for pi, (who, principal, tokens, visible) in enumerate(principals):
             # a seeded shuffle, not a rotation: a rotated cycle always runs "hybrid" right after "vector"
             # (the same plan's rows in the CPU caches: the 10 % exact scan 12 ms there, 20 ms after the
             # other systems), so every system must follow every other as often
             order = random.Random(qi * 1009 + pi).sample(systems, len(systems))
-            for system in order:
+            for system, vt in order:
                 if tokens is None and system.endswith(" off"):
                     continue  # no predicate: nothing to plan
                 t = time.perf_counter()
                 if system == "floor":
-                    ids = run_floor(conn, coll.id, vec, tokens, ef, floor_plans[who])
+                    ids = run_floor(conn, colls[vt].id, vec, tokens, ef, floor_plans[(who, vt)], vt)
                 else:
                     scoped.ENABLED = not system.endswith(" off")
                     try:
                         result = store.search(
                             query,
-                            collections=name,
+                            collections=names[vt],
                             mode=system.split()[0],
                             top_k=TOP_K,
                             scope=ar.Scope(principal=principal),
@@ -237,60 +267,85 @@ def main(argv: Sequence[str] | None = None) -> int:
                     finally:
                         scoped.ENABLED = True
                     ids = [h.chunk_id for h in result.hits]
-                    legs.setdefault((who, system), []).append(result.timings_ms)
+                    legs.setdefault((who, system, vt), []).append(result.timings_ms)
                     if system == "hybrid":
-                        plans.setdefault(who, set()).add(result.plan[0].split(": ", 1)[1])
+                        plans.setdefault(f"{who} ({vt})", set()).add(result.plan[0].split(": ", 1)[1])
                     if tokens is not None and any(h.grant is None or h.grant == "admin" for h in result.hits):
                         raise SystemExit(f"a hit without its grant for {who}")
-                times.setdefault((who, system), []).append((time.perf_counter() - t) * 1000)
+                times.setdefault((who, system, vt), []).append((time.perf_counter() - t) * 1000)
                 if len(ids) != min(TOP_K, visible):
                     raise SystemExit(f"{who} {system}: {len(ids)} hits, expected {min(TOP_K, visible)}")
                 if system == "vector":
                     with conn.transaction():
                         params = {"q": vec, "tokens": tokens, "depth": TOP_K}
-                        exact = [
-                            r[0] for r in conn.execute(floor_sql(coll.id, tokens is not None, True), params)
-                        ]
-                    recall.setdefault(who, []).append(len(set(ids) & set(exact)) / max(1, len(exact)))
+                        sql = floor_sql(colls[vt].id, tokens is not None, True, vt)
+                        exact = [r[0] for r in conn.execute(sql, params)]
+                    recall.setdefault((who, vt), []).append(len(set(ids) & set(exact)) / max(1, len(exact)))
         if qi % 10 == 9:
             _log(f"  {qi + 1}/{len(queries)} queries")
     conn.close()
+    _report(
+        args, types, principals, times, recall, floor_plans, legs, plans, total_chunks, n_docs, len(queries)
+    )
+    print(f"Load average {os.getloadavg()[0]:.1f} at the end.")
+    if not args.keep:
+        for name in names.values():
+            store.delete_collection(name)
+    return 0
 
-    base_p50 = {s: statistics.median(times[(principals[0][0], s)]) for s in ("vector", "hybrid", "floor")}
+
+def _report(
+    args: argparse.Namespace,
+    types: list[str],
+    principals: list[tuple[str, Any, list[str] | None, int]],
+    times: dict[tuple[str, str, str], list[float]],
+    recall: dict[tuple[str, str], list[float]],
+    floor_plans: dict[tuple[str, str], tuple[str, int | None]],
+    legs: dict[tuple[str, str, str], list[dict[str, float]]],
+    plans: dict[str, set[str]],
+    total_chunks: int,
+    n_docs: int,
+    n_queries: int,
+) -> None:
     print(
         f"\n### Permissions: {total_chunks:,} chunks in {n_docs:,} documents, {args.groups:,} groups, "
-        f"top_k={TOP_K} ({len(queries)} SciFact test queries, interleaved)\n"
+        f"top_k={TOP_K} ({n_queries} SciFact test queries, interleaved; storage {', '.join(types)})\n"
     )
     print(
-        "| principal | visible chunks | mode | plan | p50 ms | p95 ms | p50 / unfiltered | floor p50 ms"
-        " | p50 / floor | planner off p50 ms | planner off / unfiltered | recall@10 |"
+        "| principal | visible chunks | storage | mode | plan | p50 ms | p95 ms | p50 / unfiltered"
+        " | floor p50 ms | p50 / floor | planner off p50 ms | planner off / unfiltered | recall@10 |"
     )
-    print("|---|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
-    for who, _p, _tokens, visible in principals:
-        floor = statistics.median(times[(who, "floor")])
-        for system in ("vector", "hybrid"):
-            values = times[(who, system)]
-            p50 = statistics.median(values)
-            rec = f"{statistics.mean(recall[who]):.3f}" if system == "vector" else "-"
-            off = times.get((who, f"{system} off"))
-            off_cols = "- | -"
-            if off:
-                off50 = statistics.median(off)
-                off_cols = f"{off50:.2f} | {off50 / base_p50[system]:.2f}x"
-            print(
-                f"| {who} | {visible:,} | {system} | {floor_plans[who][0]} | {p50:.2f} | "
-                f"{_pct(values, 95):.2f} | "
-                f"{p50 / base_p50[system]:.2f}x | {floor:.2f} | {p50 / floor:.2f}x | {off_cols} | {rec} |"
-            )
+    print("|---|---:|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for vt in types:
+        base_p50 = {s: statistics.median(times[(principals[0][0], s, vt)]) for s in ("vector", "hybrid")}
+        for who, _p, _tokens, visible in principals:
+            floor = statistics.median(times[(who, "floor", vt)])
+            for system in ("vector", "hybrid"):
+                values = times[(who, system, vt)]
+                p50 = statistics.median(values)
+                rec = f"{statistics.mean(recall[(who, vt)]):.3f}" if system == "vector" else "-"
+                off = times.get((who, f"{system} off", vt))
+                off_cols = "- | -"
+                if off:
+                    off50 = statistics.median(off)
+                    off_cols = f"{off50:.2f} | {off50 / base_p50[system]:.2f}x"
+                print(
+                    f"| {who} | {visible:,} | {vt} | {system} | {floor_plans[(who, vt)][0]} | {p50:.2f} | "
+                    f"{_pct(values, 95):.2f} | "
+                    f"{p50 / base_p50[system]:.2f}x | {floor:.2f} | {p50 / floor:.2f}x | {off_cols} | {rec} |"
+                )
     print("\nWhere the time goes (SearchResult.timings_ms, p50 ms; other: total less legs and fetch)\n")
-    print("| principal | system | total | vector leg | lexical leg | fetch | other (plan, transaction) |")
-    print("|---|---|---:|---:|---:|---:|---:|")
-    for (who, system), rows in legs.items():
+    print(
+        "| principal | system | storage | total | vector leg | lexical leg | fetch"
+        " | other (plan, transaction) |"
+    )
+    print("|---|---|---|---:|---:|---:|---:|---:|")
+    for (who, system, vt), rows in legs.items():
         parts = ("embed", "vector", "lexical", "fuse", "fetch")
         med = {k: statistics.median(r.get(k, 0.0) for r in rows) for k in ("total", *parts)}
         other = statistics.median(r["total"] - sum(r.get(k, 0.0) for k in parts) for r in rows)
         print(
-            f"| {who} | {system} | {med['total']:.2f} | {med['vector']:.2f} | {med['lexical']:.2f} | "
+            f"| {who} | {system} | {vt} | {med['total']:.2f} | {med['vector']:.2f} | {med['lexical']:.2f} | "
             f"{med['fetch']:.2f} | {other:.2f} |"
         )
     print("\nPlans (hybrid): " + "; ".join(f"{who}: {', '.join(sorted(p))}" for who, p in plans.items()))
@@ -299,10 +354,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         "Floor: the library's vector plan for the principal by hand (psycopg): the same predicate in the"
         " same statement, all depth candidates, then the top_k hits' rows."
     )
-    print(f"Load average {os.getloadavg()[0]:.1f} at the end.")
-    if not args.keep:
-        store.delete_collection(name)
-    return 0
 
 
 if __name__ == "__main__":

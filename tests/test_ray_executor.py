@@ -80,7 +80,8 @@ def _snapshot(store: ar.Store, collection: str) -> list[tuple[Any, ...]]:
         rows = conn.execute(
             text(
                 "SELECT d.id, d.source, d.sha256, d.metadata, c.id AS chunk_id, c.chunk_index, c.text,"
-                " c.start_char, c.end_char, c.section, c.embedding::real[] AS vector"
+                " c.start_char, c.end_char, c.section,"
+                " coalesce(c.embedding::real[], c.embedding_half::real[]) AS vector"
                 " FROM agentrag.chunks c JOIN agentrag.documents d ON d.id = c.document_id"
                 " JOIN agentrag.collections k ON k.id = d.collection_id WHERE k.name = :name"
                 " ORDER BY d.source, c.chunk_index"
@@ -103,14 +104,14 @@ def _report(report: ar.IngestReport) -> dict[str, Any]:
 
 
 def _ingest_both(
-    store: ar.Store, folder: Path, collection: str, executor: RayExecutor
+    store: ar.Store, folder: Path, collection: str, executor: RayExecutor, vector_type: str = "vector"
 ) -> tuple[ar.IngestReport, ar.IngestReport, list[tuple[Any, ...]], list[tuple[Any, ...]]]:
     """Single-process, then (same collection name, recreated, so the same ids) on Ray."""
-    store.create_collection(collection)
+    store.create_collection(collection, vector_type=vector_type)
     local = store.ingest(folder, collection=collection, chunk_size=400, chunk_overlap=40)
     local_rows = _snapshot(store, collection)
     store.delete_collection(collection)
-    store.create_collection(collection)
+    store.create_collection(collection, vector_type=vector_type)
     on_ray = store.ingest(folder, collection=collection, chunk_size=400, chunk_overlap=40, executor=executor)
     return local, on_ray, local_rows, _snapshot(store, collection)
 
@@ -137,6 +138,29 @@ def test_ray_ingest_equals_single_process_with_the_local_model(
         )
         assert len(again.unchanged) == 7 and not again.added and again.chunks_written == 0
         assert _snapshot(store, collection_name) == ray_rows
+
+
+def test_ray_ingest_into_a_halfvec_collection(
+    ray_session: RayExecutor, folder: Path, database_url: str, collection_name: str
+) -> None:
+    """Issue #39: the actors' vectors go in as float16 (embedding_half), as a single process writes them."""
+    from sqlalchemy import text
+
+    with ar.Store(database_url, embedder=ar.LocalEmbedder(backend="onnx")) as store:
+        local, on_ray, local_rows, ray_rows = _ingest_both(
+            store, folder, collection_name, ray_session, "halfvec"
+        )
+        _same(ray_rows, local_rows)
+        assert _report(on_ray) == _report(local)
+        with store.engine.connect() as conn:
+            stored = conn.execute(
+                text(
+                    "SELECT count(embedding), count(embedding_half) FROM agentrag.chunks"
+                    " WHERE collection_id = :c"
+                ),
+                {"c": store.collection(collection_name).id},
+            ).one()
+        assert tuple(stored) == (0, len(ray_rows))
 
 
 def test_a_document_failing_on_a_ray_actor_fails_alone(

@@ -329,3 +329,21 @@ def test_agentrag_serve_sends_searches_to_the_replica(
         ]
     finally:
         server.stop()
+
+
+def test_a_halfvec_collection_is_searched_on_the_replica(rstore: Store, collection_name: str) -> None:
+    """Issue #39: the replica replays migration 0050's column and the halfvec index like any other."""
+    rstore.create_collection(collection_name, vector_type="halfvec")
+    for i, topic in enumerate(["quotas", "cursors", "webhooks", "retries", "pagination"]):
+        rstore.ingest_text(f"Note {i} about {topic}.", collection=collection_name, source=f"n{i}")
+    rstore.ensure_vector_index(rstore.collection(collection_name))
+    for mode in ("vector", "hybrid"):
+        result = rstore.search("webhooks", collections=collection_name, mode=mode, top_k=5)
+        assert result.served_by.startswith("replica") and len(result) == 5
+        primary = Store(rstore.engine.url.render_as_string(hide_password=False), embedder=rstore.embedder)
+        try:
+            assert primary.search("webhooks", collections=collection_name, mode=mode, top_k=5).chunk_ids == (
+                result.chunk_ids
+            )
+        finally:
+            primary.close()

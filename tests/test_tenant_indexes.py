@@ -365,3 +365,37 @@ def test_a_reembed_to_other_dimensions_drops_the_tenant_index_and_optimize_rebui
         old.delete_collection(name)
         old.close()
         new.close()
+
+
+def test_a_halfvec_collection_gets_halfvec_tenant_indexes_and_walks_them(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue #39: the tenant's index is built on ``embedding_half::halfvec(dims)`` with its operator class,
+    the walk states that expression (the plan says hnsw-tenant) and finds what an exact scan finds."""
+    name = f"tenantidx_{uuid.uuid4().hex[:8]}"
+    store.create_collection(name, scoped=True, vector_type="halfvec")
+    try:
+        rng = random.Random(5)
+        big = [(f"b{i}", " ".join(rng.choices(WORDS, k=10)), {}) for i in range(150)]
+        ingest_texts(store, big, collection=name, tenant="big")
+        ingest_texts(store, [("o-0", "nebula elsewhere", {})], collection=name, tenant="other")
+        cid = store.collection(name).id
+        assert store.optimize(name).built == ("big",)
+        with store.engine.connect() as conn:
+            definition = conn.execute(
+                text("SELECT pg_get_indexdef(to_regclass(:n))"),
+                {"n": f"agentrag.{tenant_index_name(cid, 'big')}"},
+            ).scalar_one()
+        assert "(embedding_half)::halfvec(64)" in definition and "halfvec_cosine_ops" in definition
+        walked = store.search(
+            "comet nebula", collections=name, scope=Scope(tenant="big"), top_k=10, mode="vector"
+        )
+        assert walked.plan[0].startswith(f"{name}: vector=hnsw-tenant") and len(walked) == 10
+        monkeypatch.setattr(tenant_walk, "ENABLED", False)
+        exact = store.search(
+            "comet nebula", collections=name, scope=Scope(tenant="big"), top_k=10, mode="vector"
+        )
+        assert "hnsw-tenant" not in exact.plan[0]
+        assert [round(h.score, 3) for h in walked.hits] == [round(h.score, 3) for h in exact.hits]
+    finally:
+        store.delete_collection(name)

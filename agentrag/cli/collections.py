@@ -39,6 +39,7 @@ def cmd_collections_create(args: argparse.Namespace) -> int:
         hnsw_m=args.hnsw_m,
         hnsw_ef_construction=args.hnsw_ef_construction,
         ef_search=args.ef_search,
+        vector_type=args.vector_type,
     )
     print_json(c.to_dict()) if args.json else print(f"created {c!r}")
     return 0
@@ -102,6 +103,12 @@ def register(sub: Any, add: AddCommand) -> None:
     p.add_argument("name")
     p.add_argument("--description", default="", help="what the collection holds (used for routing)")
     p.add_argument("--distance", default="cosine", choices=["cosine", "l2", "inner_product"])
+    p.add_argument(
+        "--vector-type",
+        default="vector",
+        choices=["vector", "halfvec"],
+        help="how chunk vectors are stored: float32 'vector' (default) or float16 'halfvec' (half the bytes)",
+    )
     p.add_argument(
         "--scoped", action="store_true", help="refuse queries without a tenant/workspace/session scope"
     )

@@ -156,6 +156,8 @@ def scope_of(args: argparse.Namespace) -> Any:
 
 def search_filters(pairs: Sequence[str] | None) -> dict[str, Any] | None:
     """``--filter`` pairs -> a filters dict, with the keys of the Python ``Filters`` model."""
+    if not pairs:
+        return None  # no filters model (pydantic) on a search without --filter
     from agentrag.retrieval.filters import parse_filter_pairs
 
     return parse_filter_pairs(pairs)

@@ -68,7 +68,9 @@ def cmd_reembed(args: argparse.Namespace) -> int:
             bar.update(done - bar.n)
 
     try:
-        report = store.reembed(args.collection, embedder=embedder, on_progress=on_progress)
+        report = store.reembed(
+            args.collection, embedder=embedder, on_progress=on_progress, vector_type=args.vector_type
+        )
     finally:
         if bar is not None:
             bar.close()
@@ -150,3 +152,8 @@ def register(sub: Any, add: AddCommand) -> None:
         f" {DEFAULT_LOCAL_BACKEND})",
     )
     p.add_argument("--model", default=DEFAULT_LOCAL_MODEL, help="sentence-transformers model or directory")
+    p.add_argument(
+        "--vector-type",
+        choices=["vector", "halfvec"],
+        help="store the new vectors as float32 'vector' or float16 'halfvec' (default: as they are)",
+    )

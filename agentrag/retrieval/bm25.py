@@ -17,8 +17,11 @@ A query duplicating a word counts it twice (as bm25s, rank_bm25 and Lucene do).
 Backends (same tokens, same API):
 
 ``"bm25s"`` (default)
-    bm25s builds a sparse matrix of precomputed per-(term, chunk) BM25 scores; a query
-    sums the columns of its terms. ``method`` picks the BM25 variant (Kamphuis et al. 2020):
+    bm25s' sparse matrix of precomputed per-(term, chunk) BM25 scores; a query sums the
+    columns of its terms. The matrix is computed here in numpy, in bm25s' own arithmetic (the
+    same float64 terms rounded once to float32: equal arrays, tests/test_bm25.py compares them
+    with bm25s'), so a search process never imports bm25s and the scipy it imports (issue #39:
+    0.3-0.5 s of a CLI search's cold start). ``method`` picks the BM25 variant (Kamphuis et al. 2020):
     ``"lucene"`` (default; idf = ln(1 + (N - df + 0.5) / (df + 0.5)), tf part
     tf / (tf + k1 (1 - b + b dl / avgdl))), ``"robertson"`` (idf = ln((N - df + 0.5) /
     (df + 0.5)), clamped at 0) or ``"atire"`` (idf = ln(N / df), tf part times k1 + 1).
@@ -34,7 +37,7 @@ Backends (same tokens, same API):
     (O(chunks x query terms)) and keeps a dict per chunk: fine for a few thousand chunks,
     slow for hundreds of thousands (about 1 s per query at 300k chunks).
 
-numpy, bm25s and rank_bm25 are imported when an index is built, not when this module is.
+numpy and rank_bm25 are imported when an index is built, not when this module is.
 """
 
 from __future__ import annotations
@@ -86,20 +89,40 @@ class _Scorer(Protocol):
         ...
 
 
-def _import_bm25s() -> Any:
-    """bm25s, without the DEBUG level it sets on its own logger at import: that level made every
-    index build print "Building index from IDs" wherever the application logs to a handler.
-    Its logger inherits the application's level instead (a level set after import is kept)."""
-    import logging
-    import sys
+#: bm25s' idf variants (bm25s.scoring._score_idf_*), in its arithmetic: Python floats.
+_IDF = {
+    "lucene": lambda df, n: math.log(1 + (n - df + 0.5) / (df + 0.5)),
+    "robertson": lambda df, n: math.log(max((n - df + 0.5) / (df + 0.5), 1)),
+    "atire": lambda df, n: math.log(n / df),
+}
 
-    first = "bm25s" not in sys.modules
-    import bm25s
 
-    logger = logging.getLogger("bm25s")
-    if first and logger.level == logging.DEBUG:
-        logger.setLevel(logging.NOTSET)
-    return bm25s
+def score_matrix(
+    ids: list[list[int]], n_vocab: int, *, k1: float, b: float, method: str
+) -> tuple[Any, Any, Any]:
+    """bm25s' ``BM25(k1, b, method).index((ids, vocab))`` scores as CSC ``(data, rows, indptr)``:
+    one column of postings per term, rows ascending. Each posting's score is computed as bm25s
+    computes it (idf stored as float32, the tf part in float64 against the float64 mean length,
+    their product rounded to float32), vectorized over the postings instead of per chunk."""
+    import numpy as np
+
+    lengths = np.array([len(doc) for doc in ids])
+    avg = lengths.mean()  # np.float64, as bm25s computes it
+    flat = np.fromiter((t for doc in ids for t in doc), dtype=np.int64, count=int(lengths.sum()))
+    chunk = np.repeat(np.arange(len(ids), dtype=np.int64), lengths)
+    keys, counts = np.unique((flat << 32) | chunk, return_counts=True)  # sorted: by term, then chunk
+    cols, rows = keys >> 32, keys & 0xFFFFFFFF
+    df = np.bincount(cols, minlength=n_vocab)
+    idf_of = _IDF[method]
+    n = len(ids)
+    idf = np.array([idf_of(int(d), n) if d else 0.0 for d in df.tolist()], dtype=np.float32)
+    tf = counts.astype(np.float32)
+    norm = (1 - b) + b * lengths[rows] / avg
+    tfc = tf * np.float32(k1 + 1) / (tf + k1 * norm) if method == "atire" else tf / (k1 * norm + tf)
+    data = (idf[cols].astype(np.float64) * tfc).astype(np.float32)
+    indptr = np.zeros(n_vocab + 1, dtype=np.int64)
+    np.cumsum(df, out=indptr[1:])
+    return data, rows.astype(np.int32), indptr
 
 
 def _dict_bytes(mapping: dict[str, Any]) -> int:
@@ -135,13 +158,8 @@ class _Bm25sScorer:
         self.n_tokens = sum(map(len, ids))
         self._vocab = vocab
         if vocab:
-            bm25s = _import_bm25s()
-            model = bm25s.BM25(k1=k1, b=b, method=method)
-            # A (token ids, vocabulary) tuple: bm25s indexes our tokens as they are.
-            model.index((ids, vocab), create_empty_token=False, show_progress=False)
+            data, rows, indptr = score_matrix(ids, len(vocab), k1=k1, b=b, method=method)
             del ids
-            matrix = model.scores  # CSC over (chunks x terms): one column of postings per term
-            data, rows, indptr = matrix["data"], matrix["indices"], matrix["indptr"]
         else:
             data, rows, indptr = [], [], [0]
         self._data: NDArray[np.float32] = np.ascontiguousarray(data, dtype=np.float32)

@@ -303,6 +303,7 @@ def vector_ranked(
                     params=plan.params,
                     depth=plan.leg_depth,
                     documents=leg.documents,
+                    vector_type=c.vector_type,
                 )
             )
             continue
@@ -334,6 +335,7 @@ def vector_ranked(
                 else None,
                 tenant=plan.predicate.scope.tenant if own_index and plan.predicate.scope else None,
                 tenant_only=tenant_only(where),
+                vector_type=c.vector_type,
             )
         )
         if leg is not None and leg.max_scan_tuples is not None:

@@ -11,11 +11,10 @@ import logging
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentrag.errors import EmptyQueryError, InvalidInputError
 from agentrag.retrieval.catalog import validate_name
-from agentrag.retrieval.filters import Filters
 from agentrag.retrieval.fusion import (
     DEFAULT_RRF_K,
     DEFAULT_VECTOR_WEIGHT,
@@ -26,6 +25,9 @@ from agentrag.retrieval.fusion import (
 from agentrag.retrieval.predicate import Predicate, compile_predicate
 from agentrag.retrieval.vector import MAX_EF_SEARCH
 from agentrag.scope import Scope
+
+if TYPE_CHECKING:
+    from agentrag.retrieval.filters import Filters
 
 __all__ = [
     "MAX_DEPTH",

@@ -26,12 +26,14 @@ from __future__ import annotations
 import bisect
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentrag.errors import CollectionNotFoundError, ScopeError
-from agentrag.retrieval.filters import Filters, compile_filters
 from agentrag.retrieval.scope_sql import compile_scope
 from agentrag.scope import EVERYONE_TOKEN, Principal, Scope, grant_text
+
+if TYPE_CHECKING:
+    from agentrag.retrieval.filters import Filters
 
 __all__ = [
     "Predicate",
@@ -121,9 +123,19 @@ class Predicate:
         return self.where() != "TRUE"
 
 
+def _compiled_filters(filters: Filters | Mapping[str, Any] | None) -> tuple[str, dict[str, Any]]:
+    """No filters compile to TRUE without importing the filters model (pydantic: a CLI search's
+    cold start pays it only with ``--filter``)."""
+    if filters is None:
+        return "TRUE", {}
+    from agentrag.retrieval.filters import compile_filters
+
+    return compile_filters(filters)
+
+
 def compile_predicate(scope: Scope | None, filters: Filters | Mapping[str, Any] | None = None) -> Predicate:
     """Compile ``scope`` and ``filters`` (FilterError / ScopeError / TypeError before any SQL)."""
-    filter_sql, filter_params = compile_filters(filters)
+    filter_sql, filter_params = _compiled_filters(filters)
     scope_only = None
     if scope is not None:
         if not isinstance(scope, Scope):

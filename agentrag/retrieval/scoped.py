@@ -382,6 +382,7 @@ def exact_vector_leg(
     params: dict[str, Any],
     depth: int,
     documents: tuple[str, ...] | None = None,
+    vector_type: str = "vector",
 ) -> list[tuple[str, float]]:
     """The vector leg as an exact scan of the scope's rows: ``[(chunk_id, similarity), ...]``.
 
@@ -393,7 +394,15 @@ def exact_vector_leg(
     from sqlalchemy import text
 
     by_documents = documents is not None
-    sql = vector_sql(collection_id, dimensions, distance, where, exact=True, by_documents=by_documents)
+    sql = vector_sql(
+        collection_id,
+        dimensions,
+        distance,
+        where,
+        exact=True,
+        by_documents=by_documents,
+        vector_type=vector_type,
+    )
     bound = {"qvec": query_vector, "depth": int(depth)}
     bound = {**bound, "v_docs": joined_ids(documents)} if by_documents else {**params, **bound}
     rows = conn.execute(text(sql), bound).all()

@@ -84,7 +84,6 @@ from agentrag.llm.deadline import budget_exceeded, remaining
 from agentrag.retrieval import overlap
 from agentrag.retrieval.dberrors import guarded, is_driver_error
 from agentrag.retrieval.empty import empty_reason
-from agentrag.retrieval.filters import Filters
 from agentrag.retrieval.legs import (
     CachesStale,
     default_ef_search,
@@ -109,6 +108,8 @@ from agentrag.scope import Scope
 if TYPE_CHECKING:
     import numpy as np
     from sqlalchemy.engine import Connection
+
+    from agentrag.retrieval.filters import Filters  # pydantic: imported by a search with filters only
 
 __all__ = [
     "MAX_DEPTH",

@@ -62,6 +62,7 @@ class CollectionInfo:
     private_documents: bool = False  # holds private session uploads
     tenant: str | None = None  # the tenant that owns it (None: shared with every tenant)
     tsv_version: int | None = None  # the version its tsvectors were synced to, as this snapshot sees it
+    vector_type: str = "vector"  # how its vectors are stored: "vector" (float32) or "halfvec" (float16)
 
 
 def load_collections(conn: Connection, names: tuple[str, ...]) -> list[CollectionInfo]:
@@ -72,7 +73,7 @@ def load_collections(conn: Connection, names: tuple[str, ...]) -> list[Collectio
             "SELECT id, name, embed_model, embed_version, dimensions, distance, scoped, version,"
             " hnsw_ef_search, COALESCE((SELECT i.reltuples FROM pg_class i"
             " WHERE i.oid = to_regclass('agentrag.chunks_hnsw_' || id)), -1) AS indexed_rows,"
-            " acl, private_documents, tenant_id, tsv_version"
+            " acl, private_documents, tenant_id, tsv_version, vector_type"
             " FROM agentrag.collections WHERE name = ANY(CAST(:names AS text[]))"
         ),
         {"names": list(names)},

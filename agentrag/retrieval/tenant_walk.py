@@ -5,6 +5,7 @@
 
     CREATE INDEX chunks_hnsw_<ID>_t<sha256(tenant)[:16]> ON agentrag.chunks
         USING hnsw ((embedding::vector(<DIMS>)) <opclass>) WITH (m = .., ef_construction = ..)
+        (a halfvec collection: ``(embedding_half::halfvec(<DIMS>)) halfvec_<..>_ops``)
         WHERE collection_id = <ID> AND tenant_id = '<tenant>'
 
 and drops it when the tenant falls under :data:`TENANT_INDEX_KEEP_ROWS`. A tenant-scoped search

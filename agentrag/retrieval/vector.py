@@ -6,11 +6,13 @@ Each collection has its own HNSW index, a *partial expression* index made by
     CREATE INDEX chunks_hnsw_<ID> ON agentrag.chunks
         USING hnsw ((embedding::vector(<DIMS>)) <opclass>) WHERE collection_id = <ID>
 
-The planner only uses it when the query repeats the indexed expression
-(``c.embedding::vector(DIMS)``), orders by the collection's distance operator and states the
-partial-index predicate with the same literal (``c.collection_id = ID``). ``ID`` and ``DIMS`` are
-integers read from ``agentrag.collections`` and formatted with ``int()``, the operator comes from
-:data:`agentrag.retrieval.catalog.DISTANCES`: no caller string is ever formatted into SQL.
+(a ``halfvec`` collection's: ``(embedding_half::halfvec(<DIMS>)) halfvec_<...>_ops``, see
+:data:`agentrag.retrieval.catalog.VECTOR_TYPES`). The planner only uses it when the query repeats
+the indexed expression (``c.embedding::vector(DIMS)``), orders by the collection's distance
+operator and states the partial-index predicate with the same literal (``c.collection_id = ID``).
+``ID`` and ``DIMS`` are integers read from ``agentrag.collections`` and formatted with ``int()``,
+the operator comes from :data:`agentrag.retrieval.catalog.DISTANCES`: no caller string is ever
+formatted into SQL.
 
 Search settings are transaction-local (``set_config(..., true)``):
 
@@ -32,7 +34,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from agentrag.errors import InvalidInputError
-from agentrag.retrieval.catalog import DISTANCES
+from agentrag.retrieval.catalog import DISTANCES, vector_expr
 
 if TYPE_CHECKING:
     import numpy as np
@@ -98,6 +100,7 @@ def vector_sql(
     exact: bool = False,
     by_documents: bool = False,
     tenant: bool = False,
+    vector_type: str = "vector",
 ) -> str:
     """The vector leg's SQL for one collection (parameters ``:qvec`` and ``:depth`` plus ``where``'s).
 
@@ -111,10 +114,12 @@ def vector_sql(
     per row (an iterative HNSW walk under a 16 % tenant: 43 ms instead of 90). With ``tenant``, the
     rows also state ``c.tenant_id = :t_tenant``: the walk of a tenant's own partial index
     (:mod:`agentrag.retrieval.tenant_walk`), with ``where`` TRUE when the scope is the tenant alone.
+    ``vector_type``: the collection's storage (``halfvec``: its float16 column, the query cast to it).
     """
     _opclass, op, similarity = DISTANCES[distance]
     cid, dims = int(collection_id), int(dimensions)
-    expr = f"c.embedding::vector({dims}) {op} CAST(:qvec AS vector({dims}))"
+    stored = vector_expr(dims, vector_type, "c.")
+    expr = f"{stored} {op} CAST(:qvec AS {vector_type}({dims}))"
     order = expr
     # an exact scan states the documents' collection (it is the chunk's): the planner reaches a scope's
     # documents through their (collection_id, tenant_id, ...) index instead of scanning every
@@ -184,6 +189,7 @@ def vector_leg(
     documents: tuple[str, ...] | None = None,
     tenant: str | None = None,
     tenant_only: bool = False,
+    vector_type: str = "vector",
 ) -> list[tuple[str, float]]:
     """``[(chunk_id, similarity), ...]`` nearest first, at most ``depth``, for one collection.
 
@@ -191,7 +197,7 @@ def vector_leg(
     returning fewer is re-run exactly. ``documents``: the scope's document ids, read under
     ``where`` in this transaction's snapshot, tested instead of ``where`` (see :func:`vector_sql`).
     ``tenant``: walk that tenant's own index (``where`` holds its equality; ``tenant_only``: and
-    nothing else, so the walk tests nothing more).
+    nothing else, so the walk tests nothing more). ``vector_type``: the collection's storage.
     """
     from sqlalchemy import text
 
@@ -200,17 +206,33 @@ def vector_leg(
     if by_documents:
         bound = {"qvec": query_vector, "depth": int(depth), "v_docs": list(documents or ())}
     if tenant is None:
-        sql = vector_sql(collection_id, dimensions, distance, where, by_documents=by_documents)
+        sql = vector_sql(
+            collection_id, dimensions, distance, where, by_documents=by_documents, vector_type=vector_type
+        )
     else:
         walk_where = "TRUE" if tenant_only else where
         walk_by_documents = by_documents and not tenant_only
         sql = vector_sql(
-            collection_id, dimensions, distance, walk_where, by_documents=walk_by_documents, tenant=True
+            collection_id,
+            dimensions,
+            distance,
+            walk_where,
+            by_documents=walk_by_documents,
+            tenant=True,
+            vector_type=vector_type,
         )
         bound = {**bound, "t_tenant": tenant}
     rows = conn.execute(text(sql), bound).all()
     if len(rows) < min(need, depth) and where.strip() != "TRUE":
-        exact = vector_sql(collection_id, dimensions, distance, where, exact=True, by_documents=by_documents)
+        exact = vector_sql(
+            collection_id,
+            dimensions,
+            distance,
+            where,
+            exact=True,
+            by_documents=by_documents,
+            vector_type=vector_type,
+        )
         if by_documents:
             bound = {**bound, "v_docs": joined_ids(documents)}
         rows = conn.execute(text(exact), bound).all()

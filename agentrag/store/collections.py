@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from agentrag.errors import EmbeddingMismatchError
-from agentrag.retrieval.catalog import DISTANCES, validate_name
+from agentrag.retrieval.catalog import DISTANCES, validate_name, validate_vector_type
 from agentrag.retrieval.vector import DEFAULT_HNSW_EF_CONSTRUCTION, DEFAULT_HNSW_M
 
 if TYPE_CHECKING:
@@ -30,6 +30,7 @@ __all__ = [
     "reembed_hint",
     "update_hnsw_parameters",
     "validate_name",
+    "validate_vector_type",
 ]
 
 
@@ -57,6 +58,8 @@ class Collection:
     private_documents: bool = False
     #: the tenant that owns it (None: shared with every tenant); see docs/how-to/permissions.md
     tenant: str | None = None
+    #: how its chunk vectors are stored: "vector" (float32) or "halfvec" (float16; migration 0050)
+    vector_type: str = "vector"
 
     def __repr__(self) -> str:
         counts = (
@@ -66,7 +69,8 @@ class Collection:
         )
         return (
             f"Collection({self.name!r}, {counts}"
-            f"{self.embed_model} [{self.dimensions}d {self.distance}]{', scoped' if self.scoped else ''}"
+            f"{self.embed_model} [{self.dimensions}d {self.distance}"
+            f"{' halfvec' if self.vector_type == 'halfvec' else ''}]{', scoped' if self.scoped else ''}"
             f"{', acl' if self.acl else ''})"
         )
 
@@ -78,6 +82,7 @@ class Collection:
             "embed_version": self.embed_version,
             "dimensions": self.dimensions,
             "distance": self.distance,
+            "vector_type": self.vector_type,
             "scoped": self.scoped,
             "acl": self.acl,
             "tenant": self.tenant,
@@ -145,18 +150,27 @@ def check_recorded_model(conn: Any, collection: Collection) -> None:
     from sqlalchemy import text
 
     row = conn.execute(
-        text("SELECT embed_model, embed_version, dimensions FROM agentrag.collections WHERE id = :cid"),
+        text(
+            "SELECT embed_model, embed_version, dimensions, vector_type FROM agentrag.collections"
+            " WHERE id = :cid"
+        ),
         {"cid": collection.id},
     ).first()
     if row is None:
         return  # deleted meanwhile: the insert's foreign key says so
-    recorded = (row.embed_model, row.embed_version, int(row.dimensions))
-    if recorded != (collection.embed_model, collection.embed_version, collection.dimensions):
+    recorded = (row.embed_model, row.embed_version, int(row.dimensions), row.vector_type)
+    prepared = (
+        collection.embed_model,
+        collection.embed_version,
+        collection.dimensions,
+        collection.vector_type,
+    )
+    if recorded != prepared:
         raise EmbeddingMismatchError(
             f"collection {collection.name!r} was re-embedded with {row.embed_model!r} "
-            f"({row.dimensions}d, {row.embed_version}) while this write was prepared with "
-            f"{collection.embed_version!r}: nothing of this batch was written. Ingest again with an "
-            "embedder of the new version"
+            f"({row.dimensions}d, {row.embed_version}, {row.vector_type}) while this write was prepared "
+            f"with {collection.embed_version!r} ({collection.vector_type}): nothing of this batch was "
+            "written. Ingest again (with an embedder of the new version)"
         )
 
 
@@ -164,7 +178,7 @@ def check_recorded_model(conn: Any, collection: Collection) -> None:
 COLLECTION_SQL = """
 SELECT c.id, c.name, c.description, c.embed_model, c.embed_version, c.dimensions, c.distance,
        c.scoped, c.version, c.created_at, c.hnsw_m, c.hnsw_ef_construction, c.hnsw_ef_search,
-       c.acl, c.private_documents, c.tenant_id AS tenant,
+       c.acl, c.private_documents, c.tenant_id AS tenant, c.vector_type,
        (SELECT count(*) FROM agentrag.documents d WHERE d.collection_id = c.id) AS document_count,
        (SELECT count(*) FROM agentrag.chunks k WHERE k.collection_id = c.id) AS chunk_count
 FROM agentrag.collections c
@@ -184,6 +198,7 @@ def insert_collection(
     hnsw_m: int,
     hnsw_ef_construction: int,
     ef_search: int | None,
+    vector_type: str = "vector",
 ) -> None:
     """Insert the collection's row (IntegrityError when the name is taken)."""
     from sqlalchemy import text
@@ -192,9 +207,10 @@ def insert_collection(
         conn.execute(
             text(
                 "INSERT INTO agentrag.collections (name, description, embed_model, embed_version,"
-                " dimensions, distance, scoped, acl, tenant_id, hnsw_m, hnsw_ef_construction, hnsw_ef_search)"
+                " dimensions, distance, scoped, acl, tenant_id, hnsw_m, hnsw_ef_construction, hnsw_ef_search,"
+                " vector_type)"
                 " VALUES (:name, :description, :model, :version, :dims, :distance, :scoped, :acl, :tenant,"
-                " :m, :ef_construction, :ef_search)"
+                " :m, :ef_construction, :ef_search, :vector_type)"
             ),
             {
                 "name": name,
@@ -209,6 +225,7 @@ def insert_collection(
                 "m": hnsw_m,
                 "ef_construction": hnsw_ef_construction,
                 "ef_search": ef_search,
+                "vector_type": vector_type,
             },
         )
 
@@ -251,7 +268,7 @@ def describe_collections(engine: Engine, names: Sequence[str]) -> dict[str, Coll
             text(
                 "SELECT id, name, description, embed_model, embed_version, dimensions, distance, scoped,"
                 " version, created_at, hnsw_m, hnsw_ef_construction, hnsw_ef_search, acl, private_documents,"
-                " tenant_id AS tenant"
+                " tenant_id AS tenant, vector_type"
                 " FROM agentrag.collections WHERE name = ANY(CAST(:names AS text[]))"
             ),
             {"names": list(names)},

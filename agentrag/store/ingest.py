@@ -234,7 +234,7 @@ def _ingest(
         for item in documents:  # the COPY rows, built before the write transaction
             if item.needs_write:
                 doc_id = document_id(coll, item, tenant, workspace)
-                item.copy_rows = (doc_id, chunk_rows(coll.id, doc_id, item))
+                item.copy_rows = (doc_id, chunk_rows(coll.id, doc_id, item, coll.vector_type))
             time.sleep(0)  # let the writer thread have the GIL now, not at the next 5 ms switch
             yield item
 

@@ -20,6 +20,10 @@ converts the collection:
    (:class:`~agentrag.errors.EmbeddingMismatchError`), nothing of it written.
 4. **Build the HNSW index** again.
 
+``vector_type`` converts the storage in the same swap (migration 0050): the staged float32 vectors
+go to ``embedding`` (``"vector"``) or, cast by pgvector, to ``embedding_half`` (``"halfvec"``), the
+other column emptied, and the collection records the new type with its model.
+
 A failure anywhere leaves the collection as it was (the temporary table goes with the session;
 the index is rebuilt if step 2 dropped it) and raises. The BM25 and tsvector caches are kept:
 the text did not change.
@@ -37,6 +41,7 @@ from agentrag.errors import EmbeddingError, InvalidInputError, StoreError
 from agentrag.store.collections import (
     EXCLUSIVE_WRITE_LOCK_SQL,
     Collection,
+    validate_vector_type,
     write_lock_params,
 )
 
@@ -53,6 +58,11 @@ DEFAULT_PAGE_SIZE = 1024  # chunks per read and embed call (LocalEmbedder sorts 
 
 _STAGING = "agentrag_reembed_vectors"  # a temporary table: this session only
 _STAGE_COPY = f"COPY {_STAGING} (id, sha256, embedding) FROM STDIN WITH (FORMAT BINARY)"
+# the swap's SET, by the vector type the collection is stored as afterwards (one column set, the other NULL)
+_NEW_VECTORS = {
+    "vector": "embedding = s.embedding, embedding_half = NULL",
+    "halfvec": "embedding = NULL, embedding_half = s.embedding::halfvec",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +81,8 @@ class ReembedReport:
     embed_seconds: float
     swap_seconds: float
     index_seconds: float
+    vector_type: str = "vector"
+    previous_vector_type: str = "vector"
 
     def __repr__(self) -> str:
         return (
@@ -82,9 +94,15 @@ class ReembedReport:
         return (
             f"re-embedded {self.chunks} chunks of {self.collection!r}: {self.previous_model} "
             f"({self.previous_dimensions}d, {self.previous_version}) -> {self.embed_model} "
-            f"({self.dimensions}d, {self.embed_version}); embed {self.embed_seconds:.1f} s, "
+            f"({self.dimensions}d, {self.embed_version}){self._conversion()}; "
+            f"embed {self.embed_seconds:.1f} s, "
             f"swap {self.swap_seconds:.1f} s, index {self.index_seconds:.1f} s"
         )
+
+    def _conversion(self) -> str:
+        if self.vector_type == self.previous_vector_type:
+            return ""
+        return f", stored as {self.previous_vector_type} -> {self.vector_type}"
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -93,10 +111,12 @@ class ReembedReport:
             "embed_model": self.embed_model,
             "embed_version": self.embed_version,
             "dimensions": self.dimensions,
+            "vector_type": self.vector_type,
             "previous": {
                 "embed_model": self.previous_model,
                 "embed_version": self.previous_version,
                 "dimensions": self.previous_dimensions,
+                "vector_type": self.previous_vector_type,
             },
             "late_chunks": self.late_chunks,
             "seconds": {
@@ -114,13 +134,17 @@ def reembed(
     embedder: Embedder | None = None,
     page_size: int = DEFAULT_PAGE_SIZE,
     on_progress: Callable[[int, int], None] | None = None,
+    vector_type: str | None = None,
 ) -> ReembedReport:
-    """Re-embed every chunk of ``collection`` with ``embedder`` (default: the store's); see the module."""
+    """Re-embed every chunk of ``collection`` with ``embedder`` (default: the store's), stored as
+    ``vector_type`` (None: as it is); see the module."""
     from agentrag.store.connection import retrying
     from agentrag.store.vector_index import build_index, index_exists
 
     if type(page_size) is not int or page_size < 1:
         raise InvalidInputError(f"page_size must be an integer >= 1, got {page_size!r}")
+    if vector_type is not None:
+        validate_vector_type(vector_type)
     embedder = store.embedder if embedder is None else embedder
     for attribute in ("model_id", "version", "dimensions", "embed"):
         if not hasattr(embedder, attribute):
@@ -141,6 +165,7 @@ def reembed(
         scoped=old.scoped,
         version=old.version,
         created_at=old.created_at,
+        vector_type=old.vector_type if vector_type is None else vector_type,
     )
     embed = functools.partial(_embed, embedder, dimensions)
     started = time.perf_counter()
@@ -205,6 +230,8 @@ def reembed(
         embed_seconds=embed_seconds,
         swap_seconds=swap_seconds,
         index_seconds=time.perf_counter() - index_started,
+        vector_type=new.vector_type,
+        previous_vector_type=old.vector_type,
     )
 
 
@@ -285,14 +312,14 @@ def _swap(
         conn.execute(text(EXCLUSIVE_WRITE_LOCK_SQL), write_lock_params(old.id))
         recorded = conn.execute(
             text(
-                "SELECT embed_model, embed_version, dimensions FROM agentrag.collections"
+                "SELECT embed_model, embed_version, dimensions, vector_type FROM agentrag.collections"
                 " WHERE id = :cid FOR UPDATE"
             ),
             {"cid": old.id},
         ).first()
         if recorded is None:
             raise StoreError(f"collection {old.name!r} was deleted while it was re-embedded")
-        if tuple(recorded) != (old.embed_model, old.embed_version, old.dimensions):
+        if tuple(recorded) != (old.embed_model, old.embed_version, old.dimensions, old.vector_type):
             raise StoreError(
                 f"collection {old.name!r} was re-embedded by someone else meanwhile "
                 f"(now {recorded.embed_model} {recorded.embed_version}): nothing was changed"
@@ -309,7 +336,7 @@ def _swap(
             _stage(conn, late, embed([row[2] for row in late]))
         updated = conn.execute(
             text(
-                f"UPDATE agentrag.chunks c SET embedding = s.embedding FROM {_STAGING} s"
+                f"UPDATE agentrag.chunks c SET {_NEW_VECTORS[new.vector_type]} FROM {_STAGING} s"
                 " WHERE c.collection_id = :cid AND c.id = s.id AND c.sha256 = s.sha256"
             ),
             {"cid": old.id},
@@ -323,8 +350,14 @@ def _swap(
         conn.execute(
             text(
                 "UPDATE agentrag.collections SET embed_model = :model, embed_version = :version,"
-                " dimensions = :dims WHERE id = :cid"
+                " dimensions = :dims, vector_type = :vector_type WHERE id = :cid"
             ),
-            {"model": new.embed_model, "version": new.embed_version, "dims": new.dimensions, "cid": old.id},
+            {
+                "model": new.embed_model,
+                "version": new.embed_version,
+                "dims": new.dimensions,
+                "vector_type": new.vector_type,
+                "cid": old.id,
+            },
         )
     return int(updated), len(late)

@@ -33,6 +33,7 @@ from agentrag.store.collections import (
     read_collection,
     update_hnsw_parameters,
     validate_name,
+    validate_vector_type,
 )
 from agentrag.store.documents import Document
 from agentrag.store.query_vectors import QueryVectorCache
@@ -202,16 +203,17 @@ class Store(SyncMethods, TenantIndexMethods, ReplicaRouting):
         hnsw_m: int = DEFAULT_HNSW_M,
         hnsw_ef_construction: int = DEFAULT_HNSW_EF_CONSTRUCTION,
         ef_search: int | None = None,
+        vector_type: str = "vector",
     ) -> Collection:
         """Create a collection recording the embedder's model, version and dimensions.
 
-        ``hnsw_m`` / ``hnsw_ef_construction`` are the build parameters of its HNSW index
-        (pgvector's defaults 16 / 64; more of either: better recall on large collections, a
-        slower build and a larger index) and ``ef_search`` its default ``hnsw.ef_search`` for
-        searches that do not set one (None: ``max(100, depth)``). All three are recorded on the
-        collection (:meth:`tune_vector_index` changes them). ``acl=True``: its documents are read
-        only through their grants; ``tenant``: the tenant that owns it, hidden from every other
-        (docs/how-to/permissions.md). With ``exist_ok``, an existing collection is returned as it is.
+        ``hnsw_m`` / ``hnsw_ef_construction``: its HNSW index's build parameters (pgvector's 16 / 64;
+        more: better recall on large collections, slower builds, larger indexes); ``ef_search`` its
+        default ``hnsw.ef_search`` (None: ``max(100, depth)``); recorded (:meth:`tune_vector_index`).
+        ``acl=True``: its documents are read only through their grants; ``tenant``: the tenant that
+        owns it, hidden from every other (docs/how-to/permissions.md). ``exist_ok``: an existing
+        collection is returned as it is. ``vector_type``: ``"vector"`` (float32) or ``"halfvec"``
+        (float16, half the bytes; docs/how-to/halfvec.md).
         """
         from sqlalchemy.exc import IntegrityError
 
@@ -219,6 +221,7 @@ class Store(SyncMethods, TenantIndexMethods, ReplicaRouting):
         if distance not in DISTANCES:
             raise InvalidInputError(f"unknown distance {distance!r}; use one of {sorted(DISTANCES)}")
         hnsw_m, hnsw_ef_construction, ef_search = hnsw_parameters(hnsw_m, hnsw_ef_construction, ef_search)
+        validate_vector_type(vector_type)
         embedder = embedder or self.embedder
         if exist_ok:
             try:
@@ -242,6 +245,7 @@ class Store(SyncMethods, TenantIndexMethods, ReplicaRouting):
                 hnsw_m=hnsw_m,
                 hnsw_ef_construction=hnsw_ef_construction,
                 ef_search=ef_search,
+                vector_type=vector_type,
             )
         except IntegrityError as exc:
             if exist_ok:
@@ -328,14 +332,17 @@ class Store(SyncMethods, TenantIndexMethods, ReplicaRouting):
         embedder: Embedder | None = None,
         page_size: int = 1024,
         on_progress: Callable[[int, int], None] | None = None,
+        vector_type: str | None = None,
     ) -> ReembedReport:
         """Re-embed every chunk of ``collection`` with ``embedder`` (default: this store's), record
         its model, version and dimensions, and rebuild the HNSW index: the fix for a collection
         embedded with another model or numeric variant. Atomic: the new vectors are swapped in one
-        transaction (:mod:`agentrag.store.reembed`). ``on_progress(done, total)`` after each page."""
-        from agentrag.store.reembed import reembed
+        transaction (:mod:`agentrag.store.reembed`). ``on_progress(done, total)`` after each page.
+        ``vector_type`` ("vector" / "halfvec"): store the new vectors that way (None: as they are)."""
+        from agentrag.store.reembed import reembed as run
 
-        return reembed(self, collection, embedder=embedder, page_size=page_size, on_progress=on_progress)
+        progress = {"on_progress": on_progress, "vector_type": vector_type}
+        return run(self, collection, embedder=embedder, page_size=page_size, **progress)  # type: ignore[arg-type]
 
     def forget_described(self, name: str) -> None:
         """Drop ``describe(max_age=...)``'s cached answer for ``name`` (its record changed)."""

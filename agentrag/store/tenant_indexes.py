@@ -24,11 +24,11 @@ from typing import TYPE_CHECKING
 
 from agentrag.errors import InvalidInputError
 from agentrag.retrieval import tenant_walk
+from agentrag.retrieval.catalog import opclass, vector_expr
 from agentrag.retrieval.dberrors import guarded
 from agentrag.retrieval.scope_sql import compile_scope
 from agentrag.retrieval.tenant_walk import tenant_index_name, tenant_index_prefix
 from agentrag.scope import Scope
-from agentrag.store.collections import DISTANCES
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Connection, Engine
@@ -124,13 +124,13 @@ def _build(engine: Engine, coll: Collection, tenant: str, maintenance_work_mem: 
 
     compile_scope(Scope(tenant=tenant))  # the value's checks (NUL, lone surrogates): ScopeError
     name = tenant_index_name(coll.id, tenant)
-    opclass = DISTANCES[coll.distance][0]
-    dims, m, ef_c = int(coll.dimensions), int(coll.hnsw_m), int(coll.hnsw_ef_construction)
+    ops, stored = opclass(coll.distance, coll.vector_type), vector_expr(coll.dimensions, coll.vector_type)
+    m, ef_c = int(coll.hnsw_m), int(coll.hnsw_ef_construction)
     with engine.connect() as conn:
         ddl = conn.execute(
             text(
                 "SELECT format('CREATE INDEX CONCURRENTLY IF NOT EXISTS %I ON agentrag.chunks"
-                f" USING hnsw ((embedding::vector({dims})) {opclass})"
+                f" USING hnsw (({stored}) {ops})"
                 f" WITH (m = {m}, ef_construction = {ef_c})"
                 f" WHERE collection_id = {int(coll.id)} AND tenant_id = %L',"
                 " CAST(:name AS text), CAST(:t AS text))"

@@ -10,7 +10,7 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from agentrag.errors import InvalidInputError, StoreError
-from agentrag.store.collections import DISTANCES
+from agentrag.retrieval.catalog import opclass, vector_expr
 from agentrag.store.connection import retrying
 
 if TYPE_CHECKING:
@@ -79,11 +79,10 @@ def create_vector_index(
 
     if not re.fullmatch(r"\d{1,6}(kB|MB|GB)", maintenance_work_mem):
         raise InvalidInputError(f"maintenance_work_mem must look like '512MB', got {maintenance_work_mem!r}")
-    opclass = DISTANCES[collection.distance][0]
-    dims = int(collection.dimensions)
+    ops = opclass(collection.distance, collection.vector_type)
     sql = (
         f"CREATE INDEX IF NOT EXISTS {collection.hnsw_index} ON agentrag.chunks "
-        f"USING hnsw ((embedding::vector({dims})) {opclass})"
+        f"USING hnsw (({vector_expr(collection.dimensions, collection.vector_type)}) {ops})"
         f" WITH (m = {int(collection.hnsw_m)}, ef_construction = {int(collection.hnsw_ef_construction)})"
         f" WHERE collection_id = {int(collection.id)}"
     )

@@ -8,6 +8,7 @@ import json
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from agentrag.retrieval.catalog import VECTOR_TYPES
 from agentrag.store.acl import document_grants
 from agentrag.store.collections import WRITE_LOCK_SQL, Collection, check_recorded_model, write_lock_params
 from agentrag.store.prepare import PreparedDocument, canonical_metadata, document_columns, json_default
@@ -20,15 +21,16 @@ if TYPE_CHECKING:
 
 __all__ = ["chunk_rows", "document_id", "encode_vectors", "existing_documents", "key_digest", "write_batch"]
 
-# The embedding goes in pre-encoded (vector's binary wire format, see encode_vectors): declared
-# bytea so psycopg passes the bytes through; the server reads them with vector's receive function.
+# The embedding goes in pre-encoded (vector's or halfvec's binary wire format, see encode_vectors):
+# declared bytea so psycopg passes the bytes through; the server reads them with the column type's
+# receive function (a halfvec collection's go to embedding_half, migration 0050).
 # The locator (jsonb) goes in through psycopg's binary jsonb dumper.
 _COPY_TYPES = [
     "text", "text", "int8", "int4", "text", "int4", "int4", "int4", "text", "text", "bytea", "jsonb", "text",
 ]  # fmt: skip
 _COPY_SQL = (
     "COPY agentrag.chunks (id, document_id, collection_id, chunk_index, text, start_char, end_char,"
-    " page, section, sha256, embedding, locator, tenant_id) FROM STDIN WITH (FORMAT BINARY)"
+    " page, section, sha256, {column}, locator, tenant_id) FROM STDIN WITH (FORMAT BINARY)"
 )
 
 
@@ -154,7 +156,7 @@ def write_batch(
                 ),
                 rows,
             )
-            _copy_chunks(conn, coll.id, tenant, new)
+            _copy_chunks(conn, coll, tenant, new)
         if session is not None:
             conn.execute(
                 text(
@@ -179,12 +181,13 @@ def _digest(*parts: str) -> str:
     return hashlib.sha256("\x1f".join(parts).encode("utf-8")).hexdigest()[:16]
 
 
-def encode_vectors(vectors: np.ndarray) -> list[bytes]:
+def encode_vectors(vectors: np.ndarray, vector_type: str = "vector") -> list[bytes]:
     """pgvector's binary wire format for each row: dimensions and a zero (int16, big-endian),
-    then the float32 values big-endian; converted for the whole array at once."""
+    then the values big-endian, float32 (``vector``) or float16 (``halfvec``, rounded to nearest as
+    pgvector's own cast does); converted for the whole array at once."""
     import numpy as np
 
-    array = np.ascontiguousarray(vectors, dtype=">f4")
+    array = np.ascontiguousarray(vectors, dtype=">f2" if vector_type == "halfvec" else ">f4")
     header = np.array([array.shape[1], 0], dtype=">i2").tobytes()
     return [header + row.tobytes() for row in array]
 
@@ -207,8 +210,10 @@ def document_id(coll: Collection, doc: PreparedDocument, tenant: str | None, wor
     return "doc_" + key_digest(coll.name, doc.source, tenant or "", workspace or "", doc.sha256)
 
 
-def chunk_rows(collection_id: int, doc_id: str, doc: PreparedDocument) -> list[tuple[Any, ...]]:
-    """The COPY rows of a document's chunks (ids, hashes, encoded vectors)."""
+def chunk_rows(
+    collection_id: int, doc_id: str, doc: PreparedDocument, vector_type: str = "vector"
+) -> list[tuple[Any, ...]]:
+    """The COPY rows of a document's chunks (ids, hashes, vectors encoded as ``vector_type``)."""
     if not doc.chunks:
         return []
     from psycopg.types.json import Jsonb
@@ -229,20 +234,22 @@ def chunk_rows(collection_id: int, doc_id: str, doc: PreparedDocument) -> list[t
             vector,
             Jsonb(chunk.locator) if chunk.locator else None,
         )
-        for chunk, vector in zip(doc.chunks, encode_vectors(doc.vectors), strict=True)
+        for chunk, vector in zip(doc.chunks, encode_vectors(doc.vectors, vector_type), strict=True)
     ]
 
 
 def _copy_chunks(
-    conn: Connection, collection_id: int, tenant: str | None, documents: list[tuple[str, PreparedDocument]]
+    conn: Connection, coll: Collection, tenant: str | None, documents: list[tuple[str, PreparedDocument]]
 ) -> None:
     """One binary COPY of the chunks of ``(document id, document)`` pairs, each carrying the
     documents' ``tenant`` (migration 0046: a large tenant's partial HNSW index reads it)."""
     raw = conn.connection.driver_connection
     assert raw is not None
-    with raw.cursor() as cur, cur.copy(_COPY_SQL) as copy:
+    sql = _COPY_SQL.format(column=VECTOR_TYPES[coll.vector_type])
+    with raw.cursor() as cur, cur.copy(sql) as copy:
         copy.set_types(_COPY_TYPES)
         for doc_id, doc in documents:
             ready = doc.copy_rows is not None and doc.copy_rows[0] == doc_id
-            for row in doc.copy_rows[1] if ready else chunk_rows(collection_id, doc_id, doc):  # type: ignore[index]
+            rows = doc.copy_rows[1] if ready else chunk_rows(coll.id, doc_id, doc, coll.vector_type)  # type: ignore[index]
+            for row in rows:
                 copy.write_row((*row, tenant))
