@@ -113,6 +113,7 @@ class Unit:
     quote: str = ""  # a table row: the row's line as written (``text`` is it rendered with the header)
     header: str = ""  # a table row: the table's header line as written
     lead: str = ""  # the heading of the section whose first paragraph (or table) this unit is in
+    section: str = ""  # the heading of the section it is in (the chunk's own section by default)
 
     @property
     def chunk_id(self) -> str:
@@ -189,7 +190,20 @@ def _table_units(hit: Hit, rank: int, first_block: int) -> list[Unit]:
         start = hit.start_char + at + (len(line) - len(line.lstrip()))
         end = hit.start_char + at + len(line.rstrip())
         out.append(
-            Unit(text, "row", hit, rank, start, end, block, context, line.strip(), header_line, table_lead)
+            Unit(
+                text,
+                "row",
+                hit,
+                rank,
+                start,
+                end,
+                block,
+                context,
+                line.strip(),
+                header_line,
+                table_lead,
+                heading,
+            )
         )
     return out
 
@@ -235,7 +249,7 @@ def units_of(hits: Sequence[Hit]) -> list[Unit]:
             context = " ".join(x for x in (section, previous) if x)
             start, end = hit.start_char + sentence.start, hit.start_char + sentence.end
             opens = lead if block == lead_block else ""
-            out.append(Unit(text, kind, hit, rank, start, end, block, context, lead=opens))
+            out.append(Unit(text, kind, hit, rank, start, end, block, context, lead=opens, section=section))
             previous = text
         block += 1
         table = _table_units(hit, rank, block)
