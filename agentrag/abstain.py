@@ -36,6 +36,7 @@ from dataclasses import dataclass, replace
 
 from agentrag.errors import InvalidInputError
 from agentrag.evidence import Scored, Unit, has_term, question_terms
+from agentrag.focus import focus
 
 __all__ = [
     "DEFAULT_CALIBRATION",
@@ -142,31 +143,6 @@ def found_share(question: str, texts: Sequence[str]) -> float:
     # for specificity that needs no corpus statistics); found terms count fully
     weights = {t: 1.0 + min(len(t), 10) / 10 for t in asked}
     return sum(w for t, w in weights.items() if has_term(present, t)) / sum(weights.values())
-
-
-def focus(question: str, best: Unit, units: Sequence[Unit]) -> tuple[float, float]:
-    """``(covered, unknown)`` of ``question`` against its best unit among ``units``
-    (see the module docstring): the question's terms weighted by their rarity among the units."""
-    from agentrag.steps._common import terms
-
-    asked = question_terms(question)
-    if not asked:
-        return 1.0, 0.0
-    df: dict[str, int] = {}
-    for unit in units:
-        for t in set(terms(unit.text)):
-            df[t] = df.get(t, 0) + 1
-    n = len(units)
-    rare = math.log(1.0 + (n + 1) / 0.5)
-    weights = {}
-    for t in asked:
-        count = df.get(t, 0) or df.get(t + "s", 0) or (df.get(t[:-1], 0) if t.endswith("s") else 0)
-        weights[t] = math.log(1.0 + (n + 1) / (count + 0.5)) if count else rare
-    total = sum(weights.values())
-    held = set(terms(best.text)) | set(terms(best.context)) | set(terms(best.lead))
-    covered = sum(w for t, w in weights.items() if has_term(held, t)) / total
-    unknown = sum(w for t, w in weights.items() if w == rare and not has_term(held, t)) / total
-    return covered, unknown
 
 
 def signals(

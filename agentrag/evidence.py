@@ -399,14 +399,22 @@ def lexical_scores(question: str, pool: _Pool, *, lead: bool = False) -> list[fl
         return [0.0] * len(pool.units)
     rare = math.log(1.0 + (len(pool.units) + 1) / 0.5)  # a term in no unit is as rare as can be
     weights = {t: pool.idf.get(t, rare) for t in asked}
-    for t in named_terms(question) & weights.keys():
+    from agentrag.focus import topic_acronyms
+
+    for t in (named_terms(question) | topic_acronyms(question, pool.unit_terms)) & weights.keys():
         # a name the question gives ("on Enterprise", "at Northside") narrows what answers it,
         # however many units mention it
         weights[t] *= NAME_WEIGHT
     total = sum(weights.values())
+    from agentrag.focus import kind_instances, names_one
+
+    kind, names = kind_instances(question, pool.units)
     out = []
-    for ts, cs, ls in zip(pool.unit_terms, pool.context_terms, pool.lead_terms, strict=True):
+    rows = zip(pool.units, pool.unit_terms, pool.context_terms, pool.lead_terms, strict=True)
+    for unit, ts, cs, ls in rows:
         ts = ts | ls if lead else ts
+        if kind and names_one(unit, names):
+            ts = ts | {kind}  # "Team" answers "which plans"
         got = sum(w for t, w in weights.items() if has_term(ts, t)) + 0.5 * sum(
             w for t, w in weights.items() if not has_term(ts, t) and has_term(cs, t)
         )
