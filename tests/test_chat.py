@@ -173,11 +173,16 @@ def test_a_standalone_question_passes_condense_unchanged(
             "and what if I don't get the email?",
             "How do I reset my password if I don't get the email?",
         ),
-        # a question of its own after "and" is resolved as one
+        # a question of its own after "and" is resolved as one, or kept when it stands alone
         (
             "How do I recover a deleted note?",
             "and how long is it kept?",
             "How long is a deleted note kept?",
+        ),
+        (
+            "Which plans include SSO?",
+            "and how long do deleted notes stay in the trash?",
+            "How long do deleted notes stay in the trash?",
         ),
     ],
 )

@@ -303,7 +303,11 @@ def resolve(message: str, previous: str, reply: str | None = None) -> str:
         rest = body[opener.end() :].strip(" ,")
         if _words(rest)[0].group(0).lower() in _QUESTION_START:
             # "and how long does it take?": a question of its own after the opener, resolved as one
-            return resolve(rest + mark, previous, reply)
+            # (or kept as it is when it stands alone: "and how long do deleted notes stay in the trash?")
+            from agentrag.steps.condense import is_follow_up
+
+            own = _sentence(rest) + mark
+            return resolve(own, previous, reply) if is_follow_up(own) else own
         if opener.group(0).lower().rstrip(" ,").endswith("what if"):
             rest = "if " + rest  # "and what if I don't get the email?": the previous question, if ...
         new_names = _titles(rest, skip_first=False)
