@@ -77,7 +77,7 @@ class Calibration:
     cover_weight: float = 0.2
     unknown_penalty: float = 0.1
     abstain_below: float = 0.5
-    low_below: float = 0.7
+    low_below: float = 0.64  # the low-confidence band as wide in the combined score as before (0.047)
     select: float = 0.40
 
     def __post_init__(self) -> None:
