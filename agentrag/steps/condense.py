@@ -17,9 +17,10 @@ Local strategy (deterministic, no model):
    ...``, ``what if ...``, ``also ...``, ``or ...``, ``same for ...``) or has fewer than two content
    terms. Any other message is standalone and passes unchanged (``local:standalone``).
    A message of two content words or fewer with a definite reference and no name or number of
-   its own ("how long until the money is back?", not "What's the capital of France?") depends on it too, and so does an attribute question (how many / how much / how long /
-   when / who / where) of three content words or fewer that names nothing of its own
-   (``is_topicless``: "how many attempts in total?").
+   its own ("how long until the money is back?", not "What's the capital of France?") depends on
+   it too, and so does an attribute question (how many / how much / how long / when / who /
+   where) of three content words or fewer that names nothing of its own (``is_topicless``: "how
+   many attempts in total?").
 2. It is resolved against the turn it follows, never a chain of rewrites: the previous user
    question (itself resolved one level) and the assistant's reply to it
    (:mod:`agentrag.steps.followup`): an elliptical message repeats the previous question with the
