@@ -113,6 +113,7 @@ class Unit:
     quote: str = ""  # a table row: the row's line as written (``text`` is it rendered with the header)
     header: str = ""  # a table row: the table's header line as written
     lead: str = ""  # the heading of the section whose first paragraph (or table) this unit is in
+    section: str = ""  # the heading of the section it is in (the chunk's own section by default)
 
     @property
     def chunk_id(self) -> str:
@@ -189,7 +190,20 @@ def _table_units(hit: Hit, rank: int, first_block: int) -> list[Unit]:
         start = hit.start_char + at + (len(line) - len(line.lstrip()))
         end = hit.start_char + at + len(line.rstrip())
         out.append(
-            Unit(text, "row", hit, rank, start, end, block, context, line.strip(), header_line, table_lead)
+            Unit(
+                text,
+                "row",
+                hit,
+                rank,
+                start,
+                end,
+                block,
+                context,
+                line.strip(),
+                header_line,
+                table_lead,
+                heading,
+            )
         )
     return out
 
@@ -235,7 +249,7 @@ def units_of(hits: Sequence[Hit]) -> list[Unit]:
             context = " ".join(x for x in (section, previous) if x)
             start, end = hit.start_char + sentence.start, hit.start_char + sentence.end
             opens = lead if block == lead_block else ""
-            out.append(Unit(text, kind, hit, rank, start, end, block, context, lead=opens))
+            out.append(Unit(text, kind, hit, rank, start, end, block, context, lead=opens, section=section))
             previous = text
         block += 1
         table = _table_units(hit, rank, block)
@@ -385,14 +399,22 @@ def lexical_scores(question: str, pool: _Pool, *, lead: bool = False) -> list[fl
         return [0.0] * len(pool.units)
     rare = math.log(1.0 + (len(pool.units) + 1) / 0.5)  # a term in no unit is as rare as can be
     weights = {t: pool.idf.get(t, rare) for t in asked}
-    for t in named_terms(question) & weights.keys():
+    from agentrag.focus import topic_acronyms
+
+    for t in (named_terms(question) | topic_acronyms(question, pool.unit_terms)) & weights.keys():
         # a name the question gives ("on Enterprise", "at Northside") narrows what answers it,
         # however many units mention it
         weights[t] *= NAME_WEIGHT
     total = sum(weights.values())
+    from agentrag.focus import kind_instances, names_one
+
+    kind, names = kind_instances(question, pool.units)
     out = []
-    for ts, cs, ls in zip(pool.unit_terms, pool.context_terms, pool.lead_terms, strict=True):
+    rows = zip(pool.units, pool.unit_terms, pool.context_terms, pool.lead_terms, strict=True)
+    for unit, ts, cs, ls in rows:
         ts = ts | ls if lead else ts
+        if kind and names_one(unit, names):
+            ts = ts | {kind}  # "Team" answers "which plans"
         got = sum(w for t, w in weights.items() if has_term(ts, t)) + 0.5 * sum(
             w for t, w in weights.items() if not has_term(ts, t) and has_term(cs, t)
         )

@@ -20,7 +20,7 @@ from agentrag.errors import AgentragError
 from agentrag.evidence import DEFAULT_CACHE, Scored, Unit, VectorCache, plain, score_units, select, units_of
 from agentrag.hits import Hit
 
-__all__ = ["Evidence", "cited_as_shown", "extractive_answer", "gather", "render", "spans_of"]
+__all__ = ["Evidence", "cited_as_shown", "extractive_answer", "gather", "labelled", "render", "spans_of"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -252,4 +252,27 @@ def cited_as_shown(chosen: Sequence[Scored], shown: Sequence[Hit]) -> tuple[Scor
         if cover is not None and all(h.chunk_id != unit.chunk_id for h in shown):
             s = dataclasses.replace(s, unit=dataclasses.replace(unit, hit=cover))
         out.append(s)
+    return tuple(out)
+
+
+def labelled(hits: Sequence[Hit], chosen: Sequence[Scored]) -> tuple[Hit, ...]:
+    """``hits`` with each quoted chunk's section label set to the section its quoted units are in.
+
+    A chunk's section is the one holding most of its text: a one-chunk file's quoted sentence may
+    sit under another heading ("Limits" inside a chunk labelled "How long does reimbursement
+    take?"). When every unit quoted from a chunk is under one heading, the citation names it."""
+    sections: dict[str, set[str]] = {}
+    for s in chosen:
+        sections.setdefault(s.unit.chunk_id, set()).add(s.unit.section)
+    out = []
+    for hit in hits:
+        named = sections.get(hit.chunk_id, set())
+        if len(named) == 1 and (section := next(iter(named))) and section != hit.section:
+            locator = dict(hit.locator or {})
+            if isinstance(locator.get("section"), list) and locator["section"]:
+                path = [p for p in locator["section"] if p != section]
+                parent = path[:-1] if hit.section in path else path
+                locator["section"] = [*parent, section]
+            hit = dataclasses.replace(hit, section=section, locator=locator or hit.locator)
+        out.append(hit)
     return tuple(out)

@@ -98,6 +98,9 @@ def _blocks(text: str) -> list[_Block]:
 
     def flush() -> None:
         nonlocal kind, lines, first
+        if kind == "paragraph" and _is_title_line(lines):  # "Code of conduct" over its first sentence
+            out.append(_Block("heading", tuple(lines[:1]), first))
+            first, lines = False, lines[1:]
         if kind is not None and lines:
             out.append(_Block(kind, tuple(lines), first))
             first = False
@@ -155,6 +158,26 @@ def _blocks(text: str) -> list[_Block]:
         lines.append((at + len(line) - len(stripped), stripped))
     flush()
     return out
+
+
+_TITLE_END = re.compile(r"[.!?,;:\-–—(\[]$")
+_TITLE_MAX_WORDS = 8
+
+
+def _is_title_line(lines: list[tuple[int, str]]) -> bool:
+    """Whether a paragraph's first line is a title standing on the line above its text (a plain
+    text file's or a slide's heading): a few words with no closing punctuation, shorter than
+    half the next line, which starts a sentence. A hard wrap breaks a long line mid-sentence."""
+    if len(lines) < 2:
+        return False
+    title, following = lines[0][1].strip(), lines[1][1].strip()
+    return (
+        0 < len(title.split()) <= _TITLE_MAX_WORDS
+        and not _TITLE_END.search(title)
+        and title[:1].isupper()
+        and following[:1].isupper()
+        and 2 * len(title) < len(following)
+    )
 
 
 def _starts_item(item: re.Match[str], kind: str | None, item_indent: int) -> bool:

@@ -153,6 +153,25 @@ def test_markdown_blocks() -> None:
     assert text[first.start : first.end] == "First line of a paragraph\nwrapped here."
 
 
+@pytest.mark.parametrize(
+    "title",
+    ["Slide 2: Hiring plan", "Code of conduct", "Travel"],
+)
+def test_a_title_on_the_line_above_its_text_is_not_glued_to_the_first_sentence(title: str) -> None:
+    text = f"{title}\nWe will hire 14 warehouse technicians in Q3. Interviews start in May.\n"
+    assert blocks(text)[0] == ("heading", title)
+    assert [s.text for s in sentences(text)] == [
+        "We will hire 14 warehouse technicians in Q3.",
+        "Interviews start in May.",
+    ]
+
+
+def test_a_hard_wrapped_first_line_is_not_a_title() -> None:
+    text = "Every full-time employee receives 25 days of paid\nAnnual leave per year, as the contract says.\n"
+    assert [kind for kind, _ in blocks(text)] == ["paragraph"]
+    assert len(sentences(text)) == 1
+
+
 def test_fragments_cut_by_a_chunk_boundary_are_marked() -> None:
     chunk = "of the workspace is kept. When SSO is enabled, password login is off. Admins can then"
     found = sentences(chunk, cut_at_start=True, cut_at_end=True)
@@ -176,6 +195,36 @@ def test_only_fragments_give_an_ungrounded_excerpt(store: Store, collection_name
     assert ctx.ok and ctx.answer_text is not None and ctx.answer_text.startswith("Excerpt: ")
     assert ctx.grounded is False
     assert ctx.steps[-1].strategy == "local:excerpt"
+
+
+EXPENSES = """# Expenses
+
+## How long does reimbursement take?
+
+Approved claims are reimbursed with the next monthly payroll, usually within three weeks of approval.
+Claims submitted after the 20th of a month are paid with the following payroll instead.
+Finance answers questions about a pending claim within two working days of an email to the finance team.
+
+## Limits
+
+The hotel limit is 160 euros per night.
+"""
+
+
+def test_a_quoted_sentence_is_cited_under_the_section_it_is_in(
+    tmp_path: Path, store: Store, collection_name: str
+) -> None:
+    (tmp_path / "expenses.md").write_text(EXPENSES)
+    store.create_collection(collection_name)
+    assert store.ingest(tmp_path, collection=collection_name).ok
+    ctx = new("What is the hotel limit per night?", store=store, collections=[collection_name])
+    ctx = ctx.search().answer()
+    assert "160 euros" in (ctx.answer_text or "")
+    (cited,) = [h for h in ctx.context_used if h.chunk_id in ctx.citations]
+    assert cited.section == "Limits"
+    assert cited.locator == {"section": ["Expenses", "Limits"]}
+    # the chunk itself, as searched, is labelled with the section holding most of its text
+    assert ctx.hits[0].section == "How long does reimbursement take?"
 
 
 def test_sentences_come_back_in_document_order() -> None:

@@ -8,6 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 
 import agentrag as ar
@@ -107,7 +109,7 @@ def test_local_condense_carries_the_topic_along_a_chain_of_follow_ups() -> None:
     )
     # the turn it follows, never a chain: no "regarding ... regarding ..."
     out = condense_local("what happens when I exceed them?", history)
-    assert out == "What happens when I exceed the API rate limits?"
+    assert out == "What happens when I exceed the API rate limits on the Business plan?"
     money = parse_history(
         [
             {"role": "user", "content": "How do I get a refund?"},
@@ -117,6 +119,76 @@ def test_local_condense_carries_the_topic_along_a_chain_of_follow_ups() -> None:
     assert condense_local("how long until the money is back?", money) == (
         "How long until the money is back, regarding a refund?"
     )
+
+
+PREVIOUS_TURNS = (
+    ("How do I empty the trash?", "Open the trash and choose Empty trash."),
+    ("What are the API rate limits on the Team plan?", "600 requests per minute."),
+    ("How do I recover a deleted note?", "Restore it from the trash."),
+    ("Which plans include SSO?", "Business and Enterprise."),
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    frame=st.sampled_from(
+        [
+            "What's the capital of {}?",
+            "What is the population of {}?",
+            "Who founded {}?",
+            "When was {} released?",
+            "How many employees does {} have?",
+            "Where is the headquarters of {}?",
+        ]
+    ),
+    name=st.sampled_from(["France", "Kubernetes", "Python 3.12", "the Rhine", "Norway", "PostgreSQL"]),
+    turn=st.sampled_from(PREVIOUS_TURNS),
+)
+def test_a_standalone_question_passes_condense_unchanged(
+    frame: str, name: str, turn: tuple[str, str]
+) -> None:
+    question = frame.format(name)
+    history = parse_history([{"role": "user", "content": turn[0]}, {"role": "assistant", "content": turn[1]}])
+    assert not is_follow_up(question)
+    assert condense_local(question, history) == question
+
+
+@pytest.mark.parametrize(
+    ("previous", "message", "expected"),
+    [
+        # a pronoun is the previous question's subject, not the noun it ends on
+        (
+            "What are the API rate limits on the Team plan?",
+            "what happens when I exceed it?",
+            "What happens when I exceed the API rate limits on the Team plan?",
+        ),
+        (
+            "What is the refund policy for annual plans?",
+            "does it apply to monthly plans too?",
+            "Does the refund policy for annual plans apply to monthly plans too?",
+        ),
+        # an elliptical "what if" reads as a person would type it
+        (
+            "How do I reset my password?",
+            "and what if I don't get the email?",
+            "How do I reset my password if I don't get the email?",
+        ),
+        # a question of its own after "and" is resolved as one, or kept when it stands alone
+        (
+            "How do I recover a deleted note?",
+            "and how long is it kept?",
+            "How long is a deleted note kept?",
+        ),
+        (
+            "Which plans include SSO?",
+            "and how long do deleted notes stay in the trash?",
+            "How long do deleted notes stay in the trash?",
+        ),
+    ],
+)
+def test_local_condense_reads_as_a_person_would_type(previous: str, message: str, expected: str) -> None:
+    history = parse_history([{"role": "user", "content": previous}, {"role": "assistant", "content": "OK."}])
+    assert condense_local(message, history) == expected
 
 
 def test_condense_step_keeps_both_questions_and_the_proof_has_them() -> None:

@@ -57,12 +57,25 @@ def test_pptx_one_chunk_per_slide_with_notes_and_tables(tmp_path: Path) -> None:
     assert [c.page for c in chunks] == [1, 2, 3, 4]  # the slide number is the page
     assert [c.section for c in chunks] == ["Quarterly review", "Revenue", "Hiring plan", "Regional numbers"]
     assert chunks[1].text == (
-        "Slide 2: Revenue\nRevenue grew 38 percent year over year\nChurn fell to 2.1 percent"
+        "Slide 2: Revenue\n\n- Revenue grew 38 percent year over year\n- Churn fell to 2.1 percent"
     )
     assert chunks[2].text.endswith("Notes: Speaker note: the Lisbon lease starts in March.")
     assert "| EMEA | 1,240 |" in chunks[3].text
     assert chunks[2].locator == {"slide": 3, "title": "Hiring plan"}
     assert format_locator(chunks[2].locator) == 'slide 3 "Hiring plan"'
+
+
+def test_a_slide_title_its_bullets_and_notes_are_separate_sentences(tmp_path: Path) -> None:
+    from agentrag.sentences import sentences
+
+    _extracted, _text, chunks = chunks_of(fx.write_pptx(tmp_path / "review.pptx"))
+    said = [s.text for s in sentences(chunks[1].text) if s.complete]
+    assert said == ["Revenue grew 38 percent year over year", "Churn fell to 2.1 percent"]
+    hiring = [s.text for s in sentences(chunks[2].text) if s.complete]
+    assert hiring == [
+        "We will hire eleven engineers in the Lisbon office",
+        "Notes: Speaker note: the Lisbon lease starts in March.",
+    ]
 
 
 def test_a_slide_larger_than_a_chunk_is_split_and_keeps_its_slide() -> None:

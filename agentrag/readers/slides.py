@@ -1,5 +1,7 @@
 """PPTX (python-pptx, the ``readers`` extra): one block per slide (title, body, tables, notes);
-the slide number is the chunk's page."""
+the slide number is the chunk's page. The title line, the body and the notes are separated by
+blank lines and each body paragraph is a list item, so the answer step reads a title, each bullet
+and the notes as separate units (a title glued to its first bullet read as one sentence)."""
 
 from __future__ import annotations
 
@@ -29,7 +31,7 @@ def _shape_lines(shape: Any, title_id: int | None) -> list[str]:
         for paragraph in shape.text_frame.paragraphs:
             text = "".join(run.text for run in paragraph.runs).strip()
             if text:
-                lines.append("  " * paragraph.level + ("- " if paragraph.level else "") + text)
+                lines.append("  " * paragraph.level + "- " + text)
     return lines
 
 
@@ -54,10 +56,8 @@ class PptxReader:
                 notes = ""
                 if slide.has_notes_slide:
                     notes = slide.notes_slide.notes_text_frame.text.strip()
-                text = "\n".join(
-                    [f"Slide {number}" + (f": {title}" if title else ""), *body]
-                    + ([f"Notes: {notes}"] if notes else [])
-                )
+                parts = [f"Slide {number}" + (f": {title}" if title else ""), "\n".join(body)]
+                text = "\n\n".join(p for p in (*parts, f"Notes: {notes}" if notes else "") if p)
                 locator: dict[str, Any] = {"slide": number}
                 if title:
                     locator["title"] = title

@@ -50,7 +50,7 @@ from agentrag._sansio import (
 from agentrag.abstain import Calibration, abstention_message
 from agentrag.context import Context, Degradation
 from agentrag.errors import AgentragError, InvalidInputError, LLMError, RetrievalError
-from agentrag.extractive import cited_as_shown, extractive_answer, gather, render, spans_of
+from agentrag.extractive import cited_as_shown, extractive_answer, gather, labelled, render, spans_of
 from agentrag.grounding import PackedContext, check_citations, graph_labels, pack_context
 from agentrag.hits import Hit
 from agentrag.step import Outcome, Step, StepRun, calls_of, telemetry_of
@@ -352,7 +352,7 @@ def prepare(
             changes, attrs = _grounding_changes(text, plan, SupportCheck(spans_of(chosen)))
             shown = {h.chunk_id for h in packed.hits}
             quoted = tuple(dict.fromkeys(s.unit.hit for s in chosen if s.unit.chunk_id not in shown))
-            changes["context_used"] = (*packed.hits, *quoted)
+            changes["context_used"] = labelled((*packed.hits, *quoted), chosen)
             return done(changes, "local:extractive", attrs)
         text = graph_answer(ctx.graph_context or "", max_facts=max(max_sentences, 5))
         changes, attrs = _grounding_changes(text, _replace_plan(plan, support="off"))

@@ -16,15 +16,18 @@ Local strategy (deterministic, no model):
    ``which one``, ``the same``), opens elliptically (``and ...``, ``what about ...``, ``how about
    ...``, ``what if ...``, ``also ...``, ``or ...``, ``same for ...``) or has fewer than two content
    terms. Any other message is standalone and passes unchanged (``local:standalone``).
-   A message of two content words or fewer with a definite reference ("how long until the money
-   is back?") depends on it too, and so does an attribute question (how many / how much / how long /
-   when / who / where) of three content words or fewer that names nothing of its own
-   (``is_topicless``: "how many attempts in total?").
+   A message of two content words or fewer with a definite reference and no name or number of
+   its own ("how long until the money is back?", not "What's the capital of France?") depends on
+   it too, and so does an attribute question (how many / how much / how long / when / who /
+   where) of three content words or fewer that names nothing of its own (``is_topicless``: "how
+   many attempts in total?").
 2. It is resolved against the turn it follows, never a chain of rewrites: the previous user
    question (itself resolved one level) and the assistant's reply to it
    (:mod:`agentrag.steps.followup`): an elliptical message repeats the previous question with the
-   new name swapped in or the new part added; ``it`` / ``they`` / ``them`` become the noun phrase
-   of the previous question they agree with; ``there`` becomes the place the reply ended on; else
+   new name swapped in or the new part added ("and what if ..." as "<previous> if ..."; a question
+   of its own after the opener is resolved as one); ``it`` / ``they`` / ``them`` become the subject
+   of a previous "what is / what are" question, else the noun phrase of the previous question they
+   agree with; ``there`` becomes the place the reply ended on; else
    the noun phrase is added: ``"<message>, regarding <noun phrase>"``; a topicless message or a bare
    "that" gets the whole previous question: ``"<message>, regarding <previous question>"``.
 """
@@ -60,6 +63,7 @@ _ELLIPTICAL_OPENER = re.compile(
     re.IGNORECASE,
 )
 _DEFINITE = re.compile(r"\bthe\s+[a-z]", re.IGNORECASE)
+_OWN_NAME = re.compile(r"(?<!^)\b[A-Z][A-Za-z]+|\d")  # a name (not the first word) or a number
 # a question about an attribute (an amount, a duration, a time, a person, a place) ...
 _ATTRIBUTE = re.compile(
     r"^(?:how\s+(?:many|much|long|often|far|soon|old|big)|what\s+time|when|who|whom|where)\b", re.IGNORECASE
@@ -94,8 +98,9 @@ def is_follow_up(message: str) -> bool:
         return True
     if len(set(terms(text))) < 2:
         return True
-    # two content words or fewer, one of them a definite reference ("how long until the money is back?")
-    if len(question_terms(text)) <= 2 and _DEFINITE.search(text):
+    # two content words or fewer, one of them a definite reference ("how long until the money is back?"),
+    # and no name or number of its own ("What's the capital of France?" stands alone)
+    if len(question_terms(text)) <= 2 and _DEFINITE.search(text) and not _OWN_NAME.search(text):
         return True
     return is_topicless(text)
 

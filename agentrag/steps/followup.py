@@ -36,7 +36,7 @@ _BOUNDARY = frozenset(
 _DETERMINERS = frozenset("a an the my our your their".split())  # noqa: SIM905
 _PLACE_PREPOSITIONS = frozenset("in from to into at on inside under".split())  # noqa: SIM905
 _OPENER = re.compile(
-    r"^(?:and what about|and how about|what about|how about|what if|same for|same question for|"
+    r"^(?:and what about|and how about|and what if|what about|how about|what if|same for|same question for|"
     r"and|also|or|but|so|plus|then)\b[\s,]*",
     re.IGNORECASE,
 )
@@ -142,10 +142,30 @@ def _content(text: str) -> set[str]:
     return {_stem(m.group(0)) for m in _words(text) if m.group(0).lower() not in _BOUNDARY}
 
 
+_COPULAR = re.compile(r"^(?:what|which|who)\s+(?:is|are|was|were)\s+(?=(?:the|a|an|my|our|your)\b)", re.I)
+
+
+def subject_of(previous: str) -> str | None:
+    """The subject a "what is / what are ..." question asks about, with its complements and without
+    a subordinate clause: ``"the API rate limits on the Team plan"`` in "What are the API rate
+    limits on the Team plan?" (None for other questions)."""
+    copula = _COPULAR.match(previous.strip())
+    if not copula:
+        return None
+    rest = _SUBORDINATE.split(previous.strip()[copula.end() :], maxsplit=1)[0]
+    rest = rest.strip().rstrip(" ?.!,")
+    return rest if _phrases(rest) and len(_words(rest)) <= 10 else None
+
+
 def referent(previous: str, reply: str | None, *, plural: bool) -> str | None:
-    """What ``it`` (``plural=False``) or ``they`` / ``them`` refer to: the noun phrase of the
-    previous question the assistant's reply carried on (one sharing a content word with it), the
-    last one that agrees in number, else the final one."""
+    """What ``it`` (``plural=False``) or ``they`` / ``them`` refer to: the subject of a previous
+    "what is / what are" question (:func:`subject_of`: "it" after "What are the API rate limits on
+    the Team plan?" is the rate limits), else the noun phrase of the previous question the
+    assistant's reply carried on (one sharing a content word with it), the last one that agrees
+    in number, else the final one."""
+    subject = subject_of(previous)
+    if subject:
+        return subject
     if reply:
         said = _content(reply)
         carried = [p for p in _phrases(previous) if _content(p) & said]
@@ -281,6 +301,15 @@ def resolve(message: str, previous: str, reply: str | None = None) -> str:
     opener = _OPENER.match(body)
     if opener and opener.end() < len(body):
         rest = body[opener.end() :].strip(" ,")
+        if _words(rest)[0].group(0).lower() in _QUESTION_START:
+            # "and how long does it take?": a question of its own after the opener, resolved as one
+            # (or kept as it is when it stands alone: "and how long do deleted notes stay in the trash?")
+            from agentrag.steps.condense import is_follow_up
+
+            own = _sentence(rest) + mark
+            return resolve(own, previous, reply) if is_follow_up(own) else own
+        if opener.group(0).lower().rstrip(" ,").endswith("what if"):
+            rest = "if " + rest  # "and what if I don't get the email?": the previous question, if ...
         new_names = _titles(rest, skip_first=False)
         old_names = _titles(prev, skip_first=True)
         same = _same_head(prev, rest) or _same_kind_of_word(prev, rest)

@@ -1,0 +1,99 @@
+"""The focus of a question: what the quoted evidence must hold for the answer to be about *this*
+question and not a neighbour of it (issue #36).
+
+* :func:`focus`: how much of the question's rarity-weighted terms the best unit holds (with its
+  heading and the sentence before it), and how much of it no candidate unit holds at all (a
+  qualifier the documents never use: "sick days for *interns*");
+* :func:`topic_acronyms`: the acronyms that are the question's topic ("SSO" in "Which plans
+  include SSO?") rather than its domain ("API" over an API reference), weighed as names;
+* :func:`kind_instances`: for "which <things> ...?", the names the candidate units give things
+  of that kind ("Team plan", "Business plan"), so a unit naming one answers the kind asked for.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from agentrag.evidence import Unit
+
+__all__ = ["focus", "kind_instances", "names_one", "topic_acronyms"]
+
+
+# an acronym that heads its phrase ("include SSO?", "SSO on Team"), not a modifier ("SDK languages")
+_ACRONYM = re.compile(
+    r"\b[A-Z][A-Z0-9]{1,5}s?\b(?=\s*(?:[?.!,;:)]|$|\s(?:on|for|in|with|and|or|to|at|from|by|via|if|when)\b))"
+)
+
+
+def topic_acronyms(question: str, unit_terms: Sequence[set[str]]) -> set[str]:
+    """The question's acronyms that are its topic, not its domain: "SSO" in "Which plans include
+    SSO?" over chunks most of whose units do not say it ("API" over an API reference says it in
+    most, so it narrows nothing; "SDK" in "Which SDK languages" qualifies the languages)."""
+    from agentrag.steps._common import terms
+
+    found = {t for m in _ACRONYM.finditer(question) for t in terms(m.group(0))}
+    n = len(unit_terms)
+    return {t for t in found if sum(1 for ts in unit_terms if t in ts) < n / 4}
+
+
+_WHICH_KIND = re.compile(r"^\W*(?:which|what)\s+([a-z]{3,})s\b", re.IGNORECASE)
+_NOT_NAMES = frozenset(
+    "The A An This That These Those Each Every Your Our All Any Which What Its Their".split()  # noqa: SIM905
+)
+
+
+def kind_instances(question: str, units: Sequence[Unit]) -> tuple[str, frozenset[str]]:
+    """For "which <things> ...?" (``"Which plans include SSO?"``): the stem of the thing and the
+    names the candidate units give things of that kind ("Team plan", "Business plan": Team,
+    Business), so a unit naming one answers the kind asked for without the word itself ("SSO is
+    not available on Free or Team."). ``("", frozenset())`` for other questions."""
+    from agentrag.steps._common import terms
+
+    asked = _WHICH_KIND.match(question)
+    if not asked:
+        return "", frozenset()
+    noun = asked.group(1).lower()
+    stems = terms(noun)
+    if not stems:
+        return "", frozenset()
+    named = re.compile(rf"\b([A-Z][A-Za-z0-9]+)\s+{re.escape(noun)}s?\b")
+    names = {n for u in units for n in named.findall(f"{u.text} {u.context}")} - _NOT_NAMES
+    return stems[0], frozenset(names)
+
+
+def names_one(unit: Unit, names: frozenset[str]) -> bool:
+    """Whether ``unit`` (its text) names one of ``names`` as a word."""
+    return bool(names) and any(re.search(rf"\b{re.escape(n)}\b", unit.text) for n in names)
+
+
+def focus(question: str, best: Unit, units: Sequence[Unit]) -> tuple[float, float]:
+    """``(covered, unknown)`` of ``question`` against its best unit among ``units``
+    (see the module docstring): the question's terms weighted by their rarity among the units."""
+    from agentrag.evidence import has_term, question_terms
+    from agentrag.steps._common import terms
+
+    asked = question_terms(question)
+    if not asked:
+        return 1.0, 0.0
+    df: dict[str, int] = {}
+    for unit in units:
+        for t in set(terms(unit.text)):
+            df[t] = df.get(t, 0) + 1
+    n = len(units)
+    rare = math.log(1.0 + (n + 1) / 0.5)
+    weights = {}
+    for t in asked:
+        count = df.get(t, 0) or df.get(t + "s", 0) or (df.get(t[:-1], 0) if t.endswith("s") else 0)
+        weights[t] = math.log(1.0 + (n + 1) / (count + 0.5)) if count else rare
+    total = sum(weights.values())
+    held = set(terms(best.text)) | set(terms(best.context)) | set(terms(best.lead))
+    kind, names = kind_instances(question, units)
+    if kind and names_one(best, names):
+        held.add(kind)  # "which plans": a unit naming plans holds them
+    covered = sum(w for t, w in weights.items() if has_term(held, t)) / total
+    unknown = sum(w for t, w in weights.items() if w == rare and not has_term(held, t)) / total
+    return covered, unknown

@@ -1,0 +1,92 @@
+"""The focus of a question (issue #36): a unit answering a sibling question covers little of it, a
+qualifier no document uses is counted, a topic acronym weighs as a name, "which plans" is answered by
+a unit naming plans."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from agentrag.abstain import DEFAULT_CALIBRATION, confidence
+from agentrag.evidence import lexical_scores, units_of
+from agentrag.extractive import gather
+from agentrag.focus import focus, kind_instances, topic_acronyms
+from agentrag.steps._common import terms
+from tests.test_evidence import hit
+
+LEAVE = [
+    hit(
+        "# Annual leave\n\nEvery full-time employee receives 25 days of paid annual leave per year.\n",
+        "chk_1",
+    ),
+    hit("# Sickness\n\nA doctor's note is required from the fourth consecutive day of sickness.\n", "chk_2"),
+    hit("# Training\n\nEach employee has a training budget of 1,500 euros per year.\n", "chk_3"),
+    hit("# Travel\n\nThe hotel limit is 160 euros per night in most cities.\n", "chk_4"),
+]
+
+
+def _best(question: str) -> tuple[float, float]:
+    units = units_of(LEAVE)
+    best = gather([question], LEAVE).ranked[0][0].unit
+    return focus(question, best, units)
+
+
+def test_a_sibling_questions_unit_covers_less_of_the_question() -> None:
+    asked_covered, asked_unknown = _best("How many days of paid annual leave does a full-time employee get?")
+    near_covered, near_unknown = _best("How many days of paid parental leave do interns get?")
+    assert asked_covered > 0.9 and asked_unknown == 0.0
+    assert near_covered < 0.7 and near_unknown > 0.2  # "parental", "interns": in no unit
+
+
+def test_the_near_miss_is_less_confident_than_the_question_it_neighbours() -> None:
+    asked = gather(["How many days of paid annual leave does a full-time employee get?"], LEAVE)
+    near = gather(["How many days of paid parental leave do interns get?"], LEAVE)
+    assert near.confidence < asked.confidence
+    assert near.signals.combined(DEFAULT_CALIBRATION) < asked.signals.combined(DEFAULT_CALIBRATION)
+
+
+@settings(max_examples=40, deadline=None)
+@given(qualifier=st.sampled_from(["interns", "contractors", "grandparents", "board members", "trainees"]))
+def test_a_qualifier_no_unit_uses_never_raises_confidence(qualifier: str) -> None:
+    plain = "How many days of paid annual leave do employees get?"
+    narrowed = f"How many days of paid annual leave do {qualifier} get?"
+    a, b = gather([plain], LEAVE), gather([narrowed], LEAVE)
+    assert confidence(b.signals) <= confidence(a.signals)
+    assert b.signals.unknown > 0.0
+
+
+def test_a_topic_acronym_weighs_as_a_name_a_domain_acronym_does_not() -> None:
+    units = [set(terms(t)) for t in ("SSO needs a domain.", "The API returns JSON.", "API keys expire.")]
+    units += [
+        set(terms(t)) for t in ("The API has limits.", "Use the API.", "GDPR applies to all plans.")
+    ] * 2
+    assert topic_acronyms("Which plans include SSO?", units) == {"sso"}
+    assert topic_acronyms("Which API keys expire?", units) == set()
+    assert topic_acronyms("Which SSO providers are tested?", units) == set()  # a modifier, not the topic
+
+
+def test_which_plans_is_answered_by_a_unit_naming_plans() -> None:
+    hits = [
+        hit("# Plans\n\nThe Team plan costs 8 dollars. The Business plan costs 15 dollars.\n", "chk_1"),
+        hit("# SSO\n\nSSO is available on Business and Enterprise only.\n", "chk_2"),
+        hit("# Legal\n\nA data processing agreement is included in all plans.\n", "chk_3"),
+    ]
+    units = units_of(hits)
+    kind, names = kind_instances("Which plans include SSO?", units)
+    assert kind == "plan" and {"Team", "Business"} <= names
+    found = gather(["Which plans include SSO?"], hits)
+    assert found.ranked[0][0].unit.text == "SSO is available on Business and Enterprise only."
+    assert kind_instances("How do plans differ?", units) == ("", frozenset())
+
+
+def test_lexical_scores_credit_the_kind_only_to_units_naming_it() -> None:
+    from agentrag.evidence import _pool
+
+    hits = [
+        hit("Team plan and Business plan exist. SSO is on Business.\n"),
+        hit("SSO needs a domain.\n", "chk_2"),
+    ]
+    pool = _pool(units_of(hits))
+    scores = lexical_scores("Which plans include SSO?", pool)
+    by_text = {u.text: s for u, s in zip(pool.units, scores, strict=True)}
+    assert by_text["SSO is on Business."] > by_text["SSO needs a domain."]

@@ -1,0 +1,227 @@
+"""The README's examples state their expected facts (issue #36): the quickstart, the chat scenario, "Which
+plans include SSO?", ``make demo``'s questions and the LangGraph follow-up, through the library and through
+the front ends they appear in (``agentrag ask``, the service's ``/ask`` and ``/v1/chat/completions``), over
+the sample corpus embedded with the real all-MiniLM-L6-v2, no LLM.
+
+An example the answer step still gets wrong is an ``xfail(strict=True)`` naming what it answers instead:
+it fails the suite the day it is fixed, so the marker goes with it."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import agentrag as ar
+from agentrag.eval.answers import fact_hit
+from tests.conftest import SAMPLES, run_cli
+from tests.server_support import Server, new_tenant, start_server, token
+
+#: the README's three-turn chat (the quickstart's "chat" section, `agentrag chat --samples`, the playground)
+CHAT = (
+    ("How do I recover a deleted note?", ["trash"]),
+    ("how long is it kept there?", ["30 days"]),
+    ("can an admin make that longer?", ["180 days"]),
+)
+SSO = ("Which plans include SSO?", ["Business and Enterprise"])
+RESET = "How do I reset my password?"
+
+
+@pytest.fixture(scope="module")
+def lumen(database_url: str, local_embedder: Any, store: Any) -> Iterator[dict[str, Any]]:
+    """The sample corpus as the README's quickstart names it (docs, support, and api for the demo),
+    ingested for one tenant with the real model; ``store`` has run the migrations."""
+    tenant = new_tenant(store, "readme")
+    real = ar.Store(database_url, embedder=local_embedder)
+    suffix = uuid.uuid4().hex[:6]
+    names = {}
+    for folder, name, about in (
+        ("product_docs", "docs", "Product documentation"),
+        ("support", "support", "Support answers and troubleshooting"),
+        ("api", "api", "REST API reference: endpoints, authentication, rate limits, pagination"),
+    ):
+        names[name] = f"{name}_{suffix}"
+        real.create_collection(names[name], description=about)
+        assert real.ingest(SAMPLES / folder, collection=names[name], tenant=tenant, strict=True).ok
+    yield {"store": real, "tenant": tenant, "names": names, "url": database_url}
+    real.close()
+
+
+def _new(lumen: dict[str, Any], question: str, collections: list[str], **options: Any) -> ar.Context:
+    return ar.new(
+        question,
+        store=lumen["store"],
+        collections=collections,
+        scope=ar.Scope(tenant=lumen["tenant"]),
+        **options,
+    )
+
+
+def _all(lumen: dict[str, Any]) -> list[str]:
+    return list(lumen["names"].values())
+
+
+def _said(ctx: ar.Context, expected: list[str]) -> bool:
+    return ctx.mode != "abstained" and fact_hit(ctx.answer_text or "", expected)
+
+
+# ---- the library ------------------------------------------------------------------------------------
+@pytest.mark.xfail(
+    strict=True,
+    reason="the samples have no password-reset article; the answer quotes the two-factor reset procedure",
+)
+def test_the_quickstart_question_is_not_answered_with_the_two_factor_reset(lumen: dict[str, Any]) -> None:
+    names = lumen["names"]
+    ctx = _new(lumen, RESET, [names["docs"], names["support"]])
+    ctx = ctx | ar.search(self_correct=True) | ar.rerank() | ar.answer()
+    said = ctx.answer_text or ""
+    assert "two-factor" not in said.lower()
+    assert ctx.mode == "abstained" or "Settings → Account → Security" in said
+
+
+def test_which_plans_include_sso_through_the_pipeline_and_the_fastapi_example(lumen: dict[str, Any]) -> None:
+    question, expected = SSO
+    piped = _new(lumen, question, _all(lumen)) | ar.gate() | ar.search() | ar.rerank() | ar.answer()
+    assert "Business and Enterprise" in " ".join(h.text for h in piped.context_used)
+    assert _said(piped, ["Free or Team", *expected]), piped.answer_text
+    names = lumen[
+        "names"
+    ]  # the README's FastAPI /ask: gate, decompose, self-correcting search, rerank, answer
+    fastapi = _new(lumen, question, [names["docs"], names["support"]])
+    fastapi = fastapi | ar.gate() | ar.decompose() | ar.search(self_correct=True) | ar.rerank() | ar.answer()
+    assert _said(fastapi, ["Free or Team", *expected]), fastapi.answer_text
+    assert "GDPR" not in (fastapi.answer_text or "")
+
+
+def _chat(lumen: dict[str, Any]) -> list[ar.Context]:
+    history: list[dict[str, str]] = []
+    out = []
+    for question, _ in CHAT:
+        ctx = _new(lumen, question, _all(lumen), history=history or None)
+        ctx = ctx | ar.gate() | ar.condense() | ar.search() | ar.rerank() | ar.answer()
+        history += [
+            {"role": "user", "content": question},
+            {"role": "assistant", "content": ctx.answer_text or ""},
+        ]
+        out.append(ctx)
+    return out
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="the first turn quotes the 'Recovered' notebook, so the chat drifts: the second turn answers with "
+    "a deleted workspace's 30 days and backups' 35, the third abstains",
+)
+def test_the_three_turn_chat_states_each_fact(lumen: dict[str, Any]) -> None:
+    turns = _chat(lumen)
+    for ctx, (_, expected) in zip(turns, CHAT, strict=True):
+        assert _said(ctx, expected), (ctx.question, ctx.answer_text)
+    assert "workspace" not in (turns[1].answer_text or "").lower()
+
+
+def test_the_chat_follow_ups_are_condensed_as_a_person_would_type(lumen: dict[str, Any]) -> None:
+    history = [
+        {"role": "user", "content": "How do I recover a deleted note?"},
+        {"role": "assistant", "content": "Restore it from the trash."},
+    ]
+    ctx = _new(lumen, CHAT[1][0], _all(lumen), history=history) | ar.gate() | ar.condense()
+    assert ctx.question == "How long is a deleted note kept in the trash?"  # the README's own line
+    ctx = ctx | ar.search() | ar.rerank() | ar.answer()
+    assert _said(ctx, ["30 days"]), ctx.answer_text
+
+
+def test_make_demo_paginates_and_names_the_rate_limit_response(lumen: dict[str, Any]) -> None:
+    from agentrag.demo import QUESTIONS, ask
+
+    ctx = ask(QUESTIONS[0], lumen["store"], _all(lumen))
+    assert _said(ctx, ["cursor-based pagination"]) and _said(ctx, ["429"]), ctx.answer_text
+
+
+@pytest.mark.xfail(
+    strict=True, reason="the comparison quotes the support table, not the rate-limit numbers (300, 1,200)"
+)
+def test_make_demo_compares_support_times_and_rate_limits(lumen: dict[str, Any]) -> None:
+    from agentrag.demo import QUESTIONS, ask
+
+    ctx = ask(QUESTIONS[1], lumen["store"], _all(lumen))
+    said = ctx.answer_text or ""
+    assert fact_hit(said, ["24 hours"]) and fact_hit(said, ["8 hours"]), said
+    assert fact_hit(said, ["300"]) and fact_hit(said, ["1,200"]), said
+
+
+def test_the_langgraph_follow_up_reads_as_typed_and_retrieves_the_reset_article(
+    lumen: dict[str, Any],
+) -> None:
+    history = [{"role": "user", "content": RESET}, {"role": "assistant", "content": "Use Forgot password."}]
+    ctx = _new(lumen, "and what if I don't get the email?", _all(lumen), history=history)
+    ctx = ctx | ar.gate() | ar.condense()
+    assert ctx.question == "How do I reset my password if I don't get the email?"
+
+
+# ---- the front ends -----------------------------------------------------------------------------
+def test_agentrag_ask_on_the_command_line(lumen: dict[str, Any]) -> None:
+    env = {**os.environ, "AGENTRAG_DATABASE_URL": lumen["url"]}
+    names = lumen["names"]
+    question, expected = SSO
+    done = run_cli(
+        env, "ask", question, "--collection", names["docs"], "--collection", names["support"],
+        "--tenant", lumen["tenant"],
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    answer = done.stdout.split("\nSources:")[0]
+    assert fact_hit(answer, ["Free or Team", *expected]), done.stdout
+
+
+@pytest.fixture(scope="module")
+def real_server(lumen: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """``agentrag serve`` with the real query embedder (the documents were embedded with it)."""
+    server = start_server(lumen["url"], Path(tmp_path_factory.mktemp("readme")), "--embedder", "local")
+    yield server
+    server.stop()
+
+
+def test_the_service_ask_endpoint(lumen: dict[str, Any], real_server: Server) -> None:
+    import httpx
+
+    question, expected = SSO
+    tenant = lumen["tenant"]
+    body = {"query_text": question, "collections": _all(lumen)}
+    headers = {"Authorization": f"Bearer {token(tenant)}"}
+    r = httpx.post(f"{real_server.url}/api/v1/query/{tenant}/ask", json=body, headers=headers, timeout=60)
+    assert r.status_code == 200, r.text
+    answer = r.json()["generation"]["answer"]
+    assert fact_hit(answer, ["Free or Team", *expected]) and "GDPR" not in answer, answer
+
+
+def test_the_openai_chat_endpoint(lumen: dict[str, Any], real_server: Server) -> None:
+    import httpx
+
+    tenant = lumen["tenant"]
+    headers = {"Authorization": f"Bearer {token(tenant)}"}
+    messages = [{"role": "user", "content": SSO[0]}]
+    r = httpx.post(
+        f"{real_server.url}/v1/chat/completions",
+        json={"model": "agentrag", "messages": messages},
+        headers=headers,
+        timeout=60,
+    )
+    assert r.status_code == 200, r.text
+    content = r.json()["choices"][0]["message"]["content"].split("\n\nSources:")[0]
+    assert fact_hit(content, ["Free or Team", *SSO[1]]), content
+    # the chat's second turn, condensed with the conversation
+    messages += [
+        {"role": "assistant", "content": content},
+        {"role": "user", "content": "and how long do deleted notes stay in the trash?"},
+    ]
+    r = httpx.post(
+        f"{real_server.url}/v1/chat/completions",
+        json={"model": "agentrag", "messages": messages},
+        headers=headers,
+        timeout=60,
+    )
+    assert r.status_code == 200, r.text
+    assert "30 days" in r.json()["choices"][0]["message"]["content"]
