@@ -1,4 +1,4 @@
-"""Deprecations, as docs/releases.md states them: a public name or parameter that goes away is
+"""Deprecations, as docs/explanation/releases.md states them: a public name or parameter that goes away is
 first deprecated in a minor release, keeps working and warns with the version it was announced in
 and the version that removes it (the next major, or under 1.0 at least two minors later).
 

@@ -211,7 +211,7 @@ class RerankError(AgentragError):
 
 class PermissionDeniedError(AgentragError):
     """The scope's principal may read the document but not administer it (grant, revoke, share,
-    list its grants): see docs/permissions-admin.md. A document it may not read is "not found"
+    list its grants): see docs/how-to/permissions-admin.md. A document it may not read is "not found"
     (DocumentNotFoundError) instead, so nothing is learnt of it."""
 
 

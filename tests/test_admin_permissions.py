@@ -1,6 +1,6 @@
 """Principals in the library's administration (issue #37 item 3, F-5 and F-8): grant, revoke,
 share, grants and revisions honour a scope's principal, enforced in the SQL that reads the row;
-revision reads obey sessions and grants like current reads. The rule is docs/permissions-admin.md."""
+revision reads obey sessions and grants like current reads. The rule is docs/how-to/permissions-admin.md."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 signature (functions, classes and their methods, properties, enum members, model fields) is a
 snapshot: a change fails here until it is announced, i.e. the snapshot is updated
 (``pytest tests/test_api_surface.py --snapshot-update``) in the same commit as its CHANGELOG.md
-entry (docs/releases.md: what may change in which release)."""
+entry (docs/explanation/releases.md: what may change in which release)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Issue #38 item 3, release discipline: one version everywhere, a changelog entry for it, complete
-package metadata, and deprecations that warn with the versions docs/releases.md promises."""
+package metadata, and deprecations that warn with the versions docs/explanation/releases.md promises."""
 
 from __future__ import annotations
 

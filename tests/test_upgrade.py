@@ -57,7 +57,7 @@ def test_every_release_has_a_fixture_and_each_is_small() -> None:
     import agentrag
 
     assert agentrag.__version__ in RELEASES, (
-        "run python -m tests.fixtures.make_upgrade_fixture (docs/releases.md)"
+        "run python -m tests.fixtures.make_upgrade_fixture (docs/explanation/releases.md)"
     )
     for release in RELEASES:
         assert (FIXTURES / f"{release}.sql.gz").stat().st_size < MAX_FIXTURE_BYTES

@@ -14,7 +14,7 @@ without ``acl=True`` a document carrying grants fails (its grants would protect 
 Who may administer a document (grant, revoke, share, list its grants) is decided in the SQL that
 reads and locks its row (:func:`_administered`): the application itself (no principal) and an
 admin principal, everything in their tenant scope; any other principal, only its own private
-upload, in its session (docs/permissions-admin.md).
+upload, in its session (docs/how-to/permissions-admin.md).
 """
 
 from __future__ import annotations
@@ -178,7 +178,7 @@ def regrant(conn: Connection, coll: Collection, changes: list[tuple[str, dict[st
 
 def _administered(conn: Connection, document_id: str, scope: Scope | None) -> Any:
     """The document's collection row, its document row locked, when ``scope`` administers it
-    (docs/permissions-admin.md), decided in the statement that reads and locks the row:
+    (docs/how-to/permissions-admin.md), decided in the statement that reads and locks the row:
     DocumentNotFoundError when the scope may not read it (outside its tenant, a private upload of
     another session, no grant), PermissionDeniedError when it may read it but not administer it."""
     from sqlalchemy import text
