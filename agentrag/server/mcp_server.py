@@ -38,7 +38,7 @@ from pydantic import Field
 
 import agentrag as ar
 from agentrag.server import answering
-from agentrag.server.errors import ApiError
+from agentrag.server.errors import ApiError, api_error_for
 from agentrag.server.gateway import Caller, Gateway, Sink
 from agentrag.server.models import FiltersIn
 
@@ -131,10 +131,13 @@ def build_server(gateway: Gateway, *, caller_of: Callable[[Any], Caller], llm: A
             if generate:
                 ctx = gateway.answer(ctx, sink, caller)
             gateway.audit(sink)  # before the result leaves
-        except ApiError as exc:
-            raise _tool_error(_tool_message(exc)) from None
-        except ar.AgentragError as exc:
-            raise _tool_error(str(exc).splitlines()[0][:300]) from None
+        except Exception as exc:  # one mapping for every interface: the database down is 503 everywhere
+            mapped = api_error_for(exc)
+            if mapped is not None:
+                raise _tool_error(_tool_message(mapped)) from None
+            if isinstance(exc, ar.AgentragError):
+                raise _tool_error(str(exc).splitlines()[0][:300]) from None
+            raise
         return ctx
 
     query_field = Field(description="What to look for, in natural language (a question or keywords).")
