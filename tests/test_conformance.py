@@ -389,6 +389,8 @@ def test_postgresql_stopped_is_unavailable_everywhere(world: World, interface: s
     finally:
         world.proxy.start()
     assert outcome.kind == UNAVAILABLE, outcome.text[:500]
+    if interface in ("chat", "models"):  # in the protocol's own error object
+        assert "'type': 'api_error'" in outcome.text and "DATABASE_UNAVAILABLE" in outcome.text
     headers = {"Authorization": f"Bearer {token(world.tenant, sub='bob', groups=['hr'])}"}
     body = {"query_text": "x", "collections": [world.collection]}
     deadline = time.monotonic() + 30

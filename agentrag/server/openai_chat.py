@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 import agentrag as ar
 from agentrag.server import answering
-from agentrag.server.errors import ApiError
+from agentrag.server.errors import ApiError, api_error_for
 from agentrag.server.gateway import Caller, Gateway, Refusal, Sink, Stream
 from agentrag.server.models import FiltersIn, Mode
 
@@ -204,8 +204,11 @@ def install(app: Any, *, gateway: Gateway, llm: Any) -> None:
     async def models(request: Request) -> Any:
         try:
             names = await asyncio.to_thread(listed, request.headers.get("authorization"))
-        except ApiError as exc:
-            return _refused(exc)
+        except Exception as exc:  # a refusal, or the database down (503) / the budget spent (504)
+            mapped = api_error_for(exc)
+            if mapped is None:
+                raise
+            return _refused(mapped)
         created = int(time.time())
         data = [{"id": MODEL_PREFIX, "object": "model", "created": created, "owned_by": "agentrag"}]
         data += [
@@ -245,8 +248,11 @@ def install(app: Any, *, gateway: Gateway, llm: Any) -> None:
                 return streamed(caller, ctx, sink, body, started)
             caller, ctx, sink = await asyncio.to_thread(prepare, body, authorization)
             result = await asyncio.to_thread(complete, caller, ctx, sink, started)
-        except ApiError as exc:
-            return _refused(exc)
+        except Exception as exc:  # a refusal, or the database down (503) / the budget spent (504)
+            mapped = api_error_for(exc)
+            if mapped is None:
+                raise
+            return _refused(mapped)
         return {
             "id": f"chatcmpl-{ctx.query_id}",
             "object": "chat.completion",
