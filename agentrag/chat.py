@@ -434,12 +434,22 @@ def context_node(ctx: Context, config: RAGConfig) -> tuple[Context, RAGResult]:
             grounded=grounded,
             mode=mode,
             proof=ctx.proof().to_dict() if config.include_proof else None,
-            guidance=None if grounded else (guidance or GUIDANCE),
+            guidance=None if grounded else _with_skipped(guidance or GUIDANCE, ctx),
             question=ctx.question,
             confidence=confidence,
             ctx=ctx,
         )
         return ctx, result
+
+
+def _with_skipped(guidance: str, ctx: Context) -> str:
+    """The guidance, plus the collections that were not searched and why (an acl=True collection
+    when the conversation names no user or group)."""
+    if not ctx.skipped_collections:
+        return guidance
+    names = ", ".join(name for name, _ in ctx.skipped_collections)
+    reasons = "; ".join(dict.fromkeys(why for _, why in ctx.skipped_collections))
+    return f"{guidance} Not searched: {names} ({reasons}); pass user_id or groups to search them."
 
 
 # ---- one call ----------------------------------------------------------------------------------

@@ -200,6 +200,9 @@ class Context(Renderable):
     decompose_reasoning: str | None = None
     # search / rerank / enrich
     results: tuple[SearchRecord, ...] = ()
+    # the collections "every collection" left out, each with why: (name, reason); a caller without
+    # a principal is not refused for an acl=True collection it did not name, it is told
+    skipped_collections: tuple[tuple[str, str], ...] = ()
     ranked: tuple[Hit, ...] | None = None
     graph_context: str | None = None
     model_version_match: bool | None = None  # query embedder vs the index (None: no vector search ran)
@@ -246,7 +249,7 @@ class Context(Renderable):
     def empty_reason(self) -> str | None:
         """Why search found nothing: each empty search's reason (prefixed with its collection when
         several were searched); None when something was found or no search ran."""
-        if not self.results or any(r.hits for r in self.results):
+        if not (self.results or self.skipped_collections) or any(r.hits for r in self.results):
             return None
         reasons: dict[str, str] = {}
         for record in self.results:
@@ -254,7 +257,9 @@ class Context(Renderable):
             if why:
                 reasons.setdefault(why, record.collection)
         several = len({r.collection for r in self.results}) > 1
-        return "; ".join(f"{c}: {why}" if several else why for why, c in reasons.items()) or None
+        found = [f"{c}: {why}" if several else why for why, c in reasons.items()]
+        skipped = [f"{name} not searched: {why}" for name, why in self.skipped_collections]
+        return "; ".join(found + skipped) or None
 
     @property
     def latencies_ms(self) -> dict[str, float]:

@@ -99,6 +99,8 @@ class Proof:
     # a conversation: what the user wrote, and the standalone question condense() searched for
     original_question: str | None = None
     condensed_question: str | None = None
+    # collections a search of "every collection" left out, and why: ({"collection", "reason"}, ...)
+    skipped_collections: tuple[tuple[str, str], ...] = ()
     schema_version: int = field(default=SCHEMA_VERSION)
 
     def to_dict(self) -> dict[str, Any]:
@@ -108,6 +110,7 @@ class Proof:
         out = {name: getattr(self, name) for name in _PROOF_FIELDS}
         out["collections"] = list(self.collections)
         out["degradations"] = list(self.degradations)
+        out["skipped_collections"] = [{"collection": c, "reason": r} for c, r in self.skipped_collections]
         out["chunks"] = [{name: getattr(c, name) for name in _CHUNK_FIELDS} for c in self.chunks]
         if self.generation is not None:
             g = {name: getattr(self.generation, name) for name in _GENERATION_FIELDS}
@@ -207,6 +210,7 @@ def build_proof(ctx: Context) -> Proof:
         generation=generation,
         original_question=ctx.original_question,
         condensed_question=ctx.question if ctx.original_question is not None else None,
+        skipped_collections=ctx.skipped_collections,
     )
 
 
@@ -308,6 +312,15 @@ PROOF_SCHEMA: dict[str, Any] = {
         "generation": _GENERATION_SCHEMA,
         "original_question": _nullable("string"),
         "condensed_question": _nullable("string"),
+        "skipped_collections": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "additionalProperties": False,
+                "required": ["collection", "reason"],
+                "properties": {"collection": {"type": "string"}, "reason": {"type": "string"}},
+            },
+        },
         "schema_version": {"type": "integer", "const": SCHEMA_VERSION},
     },
 }

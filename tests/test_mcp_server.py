@@ -170,20 +170,31 @@ async def test_http_needs_a_valid_token(server: Server, corpus: dict[str, Any]) 
         assert scoped.status_code == 403
 
 
-async def test_http_tool_calls_are_admitted_per_tenant(server: Server, store: Any) -> None:
-    limited = new_tenant(store, "mcplim", rate_limit=1, rate_limit_period_s=3600)
-    async with over_http(server, token(limited)) as client:
-        first = await client.call_tool("list_collections", {})
-        assert not first.is_error
-        second = await client.call_tool("list_collections", {})
-        assert second.is_error and "RATE_LIMITED" in second.content[0].text
-    suspended = new_tenant(store, "mcpsus")
+async def test_every_http_message_is_admitted_per_tenant(server: Server, store: Any) -> None:
+    """Each JSON-RPC message over HTTP, ``tools/list`` included (F-9), is admitted for the token's
+    tenant before the SDK sees it: the rate limit (429, Retry-After) and a suspended tenant (403)."""
+    import httpx
+
     from agentrag.server.tenants import set_state
 
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+    accept = {"Accept": "application/json, text/event-stream"}
+    limited = new_tenant(store, "mcplim", rate_limit=1, rate_limit_period_s=3600)
+    suspended = new_tenant(store, "mcpsus")
     set_state(store.engine, suspended, "SUSPENDED")
-    async with over_http(server, token(suspended)) as client:
-        refused = await client.call_tool("search", {"query": "anything"})
-        assert refused.is_error and "TENANT_SUSPENDED" in refused.content[0].text
+    async with httpx.AsyncClient(base_url=server.url, timeout=30) as http:
+        headers = {**accept, "Authorization": f"Bearer {token(limited)}"}
+        first = await http.post("/mcp", json=body, headers=headers)
+        assert first.status_code == 200 and first.json()["result"]["tools"]
+        second = await http.post("/mcp", json=body, headers=headers)
+        assert second.status_code == 429 and second.headers["retry-after"]
+        assert second.json()["error"]["code"] == "RATE_LIMITED"
+        headers = {**accept, "Authorization": f"Bearer {token(suspended)}"}
+        refused = await http.post("/mcp", json=body, headers=headers)
+        assert refused.status_code == 403 and refused.json()["error"]["code"] == "TENANT_SUSPENDED"
+        call = {**body, "method": "tools/call", "params": {"name": "search", "arguments": {"query": "x"}}}
+        refused = await http.post("/mcp", json=call, headers=headers)
+        assert refused.status_code == 403 and "HELIOTROPE" not in refused.text
 
 
 async def test_in_process_audit_events_go_to_the_audit_logger(
@@ -195,9 +206,11 @@ async def test_in_process_audit_events_go_to_the_audit_logger(
 
     from mcp import Client
 
-    from agentrag.server.mcp_server import TenantInfo, build_server
+    from agentrag.server.gateway import Gateway
+    from agentrag.server.mcp_server import build_server
 
-    server = build_server(store, tenant_of=lambda ctx: TenantInfo(corpus["a"]))
+    gateway = Gateway(store)
+    server = build_server(gateway, caller_of=lambda ctx: gateway.local(corpus["a"]))
     question = "How do I reset two-factor authentication?"
     with caplog.at_level(logging.INFO, logger="agentrag.audit"):
         async with Client(server) as client:
@@ -214,14 +227,15 @@ def test_building_the_server_leaves_the_applications_logging_alone(store: Any) -
     with no logging configured must not find a root handler (and every library's INFO lines) after it."""
     import logging
 
-    from agentrag.server.mcp_server import TenantInfo, build_server
+    from agentrag.server.gateway import Gateway
+    from agentrag.server.mcp_server import build_server
 
     root = logging.getLogger()
     saved, level = list(root.handlers), root.level
     root.handlers[:] = []  # as in an application that configured nothing (pytest adds its own handlers)
     root.setLevel(logging.WARNING)
     try:
-        build_server(store, tenant_of=lambda ctx: TenantInfo("t"))
+        build_server(Gateway(store), caller_of=lambda ctx: Gateway.local("t"))
         after, after_level = list(root.handlers), root.level
     finally:
         root.handlers[:] = saved

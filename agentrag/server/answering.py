@@ -1,98 +1,21 @@
-"""What the OpenAI endpoint, the MCP tools and the playground share: a tenant-scoped pipeline run and
-the shapes of its results (numbered citations, sources, each answer sentence's supporting span).
-
-Built on the public API only: ``ar.new(..., scope=ar.Scope(tenant=...))`` then ``condense`` (a
-conversation), ``search`` and ``answer``.
+"""What the OpenAI endpoint, the MCP tools and the playground share: the shapes of a result
+(numbered citations, sources, each answer sentence's supporting span). The run itself is the
+gateway's (:mod:`agentrag.server.gateway`), the same for every interface.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
-import agentrag as ar
-
-__all__ = [
-    "MARKER",
-    "Asked",
-    "MarkerNumbering",
-    "Request",
-    "ask",
-    "numbered",
-    "search",
-    "sources",
-    "supporting_spans",
-]
+__all__ = ["MARKER", "MarkerNumbering", "numbered", "sources", "supporting_spans"]
 
 # one citation group as the answer step writes it: "[chk_0123abcd]" or "[chk_1, chk_2]"
 MARKER = re.compile(r"\[((?:chk_[0-9a-f]+)(?:\s*[,;]\s*chk_[0-9a-f]+)*)\]")
 _GROUP = re.compile(r"(?:\s*\[(?:chk_[0-9a-f]+)(?:\s*[,;]\s*chk_[0-9a-f]+)*\])+")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 _WORD = re.compile(r"\w+")
-
-
-@dataclass(frozen=True)
-class Request:
-    """One question for a tenant; the validated fields the routes and tools have in common."""
-
-    question: str
-    tenant: str | None  # None: no tenant scope (the stdio MCP server of a single-user store)
-    collections: Sequence[str] | None = None
-    filters: Mapping[str, Any] | None = None
-    top_k: int = 5
-    mode: str = "hybrid"
-    history: Sequence[Mapping[str, str]] = ()
-
-
-@dataclass
-class Asked:
-    """A searched (and maybe answered) Context and the audit events collected on the way."""
-
-    ctx: ar.Context
-    events: list[dict[str, Any]] = field(default_factory=list)
-
-    def emit(self, event: Any) -> None:
-        self.events.append(event.to_dict())
-
-
-def search(
-    store: ar.Store, request: Request, *, llm: Any = None, telemetry: ar.Telemetry | None = None
-) -> Asked:
-    """``new -> (condense) -> search`` in the tenant's scope. Raises the library's typed errors."""
-    sink = Asked(ctx=None)  # type: ignore[arg-type]  # filled below; the sink collects as it runs
-    ctx = ar.new(
-        request.question,
-        history=list(request.history) or None,
-        store=store,
-        llm=llm,
-        telemetry=telemetry,
-        audit=sink,
-        limit=request.top_k,
-        collections=list(request.collections) if request.collections else None,
-        mode=request.mode,
-        scope=ar.Scope(tenant=request.tenant) if request.tenant else None,
-        filters=dict(request.filters) if request.filters else None,
-    )
-    if request.history:
-        ctx = ctx | ar.condense()
-    sink.ctx = ctx | ar.search()
-    return sink
-
-
-def ask(
-    store: ar.Store,
-    request: Request,
-    *,
-    llm: Any = None,
-    telemetry: ar.Telemetry | None = None,
-    suppress_ungrounded: bool = False,
-) -> Asked:
-    """:func:`search`, then the cite-only answer."""
-    asked = search(store, request, llm=llm, telemetry=telemetry)
-    asked.ctx = asked.ctx | ar.answer(suppress_ungrounded=suppress_ungrounded)
-    return asked
 
 
 class MarkerNumbering:

@@ -10,12 +10,10 @@ background :class:`~agentrag.server.auditlog.AuditWriter` (batched, off the requ
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import importlib
 import inspect
 import json
 import logging
-import math
 import time
 import traceback
 from collections.abc import AsyncIterator
@@ -28,35 +26,20 @@ from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 import agentrag as ar
-from agentrag.errors import (
-    AgentragError,
-    CollectionNotFoundError,
-    EmbeddingError,
-    EmbeddingMismatchError,
-    InvalidInputError,
-    ScopeError,
-)
+from agentrag.errors import InvalidInputError
 from agentrag.server import limits
-from agentrag.server.access import TenantCollections, request_scope
 from agentrag.server.auditlog import AuditWriter
-from agentrag.server.auth import AuthError, ForbiddenError, Principal, TokenVerifier, authorize
+from agentrag.server.auth import Principal, TokenVerifier
 from agentrag.server.config import ServerConfig
-from agentrag.server.errors import (
-    RETRIEVAL_RETRY_KINDS,
-    ApiError,
-    api_error_for,
-    database_unavailable,
-    known_field,
-    mapped_exceptions,
-    safe_message,
-)
+from agentrag.server.errors import ApiError, api_error_for, known_field, mapped_exceptions, safe_message
 from agentrag.server.fastpath import SearchFastPath, json_bytes, json_response
+from agentrag.server.gateway import Caller, Gateway, Sink, Stream
 from agentrag.server.interfaces import install as install_interfaces
 from agentrag.server.metrics import server_telemetry
 from agentrag.server.models import AskRequest, ErrorBody, ProofResponse, SearchRequest
 from agentrag.server.observe import BodyTooLarge, ObserveMiddleware
-from agentrag.server.streaming import ClosingStream, with_outcome
-from agentrag.server.tenants import Admitter, Tenant, write_audit
+from agentrag.server.streaming import ClosingStream
+from agentrag.server.tenants import Admitter, write_audit
 
 if TYPE_CHECKING:
     from concurrent.futures import ThreadPoolExecutor
@@ -105,17 +88,6 @@ def _request_id(request: Request) -> str | None:
     return state.get("request_id")
 
 
-class _Collect:
-    """The per-request audit sink: events as dicts (ids and counts only), written before any
-    retrieved text leaves the process."""
-
-    def __init__(self) -> None:
-        self.events: list[dict[str, Any]] = []
-
-    def emit(self, event: Any) -> None:
-        self.events.append(event.to_dict())
-
-
 def create_app(
     store: ar.Store,
     *,
@@ -146,7 +118,6 @@ def create_app(
     engine = store.engine
     admit = Admitter(engine)  # the tenant + rate-limit statement: one round trip, no pre-ping
     default_collections = [c for c in (config.default_collections or "").split(",") if c] or None
-    visible = TenantCollections(store)
     budget = ar.Budget(max_seconds=config.request_budget_s or None)  # --request-budget: a deadline
     executor: list[ThreadPoolExecutor] = []
     writers: list[AuditWriter] = []  # the background audit writer, while the app runs
@@ -156,6 +127,25 @@ def create_app(
             writers[0].submit(events, latency_ms=latency_ms)
         else:  # served without the lifespan: write through
             write_audit(engine, events, latency_ms=latency_ms)
+
+    def offer(events: list[dict[str, Any]]) -> None:  # a stream's outcome: from the event loop
+        if writers:
+            writers[0].offer(events, required=True)
+        else:
+            write_audit(engine, events, latency_ms=None)
+
+    gateway = Gateway(
+        store,
+        verifier=verifier,
+        admit=admit,
+        audit=audit,
+        offer=offer,
+        telemetry=telemetry,
+        budget=budget,
+        default_collections=default_collections,
+        max_streams=max(1, config.max_in_flight // 2),
+        idle_timeout_s=config.stream_idle_timeout_s,
+    )
 
     def refused(status: int, scope: Any) -> None:  # a refusal's audit row: no body, no token
         route = getattr(scope.get("route"), "path", None) or "-"
@@ -250,110 +240,40 @@ def create_app(
         _log.error("unhandled %s in request %s\n%s", type(exc).__name__, _request_id(request), frames)
         return _error(request, 500, "INTERNAL", "internal error")
 
-    # ---- the request flow, steps 1-4 ----------------------------------------------------------------
+    # ---- the request flow: agentrag.server.gateway, the one path of every interface ----------------
     # Authentication runs on the event loop (no I/O); admission (the tenant + rate-limit statement)
     # runs in the same worker thread as the search that follows: one thread hop per request.
     async def authenticated(tenant_id: str, request: Request) -> Principal:
-        try:
-            return authorize(verifier, request.headers.get("authorization"), tenant_id)
-        except AuthError as exc:
-            raise ApiError(401, "UNAUTHENTICATED", str(exc), headers={"WWW-Authenticate": "Bearer"}) from None
-        except ForbiddenError as exc:
-            raise ApiError(403, exc.code, str(exc)) from None
+        return gateway.authenticate(request.headers.get("authorization"), tenant_id)
 
-    def admitted(tenant_id: str) -> Tenant:
-        try:
-            admission = admit(tenant_id)
-        except Exception as exc:  # the database is down: 503, Retry-After
-            raise (api_error_for(exc) or exc) from None
-        if admission.tenant is None:
-            raise ApiError(404, "TENANT_NOT_FOUND", "no such tenant")
-        if not admission.tenant.active:
-            raise ApiError(403, "TENANT_SUSPENDED", "the tenant is suspended")
-        if not admission.allowed:
-            retry = max(1, math.ceil(admission.retry_after_s))
-            raise ApiError(
-                429, "RATE_LIMITED", "rate limit exceeded; retry later", headers={"Retry-After": str(retry)}
-            )
-        return admission.tenant
+    def start(body: SearchRequest, who: Principal, *, generate: bool) -> tuple[Caller, ar.Context, Sink]:
+        """Admitted, scoped and searched (in a worker thread)."""
+        caller = gateway.admit(who)
+        gateway.check(caller, top_k=body.top_k, generate=generate)
+        sink = Sink()
+        ctx = gateway.context(
+            caller,
+            body.query_text,
+            sink,
+            collections=gateway.collections(caller, body.collections),
+            llm=llm if generate else None,
+            top_k=body.top_k,
+            mode=body.mode,
+            filters=body.filters.to_filters() if body.filters else None,
+        )
+        return caller, gateway.search(ctx, sink, top_k=body.top_k), sink
 
-    def start(
-        body: SearchRequest, tenant: Tenant, who: Principal, *, generate: bool
-    ) -> tuple[ar.Context, _Collect]:
-        """Steps 5-8: the validated request as a searched Context (in a worker thread)."""
-        if body.top_k > tenant.retrieval_top_k_max:
-            raise ApiError(
-                422, "VALIDATION_ERROR", f"top_k is at most {tenant.retrieval_top_k_max}", field="top_k"
-            )
-        if generate and not tenant.generation_enabled:
-            raise ApiError(403, "GENERATION_DISABLED", "answer generation is disabled for this tenant")
-        collections = body.collections or default_collections
-        if collections:  # another tenant's collection is as unknown as a missing one
-            try:
-                owners = {c.tenant for c in store.describe(collections, max_age=5.0)}
-            except CollectionNotFoundError:
-                owners = {""}
-            if owners - {None, tenant.id}:
-                raise ApiError(404, "COLLECTION_NOT_FOUND", "unknown collection", field="collections")
-        else:  # the tenant's own collections and the shared ones, never another tenant's
-            collections = visible.names(tenant.id)
-            if not collections:
-                raise ApiError(404, "COLLECTION_NOT_FOUND", "there are no collections to search")
-        sink = _Collect()
-        try:
-            ctx = ar.new(
-                body.query_text,
-                store=store,
-                llm=llm if generate else None,
-                telemetry=telemetry,
-                audit=sink,
-                budget=budget,
-                limit=body.top_k,
-                collections=collections,
-                mode=body.mode,
-                scope=request_scope(tenant.id, who),
-                filters=body.filters.to_filters() if body.filters else None,
-            )
-        except InvalidInputError as exc:
-            raise ApiError(422, "VALIDATION_ERROR", safe_message(exc), field=_field_of(exc)) from None
-        try:
-            ctx = ctx | ar.search()
-            if len(collections) > 1:  # top_k is the total across collections, not per collection
-                ctx = dataclasses.replace(ctx, ranked=ctx.hits[: body.top_k])
-        except ScopeError:  # an acl=True collection and a token naming no user or group
-            raise ApiError(
-                403, "NO_PRINCIPAL", "the token names no user (sub) or groups: a collection enforces grants"
-            ) from None
-        except InvalidInputError:  # the only one left: the store holds no collection at all
-            raise ApiError(404, "COLLECTION_NOT_FOUND", "there are no collections to search") from None
-        if ctx.error is not None and (mapped := api_error_for(ctx.error)) is not None:
-            audit(with_outcome(sink.events, "failed"), None)  # the budget ran out in the search (504)
-            raise mapped
-        if ctx.results and all(r.error for r in ctx.results):
-            kinds = {r.error.split(":", 1)[0] for r in ctx.results if r.error}
-            embedding = {EmbeddingError.__name__, EmbeddingMismatchError.__name__}
-            code = "EMBEDDING_FAILED" if kinds & embedding else "RETRIEVAL_FAILED"
-            audit(with_outcome(sink.events, "failed"), None)
-            _log.warning("retrieval failed: %s", ", ".join(sorted(kinds)))
-            if kinds <= RETRIEVAL_RETRY_KINDS:
-                raise database_unavailable()
-            raise ApiError(500, code, "retrieval failed")
-        return ctx, sink
-
-    def respond(ctx: ar.Context, sink: _Collect, started: float) -> dict[str, Any]:
+    def respond(ctx: ar.Context, sink: Sink, started: float) -> dict[str, Any]:
         proof = ctx.proof().to_dict()
-        latency = (time.perf_counter() - started) * 1000.0
-        audit(sink.events, latency)
-        warnings = [MODEL_MISMATCH_WARNING] if proof["model_version_match"] is False else []
-        proof["warnings"] = warnings + [f"degraded: {d}" for d in proof["degradations"]]
+        gateway.audit(sink, started)
+        proof["warnings"] = _warnings(proof, ctx)
         return proof
 
     # No admission cap beyond the pool: a search never holds a pooled connection while waiting for
     # another (it builds a cold BM25 index or the tsvectors before taking its connection).
     # The response body is encoded here too, in the worker thread, not on the event loop.
     def run_search(body: SearchRequest, who: Principal, started: float) -> bytes:
-        tenant = admitted(who.tenant)
-        ctx, sink = start(body, tenant, who, generate=False)
+        _, ctx, sink = start(body, who, generate=False)
         return json_bytes(respond(ctx, sink, started))
 
     def run_search_guarded(body: SearchRequest, who: Principal, started: float) -> bytes | ApiError:
@@ -368,29 +288,15 @@ def create_app(
             return mapped
 
     def run_ask(body: AskRequest, who: Principal, started: float) -> bytes:
-        tenant = admitted(who.tenant)
-        ctx, sink = start(body, tenant, who, generate=True)
-        ctx = ctx | ar.answer(suppress_ungrounded=tenant.suppress_ungrounded)
-        if ctx.error is not None:
-            audit(with_outcome(sink.events, "failed"), None)
-            raise api_error_for(ctx.error) or ApiError(500, "GENERATION_FAILED", "answer generation failed")
+        caller, ctx, sink = start(body, who, generate=True)
+        ctx = gateway.answer(ctx, sink, caller)
         return json_bytes(respond(ctx, sink, started))
 
-    def start_stream(body: AskRequest, who: Principal) -> tuple[ar.Context, _Collect, Tenant]:
+    def start_stream(body: AskRequest, who: Principal) -> tuple[ar.Context, Sink, Caller]:
         """Admission and search; the retrieval is audited here, before its first event is sent."""
-        tenant = admitted(who.tenant)
-        ctx, sink = start(body, tenant, who, generate=True)
-        audit(with_outcome(sink.events, "streaming"), None)
-        sink.events.clear()
-        return ctx, sink, tenant
-
-    def stream_ended(ctx: ar.Context, outcome: str) -> None:
-        """REQUEST_OUTCOME of an SSE answer: completed, client_disconnected or failed (never waits)."""
-        scope = ctx.options.scope
-        event: dict[str, Any] = {"type": "REQUEST_OUTCOME", "query_id": ctx.query_id}
-        event.update(tenant=scope.tenant if scope else None, details={"outcome": outcome})
-        if writers:
-            writers[0].offer([event], required=True)
+        caller, ctx, sink = start(body, who, generate=True)
+        gateway.audit_streaming(sink)
+        return ctx, sink, caller
 
     # ---- routes ---------------------------------------------------------------------------------------
     @app.post(
@@ -417,46 +323,46 @@ def create_app(
         started = time.perf_counter()
         if "text/event-stream" not in request.headers.get("accept", ""):
             return json_response(await asyncio.to_thread(run_ask, body, who, started))
-        ctx, sink, tenant = await asyncio.to_thread(start_stream, body, who)
+        gateway.open_stream()
+        try:
+            ctx, sink, caller = await asyncio.to_thread(start_stream, body, who)
+        except BaseException:
+            gateway.release_stream()
+            raise
+        idle = _event("error", {"error": {"code": "STREAM_IDLE", "message": "the answer stalled"}})
         return ClosingStream(
-            _sse(ctx, sink, tenant, started),
+            gateway.stream(ctx, lambda stream: _sse(stream, sink, caller, started), idle_event=idle),
             media_type="text/event-stream",
             headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
         )
 
-    async def _sse(ctx: ar.Context, sink: _Collect, tenant: Tenant, started: float) -> AsyncIterator[bytes]:
+    async def _sse(stream: Stream, sink: Sink, caller: Caller, started: float) -> AsyncIterator[bytes]:
         """``retrieval`` (the proof without generation), ``token`` pieces, ``citations``, ``done``;
-        the outcome is audited however the stream ends (the client gone: ``client_disconnected``)."""
-        outcome = "client_disconnected"
+        the gateway's :class:`Stream` audits the outcome however it ends."""
+        ctx = stream.ctx
+        retrieval = ctx.proof().to_dict()
+        retrieval["warnings"] = [MODEL_MISMATCH_WARNING] if retrieval["model_version_match"] is False else []
+        yield _event("retrieval", retrieval)
+        final: ar.Context | None = None
         try:
-            retrieval = ctx.proof().to_dict()
-            retrieval["warnings"] = (
-                [MODEL_MISMATCH_WARNING] if retrieval["model_version_match"] is False else []
-            )
-            yield _event("retrieval", retrieval)
-            final: ar.Context | None = None
-            try:
-                async for item in ar.aanswer_stream(ctx, suppress_ungrounded=tenant.suppress_ungrounded):
-                    if isinstance(item, str):
-                        yield _event("token", {"text": item})
-                    else:
-                        final = item
-                if final is None or final.error is not None:
-                    raise final.error if final is not None and final.error else RuntimeError("no answer")
-                proof = await asyncio.to_thread(respond, final, sink, started)
-            except Exception as exc:
-                outcome = "failed"
-                _log.error("stream failed: %s", type(exc).__name__)
-                mapped = api_error_for(exc)
-                if mapped is None or mapped.status == 500:
-                    mapped = ApiError(500, "GENERATION_FAILED", "answer generation failed")
-                yield _event("error", {"error": {"code": mapped.code, "message": mapped.message}})
-                return
-            yield _event("citations", {"query_id": proof["query_id"], "generation": proof["generation"]})
-            yield _event("done", {"query_id": proof["query_id"]})
-            outcome = "completed"
-        finally:
-            stream_ended(ctx, outcome)
+            async for item in ar.aanswer_stream(ctx, suppress_ungrounded=caller.suppress_ungrounded):
+                if isinstance(item, str):
+                    yield _event("token", {"text": item})
+                else:
+                    final = item
+            if final is None or final.error is not None:
+                raise final.error if final is not None and final.error else RuntimeError("no answer")
+            proof = await asyncio.to_thread(respond, final, sink, started)
+        except Exception as exc:
+            stream.fail()
+            _log.error("stream failed: %s", type(exc).__name__)
+            mapped = api_error_for(exc)
+            if mapped is None or mapped.status == 500:
+                mapped = ApiError(500, "GENERATION_FAILED", "answer generation failed")
+            yield _event("error", {"error": {"code": mapped.code, "message": mapped.message}})
+            return
+        yield _event("citations", {"query_id": proof["query_id"], "generation": proof["generation"]})
+        yield _event("done", {"query_id": proof["query_id"]})
 
     @app.get("/healthz", summary="The process is up")
     async def healthz() -> dict[str, str]:
@@ -487,16 +393,7 @@ def create_app(
         )
 
     install_interfaces(
-        app,
-        store=store,
-        config=config,
-        verifier=verifier,
-        admit=admit,
-        llm=llm,
-        telemetry=telemetry,
-        audit=audit,
-        default_collections=default_collections,
-        metrics_reader=metrics_reader,
+        app, gateway=gateway, config=config, llm=llm, metrics_reader=metrics_reader
     )  # /, /docs, /metrics, /v1/* (OpenAI), /mcp
     # Inside ObserveMiddleware (added first = innermost): the span, metrics and body limit still apply.
     app.add_middleware(SearchFastPath, run=run_search_guarded, verifier=verifier)
@@ -518,14 +415,15 @@ def _event(name: str, data: Any) -> bytes:
     return f"event: {name}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n".encode()
 
 
-def _field_of(exc: AgentragError) -> str | None:
-    from agentrag.errors import EmptyQueryError, FilterError
-
-    if isinstance(exc, FilterError):
-        return "filters"
-    if isinstance(exc, EmptyQueryError):
-        return "query_text"
-    return None
+def _warnings(proof: dict[str, Any], ctx: ar.Context) -> list[str]:
+    """The response's warnings: a model version mismatch, each degradation (with its reason when
+    collections were skipped: which ones and why)."""
+    warnings = [MODEL_MISMATCH_WARNING] if proof["model_version_match"] is False else []
+    return (
+        warnings
+        + [f"degraded: {d}" for d in proof["degradations"]]
+        + [f"not searched: {s['collection']} ({s['reason']})" for s in proof["skipped_collections"]]
+    )
 
 
 def build_store(config: ServerConfig) -> ar.Store:

@@ -144,6 +144,12 @@ _OPTIONS = (
     ("--send-timeout", "send_timeout_s", float, "drop a client that reads nothing this long (30 s)"),
     ("--keep-alive", "keep_alive_s", int, "close idle keep-alive connections after this (5 s)"),
     ("--max-in-flight", "max_in_flight", int, "requests at once per worker (1000; beyond: 503)"),
+    (
+        "--stream-idle-timeout",
+        "stream_idle_timeout_s",
+        float,
+        "end a stream that sends nothing this long (60 s)",
+    ),
     ("--request-budget", "request_budget_s", float, "seconds a query may take, LLM calls included (0: none)"),
     ("--audit-retention-days", "audit_retention_days", float, "purge older audit rows (365; 0: keep)"),
     ("--read-database-urls", "read_database_urls", str, "comma-separated read replicas the searches go to"),

@@ -55,6 +55,7 @@ class ServerConfig:
     send_timeout_s: float = 30.0  # a client that reads nothing for this long is dropped
     keep_alive_s: int = 5  # an idle keep-alive connection is closed after this
     max_in_flight: int = 1000  # requests at once per worker; beyond: 503 OVERLOADED
+    stream_idle_timeout_s: float = 60.0  # a stream (SSE) that sends nothing this long is ended
     request_budget_s: float = 0.0  # Budget(max_seconds=...) of every query (0: none)
     # audit (agentrag.server.auditlog)
     audit_retention_days: float = 365.0  # older audit rows are purged (0: kept forever)
@@ -73,7 +74,7 @@ class ServerConfig:
         positive = (
             "jwt_max_lifetime_s", "max_header_count", "max_header_bytes", "max_request_line_bytes",
             "header_timeout_s", "body_timeout_s", "send_timeout_s", "keep_alive_s", "max_in_flight",
-            "trace_file_max_bytes", "audit_purge_interval_s",
+            "stream_idle_timeout_s", "trace_file_max_bytes", "audit_purge_interval_s",
         )  # fmt: skip
         for name in positive:
             if not getattr(self, name) > 0:

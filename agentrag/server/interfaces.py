@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import agentrag as ar
-from agentrag.server.gateway import Gate
+from agentrag.server.gateway import Gateway
 
 __all__ = ["PLAYGROUND", "install"]
 
@@ -34,49 +34,23 @@ BEARER = {"type": "http", "scheme": "bearer", "bearerFormat": "JWT", "descriptio
 _log = logging.getLogger("agentrag.server")
 
 
-def install(
-    app: Any,
-    *,
-    store: ar.Store,
-    config: Any,
-    verifier: Any,
-    admit: Any,
-    llm: Any,
-    telemetry: ar.Telemetry,
-    audit: Any,
-    default_collections: list[str] | None,
-    metrics_reader: Any = None,
-) -> None:
-    gate = Gate(verifier, admit)
+def install(app: Any, *, gateway: Gateway, config: Any, llm: Any, metrics_reader: Any = None) -> None:
+    """Add the other faces to ``app``: each an adapter of its protocol over ``gateway`` (the one
+    request path: :mod:`agentrag.server.gateway`)."""
     _docs(app)
     _playground(app, config)
     if metrics_reader is not None:
-        _metrics(app, metrics_reader, {"search": store.engine, "admission": admit.engine})
+        pools = {"search": gateway.store.engine, "admission": gateway.admitter.engine}
+        _metrics(app, metrics_reader, pools)
     from agentrag.server import openai_chat
 
-    openai_chat.install(
-        app,
-        store=store,
-        gate=gate,
-        llm=llm,
-        telemetry=telemetry,
-        audit=audit,
-        default_collections=default_collections,
-    )
+    openai_chat.install(app, gateway=gateway, llm=llm)
     if importlib.util.find_spec("mcp") is None:
         _log.info("/mcp is off: the mcp extra is not installed (pip install 'agentrag[mcp]')")
         return
     from agentrag.server import mcp_server
 
-    mcp_server.mount(
-        app,
-        store,
-        gate=gate,
-        llm=llm,
-        telemetry=telemetry,
-        audit=audit,
-        default_collections=default_collections,
-    )
+    mcp_server.mount(app, gateway=gateway, llm=llm)
 
 
 def _docs(app: Any) -> None:

@@ -1,7 +1,10 @@
 """``agentrag mcp``: the MCP server over stdio, for desktop agent hosts (the ``mcp`` extra).
 
 The host starts the process and speaks MCP on its stdin / stdout (logs go to stderr). One process
-serves one tenant (``--tenant``; without it, the documents ingested without a tenant).
+serves one caller: a tenant (``--tenant``; without it, the documents ingested without a tenant) and
+a principal (``--user``, ``--group``: the grants ``acl=True`` collections check). The tools run
+through the same gateway as ``agentrag serve``'s interfaces (:mod:`agentrag.server.gateway`), with
+this one caller in place of a token and its admission.
 """
 
 from __future__ import annotations
@@ -22,7 +25,8 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     import agentrag as ar
     from agentrag.server.app import build_store
     from agentrag.server.config import ServerConfig
-    from agentrag.server.mcp_server import TenantInfo, build_server
+    from agentrag.server.gateway import Gateway
+    from agentrag.server.mcp_server import build_server
 
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     config = ServerConfig.from_env(
@@ -38,9 +42,10 @@ def cmd_mcp(args: argparse.Namespace) -> int:
         if config.llm
         else None
     )
-    info = TenantInfo(args.tenant)
     collections = [c for c in (config.default_collections or "").split(",") if c] or None
-    server = build_server(store, tenant_of=lambda ctx: info, llm=llm, default_collections=collections)
+    gateway = Gateway(store, default_collections=collections)
+    caller = gateway.local(args.tenant, args.user, args.group or ())
+    server = build_server(gateway, caller_of=lambda ctx: caller, llm=llm)
     try:
         server.run("stdio")
     finally:
@@ -52,6 +57,10 @@ def register(sub: Any, add: Callable[..., argparse.ArgumentParser]) -> None:
     """Add ``mcp``."""
     p = add(sub, "mcp", cmd_mcp, "serve the knowledge base to an MCP host over stdio", json_flag=False)
     p.add_argument("--tenant", help="the tenant whose documents the tools see (default: no tenant scope)")
+    p.add_argument("--user", help="the user whose grants acl=True collections check (default: none)")
+    p.add_argument(
+        "--group", action="append", help="a group of that user (repeat for several; default: none)"
+    )
     p.add_argument("--collections", help="comma-separated collections searched by default")
     p.add_argument("--embedder", help="query embedder: local (default) or fake[:DIMS] (tests)")
     p.add_argument("--llm", help="litellm model for ask (default: none, extractive answers)")

@@ -8,11 +8,17 @@ the structured content. A bad argument or a refusal is a tool error (``is_error`
 
 Two transports share the tools (:func:`build_server`):
 
-* stdio, ``agentrag mcp`` (desktop agent hosts): one process, one tenant (``--tenant``).
-* streamable HTTP, mounted at ``/mcp`` in ``agentrag serve`` (:func:`mount`): each request's
-  bearer JWT is verified at the HTTP layer (401 / 403 before any MCP message), and each tool call
-  takes its tenant from the token and goes through admission (tenant ACTIVE, rate limit), like
-  ``/search``.
+* stdio, ``agentrag mcp`` (desktop agent hosts): one process, one caller (``--tenant``,
+  ``--user``, ``--group``).
+* streamable HTTP, mounted at ``/mcp`` in ``agentrag serve`` (:func:`mount`): every HTTP request
+  (each JSON-RPC message: ``initialize``, ``tools/list``, ``tools/call``) goes through the gateway
+  before the SDK sees it: the bearer JWT verified (401 / 403), the token's tenant admitted (404,
+  403 suspended, 429), and the tool calls run as the token's tenant and principal. The server is
+  stateless: it has nothing to push, so ``GET /mcp`` (a server-to-client stream) is answered 405
+  once admitted, never held open.
+
+Either way a tool call runs through :class:`~agentrag.server.gateway.Gateway`, as every other
+interface does: the same scope, collections check, budget and audit.
 """
 
 from __future__ import annotations
@@ -32,10 +38,11 @@ from pydantic import Field
 
 import agentrag as ar
 from agentrag.server import answering
-from agentrag.server.gateway import Gate, Refusal
+from agentrag.server.errors import ApiError, api_error_for
+from agentrag.server.gateway import Caller, Gateway, Sink
 from agentrag.server.models import FiltersIn
 
-__all__ = ["MAX_DOCUMENT_CHARS", "TenantInfo", "build_server", "mount"]
+__all__ = ["CALLER_KEY", "MAX_DOCUMENT_CHARS", "build_server", "mount"]
 
 MAX_DOCUMENT_CHARS = 20_000
 UNTRUSTED = (
@@ -51,29 +58,10 @@ INSTRUCTIONS = (
 
 
 Collections = list[str] | None
-_audit_log = logging.getLogger("agentrag.audit")
 
 
-class TenantInfo:
-    """Who a tool call runs for: the tenant id (None: no tenant scope) and its settings."""
-
-    def __init__(
-        self,
-        tenant: str | None,
-        *,
-        top_k_max: int = 50,
-        generation_enabled: bool = True,
-        suppress_ungrounded: bool = False,
-    ) -> None:
-        self.tenant, self.top_k_max = tenant, top_k_max
-        self.generation_enabled, self.suppress_ungrounded = generation_enabled, suppress_ungrounded
-
-
-def _log_audit(events: list[dict[str, Any]], latency_ms: float | None) -> None:
-    """Without the service's audit writer (stdio): the events to the ``agentrag.audit`` logger, as the
-    library's default sink writes them (ids and counts, never text)."""
-    for event in events:
-        _audit_log.info(json.dumps(event, default=str, ensure_ascii=False))
+#: where ``/mcp``'s endpoint leaves the admitted :class:`Caller` in the ASGI scope for the tools
+CALLER_KEY = "agentrag.caller"
 
 
 def _tool_error(message: str) -> Exception:
@@ -93,19 +81,10 @@ def _result(structured: dict[str, Any], text: str) -> Any:
     return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=structured)
 
 
-def build_server(
-    store: ar.Store,
-    *,
-    tenant_of: Callable[[Any], TenantInfo],
-    llm: Any = None,
-    telemetry: ar.Telemetry | None = None,
-    audit: Callable[[list[dict[str, Any]], float | None], None] | None = None,
-    default_collections: list[str] | None = None,
-) -> MCPServer:
-    """The MCP server. ``tenant_of(ctx)`` returns the :class:`TenantInfo` of a tool call (or raises a
-    :class:`~agentrag.server.gateway.Refusal`), from the transport's knowledge of the caller.
-    ``audit(events, latency_ms)`` receives each call's audit events (default: the ``agentrag.audit``
-    logger)."""
+def build_server(gateway: Gateway, *, caller_of: Callable[[Any], Caller], llm: Any = None) -> MCPServer:
+    """The MCP server over ``gateway``. ``caller_of(ctx)`` is the :class:`Caller` of a tool call
+    (admitted by the transport: the HTTP endpoint per request, the stdio process once)."""
+    store = gateway.store
     root = logging.getLogger()
     handlers, level = list(root.handlers), root.level
     try:  # the SDK's constructor calls logging.basicConfig: the embedding application's logging is its own
@@ -116,42 +95,50 @@ def build_server(
         root.handlers[:] = handlers
         root.setLevel(level)
     read_only = ToolAnnotations(read_only_hint=True, destructive_hint=False, open_world_hint=False)
-    write = audit or _log_audit
 
-    async def who(ctx: Context) -> TenantInfo:
+    def who(ctx: Context) -> Caller:
         try:
-            return await asyncio.to_thread(tenant_of, ctx)
-        except Refusal as exc:
+            return caller_of(ctx)
+        except ApiError as exc:
             raise _tool_error(f"{exc.code}: {exc.message}") from None
 
-    def request(
-        info: TenantInfo, question: str, collections: Any, filters: Any, top_k: int, mode: str
-    ) -> Any:
-        if top_k > info.top_k_max:
-            raise _tool_error(f"top_k is at most {info.top_k_max} for this tenant")
-        names = collections or default_collections
-        if names:
-            known = {c.name for c in store.collections() if c.tenant in (None, info.tenant)}
-            unknown = sorted(set(names) - known)
-            if unknown:
-                raise _tool_error(f"unknown collection(s) {unknown}: call list_collections for the names")
-        return answering.Request(
-            question=question,
-            tenant=info.tenant,
-            collections=names,
-            filters=filters.to_filters() if filters is not None else None,
-            top_k=top_k,
-            mode=mode,
-        )
-
-    def run(call: Callable[[], answering.Asked]) -> answering.Asked:
+    def run(
+        caller: Caller,
+        question: str,
+        collections: Any,
+        filters: Any,
+        top_k: int,
+        mode: str,
+        *,
+        generate: bool,
+    ) -> ar.Context:
+        """The gateway's run of one tool call: checked, scoped, searched (and answered), audited."""
         try:
-            asked = call()
-        except ar.AgentragError as exc:
-            raise _tool_error(str(exc).splitlines()[0][:300]) from None
-        if asked.ctx.results and all(r.error for r in asked.ctx.results):
-            raise _tool_error("retrieval failed; try again later")
-        return asked
+            gateway.check(caller, top_k=top_k, generate=generate)
+            names = gateway.collections(caller, collections)
+            sink = Sink()
+            ctx = gateway.context(
+                caller,
+                question,
+                sink,
+                collections=names,
+                llm=llm if generate else None,
+                top_k=top_k,
+                mode=mode,
+                filters=filters.to_filters() if filters is not None else None,
+            )
+            ctx = gateway.search(ctx, sink, top_k=top_k)
+            if generate:
+                ctx = gateway.answer(ctx, sink, caller)
+            gateway.audit(sink)  # before the result leaves
+        except Exception as exc:  # one mapping for every interface: the database down is 503 everywhere
+            mapped = api_error_for(exc)
+            if mapped is not None:
+                raise _tool_error(_tool_message(mapped)) from None
+            if isinstance(exc, ar.AgentragError):
+                raise _tool_error(str(exc).splitlines()[0][:300]) from None
+            raise
+        return ctx
 
     query_field = Field(description="What to look for, in natural language (a question or keywords).")
     collections_field = Field(
@@ -180,16 +167,9 @@ def build_server(
         top_k: int = top_k_field,
         mode: Literal["hybrid", "vector", "lexical"] = "hybrid",
     ) -> Any:
-        info = await who(ctx)
-
-        def go() -> answering.Asked:
-            return answering.search(
-                store, request(info, query, collections, filters, top_k, mode), telemetry=telemetry
-            )
-
-        asked = await asyncio.to_thread(run, go)
-        proof = asked.ctx.proof().to_dict()
-        write(asked.events, None)
+        caller = who(ctx)
+        found = await asyncio.to_thread(run, caller, query, collections, filters, top_k, mode, generate=False)
+        proof = found.proof().to_dict()
         results = [
             {
                 "rank": c["rank"],
@@ -211,11 +191,12 @@ def build_server(
         structured = {
             "query_id": proof["query_id"],
             "results": results,
+            "skipped_collections": proof["skipped_collections"],
             "untrusted_text": True,
             "notice": UNTRUSTED,
         }
         text = f"{len(results)} passage(s). {UNTRUSTED}\n\n" + "\n\n".join(_wrap(r) for r in results)
-        return _result(structured, text if results else "No passage matched in this scope.")
+        return _result(structured, text if results else _nothing(found))
 
     @server.tool(
         title="Answer from the knowledge base",
@@ -233,21 +214,11 @@ def build_server(
         filters: FiltersIn | None = filters_field,
         top_k: int = top_k_field,
     ) -> Any:
-        info = await who(ctx)
-        if not info.generation_enabled:
-            raise _tool_error("GENERATION_DISABLED: answer generation is disabled for this tenant")
-
-        def go() -> answering.Asked:
-            req = request(info, question, collections, filters, top_k, "hybrid")
-            return answering.ask(
-                store, req, llm=llm, telemetry=telemetry, suppress_ungrounded=info.suppress_ungrounded
-            )
-
-        asked = await asyncio.to_thread(run, go)
-        if asked.ctx.error is not None:
-            raise _tool_error("answer generation failed")
-        proof = asked.ctx.proof().to_dict()
-        write(asked.events, None)
+        caller = who(ctx)
+        answered = await asyncio.to_thread(
+            run, caller, question, collections, filters, top_k, "hybrid", generate=True
+        )
+        proof = answered.proof().to_dict()
         generation = proof.get("generation") or {}
         text, order = answering.numbered(generation.get("answer"))
         citations = answering.sources(proof, order)
@@ -262,6 +233,7 @@ def build_server(
             "supporting_spans": answering.supporting_spans(
                 generation.get("answer"), proof["chunks"], generation.get("support") or ()
             ),
+            "skipped_collections": proof["skipped_collections"],
             "untrusted_text": True,
             "notice": UNTRUSTED,
         }
@@ -283,11 +255,9 @@ def build_server(
         annotations=read_only,
     )
     async def list_collections(ctx: Context) -> Any:
-        info = await who(ctx)
-        found = await asyncio.to_thread(store.collections)  # its own and the shared, never another's
-        items = [
-            {"name": c.name, "description": c.description} for c in found if c.tenant in (None, info.tenant)
-        ]
+        caller = who(ctx)
+        found = await asyncio.to_thread(gateway.visible, caller)  # its own and the shared, never another's
+        items = [{"name": c.name, "description": c.description} for c in found]
         text = "\n".join(f"- {c['name']}: {c['description']}" for c in items) or "No collections yet."
         return _result({"collections": items}, text)
 
@@ -306,10 +276,9 @@ def build_server(
         start_char: int | None = Field(default=None, ge=0, description="Start offset in the document."),
         end_char: int | None = Field(default=None, ge=1, description="End offset (exclusive)."),
     ) -> Any:
-        info = await who(ctx)
-        scope = ar.Scope(tenant=info.tenant) if info.tenant else None
-        try:
-            doc = await asyncio.to_thread(store.document, doc_id, scope=scope)
+        caller = who(ctx)
+        try:  # the caller's tenant and principal: a document it may not read is not there
+            doc = await asyncio.to_thread(store.document, doc_id, scope=caller.scope)
         except ar.DocumentNotFoundError:
             raise _tool_error(f"no document {doc_id!r} in this scope") from None
         except ar.AgentragError as exc:
@@ -344,29 +313,26 @@ def build_server(
     return server
 
 
-def mount(app: Any, store: ar.Store, *, gate: Gate, path: str = "/mcp", **options: Any) -> MCPServer:
+def mount(app: Any, *, gateway: Gateway, llm: Any = None, path: str = "/mcp") -> MCPServer:
     """Serve the MCP server at ``path`` of the FastAPI ``app`` (streamable HTTP, stateless, JSON).
 
-    Every HTTP request needs a bearer token that verifies for some tenant (the service's JWT);
-    each tool call is then admitted for that tenant (ACTIVE, rate limit). DNS-rebinding protection
-    (Host / Origin allow-lists) is off: it protects servers that trust whoever reaches them, and
-    this one trusts only the bearer token, which a rebinding page does not have.
+    Every HTTP request goes through the gateway first (authenticated, admitted for the token's
+    tenant: see the module docstring); the admitted caller rides in the ASGI scope to the tools.
+    DNS-rebinding protection (Host / Origin allow-lists) is off: it protects servers that trust
+    whoever reaches them, and this one trusts only the bearer token, which a rebinding page does not
+    have.
     """
     from mcp.server.transport_security import TransportSecuritySettings
     from starlette.routing import Route
 
-    def tenant_of(ctx: Any) -> TenantInfo:
-        headers = ctx.headers or {}
-        tenant_id = gate.tenant_of(headers.get("authorization"))
-        tenant = gate.admitted(tenant_id)
-        return TenantInfo(
-            tenant.id,
-            top_k_max=tenant.retrieval_top_k_max,
-            generation_enabled=tenant.generation_enabled,
-            suppress_ungrounded=tenant.suppress_ungrounded,
-        )
+    def caller_of(ctx: Any) -> Caller:
+        request = getattr(ctx.request_context, "request", None)
+        caller = (getattr(request, "scope", None) or {}).get(CALLER_KEY)
+        if not isinstance(caller, Caller):  # never: the endpoint admitted every request
+            raise ApiError(401, "UNAUTHENTICATED", "the request was not admitted")
+        return caller
 
-    server = build_server(store, tenant_of=tenant_of, **options)
+    server = build_server(gateway, caller_of=caller_of, llm=llm)
     sub = server.streamable_http_app(
         streamable_http_path=path,
         stateless_http=True,
@@ -378,14 +344,13 @@ def mount(app: Any, store: ar.Store, *, gate: Gate, path: str = "/mcp", **option
     async def endpoint(scope: Any, receive: Any, send: Any) -> None:
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
         try:
-            gate.tenant_of(headers.get("authorization"))
-        except Refusal as exc:
-            body = json.dumps({"error": {"code": exc.code, "message": exc.message}}).encode()
-            extra = [(k.lower().encode(), v.encode()) for k, v in exc.headers.items()]
-            start = {"type": "http.response.start", "status": exc.status}
-            await send({**start, "headers": [(b"content-type", b"application/json"), *extra]})
-            await send({"type": "http.response.body", "body": body})
-            return
+            who = gateway.authenticate(headers.get("authorization"))
+            scope[CALLER_KEY] = await asyncio.to_thread(gateway.admit, who)
+        except ApiError as exc:
+            return await _answer(send, exc.status, exc.code, exc.message, exc.headers)
+        if scope.get("method") == "GET":  # stateless: no server-to-client stream to hold open
+            message = "this MCP server is stateless: it sends no server-initiated messages"
+            return await _answer(send, 405, "METHOD_NOT_ALLOWED", message, {"Allow": "POST, DELETE"})
         await handler(scope, receive, send)
 
     app.router.routes.append(Route(path, endpoint=_Asgi(endpoint), methods=["GET", "POST", "DELETE"]))
@@ -398,6 +363,25 @@ def mount(app: Any, store: ar.Store, *, gate: Gate, path: str = "/mcp", **option
 
     app.router.lifespan_context = lifespan
     return server
+
+
+async def _answer(send: Any, status: int, code: str, message: str, headers: dict[str, str]) -> None:
+    body = json.dumps({"error": {"code": code, "message": message}}).encode()
+    extra = [(k.lower().encode(), v.encode()) for k, v in headers.items()]
+    start = {"type": "http.response.start", "status": status}
+    await send({**start, "headers": [(b"content-type", b"application/json"), *extra]})
+    await send({"type": "http.response.body", "body": body})
+
+
+def _tool_message(exc: ApiError) -> str:
+    if exc.code == "COLLECTION_NOT_FOUND":
+        return "COLLECTION_NOT_FOUND: unknown collection(s): call list_collections for the names"
+    return f"{exc.code}: {exc.message}"
+
+
+def _nothing(ctx: ar.Context) -> str:
+    why = ctx.empty_reason
+    return f"No passage matched in this scope ({why})." if why else "No passage matched in this scope."
 
 
 class _Asgi:

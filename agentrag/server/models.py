@@ -173,6 +173,13 @@ class GenerationOut(BaseModel):
     support: list[SupportSpanOut] = []
 
 
+class SkippedCollectionOut(BaseModel):
+    """A collection a search naming none left out, and why (an ``acl=True`` one, no principal)."""
+
+    collection: str
+    reason: str
+
+
 class ProofResponse(BaseModel):
     """The retrieval proof (``agentrag.Context.proof()``) plus ``warnings``."""
 
@@ -187,6 +194,7 @@ class ProofResponse(BaseModel):
     mode: str | None
     degradations: list[str]
     generation: GenerationOut | None
+    skipped_collections: list[SkippedCollectionOut] = []
     schema_version: int
     warnings: list[str]
 

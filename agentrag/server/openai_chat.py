@@ -28,7 +28,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 import agentrag as ar
 from agentrag.server import answering
-from agentrag.server.gateway import Gate, Refusal
+from agentrag.server.errors import ApiError, api_error_for
+from agentrag.server.gateway import Caller, Gateway, Refusal, Sink, Stream
 from agentrag.server.models import FiltersIn, Mode
 
 __all__ = ["ChatRequest", "document_schema", "install"]
@@ -37,6 +38,7 @@ MODEL_PREFIX = "agentrag"
 MAX_MESSAGES = 64
 _TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error"}
 _TYPES |= {404: "not_found_error", 422: "invalid_request_error", 429: "rate_limit_error", 500: "api_error"}
+_CODES = {"VALIDATION_ERROR": "invalid_top_k"}  # the gateway's codes this API names its own way
 
 
 class ContentPart(BaseModel):
@@ -139,60 +141,74 @@ def _footer(order_sources: list[dict[str, Any]]) -> str:
     return "\n\nSources:\n" + "\n".join(lines)
 
 
-def install(
-    app: Any,
-    *,
-    store: ar.Store,
-    gate: Gate,
-    llm: Any,
-    telemetry: ar.Telemetry,
-    audit: Any,
-    default_collections: list[str] | None,
-) -> None:
-    """Add ``/v1/models`` and ``/v1/chat/completions`` to ``app``."""
+def install(app: Any, *, gateway: Gateway, llm: Any) -> None:
+    """Add ``/v1/models`` and ``/v1/chat/completions`` to ``app``: an adapter of the OpenAI protocol
+    over the gateway (every call authenticated, admitted, scoped to the token's tenant and principal,
+    audited)."""
 
-    def known_collections(tenant_id: str) -> set[str]:
+    def known_collections(caller: Caller) -> set[str]:
         """The tenant's own collections and the shared ones: never another tenant's names."""
-        return {c.name for c in store.collections() if c.tenant in (None, tenant_id)}
+        return {c.name for c in gateway.visible(caller)}
 
-    def prepare(body: ChatRequest, tenant_id: str) -> tuple[answering.Asked, bool]:
-        tenant = gate.admitted(tenant_id)
-        if not tenant.generation_enabled:
-            raise Refusal(403, "GENERATION_DISABLED", "answer generation is disabled for this tenant")
-        if body.top_k > tenant.retrieval_top_k_max:
-            raise Refusal(422, "invalid_top_k", f"top_k is at most {tenant.retrieval_top_k_max}")
-        collections = _collections_of(body.model, known_collections(tenant_id)) or default_collections
+    def listed(authorization: str | None) -> list[str]:
+        return sorted(known_collections(gateway.enter(authorization)))
+
+    def prepare(body: ChatRequest, authorization: str | None) -> tuple[Caller, ar.Context, Sink]:
+        caller = gateway.enter(authorization)
+        try:
+            gateway.check(caller, top_k=body.top_k, generate=True)
+        except Refusal as exc:
+            raise Refusal(exc.status, _CODES.get(exc.code, exc.code), exc.message, exc.headers) from None
+        names = _collections_of(body.model, known_collections(caller))
         *history, last = body.messages
-        request = answering.Request(
-            question=last.text(),
-            tenant=tenant.id,
-            collections=collections,
+        sink = Sink()
+        ctx = gateway.context(
+            caller,
+            last.text(),
+            sink,
+            collections=gateway.collections(caller, names),
+            llm=llm,
             top_k=body.top_k,
             mode=body.mode,
             filters=body.filters.to_filters() if body.filters else None,
             history=[{"role": m.role, "content": m.text()} for m in history],
         )
-        try:
-            return answering.search(store, request, llm=llm, telemetry=telemetry), tenant.suppress_ungrounded
-        except ar.InvalidInputError as exc:
-            raise Refusal(422, "invalid_request", str(exc).splitlines()[0][:300]) from None
+        return caller, gateway.search(ctx, sink, top_k=body.top_k, condense=bool(history)), sink
 
-    def complete(asked: answering.Asked, suppress: bool, started: float) -> dict[str, Any]:
-        asked.ctx = asked.ctx | ar.answer(suppress_ungrounded=suppress)
-        if asked.ctx.error is not None:
-            raise Refusal(500, "generation_failed", "answer generation failed")
-        text, order = answering.numbered(asked.ctx.answer_text)
-        extra = _extra(asked.ctx, order)
-        audit(asked.events, (time.perf_counter() - started) * 1000.0)
+    def complete(caller: Caller, ctx: ar.Context, sink: Sink, started: float) -> dict[str, Any]:
+        try:
+            ctx = gateway.answer(ctx, sink, caller)
+        except Refusal:
+            raise Refusal(500, "generation_failed", "answer generation failed") from None
+        text, order = answering.numbered(ctx.answer_text)
+        extra = _extra(ctx, order)
+        gateway.audit(sink, started)
         return {"content": text + _footer(extra["sources"]), "agentrag": extra}
+
+    def streamed(caller: Caller, ctx: ar.Context, sink: Sink, body: ChatRequest, started: float) -> Any:
+        from agentrag.server.streaming import ClosingStream
+
+        ident, created = f"chatcmpl-{ctx.query_id}", int(time.time())
+
+        def events(stream: Stream) -> AsyncIterator[bytes]:
+            return _stream(stream, caller, sink, gateway, body.model, ident, created, started)
+
+        idle = _sse_error("the answer stalled", "stream_idle")
+        return ClosingStream(
+            gateway.stream(ctx, events, idle_event=idle),
+            media_type="text/event-stream",
+            headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
+        )
 
     @app.get("/v1/models", summary="OpenAI-compatible: one model per collection", tags=["openai"])
     async def models(request: Request) -> Any:
         try:
-            tenant_id = gate.tenant_of(request.headers.get("authorization"))
-        except Refusal as exc:
-            return _error(exc.status, exc.code, exc.message, headers=exc.headers)
-        names = sorted(await asyncio.to_thread(known_collections, tenant_id))
+            names = await asyncio.to_thread(listed, request.headers.get("authorization"))
+        except Exception as exc:  # a refusal, or the database down (503) / the budget spent (504)
+            mapped = api_error_for(exc)
+            if mapped is None:
+                raise
+            return _refused(mapped)
         created = int(time.time())
         data = [{"id": MODEL_PREFIX, "object": "model", "created": created, "owned_by": "agentrag"}]
         data += [
@@ -208,8 +224,9 @@ def install(
     )
     async def chat_completions(request: Request) -> Any:
         started = time.perf_counter()
+        authorization = request.headers.get("authorization")
         try:
-            tenant_id = gate.tenant_of(request.headers.get("authorization"))
+            gateway.authenticate(authorization)  # 401 / 403 before the body is read
             try:
                 body = ChatRequest.model_validate(json.loads(await request.body()))
             except (ValidationError, ValueError) as exc:
@@ -220,20 +237,26 @@ def install(
                 else:
                     message = "the body is not JSON"
                 return _error(400, "invalid_request", message, param)
-            asked, suppress = await asyncio.to_thread(prepare, body, tenant_id)
-            ident, created = f"chatcmpl-{asked.ctx.query_id}", int(time.time())
             if body.stream:
-                from fastapi.responses import StreamingResponse
-
-                events = _stream(asked, suppress, body.model, ident, created, audit, started)
-                return StreamingResponse(events, media_type="text/event-stream")
-            result = await asyncio.to_thread(complete, asked, suppress, started)
-        except Refusal as exc:
-            return _error(exc.status, exc.code, exc.message, headers=exc.headers)
+                gateway.open_stream()
+                try:
+                    caller, ctx, sink = await asyncio.to_thread(prepare, body, authorization)
+                    gateway.audit_streaming(sink)  # before the first byte leaves
+                except BaseException:
+                    gateway.release_stream()
+                    raise
+                return streamed(caller, ctx, sink, body, started)
+            caller, ctx, sink = await asyncio.to_thread(prepare, body, authorization)
+            result = await asyncio.to_thread(complete, caller, ctx, sink, started)
+        except Exception as exc:  # a refusal, or the database down (503) / the budget spent (504)
+            mapped = api_error_for(exc)
+            if mapped is None:
+                raise
+            return _refused(mapped)
         return {
-            "id": ident,
+            "id": f"chatcmpl-{ctx.query_id}",
             "object": "chat.completion",
-            "created": created,
+            "created": int(time.time()),
             "model": body.model,
             "choices": [
                 {
@@ -247,13 +270,24 @@ def install(
         }
 
 
+def _refused(exc: ApiError) -> Any:
+    code = "invalid_request" if exc.code == "VALIDATION_ERROR" else exc.code
+    return _error(exc.status, code, exc.message, exc.field, headers=exc.headers)
+
+
+def _sse_error(message: str, code: str) -> bytes:
+    error = {"message": message, "type": "api_error", "code": code}
+    return f"data: {json.dumps({'error': error})}\n\n".encode()
+
+
 async def _stream(
-    asked: answering.Asked,
-    suppress: bool,
+    stream: Stream,
+    caller: Caller,
+    sink: Sink,
+    gateway: Gateway,
     model: str,
     ident: str,
     created: int,
-    audit: Any,
     started: float,
 ) -> AsyncIterator[bytes]:
     def chunk(delta: dict[str, Any], finish: str | None = None, **extra: Any) -> bytes:
@@ -271,7 +305,7 @@ async def _stream(
     numbering = answering.MarkerNumbering()
     final: ar.Context | None = None
     try:
-        async for item in ar.aanswer_stream(asked.ctx, suppress_ungrounded=suppress):
+        async for item in ar.aanswer_stream(stream.ctx, suppress_ungrounded=caller.suppress_ungrounded):
             if isinstance(item, str):
                 text = numbering.feed(item)
                 if text:
@@ -281,16 +315,16 @@ async def _stream(
         if final is None or final.error is not None:
             raise RuntimeError("answer generation failed")
     except Exception:
-        error = {"message": "answer generation failed", "type": "api_error", "code": "generation_failed"}
-        yield f"data: {json.dumps({'error': error})}\n\n".encode()
+        stream.fail()
+        yield _sse_error("answer generation failed", "generation_failed")
         return
     tail = numbering.flush()
     # the checked answer's own numbering decides the sources (suppress_ungrounded may drop some)
     _, order = answering.numbered(final.answer_text)
     extra = await asyncio.to_thread(_extra, final, order)
+    await asyncio.to_thread(gateway.audit, sink, started)  # the generation's events, before they leave
     footer = _footer(extra["sources"])
     if tail or footer:
         yield chunk({"content": tail + footer})
-    audit(asked.events, (time.perf_counter() - started) * 1000.0)
     yield chunk({}, "stop", agentrag=extra)
     yield b"data: [DONE]\n\n"

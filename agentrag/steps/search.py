@@ -93,6 +93,7 @@ class _Plan:
     depth: int = 100
     rrf_k: float = 60
     fusion: str = "relative_score"
+    skipped: tuple[tuple[str, str], ...] = ()  # "every collection" left these out: (name, why)
 
 
 @dataclass(slots=True)
@@ -169,13 +170,11 @@ def _plan(
     limit = limit or ctx.options.limit
     if isinstance(collections, str):
         collections = [collections]
-    names = list(
-        collections
-        or ctx.collections
-        or ctx.options.collections
-        or _all_collections(store, ctx.options.scope)
-    )
+    names = list(collections or ctx.collections or ctx.options.collections or ())
+    skipped: tuple[tuple[str, str], ...] = ()
     if not names:
+        names, skipped = _all_collections(store, ctx.options.scope)
+    if not names and not skipped:
         raise InvalidInputError("search(): there are no collections to search")
     if not isinstance(depth, int) or isinstance(depth, bool) or not 1 <= depth <= 1000:
         raise InvalidInputError(f"search(): depth must be an integer from 1 to 1000, got {depth!r}")
@@ -185,19 +184,49 @@ def _plan(
     units = tuple((q, c) for q in ctx.questions for c in names)
     llm = use_llm(ctx, strategy, "search")
     return _Plan(
-        units, mode, limit, bool(self_correct), max_iterations, llm, depth, float(rrf_k), ctx.options.fusion
+        units,
+        mode,
+        limit,
+        bool(self_correct),
+        max_iterations,
+        llm,
+        depth,
+        float(rrf_k),
+        ctx.options.fusion,
+        skipped,
     )
 
 
-def _all_collections(store: Store, scope: Scope | None = None) -> list[str]:
-    """Every collection the scope may search (another tenant's, or one enforcing grants without a
-    principal, is left out rather than refused)."""
+#: why "every collection" leaves out an acl=True collection for a scope without a principal
+NO_PRINCIPAL_REASON = "it enforces document grants (acl=True) and the request names no user or group"
+
+
+def _all_collections(
+    store: Store, scope: Scope | None = None
+) -> tuple[list[str], tuple[tuple[str, str], ...]]:
+    """Every collection the scope may search, and the ones it may not search only for want of a
+    principal (its tenant's or shared ``acl=True`` ones), each with why: left out and reported,
+    not refused. Another tenant's collections are left out without a word (not even their names)."""
     from agentrag.retrieval.predicate import may_search
 
     try:
-        return [c.name for c in store.collections() if may_search(scope, acl=c.acl, tenant=c.tenant)]
+        found = store.collections()
     except _retrieval_failures() as exc:  # the database is down: nothing can be searched
         raise RetrievalError(f"cannot list the collections to search: {_failure(exc)}") from exc
+    names, skipped = [], []
+    for c in found:
+        if may_search(scope, acl=c.acl, tenant=c.tenant):
+            names.append(c.name)
+        elif c.acl and may_search(scope, acl=False, tenant=c.tenant):
+            skipped.append((c.name, NO_PRINCIPAL_REASON))
+    return names, tuple(skipped)
+
+
+def skipped_degradation(skipped: Sequence[tuple[str, str]]) -> Degradation:
+    """The record of collections "every collection" left out (kind ``collections-skipped``)."""
+    names = ", ".join(repr(name) for name, _ in skipped)
+    reasons = "; ".join(dict.fromkeys(why for _, why in skipped))
+    return Degradation("search", "collections-skipped", f"not searched: {names} ({reasons})")
 
 
 def _local_sufficient(question: str, hits: Sequence[Hit], threshold: float) -> tuple[bool, str]:
@@ -435,6 +464,8 @@ def _combine(plan: _Plan, results: Sequence[_UnitResult], started: float) -> Out
         degradations.append(Degradation("search", "retrieval-failed", why))
         if len(failed) == len(records):
             error_status = why[:300]
+    if plan.skipped:
+        degradations.append(skipped_degradation(plan.skipped))
     matches = [r.model_version_match for r in results if r.model_version_match is not None]
     unique = {h.chunk_id for r in records for h in r.hits}
     return Outcome(
@@ -442,6 +473,7 @@ def _combine(plan: _Plan, results: Sequence[_UnitResult], started: float) -> Out
             "results": records,
             "ranked": _across_collections(plan, records),
             "model_version_match": all(matches) if matches else None,
+            "skipped_collections": plan.skipped,
         },
         strategy=("llm" if plan.llm else "local")
         + (":self-correct" if plan.self_correct else ":single-pass"),
