@@ -26,6 +26,7 @@ default on); before it existed the collections are created as they always were.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import statistics
 import sys
@@ -95,10 +96,8 @@ def ingest(
     from agentrag.store.ingest import ingest_texts
 
     name = collection_name(lang, embedder)
-    try:
+    with contextlib.suppress(CollectionNotFoundError):
         store.delete_collection(name)
-    except CollectionNotFoundError:
-        pass
     options: dict[str, Any] = {"language": lang} if declare else {}
     store.create_collection(name, description=f"XQuAD-dev {lang}", **options)
     items = [(par["id"], par["context"], {}) for article in kept for par in article["paragraphs"]]
@@ -182,10 +181,9 @@ def report(results: dict[str, Any]) -> None:
     )
     print("|---|---|---|---|---|---|---|---|")
     for lang, row in rows.items():
-        print(
-            f"| {lang} | {row['first']:.2f} | {row['top5']:.2f} | {row['fact_hit']:.2f} | {row['refused']:.2f} | "
-            f"{row['unanswerable_answered']:.2f} | {row['ingest_per_s']:.1f} | {row.get('bare_embed_per_s', '')} |"
-        )
+        cells = [f"{row[k]:.2f}" for k in ("first", "top5", "fact_hit", "refused", "unanswerable_answered")]
+        cells += [f"{row['ingest_per_s']:.1f}", str(row.get("bare_embed_per_s", ""))]
+        print(f"| {lang} | " + " | ".join(cells) + " |")
     for pair, row in results["cross"].items():
         print(f"cross-lingual {pair}: first {row['first']:.2f}, top 5 {row['top5']:.2f}")
     print(f"query embedding p50: {results['query_p50_ms']} ms")
