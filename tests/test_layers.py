@@ -39,7 +39,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("models", ("agentrag.llm", "agentrag.embedders", "agentrag.rerankers", "agentrag.prompts",
                 "agentrag.grounding", "agentrag.sentences", "agentrag.audit", "agentrag.testing",
                 "agentrag.readers")),
-    ("retrieval", ("agentrag.retrieval",)),
+    ("retrieval", ("agentrag.retrieval", "agentrag.languages")),
     ("store", ("agentrag.store", "agentrag.querylog")),
     ("steps", ("agentrag.step", "agentrag.steps", "agentrag.proof", "agentrag.chat", "agentrag.evidence",
                "agentrag.extractive", "agentrag.abstain", "agentrag.support", "agentrag.answer_types")),

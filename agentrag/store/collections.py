@@ -57,6 +57,8 @@ class Collection:
     private_documents: bool = False
     #: the tenant that owns it (None: shared with every tenant); see README "Permissions"
     tenant: str | None = None
+    #: its declared language (None: each document's is detected at ingest); see agentrag.languages
+    language: str | None = None
 
     def __repr__(self) -> str:
         counts = (
@@ -67,7 +69,7 @@ class Collection:
         return (
             f"Collection({self.name!r}, {counts}"
             f"{self.embed_model} [{self.dimensions}d {self.distance}]{', scoped' if self.scoped else ''}"
-            f"{', acl' if self.acl else ''})"
+            f"{', acl' if self.acl else ''}{', ' + self.language if self.language else ''})"
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -81,6 +83,7 @@ class Collection:
             "scoped": self.scoped,
             "acl": self.acl,
             "tenant": self.tenant,
+            "language": self.language,
             "version": self.version,
             "documents": self.document_count,
             "chunks": self.chunk_count,
@@ -164,7 +167,7 @@ def check_recorded_model(conn: Any, collection: Collection) -> None:
 COLLECTION_SQL = """
 SELECT c.id, c.name, c.description, c.embed_model, c.embed_version, c.dimensions, c.distance,
        c.scoped, c.version, c.created_at, c.hnsw_m, c.hnsw_ef_construction, c.hnsw_ef_search,
-       c.acl, c.private_documents, c.tenant_id AS tenant,
+       c.acl, c.private_documents, c.tenant_id AS tenant, c.language,
        (SELECT count(*) FROM agentrag.documents d WHERE d.collection_id = c.id) AS document_count,
        (SELECT count(*) FROM agentrag.chunks k WHERE k.collection_id = c.id) AS chunk_count
 FROM agentrag.collections c
@@ -184,6 +187,7 @@ def insert_collection(
     hnsw_m: int,
     hnsw_ef_construction: int,
     ef_search: int | None,
+    language: str | None = None,
 ) -> None:
     """Insert the collection's row (IntegrityError when the name is taken)."""
     from sqlalchemy import text
@@ -192,9 +196,10 @@ def insert_collection(
         conn.execute(
             text(
                 "INSERT INTO agentrag.collections (name, description, embed_model, embed_version,"
-                " dimensions, distance, scoped, acl, tenant_id, hnsw_m, hnsw_ef_construction, hnsw_ef_search)"
+                " dimensions, distance, scoped, acl, tenant_id, hnsw_m, hnsw_ef_construction, hnsw_ef_search,"
+                " language)"
                 " VALUES (:name, :description, :model, :version, :dims, :distance, :scoped, :acl, :tenant,"
-                " :m, :ef_construction, :ef_search)"
+                " :m, :ef_construction, :ef_search, :language)"
             ),
             {
                 "name": name,
@@ -209,6 +214,7 @@ def insert_collection(
                 "m": hnsw_m,
                 "ef_construction": hnsw_ef_construction,
                 "ef_search": ef_search,
+                "language": language,
             },
         )
 
@@ -251,7 +257,7 @@ def describe_collections(engine: Engine, names: Sequence[str]) -> dict[str, Coll
             text(
                 "SELECT id, name, description, embed_model, embed_version, dimensions, distance, scoped,"
                 " version, created_at, hnsw_m, hnsw_ef_construction, hnsw_ef_search, acl, private_documents,"
-                " tenant_id AS tenant"
+                " tenant_id AS tenant, language"
                 " FROM agentrag.collections WHERE name = ANY(CAST(:names AS text[]))"
             ),
             {"names": list(names)},

@@ -202,6 +202,7 @@ class Store(SyncMethods, TenantIndexMethods, ReplicaRouting):
         hnsw_m: int = DEFAULT_HNSW_M,
         hnsw_ef_construction: int = DEFAULT_HNSW_EF_CONSTRUCTION,
         ef_search: int | None = None,
+        language: str | None = None,
     ) -> Collection:
         """Create a collection recording the embedder's model, version and dimensions.
 
@@ -212,10 +213,16 @@ class Store(SyncMethods, TenantIndexMethods, ReplicaRouting):
         collection (:meth:`tune_vector_index` changes them). ``acl=True``: its documents are read
         only through their grants; ``tenant``: the tenant that owns it, hidden from every other
         (README "Permissions"). With ``exist_ok``, an existing collection is returned as it is.
+        ``language``: an ISO 639-1 code of ``agentrag.languages.LANGUAGES`` (UnsupportedLanguageError
+        otherwise); None: each document's is detected at ingest and recorded (docs/languages.md).
         """
         from sqlalchemy.exc import IntegrityError
 
         validate_name(name)
+        if language is not None:
+            from agentrag.languages import check_language
+
+            language = check_language(language)
         if distance not in DISTANCES:
             raise InvalidInputError(f"unknown distance {distance!r}; use one of {sorted(DISTANCES)}")
         hnsw_m, hnsw_ef_construction, ef_search = hnsw_parameters(hnsw_m, hnsw_ef_construction, ef_search)
@@ -242,6 +249,7 @@ class Store(SyncMethods, TenantIndexMethods, ReplicaRouting):
                 hnsw_m=hnsw_m,
                 hnsw_ef_construction=hnsw_ef_construction,
                 ef_search=ef_search,
+                language=language,
             )
         except IntegrityError as exc:
             if exist_ok:
