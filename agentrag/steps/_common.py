@@ -113,9 +113,16 @@ def clean_list(values: Iterable[str], *, exclude: Iterable[str] = (), limit: int
 # ---- local text heuristics ------------------------------------------------------------------
 @functools.lru_cache(maxsize=8192)
 def terms(text: str) -> tuple[str, ...]:
-    """Stemmed, stop-word-free terms (cached: chunks are re-read across iterations)."""
+    """Stemmed, stop-word-free terms (cached: chunks are re-read across iterations); in the answer's
+    language when it has one (:mod:`agentrag.answer_languages`)."""
+    from agentrag.answer_languages import ANSWER_LANGUAGE
     from agentrag.retrieval.tokenize import tokenize
 
+    language = ANSWER_LANGUAGE.get()
+    if language is not None:
+        from agentrag.languages import analyze
+
+        return tuple(analyze(text, language))
     return tuple(tokenize(text))
 
 
