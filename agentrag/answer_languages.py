@@ -21,6 +21,7 @@ language they find none and step aside (no bonus, no penalty).
 # ruff: noqa: E501  (the messages read better unbroken)
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -173,11 +174,15 @@ _ENGLISH_WORDS = frozenset(
 
 
 def plainly_english(question: str, text: str) -> bool:
-    """Whether an ASCII question is English at a glance, without loading the identifier: over an
-    ASCII text, or with one of the commonest English words."""
+    """Whether an ASCII question is English at a glance, without loading the identifier: it, or the
+    start of an ASCII ``text`` it is answered from, has one of the commonest English words."""
     if not question.isascii():
         return False
-    return text.isascii() or not _ENGLISH_WORDS.isdisjoint(question.lower().replace("?", " ").split())
+
+    def has_english(words: str) -> bool:
+        return not _ENGLISH_WORDS.isdisjoint(re.findall(r"[a-z]+", words.lower()))
+
+    return has_english(question) or (text[:300].isascii() and has_english(text[:300]))
 
 
 @contextmanager

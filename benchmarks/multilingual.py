@@ -200,6 +200,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--questions", type=int, default=30, help="answerable questions per language")
     parser.add_argument("--unanswerable", type=int, default=10, help="questions of left-out articles")
     parser.add_argument("--left-out", type=int, default=4, help="articles left out of each collection")
+    parser.add_argument("--articles", type=int, default=24, help="the first N articles only (CI: a slice)")
     parser.add_argument("--cross", default=",".join(DEFAULT_CROSS))
     parser.add_argument("--embedder", default="minilm")
     parser.add_argument("--bare", default="en,de,zh", help="languages whose passages are also embedded bare")
@@ -223,7 +224,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     asked: list[str] = []
     for lang in langs:
-        articles = load(data, lang)
+        articles = load(data, lang)[: args.articles]
         kept, out = articles[: len(articles) - args.left_out], articles[len(articles) - args.left_out :]
         row = ingest(store, lang, kept, args.embedder, args.declare, lang in args.bare.split(","))
         name = collection_name(lang, args.embedder)
@@ -237,7 +238,7 @@ def main(argv: list[str] | None = None) -> int:
         source, target = pair.split(":")
         if target not in langs:
             continue
-        articles = load(data, source)
+        articles = load(data, source)[: args.articles]
         kept = articles[: len(articles) - args.left_out]
         results["cross"][pair] = retrieval(
             store, collection_name(target, args.embedder), questions(kept, args.questions)
