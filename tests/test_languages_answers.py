@@ -156,3 +156,25 @@ def test_sentences_of_every_script(text: str, language: str, expected: list[str]
     assert [s.text for s in found] == expected
     # the English rules see one sentence (no capital A-Z after the stop)
     assert len(sentences(text)) == 1
+
+
+@pytest.mark.parametrize("code", ["de", "ja"])
+def test_the_cli_creates_a_collection_in_a_language_and_answers_in_it(  # type: ignore[no-untyped-def]
+    local_store, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], code: str
+) -> None:
+    from agentrag import cli
+
+    monkeypatch.setattr(cli.common, "open_store", lambda args: local_store)
+    name = f"lang_cli_{code}"
+    try:
+        assert cli.main(["collections", "create", name, "--language", code, "--json"]) == 0
+        assert f'"language": "{code}"' in capsys.readouterr().out
+    finally:
+        local_store.delete_collection(name)
+    assert cli.main(["collections", "create", "lang_cli_bad", "--language", "xx"]) != 0
+    assert "not supported" in capsys.readouterr().err
+    corpus = CORPORA[code]
+    assert cli.main(["ask", corpus["question"], "--collection", f"lang_answers_{code}"]) == 0
+    assert corpus["sentence"] in capsys.readouterr().out
+    assert cli.main(["ask", corpus["uncovered"], "--collection", f"lang_answers_{code}"]) == 0
+    assert ABSTENTION[code][0] in capsys.readouterr().out

@@ -39,6 +39,7 @@ def cmd_collections_create(args: argparse.Namespace) -> int:
         hnsw_m=args.hnsw_m,
         hnsw_ef_construction=args.hnsw_ef_construction,
         ef_search=args.ef_search,
+        language=args.language,
     )
     print_json(c.to_dict()) if args.json else print(f"created {c!r}")
     return 0
@@ -117,6 +118,9 @@ def register(sub: Any, add: AddCommand) -> None:
     )
     p.add_argument(
         "--ef-search", type=int, help="the collection's default ef_search (default max(100, depth))"
+    )
+    p.add_argument(
+        "--language", help="its language, an ISO 639-1 code (de, zh, ...); default: detected per document"
     )
     p = add(
         col, "tune", cmd_collections_tune, "change a collection's HNSW parameters (rebuilds on m changes)"
