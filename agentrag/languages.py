@@ -250,11 +250,15 @@ _detect_lock = threading.Lock()
 _identifier: Any = None
 #: Characters of a text that detection reads: its start (identification needs no more).
 DETECT_CHARS = 2000
+#: The probability (py3langid's, normalised over the supported languages) a detection of ASCII text needs.
+MIN_CONFIDENCE = 0.9
 
 
 def detect(text: str, *, fallback: str | None = None) -> str | None:
     """The supported language of ``text`` by py3langid (restricted to :data:`LANGUAGES`), or
-    ``fallback`` when the text has no letters. Reads the first :data:`DETECT_CHARS` characters."""
+    ``fallback`` when the text has no letters, or is ASCII and the identifier is less sure than
+    :data:`MIN_CONFIDENCE` (a few words: "refund policy" reads as German at 0.20; the scripts of
+    other text narrow it down). Reads the first :data:`DETECT_CHARS` characters."""
     sample = text[:DETECT_CHARS]
     if not any(ch.isalpha() for ch in sample):
         return fallback
@@ -263,8 +267,8 @@ def detect(text: str, *, fallback: str | None = None) -> str | None:
         if _identifier is None:
             from py3langid.langid import MODEL_DIR, MODEL_FILE, LanguageIdentifier
 
-            identifier = LanguageIdentifier.from_modelpath(MODEL_DIR / MODEL_FILE)
+            identifier = LanguageIdentifier.from_modelpath(MODEL_DIR / MODEL_FILE, norm_probs=True)
             identifier.set_languages(list(LANGUAGES))
             _identifier = identifier
-        code, _ = _identifier.classify(sample)
-    return str(code)
+        code, probability = _identifier.classify(sample)
+    return str(code) if probability >= MIN_CONFIDENCE or not sample.isascii() else fallback

@@ -78,8 +78,10 @@ def test_detect_short_texts(text: str, code: str) -> None:
     assert code in LANGUAGES
 
 
-def test_detect_text_without_letters_falls_back() -> None:
+def test_detect_falls_back_without_letters_or_on_a_few_ascii_words() -> None:
     assert detect("1234 -- 56", fallback=None) is None
+    assert detect("refund policy") is None  # py3langid: German at 0.20
+    assert detect("refund policy", fallback="en") == "en"
 
 
 def _ingest(store, name: str, files: dict[str, str]) -> None:  # type: ignore[no-untyped-def]
