@@ -194,15 +194,24 @@ def calibrate(
     return replace(calibration, scale=a, center=-b / a)
 
 
-def abstention_message(closest: Sequence[Unit | str], *, reason: str | None = None) -> str:
+def abstention_message(
+    closest: Sequence[Unit | str], *, reason: str | None = None, language: str | None = None
+) -> str:
     """What an abstaining answer says: the knowledge base does not cover it (``reason``: why; by
-    default no retrieved passage answers it), and the closest documents."""
+    default no retrieved passage answers it), and the closest documents. ``language``: the answer's
+    (:mod:`agentrag.answer_languages`), in which the default message is said when it has a template."""
     names: list[str] = []
     for item in closest:
         name = item if isinstance(item, str) else (item.hit.source or item.hit.document_id)
         name = name.rsplit("/", 1)[-1]
         if name not in names:
             names.append(name)
+    if reason is None and language is not None:
+        from agentrag.answer_languages import abstention_text
+
+        translated = abstention_text(language, names)
+        if translated is not None:
+            return translated
     why = reason or "no passage of the retrieved documents answers it"
     text = f"The knowledge base does not seem to cover this question: {why}."
     if names:

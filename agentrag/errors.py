@@ -6,7 +6,8 @@ Every error agentrag raises on purpose derives from :class:`AgentragError`::
     ├── InvalidInputError (also ValueError) ... bad input caught before any work is done
     │   ├── EmptyQueryError ................... a question or query with no text
     │   ├── FilterError ....................... an unknown filter key/operator or a bad value
-    │   └── ScopeError ........................ a scoped collection queried without a scope
+    │   ├── ScopeError ........................ a scoped collection queried without a scope
+    │   └── UnsupportedLanguageError .......... a language code agentrag does not know
     ├── StoreError ............................ anything about the PostgreSQL store
     │   ├── DatabaseUnavailableError .......... cannot connect / embedded server will not start
     │   ├── ExtensionMissingError ............. the `vector` extension is not installed
@@ -71,6 +72,7 @@ __all__ = [
     "SyncSourceError",
     "UnreadableFileError",
     "UnsupportedFormatError",
+    "UnsupportedLanguageError",
 ]
 
 
@@ -88,6 +90,10 @@ class EmptyQueryError(InvalidInputError):
 
 class FilterError(InvalidInputError):
     """A filter has an unknown key, an unknown operator or a value of the wrong type."""
+
+
+class UnsupportedLanguageError(InvalidInputError):
+    """A collection's language is not one of ``agentrag.languages.LANGUAGES`` (names the supported ones)."""
 
 
 class ScopeError(InvalidInputError):

@@ -215,8 +215,10 @@ def units_of(hits: Sequence[Hit]) -> list[Unit]:
     """Every quotable unit of ``hits``, hit by hit, in document order within a hit. A unit's context
     names the section it is in (the last heading above it in the chunk, else the chunk's section);
     the units of a section's first paragraph carry that heading as their ``lead``."""
+    from agentrag.answer_languages import ANSWER_LANGUAGE
     from agentrag.sentences import sentences
 
+    language = ANSWER_LANGUAGE.get()
     out: list[Unit] = []
     block = 0
     for rank, hit in enumerate(hits):
@@ -227,7 +229,9 @@ def units_of(hits: Sequence[Hit]) -> list[Unit]:
             for m in _HEADING_LINE.finditer(hit.text)
         ]
         section, lead, lead_block = hit.section or "", "", -1
-        for sentence in sentences(hit.text, cut_at_start=hit.start_char > 0, cut_at_end=True):
+        for sentence in sentences(
+            hit.text, cut_at_start=hit.start_char > 0, cut_at_end=True, language=language
+        ):
             above = [(level, h) for at, level, h in headings if last_end <= at < sentence.start]
             if above:  # a heading between the previous sentence and this one: a new section
                 # (a document's title names its topic; only a section's heading can restate a question)
@@ -316,9 +320,11 @@ _QUESTION_WORDS = frozenset(
 
 def question_terms(question: str) -> list[str]:
     """The stemmed content terms of a question (question words and stop words removed)."""
+    from agentrag.answer_languages import ANSWER_LANGUAGE, QUESTION_WORDS
     from agentrag.steps._common import terms
 
-    drop = {t for w in _QUESTION_WORDS for t in terms(w)}
+    words = _QUESTION_WORDS | QUESTION_WORDS.get(ANSWER_LANGUAGE.get() or "", frozenset())
+    drop = {t for w in words for t in terms(w)}
     return [t for t in dict.fromkeys(terms(question)) if t not in drop]
 
 

@@ -102,7 +102,7 @@ def gather(
     )
 
 
-_ENDED = re.compile(r"[.!?][\"'”’)\]*_`]*$")
+_ENDED = re.compile(r"[.!?。！？\u0964][\"'”’)\]*_`」』]*$")
 
 
 def _sentence(text: str) -> str:

@@ -19,6 +19,13 @@ can order sentences as the document does, and says whether it is *complete*:
 * it is not a lead-in to a list (ending with ``:``) and has at least four words.
 
 Headings, code, tables and front-matter rules are never sentences.
+
+``sentences(text, language=...)`` for a language other than English (:mod:`agentrag.languages`)
+reads every script: a sentence also ends at ``。！？`` (no space needed after them) and at the
+Devanagari ``।`` / ``॥``; it starts with any letter that is not lower case (capitals of any
+cased script, and every letter of a script without case: Chinese, Arabic, Hindi, Thai ...) or a
+digit; a run of characters of a script written without spaces counts one word per two characters.
+Without a language (or ``"en"``) the rules above apply unchanged.
 """
 
 from __future__ import annotations
@@ -45,6 +52,11 @@ _ABBREVIATIONS = frozenset(
 _STARTS_WELL = re.compile(r"^[\"'“‘(*_`\[]*[A-Z0-9]")
 _ENDS_WELL = re.compile(r"[.!?][\"'”’)\]*_`]*$")
 MIN_WORDS = 4
+# Every script (a language other than English): see the module docstring.
+_END_ANY = re.compile(r"[.!?\u0964\u0965][\"'”’)\]*_]*(?=\s+[\"'“‘(*_`\[]*\w)|[。！？][\"'”’)\]」』]*")
+_ENDS_WELL_ANY = re.compile(r"[.!?。！？\u0964\u0965][\"'”’)\]*_`」』]*$")
+_OPENERS = "\"'“‘(*_`[「『"
+_UNSPACED = re.compile("[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af\u0e00-\u0e7f]")
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,7 +227,17 @@ def _in_code(joined: str, position: int) -> bool:
     return joined.count("`", 0, position) % 2 == 1
 
 
-def _split(block: _Block) -> list[Sentence]:
+def _starts_any(text: str) -> bool:
+    """A sentence start in any script: a digit, or a letter that is not lower case."""
+    head = text.lstrip(_OPENERS)[:1]
+    return bool(head) and (head.isdigit() or (head.isalpha() and not head.islower()))
+
+
+def _words_any(piece: str) -> int:
+    return len(piece.split()) + len(_UNSPACED.findall(piece)) // 2
+
+
+def _split(block: _Block, any_script: bool = False) -> list[Sentence]:
     # Join the hard-wrapped lines, remembering where each joined character came from.
     joined_parts: list[str] = []
     where: list[int] = []
@@ -227,9 +249,11 @@ def _split(block: _Block) -> list[Sentence]:
         where.extend(range(at, at + len(content)))
     joined = "".join(joined_parts)
     cuts = [0]
-    for match in _END.finditer(joined):
+    for match in (_END_ANY if any_script else _END).finditer(joined):
         dot = match.start()
         if _is_abbreviation(joined, dot) or _in_code(joined, dot):
+            continue
+        if any_script and joined[dot] not in "。！？" and not _starts_any(joined[match.end() :].lstrip()):
             continue
         cuts.append(match.end())
     cuts.append(len(joined))
@@ -243,34 +267,37 @@ def _split(block: _Block) -> list[Sentence]:
         begin = where[a + lead]
         finish = where[a + lead + len(piece) - 1] + 1
         cut_front = n == 0 and block.first and block.kind == "paragraph"
-        words = len(piece.split())
-        ends = bool(_ENDS_WELL.search(piece)) or (block.kind == "item" and not piece.endswith(":"))
+        words = _words_any(piece) if any_script else len(piece.split())
+        ends_well = (_ENDS_WELL_ANY if any_script else _ENDS_WELL).search(piece)
+        ends = bool(ends_well) or (block.kind == "item" and not piece.endswith(":"))
+        starts = _starts_any(piece) if any_script else bool(_STARTS_WELL.match(piece))
         complete = (
-            not cut_front
-            and bool(_STARTS_WELL.match(piece))
-            and ends
-            and not piece.rstrip("*_").endswith(":")
-            and words >= MIN_WORDS
+            not cut_front and starts and ends and not piece.rstrip("*_").endswith(":") and words >= MIN_WORDS
         )
         out.append(Sentence(" ".join(piece.split()), begin, finish, block.kind, complete))
     return out
 
 
-def sentences(text: str, *, cut_at_start: bool = False, cut_at_end: bool = False) -> list[Sentence]:
+def sentences(
+    text: str, *, cut_at_start: bool = False, cut_at_end: bool = False, language: str | None = None
+) -> list[Sentence]:
     """Every prose sentence of ``text`` in order (see the module docstring).
 
     ``cut_at_start``: the text is a chunk that may begin mid-sentence (it does not start its
     document), so a first paragraph that does not look like a sentence start is a fragment.
     ``cut_at_end``: the text may end mid-sentence, so a last sentence without a full stop is one.
+    ``language``: another than English reads every script (see the module docstring).
     """
+    any_script = language not in (None, "en")
+    ends_well = _ENDS_WELL_ANY if any_script else _ENDS_WELL
     out: list[Sentence] = []
     for block in _blocks(text):
         if block.kind not in ("paragraph", "item", "quote"):
             continue
         if not cut_at_start:
             block = _Block(block.kind, block.lines, False)
-        out.extend(_split(block))
-    if cut_at_end and out and not _ENDS_WELL.search(out[-1].text) and out[-1].end >= len(text.rstrip()):
+        out.extend(_split(block, any_script))
+    if cut_at_end and out and not ends_well.search(out[-1].text) and out[-1].end >= len(text.rstrip()):
         last = out[-1]
         out[-1] = Sentence(last.text, last.start, last.end, last.kind, False)
     return out

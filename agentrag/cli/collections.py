@@ -40,6 +40,7 @@ def cmd_collections_create(args: argparse.Namespace) -> int:
         hnsw_ef_construction=args.hnsw_ef_construction,
         ef_search=args.ef_search,
         vector_type=args.vector_type,
+        language=args.language,
     )
     print_json(c.to_dict()) if args.json else print(f"created {c!r}")
     return 0
@@ -124,6 +125,9 @@ def register(sub: Any, add: AddCommand) -> None:
     )
     p.add_argument(
         "--ef-search", type=int, help="the collection's default ef_search (default max(100, depth))"
+    )
+    p.add_argument(
+        "--language", help="its language, an ISO 639-1 code (de, zh, ...); default: detected per document"
     )
     p = add(
         col, "tune", cmd_collections_tune, "change a collection's HNSW parameters (rebuilds on m changes)"

@@ -43,10 +43,10 @@ numpy and rank_bm25 are imported when an index is built, not when this module is
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Final, Literal, Protocol, TypeAlias
 
-from agentrag.retrieval.tokenize import tokenize, tokenize_many
+from agentrag.retrieval.tokenize import tokenize
 
 if TYPE_CHECKING:
     import numpy as np
@@ -146,14 +146,14 @@ class _Bm25sScorer:
     # instead of into a dense array over every chunk.
     _SPARSE_RATIO = 16
 
-    def __init__(self, texts: Iterable[str], *, k1: float, b: float, method: str) -> None:
+    def __init__(self, docs: Iterable[list[str]], *, k1: float, b: float, method: str) -> None:
         import numpy as np
 
-        # Texts go straight to token ids: the token strings of the whole corpus are never all
-        # held at once (they would double the peak memory of a build).
+        # Each text's tokens go straight to token ids: the token strings of the whole corpus are
+        # never all held at once (they would double the peak memory of a build).
         vocab: dict[str, int] = {}
         setdefault = vocab.setdefault
-        ids = [[setdefault(token, len(vocab)) for token in tokenize(text)] for text in texts]
+        ids = [[setdefault(token, len(vocab)) for token in tokens] for tokens in docs]
         self.n_docs = len(ids)
         self.n_tokens = sum(map(len, ids))
         self._vocab = vocab
@@ -205,8 +205,8 @@ class _Bm25sScorer:
 class _RankBm25Scorer:
     """rank_bm25.BM25Okapi, the reference: a Python loop over every chunk per query term."""
 
-    def __init__(self, texts: Iterable[str], *, k1: float, b: float) -> None:
-        docs = tokenize_many(texts)
+    def __init__(self, tokenized: Iterable[list[str]], *, k1: float, b: float) -> None:
+        docs = list(tokenized)
         self.n_docs = len(docs)
         self.n_tokens = sum(map(len, docs))
         self._model: Any = None  # BM25Okapi divides by zero on a corpus without tokens
@@ -264,7 +264,7 @@ class BM25Index:
     Build with :meth:`build`. ``len(index)`` is the number of texts (chunks) indexed.
     """
 
-    __slots__ = ("_avg_doc_len", "_n_docs", "_scorer", "b", "backend", "k1", "method")
+    __slots__ = ("_avg_doc_len", "_n_docs", "_query_tokens", "_scorer", "b", "backend", "k1", "method")
 
     def __init__(
         self,
@@ -276,8 +276,10 @@ class BM25Index:
         method: str,
         k1: float,
         b: float,
+        query_tokens: Callable[[str], list[str]] = tokenize,
     ) -> None:
         self._scorer = scorer
+        self._query_tokens = query_tokens
         self._n_docs = n_docs
         self._avg_doc_len = avg_doc_len
         self.backend: Backend = backend
@@ -295,7 +297,7 @@ class BM25Index:
         method: str | None = None,
         backend: Backend = DEFAULT_BACKEND,
     ) -> BM25Index:
-        """Tokenize and index ``texts``; position ``i`` in results is ``texts[i]``.
+        """Tokenize (English) and index ``texts``; position ``i`` in results is ``texts[i]``.
 
         ``k1=1.5, b=0.75`` are the defaults of bm25s and rank_bm25 (Lucene's are 1.2 / 0.75).
         ``method`` is the BM25 variant, one of ``BACKENDS[backend]``; None means that
@@ -303,6 +305,22 @@ class BM25Index:
         Raises ``TypeError`` for an unknown backend or method, ``ValueError`` for k1 < 0 or
         b outside [0, 1].
         """
+        return cls.from_tokens(map(tokenize, texts), k1=k1, b=b, method=method, backend=backend)
+
+    @classmethod
+    def from_tokens(
+        cls,
+        docs: Iterable[list[str]],
+        *,
+        query_tokens: Callable[[str], list[str]] = tokenize,
+        k1: float = 1.5,
+        b: float = 0.75,
+        method: str | None = None,
+        backend: Backend = DEFAULT_BACKEND,
+    ) -> BM25Index:
+        """Index texts tokenized already (``docs``: one token list per text, e.g. each in its own
+        language, :func:`agentrag.languages.analyze`); ``query_tokens`` tokenizes a query the same
+        way. Otherwise as :meth:`build`."""
         if backend not in BACKENDS:
             raise TypeError(f"unknown BM25 backend {backend!r}; expected one of {sorted(BACKENDS)}")
         methods = BACKENDS[backend]
@@ -317,9 +335,9 @@ class BM25Index:
 
         scorer: _Scorer
         if backend == "bm25s":
-            scorer = _Bm25sScorer(texts, k1=k1, b=b, method=method)
+            scorer = _Bm25sScorer(docs, k1=k1, b=b, method=method)
         else:
-            scorer = _RankBm25Scorer(texts, k1=k1, b=b)
+            scorer = _RankBm25Scorer(docs, k1=k1, b=b)
         n_docs = scorer.n_docs
         return cls(
             scorer,
@@ -329,6 +347,7 @@ class BM25Index:
             method=method,
             k1=k1,
             b=b,
+            query_tokens=query_tokens,
         )
 
     def __len__(self) -> int:
@@ -357,7 +376,7 @@ class BM25Index:
         """
         import numpy as np
 
-        positions, scores = self._scorer.match(tokenize(query))
+        positions, scores = self._scorer.match(self._query_tokens(query))
         order = np.lexsort((positions, -scores))
         return positions[order], scores[order]
 
@@ -369,7 +388,7 @@ class BM25Index:
 
     def match(self, query: str) -> tuple[Positions, Scores]:
         """Every chunk with a score > 0 for ``query``, unordered: rank them with :func:`first_ranked`."""
-        return self._scorer.match(tokenize(query))
+        return self._scorer.match(self._query_tokens(query))
 
     def __repr__(self) -> str:
         return (

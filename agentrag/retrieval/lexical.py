@@ -62,6 +62,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from agentrag.languages import DEFAULT_LANGUAGE, analyze, analyzer, query_analyzer
 from agentrag.retrieval.bm25 import BM25Index, first_ranked
 from agentrag.retrieval.tokenize import STOPWORDS_EN
 
@@ -167,9 +168,10 @@ def _build(engine: Engine, collection_id: int) -> CachedBM25:
     documents: list[bytes] = []
 
     with engine.connect().execution_options(isolation_level="REPEATABLE READ") as conn:
-        version = conn.execute(
-            text("SELECT version FROM agentrag.collections WHERE id = :id"), {"id": collection_id}
-        ).scalar()
+        version, declared = conn.execute(
+            text("SELECT version, language FROM agentrag.collections WHERE id = :id"), {"id": collection_id}
+        ).one_or_none() or (0, None)
+        languages, language_of = ([declared], {}) if declared else _document_languages(conn, collection_id)
         rows = conn.execution_options(stream_results=True, yield_per=5000).execute(
             text(
                 "SELECT id, document_id, text FROM agentrag.chunks WHERE collection_id = :id"
@@ -177,14 +179,18 @@ def _build(engine: Engine, collection_id: int) -> CachedBM25:
             ),
             {"id": collection_id},
         )
+        analyze_one = analyzer(languages[0])
 
-        def texts() -> Iterator[str]:
+        def tokens() -> Iterator[list[str]]:
             for row in rows:
                 ids.append(row.id)
                 documents.append(row.document_id.encode("utf-8"))
-                yield row.text
+                if language_of:  # a collection of several languages: each chunk in its document's
+                    yield analyze(row.text, language_of.get(row.document_id))
+                else:
+                    yield analyze_one(row.text)
 
-        index = BM25Index.build(texts())
+        index = BM25Index.from_tokens(tokens(), query_tokens=query_analyzer(languages))
         conn.rollback()
     chunk_ids = np.empty(len(ids), dtype=object)
     chunk_ids[:] = ids
@@ -192,6 +198,28 @@ def _build(engine: Engine, collection_id: int) -> CachedBM25:
     document_of = of.astype(np.int32).reshape(-1)
     nbytes = _measure(chunk_ids, index) + keys.nbytes + document_of.nbytes
     return CachedBM25(collection_id, int(version or 0), chunk_ids, index, nbytes, keys, document_of)
+
+
+def _document_languages(conn: Connection, collection_id: int) -> tuple[list[str], dict[str, str | None]]:
+    """The languages of a collection without a declared one, and document id -> its recorded
+    language when there are several (empty when one: no chunk needs its own)."""
+    from sqlalchemy import text
+
+    found = (
+        conn.execute(
+            text("SELECT DISTINCT language FROM agentrag.documents WHERE collection_id = :id"),
+            {"id": collection_id},
+        )
+        .scalars()
+        .all()
+    )
+    languages = sorted({code or DEFAULT_LANGUAGE for code in found}) or [DEFAULT_LANGUAGE]
+    if len(languages) == 1:
+        return languages, {}
+    rows = conn.execute(
+        text("SELECT id, language FROM agentrag.documents WHERE collection_id = :id"), {"id": collection_id}
+    )
+    return languages, {row.id: row.language for row in rows}
 
 
 def _estimate(engine: Engine, collection_id: int) -> tuple[int, int]:

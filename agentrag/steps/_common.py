@@ -111,12 +111,27 @@ def clean_list(values: Iterable[str], *, exclude: Iterable[str] = (), limit: int
 
 
 # ---- local text heuristics ------------------------------------------------------------------
-@functools.lru_cache(maxsize=8192)
 def terms(text: str) -> tuple[str, ...]:
-    """Stemmed, stop-word-free terms (cached: chunks are re-read across iterations)."""
+    """Stemmed, stop-word-free terms (cached: chunks are re-read across iterations); in the answer's
+    language when it has one (:mod:`agentrag.answer_languages`), each language cached apart."""
+    from agentrag.answer_languages import ANSWER_LANGUAGE
+
+    language = ANSWER_LANGUAGE.get()
+    return english_terms(text) if language is None else language_terms(text, language)
+
+
+@functools.lru_cache(maxsize=8192)
+def english_terms(text: str) -> tuple[str, ...]:
     from agentrag.retrieval.tokenize import tokenize
 
     return tuple(tokenize(text))
+
+
+@functools.lru_cache(maxsize=8192)
+def language_terms(text: str, language: str) -> tuple[str, ...]:
+    from agentrag.languages import analyze
+
+    return tuple(analyze(text, language))
 
 
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9-]{2,}")

@@ -48,6 +48,7 @@ from agentrag._sansio import (
     stream_sync,
 )
 from agentrag.abstain import Calibration, abstention_message
+from agentrag.answer_languages import answer_language, answering_in
 from agentrag.context import Context, Degradation
 from agentrag.errors import AgentragError, InvalidInputError, LLMError, RetrievalError
 from agentrag.extractive import cited_as_shown, extractive_answer, gather, labelled, render, spans_of
@@ -299,15 +300,18 @@ def prepare(
         # (the two merges can alias a pair each way round: a citation would flip to the other id)
         widened = {alias: label for alias, label in wide.aliases if alias not in packed.labels}
         plan = _replace_plan(plan, valid=plan.valid | wide.valid_ids, aliases={**widened, **plan.aliases})
+    language = None
     if evidence_hits:
         started = time.perf_counter()
-        evidence = gather(
-            evidence_questions(ctx),
-            evidence_hits,
-            embedder=plan.embedder,
-            calibration=cal,
-            max_units=max_sentences,
-        )
+        language, cal = answer_language(ctx.question, evidence_hits, cal, given=calibration is not None)
+        with answering_in(language):
+            evidence = gather(
+                evidence_questions(ctx),
+                evidence_hits,
+                embedder=plan.embedder,
+                calibration=cal,
+                max_units=max_sentences,
+            )
         plan = _replace_plan(
             plan, stages=(*plan.stages, ("evidence", (time.perf_counter() - started) * 1000.0))
         )
@@ -322,7 +326,11 @@ def prepare(
         plan = _replace_plan(
             plan,
             base={**plan.base, "answer_confidence": confidence, "mode": "low-confidence" if low else mode},
-            attributes={**plan.attributes, "answer_confidence": confidence},
+            attributes={
+                **plan.attributes,
+                "answer_confidence": confidence,
+                **({"answer_language": language} if language else {}),
+            },
         )
         if (
             (not llm if abstain is None else abstain)
@@ -330,7 +338,7 @@ def prepare(
             and (confidence < cal.abstain_below or (not llm and not evidence.selected))
         ):
             changes = {
-                "answer_text": abstention_message(evidence.closest()),
+                "answer_text": abstention_message(evidence.closest(), language=language),
                 "grounded": False,
                 "citations": (),
                 "mode": "abstained",

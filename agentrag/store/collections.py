@@ -20,6 +20,7 @@ __all__ = [
     "COLLECTION_SQL",
     "DISTANCES",
     "Collection",
+    "check_collection_options",
     "check_embedder",
     "describe_collections",
     "drop_collection",
@@ -60,6 +61,8 @@ class Collection:
     tenant: str | None = None
     #: how its chunk vectors are stored: "vector" (float32) or "halfvec" (float16; migration 0050)
     vector_type: str = "vector"
+    #: its declared language (None: each document's is detected at ingest); see agentrag.languages
+    language: str | None = None
 
     def __repr__(self) -> str:
         counts = (
@@ -71,7 +74,7 @@ class Collection:
             f"Collection({self.name!r}, {counts}"
             f"{self.embed_model} [{self.dimensions}d {self.distance}"
             f"{' halfvec' if self.vector_type == 'halfvec' else ''}]{', scoped' if self.scoped else ''}"
-            f"{', acl' if self.acl else ''})"
+            f"{', acl' if self.acl else ''}{', ' + self.language if self.language else ''})"
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -86,6 +89,7 @@ class Collection:
             "scoped": self.scoped,
             "acl": self.acl,
             "tenant": self.tenant,
+            "language": self.language,
             "version": self.version,
             "documents": self.document_count,
             "chunks": self.chunk_count,
@@ -178,11 +182,26 @@ def check_recorded_model(conn: Any, collection: Collection) -> None:
 COLLECTION_SQL = """
 SELECT c.id, c.name, c.description, c.embed_model, c.embed_version, c.dimensions, c.distance,
        c.scoped, c.version, c.created_at, c.hnsw_m, c.hnsw_ef_construction, c.hnsw_ef_search,
-       c.acl, c.private_documents, c.tenant_id AS tenant, c.vector_type,
+       c.acl, c.private_documents, c.tenant_id AS tenant, c.vector_type, c.language,
        (SELECT count(*) FROM agentrag.documents d WHERE d.collection_id = c.id) AS document_count,
        (SELECT count(*) FROM agentrag.chunks k WHERE k.collection_id = c.id) AS chunk_count
 FROM agentrag.collections c
 """
+
+
+def check_collection_options(name: str, distance: str, vector_type: str, language: str | None) -> str | None:
+    """Raise the typed error for a bad name, distance, vector type or language; the language's code."""
+    from agentrag.errors import InvalidInputError
+
+    validate_name(name)
+    if distance not in DISTANCES:
+        raise InvalidInputError(f"unknown distance {distance!r}; use one of {sorted(DISTANCES)}")
+    validate_vector_type(vector_type)
+    if language is None:
+        return None
+    from agentrag.languages import check_language
+
+    return check_language(language)
 
 
 def insert_collection(
@@ -199,6 +218,7 @@ def insert_collection(
     hnsw_ef_construction: int,
     ef_search: int | None,
     vector_type: str = "vector",
+    language: str | None = None,
 ) -> None:
     """Insert the collection's row (IntegrityError when the name is taken)."""
     from sqlalchemy import text
@@ -208,9 +228,9 @@ def insert_collection(
             text(
                 "INSERT INTO agentrag.collections (name, description, embed_model, embed_version,"
                 " dimensions, distance, scoped, acl, tenant_id, hnsw_m, hnsw_ef_construction, hnsw_ef_search,"
-                " vector_type)"
+                " vector_type, language)"
                 " VALUES (:name, :description, :model, :version, :dims, :distance, :scoped, :acl, :tenant,"
-                " :m, :ef_construction, :ef_search, :vector_type)"
+                " :m, :ef_construction, :ef_search, :vector_type, :language)"
             ),
             {
                 "name": name,
@@ -226,6 +246,7 @@ def insert_collection(
                 "ef_construction": hnsw_ef_construction,
                 "ef_search": ef_search,
                 "vector_type": vector_type,
+                "language": language,
             },
         )
 
@@ -268,7 +289,7 @@ def describe_collections(engine: Engine, names: Sequence[str]) -> dict[str, Coll
             text(
                 "SELECT id, name, description, embed_model, embed_version, dimensions, distance, scoped,"
                 " version, created_at, hnsw_m, hnsw_ef_construction, hnsw_ef_search, acl, private_documents,"
-                " tenant_id AS tenant, vector_type"
+                " tenant_id AS tenant, vector_type, language"
                 " FROM agentrag.collections WHERE name = ANY(CAST(:names AS text[]))"
             ),
             {"names": list(names)},

@@ -39,6 +39,7 @@ class Document:
     sessions: list[str] = field(default_factory=list)
     text: str | None = field(default=None, repr=False)
     revision: int | None = None  # its number among the document's revisions (agentrag.store.revisions)
+    language: str | None = None  # declared by its collection or detected at ingest (agentrag.languages)
 
     def __repr__(self) -> str:
         scope = "".join(f" {k}={getattr(self, k)!r}" for k in ("tenant", "workspace") if getattr(self, k))
@@ -55,7 +56,7 @@ class Document:
 DOCUMENT_SQL = """
 SELECT d.id, c.name AS collection, d.source, d.original_filename, d.sha256, d.metadata, d.classification,
        d.doc_date AS date, d.tenant_id AS tenant, d.workspace_id AS workspace, d.chunk_count,
-       d.created_at, d.updated_at, {text} AS text,
+       d.created_at, d.updated_at, {text} AS text, d.language,
        (SELECT r.revision FROM agentrag.document_revisions r
         WHERE r.document_id = d.id AND r.valid_to IS NULL) AS revision,
        coalesce((SELECT array_agg(s.session_id ORDER BY s.session_id) FROM agentrag.document_sessions s

@@ -23,8 +23,8 @@ from agentrag.retrieval.missing import missing_collections_error
 from agentrag.retrieval.vector import DEFAULT_HNSW_EF_CONSTRUCTION, DEFAULT_HNSW_M, hnsw_parameters
 from agentrag.store import acl as permissions
 from agentrag.store.collections import (
-    DISTANCES,
     Collection,
+    check_collection_options,
     check_embedder,
     describe_collections,
     drop_collection,
@@ -32,8 +32,6 @@ from agentrag.store.collections import (
     list_collections,
     read_collection,
     update_hnsw_parameters,
-    validate_name,
-    validate_vector_type,
 )
 from agentrag.store.documents import Document
 from agentrag.store.query_vectors import QueryVectorCache
@@ -204,6 +202,7 @@ class Store(SyncMethods, TenantIndexMethods, ReplicaRouting):
         hnsw_ef_construction: int = DEFAULT_HNSW_EF_CONSTRUCTION,
         ef_search: int | None = None,
         vector_type: str = "vector",
+        language: str | None = None,
     ) -> Collection:
         """Create a collection recording the embedder's model, version and dimensions.
 
@@ -213,15 +212,14 @@ class Store(SyncMethods, TenantIndexMethods, ReplicaRouting):
         ``acl=True``: its documents are read only through their grants; ``tenant``: the tenant that
         owns it, hidden from every other (docs/how-to/permissions.md). ``exist_ok``: an existing
         collection is returned as it is. ``vector_type``: ``"vector"`` (float32) or ``"halfvec"``
-        (float16, half the bytes; docs/how-to/halfvec.md).
+        (float16, half the bytes; docs/how-to/halfvec.md). ``language``: a code of
+        ``agentrag.languages.LANGUAGES`` (UnsupportedLanguageError otherwise); None: each document's
+        is detected at ingest and recorded (docs/how-to/languages.md).
         """
         from sqlalchemy.exc import IntegrityError
 
-        validate_name(name)
-        if distance not in DISTANCES:
-            raise InvalidInputError(f"unknown distance {distance!r}; use one of {sorted(DISTANCES)}")
+        language = check_collection_options(name, distance, vector_type, language)
         hnsw_m, hnsw_ef_construction, ef_search = hnsw_parameters(hnsw_m, hnsw_ef_construction, ef_search)
-        validate_vector_type(vector_type)
         embedder = embedder or self.embedder
         if exist_ok:
             try:
@@ -246,6 +244,7 @@ class Store(SyncMethods, TenantIndexMethods, ReplicaRouting):
                 hnsw_ef_construction=hnsw_ef_construction,
                 ef_search=ef_search,
                 vector_type=vector_type,
+                language=language,
             )
         except IntegrityError as exc:
             if exist_ok:

@@ -8,6 +8,7 @@ import json
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from agentrag.languages import detect
 from agentrag.retrieval.catalog import VECTOR_TYPES
 from agentrag.store.acl import document_grants
 from agentrag.store.collections import WRITE_LOCK_SQL, Collection, check_recorded_model, write_lock_params
@@ -140,6 +141,7 @@ def write_batch(
                     "count": len(doc.chunks),
                     "grants": document_grants(coll, doc.metadata, doc.source),
                     "private": session is not None,
+                    "language": coll.language or detect(doc.text),
                 }
             )
         if replaced_ids:  # their chunks, session links and tsvectors go with them (ON DELETE CASCADE)
@@ -150,9 +152,9 @@ def write_batch(
                     "INSERT INTO agentrag.documents"
                     " (id, collection_id, source, original_filename, sha256, text,"
                     " metadata, classification, doc_date, tenant_id, workspace_id, chunk_count, grants,"
-                    " private)"
+                    " private, language)"
                     " VALUES (:id, :cid, :source, :filename, :sha, :text, CAST(:meta AS jsonb), :cls, :date,"
-                    " :tenant, :workspace, :count, CAST(:grants AS text[]), :private)"
+                    " :tenant, :workspace, :count, CAST(:grants AS text[]), :private, :language)"
                 ),
                 rows,
             )

