@@ -145,7 +145,8 @@ def create_app(
     admit = Admitter(store.engine)  # the tenant + rate-limit statement: one round trip, no pre-ping
     audit = _Audit(store.engine)
     gateway = _gateway(store, config, telemetry, verifier, admit, audit)
-    close = [*(p.shutdown for p in owned), admit.close, *([store.close] if close_store else [])]
+    close = [*(p.shutdown for p in owned), admit.close, gateway.speculation.close]
+    close += [store.close] if close_store else []
     app = FastAPI(
         title="agentrag",
         version=ar.__version__,

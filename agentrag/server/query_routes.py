@@ -49,22 +49,26 @@ class QueryFlow:
     def start(
         self, body: SearchRequest, who: Principal, *, generate: bool
     ) -> tuple[Caller, ar.Context, Sink]:
-        """Admitted, scoped and searched."""
+        """Admitted, scoped and searched (the admission beside the search when the process is idle)."""
         gateway = self.gateway
-        caller = gateway.admit(who)
-        gateway.check(caller, top_k=body.top_k, generate=generate)
-        sink = Sink()
-        ctx = gateway.context(
-            caller,
-            body.query_text,
-            sink,
-            collections=gateway.collections(caller, body.collections),
-            llm=self.llm if generate else None,
-            top_k=body.top_k,
-            mode=body.mode,
-            filters=body.filters.to_filters() if body.filters else None,
-        )
-        return caller, gateway.search(ctx, sink, top_k=body.top_k), sink
+
+        def work(caller: Caller) -> tuple[ar.Context, Sink]:
+            gateway.check(caller, top_k=body.top_k, generate=generate)
+            sink = Sink()
+            ctx = gateway.context(
+                caller,
+                body.query_text,
+                sink,
+                collections=gateway.collections(caller, body.collections),
+                llm=self.llm if generate else None,
+                top_k=body.top_k,
+                mode=body.mode,
+                filters=body.filters.to_filters() if body.filters else None,
+            )
+            return gateway.search(ctx, sink, top_k=body.top_k), sink
+
+        caller, (ctx, sink) = gateway.admitted(who, work)
+        return caller, ctx, sink
 
     def respond(self, ctx: ar.Context, sink: Sink, started: float) -> dict[str, Any]:
         proof = ctx.proof().to_dict()
