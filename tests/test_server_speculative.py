@@ -140,3 +140,15 @@ def test_over_http_a_tenant_suspended_between_searches_is_refused_and_nothing_au
     answered = ok.json()["query_id"]
     rows = list_audit(store.engine, tenant=tenant)
     assert rows and {r.query_id for r in rows if r.type != "REQUEST_REFUSED"} == {answered}
+
+
+def test_other_requests_in_flight_in_the_server_mean_admitted_first(store: Any) -> None:
+    admitter = Admitter(store.engine)
+    busy = Gateway(store, admit=admitter, idle=lambda: False)  # the server counts other requests in flight
+    try:
+        tenant = new_tenant(store, "spec")
+        for _ in range(3):
+            busy.admitted(_who(tenant), Work())
+        assert busy.speculation.speculated == 0
+    finally:
+        admitter.close()

@@ -144,7 +144,8 @@ def create_app(
         _log.warning("no JWT key configured: every query request will be refused with 401")
     admit = Admitter(store.engine)  # the tenant + rate-limit statement: one round trip, no pre-ping
     audit = _Audit(store.engine)
-    gateway = _gateway(store, config, telemetry, verifier, admit, audit)
+    guards: list[limits.RequestGuard] = []  # the outermost layer, once built: its count of requests in flight
+    gateway = _gateway(store, config, telemetry, verifier, admit, audit, idle=lambda: _alone(guards))
     close = [*(p.shutdown for p in owned), admit.close, gateway.speculation.close]
     close += [store.close] if close_store else []
     app = FastAPI(
@@ -162,7 +163,9 @@ def create_app(
     install_interfaces(
         app, gateway=gateway, config=config, llm=llm, metrics_reader=metrics_reader
     )  # /, /docs, /metrics, /v1/* (OpenAI), /mcp
-    _install_middleware(app, config, telemetry, flow=flow, verifier=verifier, refused=audit.refused)
+    _install_middleware(
+        app, config, telemetry, flow=flow, verifier=verifier, refused=audit.refused, guards=guards
+    )
     return app
 
 
@@ -173,6 +176,8 @@ def _gateway(
     verifier: TokenVerifier,
     admit: Admitter,
     audit: _Audit,
+    *,
+    idle: Callable[[], bool],
 ) -> Gateway:
     default_collections = [c for c in (config.default_collections or "").split(",") if c] or None
     return Gateway(
@@ -186,7 +191,13 @@ def _gateway(
         default_collections=default_collections,
         max_streams=max(1, config.max_in_flight // 2),
         idle_timeout_s=config.stream_idle_timeout_s,
+        idle=idle,
     )
+
+
+def _alone(guards: list[limits.RequestGuard]) -> bool:
+    """Whether the request asking is the only one in flight (read from a worker thread: a snapshot)."""
+    return not guards or guards[-1].in_flight <= 1
 
 
 def _lifespan(
@@ -318,6 +329,7 @@ def _install_middleware(
     flow: QueryFlow,
     verifier: TokenVerifier,
     refused: Callable[[int, Any], None],
+    guards: list[limits.RequestGuard],
 ) -> None:
     # Inside ObserveMiddleware (added first = innermost): the span, metrics and body limit still apply.
     app.add_middleware(SearchFastPath, run=flow.run_search_guarded, verifier=verifier)
@@ -328,10 +340,12 @@ def _install_middleware(
         max_body_bytes=config.max_body_bytes,
     )
     request_limits = limits.RequestLimits.of(config)  # outermost: header limits, 415, 408, in-flight
-    limits.install(
-        app,
-        lambda stack: limits.RequestGuard(stack, request_limits, meter=telemetry.meter, on_refusal=refused),
-    )
+
+    def guard(stack: Any) -> limits.RequestGuard:
+        guards.append(limits.RequestGuard(stack, request_limits, meter=telemetry.meter, on_refusal=refused))
+        return guards[-1]
+
+    limits.install(app, guard)
 
 
 def build_store(config: ServerConfig) -> ar.Store:

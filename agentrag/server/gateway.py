@@ -144,6 +144,7 @@ class Gateway:
         default_collections: Sequence[str] | None = None,
         max_streams: int = 500,
         idle_timeout_s: float = 60.0,
+        idle: Callable[[], bool] | None = None,
     ) -> None:
         self.store, self.verifier, self.admitter = store, verifier, admit
         self.write = audit or _log_audit
@@ -152,7 +153,7 @@ class Gateway:
         self.default_collections = list(default_collections) if default_collections else None
         self.max_streams, self.idle_timeout_s = max(1, max_streams), idle_timeout_s
         self.streams = 0  # streams open now (on the event loop: no lock)
-        self.speculation = Speculation(self.admit)
+        self.speculation = Speculation(self.admit, idle=idle)  # idle(): no other request in flight
 
     # ---- 1. authenticate --------------------------------------------------------------------------
     def authenticate(self, authorization: str | None, tenant: str | None = None) -> Principal:

@@ -8,7 +8,8 @@ allowed the request, under three conditions that keep it safe:
 * **the tenant was admitted by this process within** ``max_age_s``, with the settings the work is
   then checked and scoped with (``top_k_max``, generation); a tenant refused (404, 403, 429)
   is forgotten, so its next request is admitted first, in turn;
-* **no other request is running in this process**: speculative work only uses capacity that would
+* **no other request is running in this process** (none in this object's hands, and ``idle()``,
+  the server's count of requests in flight, agrees): speculative work only uses capacity that would
   otherwise idle, so a tenant over its rate limit can never take capacity from admitted requests
   (under load, every request is admitted first, as before);
 * **a refusal wins**: the admission's refusal is raised whatever the work did, and the work's
@@ -42,8 +43,14 @@ _MAX_TENANTS = 4096  # the remembered admissions: the oldest are forgotten beyon
 class Speculation:
     """``admitted(who, work)``: the admitted :class:`Caller` and ``work(caller)`` (see the module)."""
 
-    def __init__(self, admit: Callable[[Principal], Caller], *, max_age_s: float = 5.0) -> None:
-        self.admit_now, self.max_age_s = admit, max_age_s
+    def __init__(
+        self,
+        admit: Callable[[Principal], Caller],
+        *,
+        idle: Callable[[], bool] | None = None,
+        max_age_s: float = 5.0,
+    ) -> None:
+        self.admit_now, self.idle, self.max_age_s = admit, idle, max_age_s
         self.running = 0  # requests inside admitted() now, in this process
         self.speculated = 0  # requests whose admission ran beside their work (for tests and benchmarks)
         self._lock = threading.Lock()
@@ -54,7 +61,7 @@ class Speculation:
         key = (who.tenant, who.subject, who.groups)
         with self._lock:
             self.running += 1
-            alone = self.running == 1
+            alone = self.running == 1 and (self.idle is None or self.idle())
             remembered = self._recent.get(key)
         try:
             if alone and remembered is not None and time.monotonic() - remembered[1] <= self.max_age_s:
