@@ -17,6 +17,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from agentrag.errors import InvalidInputError
 from agentrag.hits import Hit
 
 if TYPE_CHECKING:
@@ -122,7 +123,18 @@ def estimate_tokens(text: str) -> int:
     encoding = _encoding()
     if encoding is not None:
         return len(encoding.encode(text, disallowed_special=()))
+    return chars_estimate(text)
+
+
+def chars_estimate(text: str) -> int:
+    """``len(text) // 4`` (at least 1 for any text): the estimate without a tokenizer."""
     return max(1, len(text) // 4) if text else 0
+
+
+#: how :func:`pack_context` counts a block's tokens: ``tokenizer`` (:func:`estimate_tokens`, remembered
+#: per block) or ``chars/4`` (:func:`chars_estimate`: an answer without an LLM has no context window
+#: to fit, and loading the tokenizer cost a CLI ``ask`` 0.3-0.6 s)
+TOKEN_ESTIMATES = ("tokenizer", "chars/4")
 
 
 @functools.lru_cache(maxsize=4096)
@@ -186,7 +198,7 @@ def _merge_adjacent(hits: Sequence[Hit]) -> tuple[list[Hit], list[tuple[str, str
     return out, aliases
 
 
-def _stand_in(delimiter: str) -> tuple[str, int]:
+def _stand_in(delimiter: str, count: Callable[[str], int] = estimate_tokens) -> tuple[str, int]:
     """The fixed stand-in counted in place of ``delimiter``, and the tokens to allow per block.
 
     A delimiter is ``SOURCE-`` and random hex digits; the stand-in has zeros in their place.
@@ -199,11 +211,13 @@ def _stand_in(delimiter: str) -> tuple[str, int]:
     """
     digits = max(0, len(delimiter) - len("SOURCE-"))
     stand_in = "SOURCE-" + "0" * digits
-    counted = estimate_tokens("-" + "0" * digits)
+    counted = count("-" + "0" * digits)
     return stand_in, 1 + 2 * max(0, 1 + digits - counted)
 
 
-def _truncate_to_budget(hit: Hit, delimiter: str, budget_tokens: int, prompts: Prompts | None) -> Hit:
+def _truncate_to_budget(
+    hit: Hit, delimiter: str, budget_tokens: int, prompts: Prompts | None, count: Callable[[str], int]
+) -> Hit:
     """``hit`` with its text cut (binary search on characters) so its block fits the budget."""
     from agentrag.prompts import chunk_views, format_chunks
 
@@ -211,18 +225,53 @@ def _truncate_to_budget(hit: Hit, delimiter: str, budget_tokens: int, prompts: P
     while low < high:
         mid = (low + high + 1) // 2
         candidate = replace(hit, text=hit.text[:mid] + _TRUNCATED)
-        if (
-            estimate_tokens(format_chunks(chunk_views([candidate]), delimiter, prompts=prompts))
-            <= budget_tokens
-        ):
+        if count(format_chunks(chunk_views([candidate]), delimiter, prompts=prompts)) <= budget_tokens:
             low = mid
         else:
             high = mid - 1
     return replace(hit, text=hit.text[:low] + _TRUNCATED)
 
 
+def _stand_in_text(delimiter: str) -> str:
+    return "SOURCE-" + "0" * max(0, len(delimiter) - len("SOURCE-"))
+
+
+def _bound_of_all(blocks: Sequence[str], delimiter: str) -> int:
+    """An upper bound of what counting ``blocks`` would budget, without the tokenizer: each block's
+    UTF-8 bytes (a byte-level BPE spends at least one byte per token, and ``len // 4`` is below it
+    too) plus the widest allowance :func:`_stand_in` can give (its count of the stand-in's digits is
+    at least 1 token)."""
+    digits = max(0, len(delimiter) - len("SOURCE-"))
+    return sum(len(block.encode("utf-8")) for block in blocks) + len(blocks) * (1 + 2 * digits)
+
+
+def _fit(
+    merged: Sequence[Hit],
+    blocks: Sequence[str],
+    allowance: int,
+    budget: int,
+    count: Callable[[str], int] = _block_tokens,
+) -> tuple[list[Hit], int]:
+    """Count blocks best first, each once, until the budget is full: the rest is dropped
+    (lowest-ranked first), so blocks after the cut are never counted."""
+    kept: list[Hit] = []
+    tokens = 0
+    for hit, block in zip(merged, blocks, strict=True):
+        cost = count(block) + allowance
+        if kept and tokens + cost > budget:
+            break
+        kept.append(hit)
+        tokens += cost
+    return kept, tokens
+
+
 def pack_context(
-    hits: Sequence[Hit], *, delimiter: str, budget_tokens: int = 3000, prompts: Prompts | None = None
+    hits: Sequence[Hit],
+    *,
+    delimiter: str,
+    budget_tokens: int = 3000,
+    prompts: Prompts | None = None,
+    estimate: str = "tokenizer",
 ) -> PackedContext:
     """Format ``hits`` (best first) for the answer prompt within ``budget_tokens``.
 
@@ -231,31 +280,35 @@ def pack_context(
     per block (the same chunks come back across questions). ``tokens`` is the budgeted cost:
     those counts plus an allowance per block for the blank line and the random delimiter (see
     :func:`_stand_in`), so it is never below the real count of ``text`` (counting ``text``
-    again would double the tokenizer's work).
+    again would double the tokenizer's work). When the blocks' UTF-8 bytes (an upper bound of
+    any count) fit the budget, nothing is counted and ``tokens`` is that bound. ``estimate``: one of
+    :data:`TOKEN_ESTIMATES`.
     """
     from agentrag.prompts import chunk_views, format_chunk, format_chunks
 
+    if estimate not in TOKEN_ESTIMATES:
+        raise InvalidInputError(f"estimate must be one of {TOKEN_ESTIMATES}, got {estimate!r}")
+    count = _block_tokens if estimate == "tokenizer" else chars_estimate
+
     merged, aliases = _merge_adjacent(hits)
-    stand_in, allowance = _stand_in(delimiter)
-    # Count blocks best first, each once, until the budget is full: the rest is dropped
-    # (lowest-ranked first), so blocks after the cut are never counted.
-    kept: list[Hit] = []
-    tokens = 0
-    for hit, view in zip(merged, chunk_views(merged), strict=True):
-        cost = _block_tokens(format_chunk(view, stand_in, prompts=prompts)) + allowance
-        if kept and tokens + cost > budget_tokens:
-            break
-        kept.append(hit)
-        tokens += cost
+    stand_in = _stand_in_text(delimiter)
+    blocks = [format_chunk(view, stand_in, prompts=prompts) for view in chunk_views(merged)]
+    tokens = _bound_of_all(blocks, delimiter)
+    if tokens <= budget_tokens:  # every block fits whatever the tokenizer counts: none counted
+        kept, allowance = list(merged), 0
+    else:
+        allowance = _stand_in(delimiter, count)[1]
+        kept, tokens = _fit(merged, blocks, allowance, budget_tokens, count)
     dropped = list(merged[len(kept) :])
     truncated = False
     if kept and tokens > budget_tokens:
         # the best chunk alone is over budget: cut it rather than answer from nothing
-        kept = [_truncate_to_budget(kept[0], stand_in, budget_tokens - allowance, prompts)]
+        exact = estimate_tokens if estimate == "tokenizer" else chars_estimate  # not remembered per cut
+        kept = [_truncate_to_budget(kept[0], stand_in, budget_tokens - allowance, prompts, exact)]
         truncated = True
     text = format_chunks(chunk_views(kept), delimiter, prompts=prompts)
     if truncated:
-        tokens = _block_tokens(format_chunk(chunk_views(kept)[0], stand_in, prompts=prompts)) + allowance
+        tokens = count(format_chunk(chunk_views(kept)[0], stand_in, prompts=prompts)) + allowance
     kept_ids = {h.chunk_id for h in kept}
     return PackedContext(
         text,

@@ -1,6 +1,6 @@
 """CLI cold start: `agentrag search` / `agentrag ask` end to end, each run a new process.
 
-    .venv/bin/python -m benchmarks.coldstart [--runs 5] [--before-ref 90f5e30]
+    .venv/bin/python -m benchmarks.coldstart [--runs 5] [--before-ref 90f5e30] [--no-torch]
 
 Wall time from process start to exit, the model cached on disk, the data directory's server
 handled as each version handles it:
@@ -51,6 +51,9 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--before-ref", default="90f5e30", help="git ref of the 'before' code ('' to skip)")
+    parser.add_argument(
+        "--no-torch", action="store_true", help="skip the bare torch load (10-100 s a run on a busy machine)"
+    )
     args = parser.parse_args()
 
     py = sys.executable
@@ -93,6 +96,8 @@ def main() -> None:
         "after: agentrag search (hybrid)": [*cli, *search],
         "after: agentrag ask (hybrid, no LLM)": [*cli, *ask],
     }
+    if args.no_torch:
+        rows.pop("floor: bare torch model load (SentenceTransformer)")
     before_dir = None
     if args.before_ref:
         before_dir = Path(tempfile.mkdtemp(prefix="agentrag-before-"))

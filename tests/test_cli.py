@@ -145,6 +145,9 @@ HEAVY = (
     "ray",
     "mcp",
     "docx",
+    "agentrag.eval.report",  # agentrag eval's runs and reports: only when the command runs (issue #39)
+    "agentrag.eval.run",
+    "agentrag.eval.beir",
 )
 
 

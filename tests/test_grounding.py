@@ -239,6 +239,46 @@ def test_packed_tokens_bound_the_real_count_and_the_budget(
     assert estimate_tokens(packed.text) <= packed.tokens <= budget
 
 
+def _counted(hits: list[Hit], delimiter: str, budget: int) -> tuple[int, int]:
+    """How many blocks counting every one with the tokenizer keeps, and their budgeted tokens (the
+    packing before the byte bound)."""
+    from agentrag.prompts import chunk_views, format_chunk
+
+    merged, _ = grounding._merge_adjacent(hits)
+    stand_in, allowance = grounding._stand_in(delimiter)
+    blocks = [format_chunk(view, stand_in) for view in chunk_views(merged)]
+    kept, tokens = grounding._fit(merged, blocks, allowance, budget)
+    return len(kept), tokens
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    texts=st.lists(st.text(min_size=1, max_size=400), min_size=1, max_size=8),
+    budget=st.integers(100, 1500),
+    seed=st.binary(min_size=6, max_size=6),
+)
+def test_the_byte_bound_keeps_what_counting_keeps(texts: list[str], budget: int, seed: bytes) -> None:
+    delimiter = "SOURCE-" + seed.hex().upper()
+    hits = [hit(f"chk_{i}dddd", text, doc=f"doc_{i}", rank=i + 1) for i, text in enumerate(texts)]
+    packed = pack_context(hits, delimiter=delimiter, budget_tokens=budget)
+    kept, counted = _counted(hits, delimiter, budget)
+    if not packed.truncated:
+        assert len(packed.hits) == kept
+        assert counted <= packed.tokens <= budget  # the bound when nothing was counted
+
+
+def test_a_context_that_fits_by_its_bytes_never_loads_the_tokenizer() -> None:
+    grounding._encoding.cache_clear()
+    hits = [hit(f"chk_{i}eeee", f"Short passage {i}.", doc=f"doc_{i}", rank=i + 1) for i in range(5)]
+    packed = pack_context(hits, delimiter=new_delimiter(), budget_tokens=3000)
+    assert len(packed.hits) == 5 and estimate_tokens(packed.text) <= packed.tokens <= 3000
+    assert grounding._encoding.cache_info().misses == 1  # the estimate_tokens just above, not the packing
+    grounding._encoding.cache_clear()
+    long = [hit(f"chk_{i}ffff", "word " * 300, doc=f"doc_{i}", rank=i + 1) for i in range(5)]
+    pack_context(long, delimiter=new_delimiter(), budget_tokens=3000)  # over the bound: counted
+    assert grounding._encoding.cache_info().misses == 1
+
+
 def test_adjacent_chunks_of_one_document_are_merged() -> None:
     doc = "Alpha beta gamma delta. Epsilon zeta eta theta. Iota kappa lambda mu."
     first = hit("chk_first", doc[0:30], start=0, rank=1)

@@ -12,46 +12,38 @@ from __future__ import annotations
 import asyncio
 import importlib
 import inspect
-import json
 import logging
-import time
 import traceback
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Any
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import Any
 
-from fastapi import Depends, FastAPI, Request
+from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 import agentrag as ar
 from agentrag.errors import InvalidInputError
 from agentrag.server import limits
 from agentrag.server.auditlog import AuditWriter
-from agentrag.server.auth import Principal, TokenVerifier
+from agentrag.server.auth import TokenVerifier
 from agentrag.server.config import ServerConfig
 from agentrag.server.errors import ApiError, api_error_for, known_field, mapped_exceptions, safe_message
-from agentrag.server.fastpath import SearchFastPath, json_bytes, json_response
-from agentrag.server.gateway import Caller, Gateway, Sink, Stream
+from agentrag.server.fastpath import SearchFastPath
+from agentrag.server.gateway import Gateway
 from agentrag.server.interfaces import install as install_interfaces
 from agentrag.server.metrics import server_telemetry
-from agentrag.server.models import AskRequest, ErrorBody, ProofResponse, SearchRequest
+from agentrag.server.models import AskRequest, ErrorBody
 from agentrag.server.observe import BodyTooLarge, ObserveMiddleware
-from agentrag.server.streaming import ClosingStream
+from agentrag.server.query_routes import QueryFlow
+from agentrag.server.query_routes import install as install_query_routes
 from agentrag.server.tenants import Admitter, write_audit
-
-if TYPE_CHECKING:
-    from concurrent.futures import ThreadPoolExecutor
 
 __all__ = ["ApiError", "app_from_env", "build_store", "create_app"]
 
 _log = logging.getLogger("agentrag.server")
 
-MODEL_MISMATCH_WARNING = (
-    "model_version_match is false: the query was embedded with another model version than the index; "
-    "ranking may be degraded"
-)
 # FastAPI's own OpenTelemetry (new in 0.16x) off: ObserveMiddleware already makes the one server
 # span and the request metrics, and FastAPI's log records of validation failures would carry the
 # rejected input (the query text). It also cost a provider lookup per request.
@@ -88,6 +80,41 @@ def _request_id(request: Request) -> str | None:
     return state.get("request_id")
 
 
+class _Audit:
+    """The app's audit sinks: the background :class:`AuditWriter` while the app runs (its lifespan),
+    else written through."""
+
+    def __init__(self, engine: Any) -> None:
+        self.engine = engine
+        self.writers: list[AuditWriter] = []
+
+    def write(self, events: list[dict[str, Any]], latency_ms: float | None) -> None:
+        if self.writers:
+            self.writers[0].submit(events, latency_ms=latency_ms)
+        else:  # served without the lifespan: write through
+            write_audit(self.engine, events, latency_ms=latency_ms)
+
+    def offer(self, events: list[dict[str, Any]]) -> None:  # a stream's outcome: from the event loop
+        if self.writers:
+            self.writers[0].offer(events, required=True)
+        else:
+            write_audit(self.engine, events, latency_ms=None)
+
+    def refused(self, status: int, scope: Any) -> None:  # a refusal's audit row: no body, no token
+        route = getattr(scope.get("route"), "path", None) or "-"
+        request_id = (scope.get("state") or {}).get("request_id") or "-"
+        tenant = limits.tenant_of(scope.get("path", ""))
+        details = {"status": status, "method": scope.get("method"), "route": route}
+        event = {"type": "REQUEST_REFUSED", "query_id": request_id, "tenant": tenant, "details": details}
+        if self.writers:
+            self.writers[0].offer([event])
+
+    @property
+    def failing(self) -> bool | None:
+        """Whether the writer is failing (None: no writer running)."""
+        return self.writers[0].failing if self.writers else None
+
+
 def create_app(
     store: ar.Store,
     *,
@@ -115,60 +142,88 @@ def create_app(
     verifier = TokenVerifier(config)
     if not config.has_key:
         _log.warning("no JWT key configured: every query request will be refused with 401")
-    engine = store.engine
-    admit = Admitter(engine)  # the tenant + rate-limit statement: one round trip, no pre-ping
+    admit = Admitter(store.engine)  # the tenant + rate-limit statement: one round trip, no pre-ping
+    audit = _Audit(store.engine)
+    guards: list[limits.RequestGuard] = []  # the outermost layer, once built: its count of requests in flight
+    gateway = _gateway(store, config, telemetry, verifier, admit, audit, idle=lambda: _alone(guards))
+    close = [*(p.shutdown for p in owned), admit.close, gateway.speculation.close]
+    close += [store.close] if close_store else []
+    app = FastAPI(
+        title="agentrag",
+        version=ar.__version__,
+        summary="Multi-tenant retrieval with verifiable proofs and cite-only answers",
+        lifespan=_lifespan(store, config, llm, audit, close, freeze_gc=freeze_gc),
+        docs_url=None,  # interfaces.install serves /docs from local assets
+        **_NO_NATIVE_TELEMETRY,
+    )
+    _install_error_handlers(app)
+    flow = QueryFlow(gateway, llm)  # agentrag.server.gateway: the one path of every interface
+    install_query_routes(app, flow, errors=_ERRORS)
+    _install_health_routes(app, store, audit)
+    install_interfaces(
+        app, gateway=gateway, config=config, llm=llm, metrics_reader=metrics_reader
+    )  # /, /docs, /metrics, /v1/* (OpenAI), /mcp
+    _install_middleware(
+        app, config, telemetry, flow=flow, verifier=verifier, refused=audit.refused, guards=guards
+    )
+    return app
+
+
+def _gateway(
+    store: ar.Store,
+    config: ServerConfig,
+    telemetry: ar.Telemetry,
+    verifier: TokenVerifier,
+    admit: Admitter,
+    audit: _Audit,
+    *,
+    idle: Callable[[], bool],
+) -> Gateway:
     default_collections = [c for c in (config.default_collections or "").split(",") if c] or None
-    budget = ar.Budget(max_seconds=config.request_budget_s or None)  # --request-budget: a deadline
-    executor: list[ThreadPoolExecutor] = []
-    writers: list[AuditWriter] = []  # the background audit writer, while the app runs
-
-    def audit(events: list[dict[str, Any]], latency_ms: float | None) -> None:
-        if writers:
-            writers[0].submit(events, latency_ms=latency_ms)
-        else:  # served without the lifespan: write through
-            write_audit(engine, events, latency_ms=latency_ms)
-
-    def offer(events: list[dict[str, Any]]) -> None:  # a stream's outcome: from the event loop
-        if writers:
-            writers[0].offer(events, required=True)
-        else:
-            write_audit(engine, events, latency_ms=None)
-
-    gateway = Gateway(
+    return Gateway(
         store,
         verifier=verifier,
         admit=admit,
-        audit=audit,
-        offer=offer,
+        audit=audit.write,
+        offer=audit.offer,
         telemetry=telemetry,
-        budget=budget,
+        budget=ar.Budget(max_seconds=config.request_budget_s or None),  # --request-budget: a deadline
         default_collections=default_collections,
         max_streams=max(1, config.max_in_flight // 2),
         idle_timeout_s=config.stream_idle_timeout_s,
+        idle=idle,
     )
 
-    def refused(status: int, scope: Any) -> None:  # a refusal's audit row: no body, no token
-        route = getattr(scope.get("route"), "path", None) or "-"
-        request_id = (scope.get("state") or {}).get("request_id") or "-"
-        tenant = limits.tenant_of(scope.get("path", ""))
-        details = {"status": status, "method": scope.get("method"), "route": route}
-        event = {"type": "REQUEST_REFUSED", "query_id": request_id, "tenant": tenant, "details": details}
-        if writers:
-            writers[0].offer([event])
+
+def _alone(guards: list[limits.RequestGuard]) -> bool:
+    """Whether the request asking is the only one in flight (read from a worker thread: a snapshot)."""
+    return not guards or guards[-1].in_flight <= 1
+
+
+def _lifespan(
+    store: ar.Store,
+    config: ServerConfig,
+    llm: Any,
+    audit: _Audit,
+    close: list[Callable[[], Any]],
+    *,
+    freeze_gc: bool,
+) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
+    """Start: the worker threads, the model loaded, the audit writer. Stop: every queued audit
+    event written, then ``close`` in order."""
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         from concurrent.futures import ThreadPoolExecutor
 
         pool = ThreadPoolExecutor(max_workers=max(8, 2 * config.pool_size), thread_name_prefix="agentrag")
-        executor.append(pool)
         asyncio.get_running_loop().set_default_executor(pool)
         await asyncio.to_thread(store.embedder.embed, ["warm up"])  # load the model before serving
         if getattr(llm, "system", None) == "litellm":  # not on the event loop at the first /ask
             await asyncio.to_thread(importlib.import_module, "litellm")
         days = config.audit_retention_days
-        writers.append(
-            AuditWriter(engine, retention_days=days, purge_interval_s=config.audit_purge_interval_s)
+        audit.writers.append(
+            AuditWriter(store.engine, retention_days=days, purge_interval_s=config.audit_purge_interval_s)
         )
         if freeze_gc:
             import gc
@@ -176,23 +231,16 @@ def create_app(
             gc.collect()
             gc.freeze()
         yield
-        await asyncio.to_thread(writers.pop().close)  # every queued audit event is written
-        for provider in owned:
-            provider.shutdown()
-        admit.close()
-        if close_store:
-            store.close()
+        await asyncio.to_thread(audit.writers.pop().close)  # every queued audit event is written
+        for step in close:
+            step()
 
-    app = FastAPI(
-        title="agentrag",
-        version=ar.__version__,
-        summary="Multi-tenant retrieval with verifiable proofs and cite-only answers",
-        lifespan=lifespan,
-        docs_url=None,  # interfaces.install serves /docs from local assets
-        **_NO_NATIVE_TELEMETRY,
-    )
+    return lifespan
 
-    # ---- errors: one body for all ----------------------------------------------------------------
+
+def _install_error_handlers(app: FastAPI) -> None:
+    """One error body for every refusal and failure."""
+
     @app.exception_handler(ApiError)
     async def _api_error(request: Request, exc: ApiError) -> JSONResponse:
         extra: dict[str, Any] = {"headers": exc.headers}
@@ -240,163 +288,51 @@ def create_app(
         _log.error("unhandled %s in request %s\n%s", type(exc).__name__, _request_id(request), frames)
         return _error(request, 500, "INTERNAL", "internal error")
 
-    # ---- the request flow: agentrag.server.gateway, the one path of every interface ----------------
-    # Authentication runs on the event loop (no I/O); admission (the tenant + rate-limit statement)
-    # runs in the same worker thread as the search that follows: one thread hop per request.
-    async def authenticated(tenant_id: str, request: Request) -> Principal:
-        return gateway.authenticate(request.headers.get("authorization"), tenant_id)
 
-    def start(body: SearchRequest, who: Principal, *, generate: bool) -> tuple[Caller, ar.Context, Sink]:
-        """Admitted, scoped and searched (in a worker thread)."""
-        caller = gateway.admit(who)
-        gateway.check(caller, top_k=body.top_k, generate=generate)
-        sink = Sink()
-        ctx = gateway.context(
-            caller,
-            body.query_text,
-            sink,
-            collections=gateway.collections(caller, body.collections),
-            llm=llm if generate else None,
-            top_k=body.top_k,
-            mode=body.mode,
-            filters=body.filters.to_filters() if body.filters else None,
-        )
-        return caller, gateway.search(ctx, sink, top_k=body.top_k), sink
-
-    def respond(ctx: ar.Context, sink: Sink, started: float) -> dict[str, Any]:
-        proof = ctx.proof().to_dict()
-        gateway.audit(sink, started)
-        proof["warnings"] = _warnings(proof, ctx)
-        return proof
-
-    # No admission cap beyond the pool: a search never holds a pooled connection while waiting for
-    # another (it builds a cold BM25 index or the tsvectors before taking its connection).
-    # The response body is encoded here too, in the worker thread, not on the event loop.
-    def run_search(body: SearchRequest, who: Principal, started: float) -> bytes:
-        _, ctx, sink = start(body, who, generate=False)
-        return json_bytes(respond(ctx, sink, started))
-
-    def run_search_guarded(body: SearchRequest, who: Principal, started: float) -> bytes | ApiError:
-        """:func:`run_search` for the fast path: an ApiError is returned, not raised (no traceback);
-        so is the answer to a database outage (503) or a spent budget (504)."""
-        try:
-            return run_search(body, who, started)
-        except Exception as exc:
-            mapped = api_error_for(exc)
-            if mapped is None:
-                raise
-            return mapped
-
-    def run_ask(body: AskRequest, who: Principal, started: float) -> bytes:
-        caller, ctx, sink = start(body, who, generate=True)
-        ctx = gateway.answer(ctx, sink, caller)
-        return json_bytes(respond(ctx, sink, started))
-
-    def start_stream(body: AskRequest, who: Principal) -> tuple[ar.Context, Sink, Caller]:
-        """Admission and search; the retrieval is audited here, before its first event is sent."""
-        caller, ctx, sink = start(body, who, generate=True)
-        gateway.audit_streaming(sink)
-        return ctx, sink, caller
-
-    # ---- routes ---------------------------------------------------------------------------------------
-    @app.post(
-        "/api/v1/query/{tenant_id}/search",
-        response_model=ProofResponse,
-        responses=_ERRORS,  # type: ignore[arg-type]
-        summary="Search the tenant's documents; returns the retrieval proof",
-    )
-    async def search(body: SearchRequest, who: Principal = Depends(authenticated)) -> Response:  # noqa: B008
-        started = time.perf_counter()
-        return json_response(await asyncio.to_thread(run_search, body, who, started))
-
-    @app.post(
-        "/api/v1/query/{tenant_id}/ask",
-        response_model=ProofResponse,
-        responses={**_ERRORS, 200: {"content": {"text/event-stream": {}}}},  # type: ignore[dict-item]
-        summary="Search, then answer citing only retrieved chunks (SSE with Accept: text/event-stream)",
-    )
-    async def ask(
-        request: Request,
-        body: AskRequest,
-        who: Principal = Depends(authenticated),  # noqa: B008
-    ) -> Any:
-        started = time.perf_counter()
-        if "text/event-stream" not in request.headers.get("accept", ""):
-            return json_response(await asyncio.to_thread(run_ask, body, who, started))
-        gateway.open_stream()
-        try:
-            ctx, sink, caller = await asyncio.to_thread(start_stream, body, who)
-        except BaseException:
-            gateway.release_stream()
-            raise
-        idle = _event("error", {"error": {"code": "STREAM_IDLE", "message": "the answer stalled"}})
-        return ClosingStream(
-            gateway.stream(ctx, lambda stream: _sse(stream, sink, caller, started), idle_event=idle),
-            media_type="text/event-stream",
-            headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
-        )
-
-    async def _sse(stream: Stream, sink: Sink, caller: Caller, started: float) -> AsyncIterator[bytes]:
-        """``retrieval`` (the proof without generation), ``token`` pieces, ``citations``, ``done``;
-        the gateway's :class:`Stream` audits the outcome however it ends."""
-        ctx = stream.ctx
-        retrieval = ctx.proof().to_dict()
-        retrieval["warnings"] = [MODEL_MISMATCH_WARNING] if retrieval["model_version_match"] is False else []
-        yield _event("retrieval", retrieval)
-        final: ar.Context | None = None
-        try:
-            async for item in ar.aanswer_stream(ctx, suppress_ungrounded=caller.suppress_ungrounded):
-                if isinstance(item, str):
-                    yield _event("token", {"text": item})
-                else:
-                    final = item
-            if final is None or final.error is not None:
-                raise final.error if final is not None and final.error else RuntimeError("no answer")
-            proof = await asyncio.to_thread(respond, final, sink, started)
-        except Exception as exc:
-            stream.fail()
-            _log.error("stream failed: %s", type(exc).__name__)
-            mapped = api_error_for(exc)
-            if mapped is None or mapped.status == 500:
-                mapped = ApiError(500, "GENERATION_FAILED", "answer generation failed")
-            yield _event("error", {"error": {"code": mapped.code, "message": mapped.message}})
-            return
-        yield _event("citations", {"query_id": proof["query_id"], "generation": proof["generation"]})
-        yield _event("done", {"query_id": proof["query_id"]})
-
+def _install_health_routes(app: FastAPI, store: ar.Store, audit: _Audit) -> None:
     @app.get("/healthz", summary="The process is up")
     async def healthz() -> dict[str, str]:
         return {"status": "ok"}
 
     @app.get("/readyz", summary="Database reachable, migrations current, embedder loaded")
     async def readyz() -> JSONResponse:
-        def check() -> dict[str, bool]:
-            checks = {"database": False, "migrations": False, "embedder": False}
-            try:
-                status = store.status()
-                checks["database"] = True
-                checks["migrations"] = not status.pending
-            except Exception as exc:
-                _log.warning("readyz: database check failed: %s", type(exc).__name__)
-            try:
-                checks["embedder"] = len(store.embedder.embed(["ready"])) == 1
-            except Exception as exc:
-                _log.warning("readyz: embedder check failed: %s", type(exc).__name__)
-            if writers:  # the audit writer is writing (not stuck on a database that is down)
-                checks["audit"] = not writers[0].failing
-            return checks
-
-        checks = await asyncio.to_thread(check)
+        checks = await asyncio.to_thread(_readiness, store, audit)
         ready = all(checks.values())
         return JSONResponse(
             {"status": "ready" if ready else "not ready", "checks": checks}, 200 if ready else 503
         )
 
-    install_interfaces(
-        app, gateway=gateway, config=config, llm=llm, metrics_reader=metrics_reader
-    )  # /, /docs, /metrics, /v1/* (OpenAI), /mcp
+
+def _readiness(store: ar.Store, audit: _Audit) -> dict[str, bool]:
+    checks = {"database": False, "migrations": False, "embedder": False}
+    try:
+        status = store.status()
+        checks["database"] = True
+        checks["migrations"] = not status.pending
+    except Exception as exc:
+        _log.warning("readyz: database check failed: %s", type(exc).__name__)
+    try:
+        checks["embedder"] = len(store.embedder.embed(["ready"])) == 1
+    except Exception as exc:
+        _log.warning("readyz: embedder check failed: %s", type(exc).__name__)
+    failing = audit.failing
+    if failing is not None:  # the audit writer is writing (not stuck on a database that is down)
+        checks["audit"] = not failing
+    return checks
+
+
+def _install_middleware(
+    app: FastAPI,
+    config: ServerConfig,
+    telemetry: ar.Telemetry,
+    *,
+    flow: QueryFlow,
+    verifier: TokenVerifier,
+    refused: Callable[[int, Any], None],
+    guards: list[limits.RequestGuard],
+) -> None:
     # Inside ObserveMiddleware (added first = innermost): the span, metrics and body limit still apply.
-    app.add_middleware(SearchFastPath, run=run_search_guarded, verifier=verifier)
+    app.add_middleware(SearchFastPath, run=flow.run_search_guarded, verifier=verifier)
     app.add_middleware(
         ObserveMiddleware,
         tracer=telemetry.tracer,
@@ -404,26 +340,12 @@ def create_app(
         max_body_bytes=config.max_body_bytes,
     )
     request_limits = limits.RequestLimits.of(config)  # outermost: header limits, 415, 408, in-flight
-    limits.install(
-        app,
-        lambda stack: limits.RequestGuard(stack, request_limits, meter=telemetry.meter, on_refusal=refused),
-    )
-    return app
 
+    def guard(stack: Any) -> limits.RequestGuard:
+        guards.append(limits.RequestGuard(stack, request_limits, meter=telemetry.meter, on_refusal=refused))
+        return guards[-1]
 
-def _event(name: str, data: Any) -> bytes:
-    return f"event: {name}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n".encode()
-
-
-def _warnings(proof: dict[str, Any], ctx: ar.Context) -> list[str]:
-    """The response's warnings: a model version mismatch, each degradation (with its reason when
-    collections were skipped: which ones and why)."""
-    warnings = [MODEL_MISMATCH_WARNING] if proof["model_version_match"] is False else []
-    return (
-        warnings
-        + [f"degraded: {d}" for d in proof["degradations"]]
-        + [f"not searched: {s['collection']} ({s['reason']})" for s in proof["skipped_collections"]]
-    )
+    limits.install(app, guard)
 
 
 def build_store(config: ServerConfig) -> ar.Store:

@@ -10,11 +10,13 @@ same stages, here; each interface is a thin adapter of its protocol around them:
    one the token's tenant claim; 403 ``TENANT_MISMATCH``).
 2. **admit** (:meth:`Gateway.admit`, one statement): the tenant exists (404), is ACTIVE (403
    ``TENANT_SUSPENDED``) and is under its rate limit (429, ``Retry-After``); the database down is
-   503. Every message is admitted, listings (``GET /v1/models``, MCP ``tools/list``) included. A
-   stream also takes a stream slot (:meth:`Gateway.open_stream`): at most ``max_streams`` at
-   once per worker (half the in-flight limit, so streams never starve one-shot requests; beyond:
-   503 ``OVERLOADED``), released however the stream ends, and ended after ``idle_timeout_s``
-   without an event.
+   503. The REST search and ask run it beside their search when the process is idle
+   (:meth:`Gateway.admitted`, :mod:`agentrag.server.speculative`): a refusal still wins. Every
+   message is admitted, listings (``GET /v1/models``, MCP ``tools/list``) included. A stream also
+   takes a stream slot (:meth:`Gateway.open_stream`): at most ``max_streams`` at once per worker
+   (half the in-flight limit, so streams never starve one-shot requests; beyond: 503
+   ``OVERLOADED``), released however the stream ends, and ended after ``idle_timeout_s`` without
+   an event.
 3. **scope** (:class:`Caller`): the tenant and the principal (the token's ``sub`` and groups), the
    same for every interface; named collections are checked (another tenant's is as unknown as a
    missing one, 404); naming none searches every collection the scope may search, and an
@@ -39,7 +41,7 @@ import math
 import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import agentrag as ar
 from agentrag.errors import (
@@ -58,11 +60,13 @@ from agentrag.server.errors import (
     database_unavailable,
     safe_message,
 )
+from agentrag.server.speculative import Speculation
 from agentrag.server.streaming import with_outcome
 
 __all__ = ["Caller", "Gateway", "Refusal", "Sink", "Stream", "principal_of"]
 
 _log = logging.getLogger("agentrag.server")
+T = TypeVar("T")
 Audit = Callable[[list[dict[str, Any]], "float | None"], None]
 
 
@@ -140,6 +144,7 @@ class Gateway:
         default_collections: Sequence[str] | None = None,
         max_streams: int = 500,
         idle_timeout_s: float = 60.0,
+        idle: Callable[[], bool] | None = None,
     ) -> None:
         self.store, self.verifier, self.admitter = store, verifier, admit
         self.write = audit or _log_audit
@@ -148,6 +153,7 @@ class Gateway:
         self.default_collections = list(default_collections) if default_collections else None
         self.max_streams, self.idle_timeout_s = max(1, max_streams), idle_timeout_s
         self.streams = 0  # streams open now (on the event loop: no lock)
+        self.speculation = Speculation(self.admit, idle=idle)  # idle(): no other request in flight
 
     # ---- 1. authenticate --------------------------------------------------------------------------
     def authenticate(self, authorization: str | None, tenant: str | None = None) -> Principal:
@@ -197,6 +203,12 @@ class Gateway:
             generation_enabled=tenant.generation_enabled,
             suppress_ungrounded=tenant.suppress_ungrounded,
         )
+
+    def admitted(self, who: Principal, work: Callable[[Caller], T]) -> tuple[Caller, T]:
+        """Admit ``who`` and run ``work(caller)`` (a worker thread): the admission beside the work when
+        this process is idle and the tenant was admitted here recently, else first; a refusal is
+        raised whatever the work did (:mod:`agentrag.server.speculative`)."""
+        return self.speculation.admitted(who, work)
 
     def enter(self, authorization: str | None, tenant: str | None = None) -> Caller:
         """Authenticate, then admit (a worker thread)."""

@@ -84,25 +84,50 @@ def _result(structured: dict[str, Any], text: str) -> Any:
 def build_server(gateway: Gateway, *, caller_of: Callable[[Any], Caller], llm: Any = None) -> MCPServer:
     """The MCP server over ``gateway``. ``caller_of(ctx)`` is the :class:`Caller` of a tool call
     (admitted by the transport: the HTTP endpoint per request, the stdio process once)."""
-    store = gateway.store
+    server = _new_server()
+    tools = _Tools(gateway, caller_of, llm)
+    for add in (_add_search, _add_ask, _add_list_collections, _add_get_document):  # tools/list's order
+        add(server, tools)
+    return server
+
+
+def _new_server() -> MCPServer:
     root = logging.getLogger()
     handlers, level = list(root.handlers), root.level
     try:  # the SDK's constructor calls logging.basicConfig: the embedding application's logging is its own
-        server: MCPServer = MCPServer(
-            "agentrag", instructions=INSTRUCTIONS, version=ar.__version__, log_level="WARNING"
-        )
+        return MCPServer("agentrag", instructions=INSTRUCTIONS, version=ar.__version__, log_level="WARNING")
     finally:
         root.handlers[:] = handlers
         root.setLevel(level)
-    read_only = ToolAnnotations(read_only_hint=True, destructive_hint=False, open_world_hint=False)
 
-    def who(ctx: Context) -> Caller:
+
+_READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, open_world_hint=False)
+_QUERY = Field(description="What to look for, in natural language (a question or keywords).")
+_COLLECTIONS = Field(
+    default=None, description="Collection names to search (see list_collections); default: all."
+)
+_FILTERS = Field(
+    default=None,
+    description="Optional document filters: classification (one value or a list), "
+    "date_range {start, end} (ISO dates), doc_ids (a list), metadata {key: value or {in: [...]}}.",
+)
+_TOP_K = Field(default=5, ge=1, le=50, description="How many passages to return (1-50).")
+
+
+class _Tools:
+    """What every tool shares: the caller of a call and the gateway's run of a query."""
+
+    def __init__(self, gateway: Gateway, caller_of: Callable[[Any], Caller], llm: Any) -> None:
+        self.gateway, self.caller_of, self.llm = gateway, caller_of, llm
+
+    def who(self, ctx: Context) -> Caller:
         try:
-            return caller_of(ctx)
+            return self.caller_of(ctx)
         except ApiError as exc:
             raise _tool_error(f"{exc.code}: {exc.message}") from None
 
     def run(
+        self,
         caller: Caller,
         question: str,
         collections: Any,
@@ -114,23 +139,7 @@ def build_server(gateway: Gateway, *, caller_of: Callable[[Any], Caller], llm: A
     ) -> ar.Context:
         """The gateway's run of one tool call: checked, scoped, searched (and answered), audited."""
         try:
-            gateway.check(caller, top_k=top_k, generate=generate)
-            names = gateway.collections(caller, collections)
-            sink = Sink()
-            ctx = gateway.context(
-                caller,
-                question,
-                sink,
-                collections=names,
-                llm=llm if generate else None,
-                top_k=top_k,
-                mode=mode,
-                filters=filters.to_filters() if filters is not None else None,
-            )
-            ctx = gateway.search(ctx, sink, top_k=top_k)
-            if generate:
-                ctx = gateway.answer(ctx, sink, caller)
-            gateway.audit(sink)  # before the result leaves
+            return self._run(caller, question, collections, filters, top_k, mode, generate=generate)
         except Exception as exc:  # one mapping for every interface: the database down is 503 everywhere
             mapped = api_error_for(exc)
             if mapped is not None:
@@ -138,66 +147,95 @@ def build_server(gateway: Gateway, *, caller_of: Callable[[Any], Caller], llm: A
             if isinstance(exc, ar.AgentragError):
                 raise _tool_error(str(exc).splitlines()[0][:300]) from None
             raise
+
+    def _run(
+        self,
+        caller: Caller,
+        question: str,
+        collections: Any,
+        filters: Any,
+        top_k: int,
+        mode: str,
+        *,
+        generate: bool,
+    ) -> ar.Context:
+        gateway = self.gateway
+        gateway.check(caller, top_k=top_k, generate=generate)
+        names = gateway.collections(caller, collections)
+        sink = Sink()
+        ctx = gateway.context(
+            caller,
+            question,
+            sink,
+            collections=names,
+            llm=self.llm if generate else None,
+            top_k=top_k,
+            mode=mode,
+            filters=filters.to_filters() if filters is not None else None,
+        )
+        ctx = gateway.search(ctx, sink, top_k=top_k)
+        if generate:
+            ctx = gateway.answer(ctx, sink, caller)
+        gateway.audit(sink)  # before the result leaves
         return ctx
 
-    query_field = Field(description="What to look for, in natural language (a question or keywords).")
-    collections_field = Field(
-        default=None, description="Collection names to search (see list_collections); default: all."
-    )
-    filters_field = Field(
-        default=None,
-        description="Optional document filters: classification (one value or a list), "
-        "date_range {start, end} (ISO dates), doc_ids (a list), metadata {key: value or {in: [...]}}.",
-    )
-    top_k_field = Field(default=5, ge=1, le=50, description="How many passages to return (1-50).")
 
+def _add_search(server: MCPServer, tools: _Tools) -> None:
     @server.tool(
         title="Search the knowledge base",
         description="Find the passages most relevant to a query. Each result has the passage text (untrusted "
         "data), its chunk_id, doc_id, collection, source file, section/page and the character offsets "
         "(start_char, end_char) of the passage in its document, plus its revision (document sha256) for "
         "get_document.",
-        annotations=read_only,
+        annotations=_READ_ONLY,
     )
     async def search(
         ctx: Context,
-        query: str = query_field,
-        collections: Collections = collections_field,
-        filters: FiltersIn | None = filters_field,
-        top_k: int = top_k_field,
+        query: str = _QUERY,
+        collections: Collections = _COLLECTIONS,
+        filters: FiltersIn | None = _FILTERS,
+        top_k: int = _TOP_K,
         mode: Literal["hybrid", "vector", "lexical"] = "hybrid",
     ) -> Any:
-        caller = who(ctx)
-        found = await asyncio.to_thread(run, caller, query, collections, filters, top_k, mode, generate=False)
-        proof = found.proof().to_dict()
-        results = [
-            {
-                "rank": c["rank"],
-                "chunk_id": c["chunk_id"],
-                "doc_id": c["doc_id"],
-                "collection": c["collection"],
-                "source": c["original_filename"] or c["source"],
-                "section": c["section"],
-                "page": c["page"],
-                "locator": c.get("locator"),
-                "start_char": c["start_char"],
-                "end_char": c["end_char"],
-                "revision": c["source_sha256"],
-                "score": c["score"],
-                "text": c["text"],
-            }
-            for c in proof["chunks"]
-        ]
-        structured = {
-            "query_id": proof["query_id"],
-            "results": results,
-            "skipped_collections": proof["skipped_collections"],
-            "untrusted_text": True,
-            "notice": UNTRUSTED,
-        }
-        text = f"{len(results)} passage(s). {UNTRUSTED}\n\n" + "\n\n".join(_wrap(r) for r in results)
-        return _result(structured, text if results else _nothing(found))
+        caller = tools.who(ctx)
+        found = await asyncio.to_thread(
+            tools.run, caller, query, collections, filters, top_k, mode, generate=False
+        )
+        return _search_result(found)
 
+
+def _search_result(found: ar.Context) -> Any:
+    proof = found.proof().to_dict()
+    results = [
+        {
+            "rank": c["rank"],
+            "chunk_id": c["chunk_id"],
+            "doc_id": c["doc_id"],
+            "collection": c["collection"],
+            "source": c["original_filename"] or c["source"],
+            "section": c["section"],
+            "page": c["page"],
+            "locator": c.get("locator"),
+            "start_char": c["start_char"],
+            "end_char": c["end_char"],
+            "revision": c["source_sha256"],
+            "score": c["score"],
+            "text": c["text"],
+        }
+        for c in proof["chunks"]
+    ]
+    structured = {
+        "query_id": proof["query_id"],
+        "results": results,
+        "skipped_collections": proof["skipped_collections"],
+        "untrusted_text": True,
+        "notice": UNTRUSTED,
+    }
+    text = f"{len(results)} passage(s). {UNTRUSTED}\n\n" + "\n\n".join(_wrap(r) for r in results)
+    return _result(structured, text if results else _nothing(found))
+
+
+def _add_ask(server: MCPServer, tools: _Tools) -> None:
     @server.tool(
         title="Answer from the knowledge base",
         description="Answer a question using only retrieved passages. Every sentence of the answer cites "
@@ -205,69 +243,78 @@ def build_server(gateway: Gateway, *, caller_of: Callable[[Any], Caller], llm: A
         "span of its passage that supports it; grounded is false when a sentence cites nothing valid. When "
         "the knowledge base does not answer, abstained is true and the answer says so (confidence, 0-1, "
         "is low): tell the user rather than guess.",
-        annotations=read_only,
+        annotations=_READ_ONLY,
     )
     async def ask(
         ctx: Context,
         question: str = Field(description="The question to answer, self-contained."),
-        collections: Collections = collections_field,
-        filters: FiltersIn | None = filters_field,
-        top_k: int = top_k_field,
+        collections: Collections = _COLLECTIONS,
+        filters: FiltersIn | None = _FILTERS,
+        top_k: int = _TOP_K,
     ) -> Any:
-        caller = who(ctx)
+        caller = tools.who(ctx)
         answered = await asyncio.to_thread(
-            run, caller, question, collections, filters, top_k, "hybrid", generate=True
+            tools.run, caller, question, collections, filters, top_k, "hybrid", generate=True
         )
-        proof = answered.proof().to_dict()
-        generation = proof.get("generation") or {}
-        text, order = answering.numbered(generation.get("answer"))
-        citations = answering.sources(proof, order)
-        structured = {
-            "query_id": proof["query_id"],
-            "answer": text,
-            "grounded": generation.get("grounded"),
-            "abstained": generation.get("mode") == "abstained",
-            "confidence": generation.get("confidence"),
-            "ungrounded_claims": generation.get("ungrounded_claims", []),
-            "citations": citations,
-            "supporting_spans": answering.supporting_spans(
-                generation.get("answer"), proof["chunks"], generation.get("support") or ()
-            ),
-            "skipped_collections": proof["skipped_collections"],
-            "untrusted_text": True,
-            "notice": UNTRUSTED,
-        }
-        readable = (
-            text
-            + "\n\nSources:\n"
-            + "\n".join(
-                f"[{c['n']}] {c['source']} ({c['collection']}, doc {c['doc_id']}, "
-                f"chars {c['start_char']}-{c['end_char']})"
-                for c in citations
-            )
-        )
-        return _result(structured, readable)
+        return _ask_result(answered)
 
+
+def _ask_result(answered: ar.Context) -> Any:
+    proof = answered.proof().to_dict()
+    generation = proof.get("generation") or {}
+    text, order = answering.numbered(generation.get("answer"))
+    citations = answering.sources(proof, order)
+    structured = {
+        "query_id": proof["query_id"],
+        "answer": text,
+        "grounded": generation.get("grounded"),
+        "abstained": generation.get("mode") == "abstained",
+        "confidence": generation.get("confidence"),
+        "ungrounded_claims": generation.get("ungrounded_claims", []),
+        "citations": citations,
+        "supporting_spans": answering.supporting_spans(
+            generation.get("answer"), proof["chunks"], generation.get("support") or ()
+        ),
+        "skipped_collections": proof["skipped_collections"],
+        "untrusted_text": True,
+        "notice": UNTRUSTED,
+    }
+    readable = (
+        text
+        + "\n\nSources:\n"
+        + "\n".join(
+            f"[{c['n']}] {c['source']} ({c['collection']}, doc {c['doc_id']}, "
+            f"chars {c['start_char']}-{c['end_char']})"
+            for c in citations
+        )
+    )
+    return _result(structured, readable)
+
+
+def _add_list_collections(server: MCPServer, tools: _Tools) -> None:
     @server.tool(
         title="List collections",
         description="The collections of the knowledge base: name and what each holds. Use the names "
         "in search and ask.",
-        annotations=read_only,
+        annotations=_READ_ONLY,
     )
     async def list_collections(ctx: Context) -> Any:
-        caller = who(ctx)
-        found = await asyncio.to_thread(gateway.visible, caller)  # its own and the shared, never another's
+        caller = tools.who(ctx)
+        # its own and the shared, never another's
+        found = await asyncio.to_thread(tools.gateway.visible, caller)
         items = [{"name": c.name, "description": c.description} for c in found]
         text = "\n".join(f"- {c['name']}: {c['description']}" for c in items) or "No collections yet."
         return _result({"collections": items}, text)
 
+
+def _add_get_document(server: MCPServer, tools: _Tools) -> None:
     @server.tool(
         title="Read a document",
         description="Read the text of a document by doc_id: the cited span with start_char/end_char "
         f"(offsets from a search or ask result), else the start of the document (at most "
         f"{MAX_DOCUMENT_CHARS} characters). Pass revision (a result's revision) to make sure the document "
         "has not changed since it was cited.",
-        annotations=read_only,
+        annotations=_READ_ONLY,
     )
     async def get_document(
         ctx: Context,
@@ -276,9 +323,9 @@ def build_server(gateway: Gateway, *, caller_of: Callable[[Any], Caller], llm: A
         start_char: int | None = Field(default=None, ge=0, description="Start offset in the document."),
         end_char: int | None = Field(default=None, ge=1, description="End offset (exclusive)."),
     ) -> Any:
-        caller = who(ctx)
+        caller = tools.who(ctx)
         try:  # the caller's tenant and principal: a document it may not read is not there
-            doc = await asyncio.to_thread(store.document, doc_id, scope=caller.scope)
+            doc = await asyncio.to_thread(tools.gateway.store.document, doc_id, scope=caller.scope)
         except ar.DocumentNotFoundError:
             raise _tool_error(f"no document {doc_id!r} in this scope") from None
         except ar.AgentragError as exc:
@@ -288,29 +335,31 @@ def build_server(gateway: Gateway, *, caller_of: Callable[[Any], Caller], llm: A
                 f"the document changed since it was cited: revision {revision[:12]}... is now "
                 f"{doc.sha256[:12]}...; search again for the current text"
             )
-        full = doc.text or ""
-        start = start_char or 0
-        end = len(full) if end_char is None else end_char
-        if start >= end or start > len(full):
-            raise _tool_error(f"empty range: start_char {start}, end_char {end}, document length {len(full)}")
-        end = min(end, len(full), start + MAX_DOCUMENT_CHARS)
-        piece = full[start:end]
-        chunk = {"chunk_id": "-", "doc_id": doc.id, "source": doc.original_filename or doc.source}
-        structured = {
-            "doc_id": doc.id,
-            "collection": doc.collection,
-            "source": doc.original_filename or doc.source,
-            "revision": doc.sha256,
-            "length": len(full),
-            "start_char": start,
-            "end_char": end,
-            "truncated": end < (len(full) if end_char is None else min(end_char, len(full))),
-            "text": piece,
-            "untrusted_text": True,
-        }
-        return _result(structured, _wrap({**chunk, "start_char": start, "end_char": end, "text": piece}))
+        return _document_piece(doc, start_char, end_char)
 
-    return server
+
+def _document_piece(doc: Any, start_char: int | None, end_char: int | None) -> Any:
+    full = doc.text or ""
+    start = start_char or 0
+    end = len(full) if end_char is None else end_char
+    if start >= end or start > len(full):
+        raise _tool_error(f"empty range: start_char {start}, end_char {end}, document length {len(full)}")
+    end = min(end, len(full), start + MAX_DOCUMENT_CHARS)
+    piece = full[start:end]
+    chunk = {"chunk_id": "-", "doc_id": doc.id, "source": doc.original_filename or doc.source}
+    structured = {
+        "doc_id": doc.id,
+        "collection": doc.collection,
+        "source": doc.original_filename or doc.source,
+        "revision": doc.sha256,
+        "length": len(full),
+        "start_char": start,
+        "end_char": end,
+        "truncated": end < (len(full) if end_char is None else min(end_char, len(full))),
+        "text": piece,
+        "untrusted_text": True,
+    }
+    return _result(structured, _wrap({**chunk, "start_char": start, "end_char": end, "text": piece}))
 
 
 def mount(app: Any, *, gateway: Gateway, llm: Any = None, path: str = "/mcp") -> MCPServer:

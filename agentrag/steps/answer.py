@@ -238,9 +238,9 @@ def prepare(
 
     started = time.perf_counter()
     hits = () if mode == "graph-only" else ctx.hits
-    packed = pack_context(
-        hits, delimiter=new_delimiter(), budget_tokens=max_context_tokens, prompts=ctx.deps.prompts
-    )
+    est = "tokenizer" if llm else "chars/4"  # no LLM: no context window to count tokens for
+    opts: dict[str, Any] = {"budget_tokens": max_context_tokens, "prompts": ctx.deps.prompts, "estimate": est}
+    packed = pack_context(hits, delimiter=new_delimiter(), **opts)
     context_ms = (time.perf_counter() - started) * 1000.0
     instruments = telemetry_of(ctx).instruments
     instruments.context_build_duration.record(context_ms)
@@ -258,6 +258,7 @@ def prepare(
             "context_chunk_count": len(packed.hits),
             "context_dropped_count": len(packed.dropped),
             "context_tokens": packed.tokens,
+            "context_token_estimate": est,
         },
         stages=(("context", context_ms),),
         valid=packed.valid_ids | graph_labels(ctx.graph_context),
