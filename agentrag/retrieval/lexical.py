@@ -178,18 +178,18 @@ def _build(engine: Engine, collection_id: int) -> CachedBM25:
             ),
             {"id": collection_id},
         )
-        analyze_one = analyzer(languages[0])
+        analyze_one = analyzer(languages[0], stop_words=True)
 
         def tokens() -> Iterator[list[str]]:
             for row in rows:
                 ids.append(row.id)
                 documents.append(row.document_id.encode("utf-8"))
                 if language_of:  # a collection of several languages: each chunk in its document's
-                    yield analyze(row.text, language_of.get(row.document_id))
+                    yield analyze(row.text, language_of.get(row.document_id), stop_words=True)
                 else:
                     yield analyze_one(row.text)
 
-        index = BM25Index.from_tokens(tokens(), query_tokens=query_analyzer(languages))
+        index = BM25Index.from_tokens(tokens(), query_tokens=query_analyzer(languages, stop_words=True))
         conn.rollback()
     chunk_ids = np.empty(len(ids), dtype=object)
     chunk_ids[:] = ids
