@@ -188,13 +188,15 @@ def _stem(algorithm: str, word: str) -> str:
     return stem
 
 
-def analyze(text: str, language: str | None) -> list[str]:
+def analyze(text: str, language: str | None, *, stop_words: bool = False) -> list[str]:
     """The lexical tokens of ``text`` in ``language``: the same for chunks and queries.
 
     None and ``"en"``: the English tokenizer (:func:`agentrag.retrieval.tokenize.tokenize`,
     unchanged). Other languages: NFKC, lower case, word runs (letters, digits, combining marks) of
     two or more characters stemmed with the language's Snowball stemmer (kept as they are without
-    one), and runs of Chinese, Japanese, Korean or Thai characters cut into bigrams.
+    one), and runs of Chinese, Japanese, Korean or Thai characters cut into bigrams. With
+    ``stop_words`` (the BM25 leg), the language's Snowball stop words are dropped before stemming
+    (:mod:`agentrag.retrieval.stopwords`; a language without a list keeps every word).
 
     >>> analyze("Die Verteidigung der Panthers", "de")
     ['die', 'verteid', 'der', 'panth']
@@ -206,40 +208,49 @@ def analyze(text: str, language: str | None) -> list[str]:
 
         return tokenize(text)
     algorithm = LANGUAGES[language].stemmer
+    skip = _stop_words(language) if stop_words else frozenset()
     out: list[str] = []
     for run, unspaced in segment_scripts(text):
         if unspaced:
             out.extend(bigrams(run))
-        elif len(run) >= 2:
+        elif len(run) >= 2 and run not in skip:
             out.append(_stem(algorithm, run) if algorithm else run)
     return out
 
 
-def analyzer(language: str | None) -> Callable[[str], list[str]]:
+def _stop_words(language: str) -> frozenset[str]:
+    from agentrag.retrieval.stopwords import stop_words
+
+    return stop_words(language)
+
+
+def analyzer(language: str | None, *, stop_words: bool = False) -> Callable[[str], list[str]]:
     """:func:`analyze` in one language, as a function of the text (English: the tokenizer itself)."""
     if language is None or language == DEFAULT_LANGUAGE:
         from agentrag.retrieval.tokenize import tokenize
 
         return tokenize
-    return partial(analyze, language=language)
+    return partial(analyze, language=language, stop_words=stop_words)
 
 
-def query_analyzer(languages: Iterable[str | None]) -> Callable[[str], list[str]]:
+def query_analyzer(
+    languages: Iterable[str | None], *, stop_words: bool = False
+) -> Callable[[str], list[str]]:
     """How a query is analysed for an index holding chunks of ``languages``: in each of them (once
     per distinct analysis, each token once), so a German chunk matches its German stems and an
     English chunk its English ones. One language: exactly :func:`analyzer`."""
     distinct = sorted({code or DEFAULT_LANGUAGE for code in languages})
     if len(distinct) <= 1:
-        return analyzer(distinct[0] if distinct else None)
-    return partial(query_tokens, languages=tuple(distinct))
+        return analyzer(distinct[0] if distinct else None, stop_words=stop_words)
+    return partial(query_tokens, languages=tuple(distinct), stop_words=stop_words)
 
 
-def query_tokens(query: str, languages: Iterable[str | None]) -> list[str]:
+def query_tokens(query: str, languages: Iterable[str | None], *, stop_words: bool = False) -> list[str]:
     """The tokens of ``query`` analysed in each of ``languages`` (see :func:`query_analyzer`)."""
     seen: dict[str, None] = {}
     out: list[str] = []
     for code in languages:
-        fresh = [t for t in analyze(query, code) if t not in seen]
+        fresh = [t for t in analyze(query, code, stop_words=stop_words) if t not in seen]
         out.extend(fresh)
         seen.update(dict.fromkeys(fresh))
     return out

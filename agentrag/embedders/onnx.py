@@ -29,7 +29,15 @@ from typing import Any
 
 from agentrag.errors import EmbeddingError
 
-__all__ = ["OnnxModel", "cpu_threads", "model_cache_dir", "onnx_model_file"]
+__all__ = [
+    "OnnxModel",
+    "atomic_target",
+    "cpu_threads",
+    "file_lock",
+    "model_cache_dir",
+    "onnx_model_file",
+    "root_logger_left_alone",
+]
 
 _QUANTIZED = {"onnx": False, "onnx-int8": True}
 _EXPORT_LOCK = threading.Lock()
@@ -81,7 +89,7 @@ def onnx_model_file(model_dir: Path, version: str, backend: str) -> Path:
         return target
     # One export at a time in this process (the lock) and across processes (the lock file): a
     # concurrent first use waits for the files instead of computing them again.
-    with _EXPORT_LOCK, _file_lock(folder / ".export.lock"):
+    with _EXPORT_LOCK, file_lock(folder / ".export.lock"):
         if not fp32.exists():
             _export(model_dir, fp32)
         if _QUANTIZED[backend] and not target.exists():
@@ -90,7 +98,7 @@ def onnx_model_file(model_dir: Path, version: str, backend: str) -> Path:
 
 
 @contextlib.contextmanager
-def _file_lock(path: Path) -> Iterator[None]:
+def file_lock(path: Path) -> Iterator[None]:
     """An exclusive ``flock`` on ``path`` (Linux, macOS); elsewhere none: the writes stay atomic."""
     try:
         import fcntl
@@ -106,7 +114,7 @@ def _file_lock(path: Path) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def _atomic_target(target: Path) -> Path:
+def atomic_target(target: Path) -> Path:
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=target.name + ".", suffix=".tmp")
     os.close(fd)
@@ -123,7 +131,7 @@ def _export(model_dir: Path, target: Path) -> None:
         raise EmbeddingError(
             "exporting the ONNX model needs torch and transformers once: pip install 'agentrag[local]'"
         ) from exc
-    tmp = _atomic_target(target)
+    tmp = atomic_target(target)
     try:
         # eager attention traces to plain ops whose shapes stay dynamic (SDPA's mask logic does not)
         model = AutoModel.from_pretrained(str(model_dir), attn_implementation="eager").eval()
@@ -167,9 +175,9 @@ def _quantize(source: Path, target: Path) -> None:
         from onnxruntime.quantization import QuantType, quantize_dynamic
     except ImportError as exc:
         raise EmbeddingError("int8 quantisation needs onnx: pip install 'agentrag[local]'") from exc
-    tmp = _atomic_target(target)
+    tmp = atomic_target(target)
     try:
-        with _root_logger_left_alone():
+        with root_logger_left_alone():
             quantize_dynamic(str(source), str(tmp), weight_type=QuantType.QInt8, per_channel=True)
         os.replace(tmp, target)
     except Exception as exc:
@@ -178,7 +186,7 @@ def _quantize(source: Path, target: Path) -> None:
 
 
 @contextlib.contextmanager
-def _root_logger_left_alone() -> Iterator[None]:
+def root_logger_left_alone() -> Iterator[None]:
     """ONNX Runtime's quantiser warns through ``logging.warning``, which configures the root logger
     (``basicConfig``) when it has no handler: from then on the application would print every library's
     warnings, and DEBUG lines of loggers that set their own level. A handler of our own, for the call

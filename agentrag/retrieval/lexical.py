@@ -33,17 +33,21 @@ BM25 (mode ``"lexical"``, and the lexical leg of ``"hybrid"``)
     no round trip (chunks deleted since the index was built are dropped at the hits' fetch).
 
 tsvector (mode ``"lexical_sql"``), for collections too large to hold in memory
-    Stored ``to_tsvector('english', text)`` values (``agentrag.chunk_tsv``, with a GIN index per
-    collection) matched against ``to_tsquery('english', :q)`` and ranked with ``ts_rank(..., 1)``.
-    They are computed the first time this mode searches a collection and topped up after each
-    change (see :meth:`Store.ensure_text_index`), never at ingest: a tsvector for every chunk
-    would cost ingestion most of its speed. ``ts_rank(..., 1)`` ranks by term frequency,
-    length-normalised by 1 + log(length). ``:q`` is built here with OR semantics: the query's
-    words (Unicode NFKC, lower-cased, split on ``\\w+`` like the BM25 tokenizer, our English stop
-    words dropped, deduplicated, at most :data:`MAX_TSQUERY_TERMS` of them, each at most 200 bytes) with every
-    non-alphanumeric character removed, joined by ``" | "``. After that stripping no tsquery
-    operator (``& | ! ( ) : * < > ' \\``) can reach the parser, and PostgreSQL's own English
-    stemmer, the one the index uses, stems the words. ``plainto_tsquery`` is not used: its
+    Stored tsvectors (``agentrag.chunk_tsv``, with a GIN index per collection), each chunk analysed in
+    its language and the question in each language of the collection
+    (:mod:`agentrag.retrieval.text_search`: PostgreSQL's configuration of the language where the
+    server has one, ``simple`` over our own bigrams or stems where it has none), ranked with
+    ``ts_rank(..., 1)``. English is ``to_tsvector('english', text)`` against
+    ``to_tsquery('english', :q)`` as before languages. The tsvectors are computed the first time
+    this mode searches a collection and topped up after each change (see
+    :meth:`Store.ensure_text_index`), never at ingest: a tsvector for every chunk would cost
+    ingestion most of its speed. ``ts_rank(..., 1)`` ranks by term frequency, length-normalised by
+    1 + log(length). The English ``:q`` is built with OR semantics (:func:`tsquery_text`): the
+    query's words (Unicode NFKC, lower-cased, split on ``\\w+`` like the BM25 tokenizer, our English
+    stop words dropped, deduplicated, at most :data:`MAX_TSQUERY_TERMS` of them, each at most 200
+    bytes) with every non-alphanumeric character removed, joined by ``" | "``. After that stripping
+    no tsquery operator (``& | ! ( ) : * < > ' \\``) can reach the parser, and PostgreSQL's own
+    English stemmer, the one the index uses, stems the words. ``plainto_tsquery`` is not used: its
     AND semantics find nothing for most natural-language questions.
 
     Quality: PostgreSQL's rankers have no IDF, so this ranks below BM25 (BEIR SciFact nDCG@10
@@ -55,16 +59,14 @@ from __future__ import annotations
 
 import json
 import math
-import re
 import threading
-import unicodedata
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from agentrag.languages import DEFAULT_LANGUAGE, analyze, analyzer, query_analyzer
 from agentrag.retrieval.bm25 import BM25Index, first_ranked
-from agentrag.retrieval.tokenize import STOPWORDS_EN
+from agentrag.retrieval.text_search import MAX_TSQUERY_TERMS, lexical_sql_leg, tsquery_text
 
 if TYPE_CHECKING:
     import numpy as np
@@ -86,7 +88,6 @@ __all__ = [
     "tsquery_text",
 ]
 
-MAX_TSQUERY_TERMS = 256
 #: The lexical leg's first slice of BM25 candidates under a scope or filter (at least 20 x depth).
 FIRST_SLICE = 2000
 #: The default per-collection memory budget of an in-memory BM25 index, in bytes (4 GiB).
@@ -95,8 +96,6 @@ DEFAULT_BM25_MEMORY_BUDGET = 4 * 2**30
 _BYTES_PER_CHUNK = 100  # the chunk id (a Python str and its pointer) and the per-chunk arrays
 _BYTES_PER_TEXT_BYTE = 0.55  # postings (float32 score + int32 row, one per distinct term of a chunk)
 _VOCABULARY_BYTES = 1300  # x sqrt(text bytes): Heaps' law (~10 sqrt(bytes) terms, ~130 bytes each)
-_MAX_TERM_BYTES = 200  # PostgreSQL refuses tsquery words over 2047 bytes; real words are far shorter
-_WORDS = re.compile(r"\w+")
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,18 +178,18 @@ def _build(engine: Engine, collection_id: int) -> CachedBM25:
             ),
             {"id": collection_id},
         )
-        analyze_one = analyzer(languages[0])
+        analyze_one = analyzer(languages[0], stop_words=True)
 
         def tokens() -> Iterator[list[str]]:
             for row in rows:
                 ids.append(row.id)
                 documents.append(row.document_id.encode("utf-8"))
                 if language_of:  # a collection of several languages: each chunk in its document's
-                    yield analyze(row.text, language_of.get(row.document_id))
+                    yield analyze(row.text, language_of.get(row.document_id), stop_words=True)
                 else:
                     yield analyze_one(row.text)
 
-        index = BM25Index.from_tokens(tokens(), query_tokens=query_analyzer(languages))
+        index = BM25Index.from_tokens(tokens(), query_tokens=query_analyzer(languages, stop_words=True))
         conn.rollback()
     chunk_ids = np.empty(len(ids), dtype=object)
     chunk_ids[:] = ids
@@ -400,55 +399,3 @@ def lexical_leg(
         found.extend((row.id, float(ranked_scores[start + row.rank - 1])) for row in rows)
         start, end = end, min(n, end * 10)
     return found
-
-
-def tsquery_text(query: str) -> str:
-    """The OR tsquery source for ``query`` (see the module docstring); ``""`` when no word is left."""
-    if not query.isascii():
-        query = unicodedata.normalize("NFKC", query)
-    terms: dict[str, None] = {}
-    for word in _WORDS.findall(query.lower()):
-        term = "".join(ch for ch in word if ch.isalnum())
-        if len(term) < 2 or term in STOPWORDS_EN or len(term.encode("utf-8", "ignore")) > _MAX_TERM_BYTES:
-            continue
-        if not term.isascii():
-            try:
-                term.encode("utf-8")
-            except UnicodeEncodeError:  # pragma: no cover - isalnum() excludes surrogates
-                continue
-        terms[term] = None
-        if len(terms) >= MAX_TSQUERY_TERMS:
-            break
-    return " | ".join(terms)
-
-
-_LEXICAL_TS_SQL = """
-SELECT c.id, ts_rank(t.tsv, q, 1) AS score
-FROM agentrag.chunk_tsv t
-JOIN agentrag.chunks c ON c.id = t.chunk_id
-JOIN agentrag.documents d ON d.id = c.document_id,
-     to_tsquery('english', :tsq) AS q
-WHERE t.collection_id = {cid} AND t.tsv @@ q AND ({where})
-ORDER BY score DESC, c.id COLLATE "C"
-LIMIT :depth
-"""
-
-
-def lexical_sql_leg(
-    conn: Connection,
-    *,
-    collection_id: int,
-    query: str,
-    where: str,
-    params: dict[str, Any],
-    depth: int,
-) -> list[tuple[str, float]]:
-    """``[(chunk_id, ts_rank), ...]`` best first, at most ``depth``, for one collection."""
-    from sqlalchemy import text
-
-    tsq = tsquery_text(query)
-    if not tsq:
-        return []
-    sql = _LEXICAL_TS_SQL.format(cid=int(collection_id), where=where)
-    rows = conn.execute(text(sql), {**params, "tsq": tsq, "depth": int(depth)}).all()
-    return [(row.id, float(row.score)) for row in rows]
