@@ -29,7 +29,9 @@ _DURATION = re.compile(
 _NUMBER = re.compile(rf"(?<![A-Za-z/_-])\d|\b{_NUMBER_WORDS}\b|\bunlimited\b|\bnone\b", re.IGNORECASE)
 _PLACE = re.compile(r"@|://|→|->|`|\b[A-Z][a-z]+,? [A-Z][a-z]+\b|\bSettings\b|\bmenu\b", re.UNICODE)
 _TIME = re.compile(
-    r"\b\d{4}-\d\d|\b(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday|january|february|march|"
+    # a date, a year ("in 1066", "the 1990s"), a century, an era
+    r"\b\d{4}-\d\d|\b(?:1\d{3}|20\d\d)s?\b|\b\d{1,2}(?:st|nd|rd|th)[\s-]+century\b|\b\d+\s*(?:BC|AD|BCE|CE)\b"
+    r"|\b(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday|january|february|march|"
     rf"april|may|june|july|august|september|october|november|december|utc|midnight|noon|daily|weekly|"
     rf"monthly|annually|hourly|quarterly|after|before|within|until)\b|{_DURATION.pattern}",
     re.IGNORECASE,
