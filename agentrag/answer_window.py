@@ -23,7 +23,7 @@ from agentrag.answer_types import answer_type, type_fit
 if TYPE_CHECKING:
     from agentrag.evidence import Scored, Unit
 
-__all__ = ["fills", "slot", "widen"]
+__all__ = ["fills", "prefer_typed", "slot", "widen"]
 
 _WHO = re.compile(r"^\W*(?:who|whom|whose)\b|\b(?:called|named|name of|the name|titled)\b", re.IGNORECASE)
 _NAME_WORD = re.compile(r"(?<![.?!:;]\s)(?<!^)(?<![\"'“(])\b[A-Z][\w'’-]*[a-z][\w'’-]*|\b[A-Z]{2,}\b")
@@ -117,3 +117,23 @@ def widen(
         at = out.index(best)
         out.insert(at + 1 if neighbour.start > best.unit.start else at, extra)
     return out, filled
+
+
+def prefer_typed(ranked: Sequence[Sequence[Scored]], margin: float = 0.06) -> list[list[Scored]]:
+    """Per question, the units best first, except that a best unit lacking the kind of answer asked
+    for (``type_fit < 0``: no number for "what are the limits") yields to the best unit of that
+    kind within ``margin`` of it."""
+    from dataclasses import replace
+
+    out = []
+    for scored in ranked:
+        order = list(scored)
+        if order and order[0].type_fit < 0:
+            typed = next((s for s in order if s.type_fit > 0 and order[0].score - s.score <= margin), None)
+            if typed is not None:  # the untyped units above it fall just out of its margin
+                below = typed.score - margin - 1e-6
+                above = [s.score > typed.score and s.type_fit < 0 for s in order]
+                order = [replace(s, score=below) if up else s for s, up in zip(order, above, strict=True)]
+                order.sort(key=lambda s: (-s.score, s.unit.rank, s.unit.start))
+        out.append(order)
+    return out

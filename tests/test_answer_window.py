@@ -14,8 +14,8 @@ RECORD = hit(
     "chk_r",
 )
 FOUNDED = hit(
-    "# History\n\nThe abbey was founded by monks from the north. The first church of the abbey was consecrated in "
-    "1066, after a long dispute over the land.\n",
+    "# History\n\nThe abbey was founded by monks from the north. The first church of the abbey was "
+    "consecrated in 1066, after a long dispute over the land.\n",
     "chk_f",
 )
 
@@ -53,3 +53,16 @@ def test_a_best_sentence_that_holds_the_fact_is_quoted_without_its_neighbour() -
     said = render(evidence.selected)
     assert "1066" in said
     assert "monks" not in said
+
+
+def test_a_ratio_is_not_the_amount_a_question_asks_for() -> None:
+    from agentrag.answer_types import type_fit
+
+    question = "What are the API rate limits on the Team and Business plans?"
+    assert type_fit("number", "Business has four times the Team limit.", question=question) < 0
+    assert type_fit("number", "Business has twice the Team limit.", question=question) < 0
+    assert (
+        type_fit("number", "Business has four times the Team limit (1,200 versus 300).", question=question)
+        > 0
+    )
+    assert type_fit("number", "The team won four times.", question="How many times did it win?") > 0

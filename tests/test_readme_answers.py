@@ -154,9 +154,6 @@ def test_make_demo_paginates_and_names_the_rate_limit_response(lumen: dict[str, 
     assert _said(ctx, ["cursor-based pagination"]) and _said(ctx, ["429"]), ctx.answer_text
 
 
-@pytest.mark.xfail(
-    strict=True, reason="the comparison quotes the support table, not the rate-limit numbers (300, 1,200)"
-)
 def test_make_demo_compares_support_times_and_rate_limits(lumen: dict[str, Any]) -> None:
     from agentrag.demo import QUESTIONS, ask
 
