@@ -66,3 +66,35 @@ def test_a_ratio_is_not_the_amount_a_question_asks_for() -> None:
         > 0
     )
     assert type_fit("number", "The team won four times.", question="How many times did it win?") > 0
+
+
+def test_a_unit_of_the_kind_asked_for_outranks_a_close_one_without_it() -> None:
+    from agentrag.answer_window import prefer_typed
+    from agentrag.evidence import Scored, units_of
+
+    limits = hit(
+        "# Limits\n\nLimits differ per plan, and Business has a much higher limit. Business allows 1,200 "
+        "requests per minute. The limits were introduced to keep the service fast.\n",
+        "chk_l",
+    )
+    vague, stated, aside = units_of([limits])
+    close = [
+        Scored(vague, 0.70, 0.6, 0.9, -1.0),
+        Scored(stated, 0.66, 0.6, 0.7, 1.0),
+        Scored(aside, 0.5, 0.4, 0.4, 0.0),
+    ]
+    best_first = prefer_typed([close])[0]
+    assert best_first[0].unit is stated and best_first[0].score == 0.66
+    assert best_first[1].unit is vague and 0.66 - best_first[1].score > 0.06  # out of the selection margin
+    far = [Scored(vague, 0.80, 0.6, 0.9, -1.0), Scored(stated, 0.66, 0.6, 0.7, 1.0)]
+    assert prefer_typed([far])[0][0].unit is vague  # beyond the margin: the better unit stays first
+
+
+def test_a_sentence_opening_with_he_is_quoted_with_its_antecedent() -> None:
+    career = hit(
+        "# Career\n\nMaria Lopez joined the orchestra in 1998 as a violinist. She became its first female "
+        "conductor in 2011.\n",
+        "chk_c",
+    )
+    said = render(gather(["Who became the first female conductor of the orchestra?"], [career]).selected)
+    assert "Maria Lopez" in said and "first female conductor" in said
