@@ -31,7 +31,7 @@ your own (``agentrag eval answers --calibrate``).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Sequence, Set
 from dataclasses import dataclass, replace
 
 from agentrag.errors import InvalidInputError
@@ -146,17 +146,24 @@ def found_share(question: str, texts: Sequence[str]) -> float:
 
 
 def signals(
-    questions: Sequence[str], ranked: Sequence[Sequence[Scored]], texts: Sequence[str], vector: float | None
+    questions: Sequence[str],
+    ranked: Sequence[Sequence[Scored]],
+    texts: Sequence[str],
+    vector: float | None,
+    *,
+    filled: Set[int] = frozenset(),
 ) -> Signals:
     """The signals of one answer: ``ranked`` from :func:`agentrag.evidence.score_units`, ``texts``
-    the retrieved chunks' texts, ``vector`` the best raw vector-leg similarity (None if none)."""
+    the retrieved chunks' texts, ``vector`` the best raw vector-leg similarity (None if none),
+    ``filled`` the questions whose quoted window holds the kind of answer asked for
+    (:func:`agentrag.answer_window.widen`: the best unit's neighbour may hold it)."""
     bests = [r[0] for r in ranked if r]
     if not bests:
         return Signals(0.0, None, 0.0, vector)
     evidence = sum(b.score for b in bests) / len(bests)
     semantic = sum(b.semantic for b in bests) / len(bests)
     found = sum(found_share(q, texts) for q in questions) / max(1, len(questions))
-    mismatch = sum(1.0 for b in bests if b.type_fit < 0) / len(bests)
+    mismatch = sum(1.0 for qi, b in enumerate(bests) if b.type_fit < 0 and qi not in filled) / len(bests)
     units = [s.unit for s in ranked[0]] if ranked else []
     foci = [focus(questions[b.question], b.unit, units) for b in bests if b.question < len(questions)]
     covered, unknown = (sum(f[i] for f in foci) / max(1, len(foci)) for i in range(2))

@@ -27,9 +27,17 @@ _DURATION = re.compile(
 )
 # a quantity, not a digit inside a name or a path ("/v2/", "OAuth2", "sha256" state no amount)
 _NUMBER = re.compile(rf"(?<![A-Za-z/_-])\d|\b{_NUMBER_WORDS}\b|\bunlimited\b|\bnone\b", re.IGNORECASE)
+# a ratio states how two amounts compare, not an amount: "four times the Team limit", "twice as long"
+_MULTIPLIER = re.compile(
+    rf"\b(?:\d[\d,.]*|{_NUMBER_WORDS})\s+times\s+(?:the|as|more|less|higher|lower|larger|smaller|longer)\b"
+    r"|\btwice\s+(?:the|as)\b",
+    re.IGNORECASE,
+)
 _PLACE = re.compile(r"@|://|→|->|`|\b[A-Z][a-z]+,? [A-Z][a-z]+\b|\bSettings\b|\bmenu\b", re.UNICODE)
 _TIME = re.compile(
-    r"\b\d{4}-\d\d|\b(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday|january|february|march|"
+    # a date, a year ("in 1066", "the 1990s"), a century, an era
+    r"\b\d{4}-\d\d|\b(?:1\d{3}|20\d\d)s?\b|\b\d{1,2}(?:st|nd|rd|th)[\s-]+century\b|\b\d+\s*(?:BC|AD|BCE|CE)\b"
+    r"|\b(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday|january|february|march|"
     rf"april|may|june|july|august|september|october|november|december|utc|midnight|noon|daily|weekly|"
     rf"monthly|annually|hourly|quarterly|after|before|within|until)\b|{_DURATION.pattern}",
     re.IGNORECASE,
@@ -137,6 +145,7 @@ def type_fit(kind: str | None, text: str, *, question: str = "", row: bool = Fal
     if kind == "duration":
         return 1.0 if _DURATION.search(text) else -1.0
     if kind == "number":
+        text = _MULTIPLIER.sub(" ", text)
         focus = counted(question) if question else ()
         if focus:
             return _counts(text, focus, row)

@@ -71,7 +71,7 @@ _INSTRUCTION = re.compile(
 )
 _MARKUP = re.compile(r"\*\*|__|(?<!\w)[*_](?=\S)|(?<=\S)[*_](?!\w)")
 _BACK_REFERENCE = re.compile(
-    r"^[\"'“(*_]*(this|that|these|those|it|its|they|them|their|such|each|both|there|otherwise|"
+    r"^[\"'“(*_]*(this|that|these|those|it|its|they|them|their|he|she|his|her|such|each|both|there|otherwise|"
     r"however|also|then|after that|in that case)\b",
     re.IGNORECASE,
 )

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentrag.abstain import DEFAULT_CALIBRATION, Calibration, Signals, confidence, signals
+from agentrag.answer_window import prefer_typed, widen
 from agentrag.context import SupportSpan
 from agentrag.errors import AgentragError
 from agentrag.evidence import DEFAULT_CACHE, Scored, Unit, VectorCache, plain, score_units, select, units_of
@@ -88,9 +89,11 @@ def gather(
         unit_vectors=unit_vectors,
         lead_vectors=lead_vectors,
     )
+    ranked = prefer_typed(ranked)
     chosen = select(ranked, units, threshold=calibration.select, max_units=max_units, questions=questions)
+    chosen, filled = widen(chosen, units, ranked, questions)
     vector = max((h.vector_score for h in hits if h.vector_score is not None), default=None)
-    sig = signals(questions, ranked, [h.text for h in hits], vector)
+    sig = signals(questions, ranked, [h.text for h in hits], vector, filled=filled)
     return Evidence(
         tuple(units),
         tuple(tuple(r) for r in ranked),

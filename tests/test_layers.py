@@ -44,7 +44,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("store", ("agentrag.store", "agentrag.querylog")),
     ("steps", ("agentrag.step", "agentrag.steps", "agentrag.proof", "agentrag.chat", "agentrag.evidence",
                "agentrag.extractive", "agentrag.abstain", "agentrag.focus", "agentrag.support",
-               "agentrag.answer_languages", "agentrag.answer_types")),
+               "agentrag.answer_languages", "agentrag.answer_types", "agentrag.answer_window")),
     ("presentation", ("agentrag.display",)),
     ("application", ("agentrag", "agentrag.__main__", "agentrag.cli", "agentrag.demo", "agentrag.samples",
                      "agentrag.eval")),
