@@ -20,7 +20,18 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from agentrag.evidence import Unit
 
-__all__ = ["focus", "kind_instances", "names_one", "topic_acronyms"]
+__all__ = ["focus", "kind_instances", "names_one", "topic_acronyms", "unspaced"]
+
+
+def unspaced() -> bool:
+    """Whether the answer's language is written without spaces (analysed as character bigrams:
+    Chinese, Japanese, Korean, Thai). There a question bigram that no retrieved text holds is most
+    often one that straddles two words, not a term the documents lack, so it says nothing."""
+    from agentrag.answer_languages import ANSWER_LANGUAGE
+    from agentrag.languages import LANGUAGES
+
+    language = LANGUAGES.get(ANSWER_LANGUAGE.get() or "")
+    return language is not None and language.segment == "bigrams"
 
 
 # an acronym that heads its phrase ("include SSO?", "SSO on Team"), not a modifier ("SDK languages")
@@ -83,6 +94,10 @@ def focus(question: str, best: Unit, units: Sequence[Unit]) -> tuple[float, floa
     for unit in units:
         for t in set(terms(unit.text)):
             df[t] = df.get(t, 0) + 1
+    if unspaced():
+        asked = [t for t in asked if df.get(t)]  # straddling bigrams step aside (see unspaced)
+        if not asked:
+            return 0.0, 0.0
     n = len(units)
     rare = math.log(1.0 + (n + 1) / 0.5)
     weights = {}
