@@ -73,10 +73,10 @@ class PreparedDocument:
     # its own (ingest's rule; sync mirrors its source's grants instead and leaves this None)
     kept_grants: list[str] | None = None
     reader: Any = None  # the caller's reader choice (agentrag.readers.ReaderChoice); None: by extension
-    folder: str | None = None  # the folder ``path`` was found in (a folder walk): it must resolve inside it
     vectors: Any = None  # np.ndarray (len(chunks), dimensions) float32: row i for chunks[i]
     # (document id, its chunks' COPY rows): built by the write stage ahead of the write
     copy_rows: tuple[str, list[tuple[Any, ...]]] | None = field(default=None, repr=False)
+    folder: str | None = None  # the folder ``path`` was found in (a folder walk): it must resolve inside it
 
     @property
     def needs_write(self) -> bool:
