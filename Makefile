@@ -40,10 +40,15 @@ serve: setup
 	$(PY) -m agentrag serve --demo $(ARGS)
 
 # each run its own temporary directory: two runs side by side on one machine (two checkouts) would
-# otherwise share /tmp/pytest-of-$$USER and remove each other's files and its 'current' link
+# otherwise share /tmp/pytest-of-$$USER and remove each other's files and its 'current' link.
+# TEST_WORKERS pytest-xdist processes, whole files each (--dist loadfile: a module's fixtures, servers
+# and corpora are built once); each worker starts its own embedded PostgreSQL in its own data directory
+# (tests/isolation.py) and its own basetemp under $$tmp. TEST_WORKERS=0 runs in one process.
+TEST_WORKERS ?= 2
 test: setup test-programs
 	@tmp=$$(mktemp -d "$${TMPDIR:-/tmp}/agentrag-pytest-XXXXXX"); \
-	$(PY) -m pytest -q tests notebooks --nbmake --basetemp="$$tmp"; rc=$$?; rm -rf "$$tmp"; exit $$rc
+	$(PY) -m pytest -q tests notebooks --nbmake -n $(TEST_WORKERS) --dist loadfile --basetemp="$$tmp"; \
+	rc=$$?; rm -rf "$$tmp"; exit $$rc
 
 bench: setup
 	$(PY) -m benchmarks $(ARGS)

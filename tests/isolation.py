@@ -5,8 +5,10 @@ directory, never the user's.
 Unless ``AGENTRAG_DATABASE_URL`` points at a server (then every test run uses a fresh database
 there and drops it), ``AGENTRAG_DATA_DIR`` is set, before anything starts the embedded server, to
 a new temporary directory (or to ``AGENTRAG_TEST_DATA_DIR`` when set, to reuse one between runs).
-Subprocesses (the CLI tests, the notebook kernels) inherit it. When the session ends the server
-is stopped and a temporary directory removed: the suite leaves nothing behind.
+Subprocesses (the CLI tests, the notebook kernels) inherit it. Each pytest-xdist worker (``make
+test`` runs two) is a session of its own: it makes its own directory, so its own embedded server
+and databases. When the session ends the server is stopped and a temporary directory removed: the
+suite leaves nothing behind.
 """
 
 from __future__ import annotations

@@ -45,12 +45,21 @@ def torch_vectors(texts: list[str]) -> np.ndarray:
     return LocalEmbedder(backend="torch").embed(texts)
 
 
+@pytest.fixture(scope="module")
+def onnx_vectors(texts: list[str]) -> np.ndarray:
+    """float32 onnx's vectors of ``texts``, computed once for the module (its vectors are the same on
+    every call: the default's queries are checked against them bit for bit)."""
+    return LocalEmbedder(backend="onnx").embed(texts)
+
+
 def _cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.sum(a * b, axis=1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
 
 
-def test_onnx_vectors_match_torch(texts: list[str], torch_vectors: np.ndarray) -> None:
-    onnx = LocalEmbedder(backend="onnx").embed(texts)
+def test_onnx_vectors_match_torch(
+    texts: list[str], torch_vectors: np.ndarray, onnx_vectors: np.ndarray
+) -> None:
+    onnx = onnx_vectors
     assert onnx.shape == torch_vectors.shape == (len(texts), 384)
     assert onnx.dtype == np.float32
     cos = _cosines(onnx, torch_vectors)
@@ -58,13 +67,15 @@ def test_onnx_vectors_match_torch(texts: list[str], torch_vectors: np.ndarray) -
     np.testing.assert_allclose(np.linalg.norm(onnx, axis=1), 1.0, atol=1e-5)
 
 
-def test_int8_vectors_stay_close_to_torch(texts: list[str], torch_vectors: np.ndarray) -> None:
+def test_int8_vectors_stay_close_to_torch(
+    texts: list[str], torch_vectors: np.ndarray, onnx_vectors: np.ndarray
+) -> None:
     int8 = LocalEmbedder(backend="onnx-int8").embed(texts)
     cos = _cosines(int8, torch_vectors)
     # measured on these texts: mean 0.9936, min 0.9843 (the text "x"); on SciFact 0.9950 / 0.9916
     assert cos.mean() > 0.99 and cos.min() > 0.975, f"mean {cos.mean()}, min {cos.min()}"
     # and it really is another model file: not bit-identical to fp32
-    assert not np.allclose(int8, LocalEmbedder(backend="onnx").embed(texts), atol=1e-6)
+    assert not np.allclose(int8, onnx_vectors, atol=1e-6)
 
 
 def test_an_int8_vector_does_not_depend_on_the_texts_beside_it(texts: list[str]) -> None:
@@ -249,7 +260,7 @@ def torch_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_the_default_embeds_documents_with_the_fastest_backend_this_machine_runs(
-    texts: list[str], torch_at_once: None
+    texts: list[str], onnx_vectors: np.ndarray, torch_at_once: None
 ) -> None:
     default = LocalEmbedder()
     assert default.backend == "onnx" and default.document_backend == _expected_document_backend()
@@ -266,14 +277,14 @@ def test_the_default_embeds_documents_with_the_fastest_backend_this_machine_runs
     )
     onnx = LocalEmbedder(backend="onnx")
     # queries: exactly float32 onnx's vectors
-    np.testing.assert_array_equal(default.embed(texts), onnx.embed(texts))
+    np.testing.assert_array_equal(default.embed(texts), onnx_vectors)
     # documents: bf16's, within cosine 0.9999 of float32 onnx's
     documents = default.embed_documents(texts)
     assert documents.shape == (len(texts), 384) and documents.dtype == np.float32
-    cos = _cosines(documents, onnx.embed(texts))
+    cos = _cosines(documents, onnx_vectors)
     assert cos.min() > 0.9995 and cos.mean() > 0.9999, f"mean {cos.mean()}, min {cos.min()}"
     if default.document_backend == "torch-bf16":
-        assert not np.array_equal(documents, onnx.embed(texts))  # really the bf16 path
+        assert not np.array_equal(documents, onnx_vectors)  # really the bf16 path
         assert default.document_batch_size == 16 and default.batch_size == 4
     # an explicit backend pins documents too: float32 onnx everywhere, bit for bit
     np.testing.assert_array_equal(onnx.embed_documents(texts[:8]), onnx.embed(texts[:8]))

@@ -48,6 +48,13 @@ def cli(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-de
     shutil.rmtree(data, ignore_errors=True)
 
 
+@pytest.fixture(scope="module")
+def demo(cli) -> str:  # type: ignore[no-untyped-def]
+    """The output of ``agentrag demo``, run once for the module in its data directory (a test that needs the
+    demo's collections takes this; a second run is the demo test's own)."""
+    return str(cli("demo").stdout)
+
+
 def test_a_first_session(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     out = cli("collections", "list").stdout
     assert "no collections yet: agentrag collections create NAME" in out
@@ -132,12 +139,12 @@ def test_collections_delete_asks_first_and_needs_yes_off_a_terminal(cli, tmp_pat
     assert "deleted collection 'empty'" in cli("collections", "delete", "empty").stdout  # nothing to lose
 
 
-def test_demo_then_serve_demo_ingest_the_samples_once_into_the_demo_collections(cli) -> None:  # type: ignore[no-untyped-def]
+def test_demo_then_serve_demo_ingest_the_samples_once_into_the_demo_collections(cli, demo: str) -> None:  # type: ignore[no-untyped-def]
     import httpx
 
     from tests.server_support import free_port
 
-    out = cli("demo").stdout
+    out = demo  # the first run in this data directory
     assert "demo_product_docs: 12 added" in out and "Q: How do I paginate" in out
     assert "Loading weights" not in out + cli("demo").stdout  # a second run: nothing new, no bar
     port = free_port()
@@ -190,10 +197,10 @@ print(store.ingest("samples/support", collection="support", strict=True))
 """  # the quickstart's Python block (docs/tutorials/first-answer.md), its writing statements
 
 
-def test_the_quickstart_after_the_demo_finds_each_document_once(cli) -> None:  # type: ignore[no-untyped-def]
+def test_the_quickstart_after_the_demo_finds_each_document_once(cli, demo: str) -> None:  # type: ignore[no-untyped-def]
     """Issue #38: `make demo`, then the quickstart, then `agentrag search refund -c support`: the
-    demo's copy of the samples lives in its own collections, so the user's ``support`` holds one."""
-    cli("demo")
+    demo's copy of the samples lives in its own collections, so the user's ``support`` holds one
+    (``demo``: the demo has run in this data directory)."""
     done = subprocess.run(
         [sys.executable, "-c", QUICKSTART], cwd=REPO, env=cli.env, capture_output=True, text=True, timeout=600
     )

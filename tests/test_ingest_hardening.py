@@ -93,3 +93,20 @@ def test_a_file_that_cannot_be_opened_is_a_typed_failure(tmp_path: Path) -> None
     with pytest.raises(UnreadableFileError, match="cannot be read") as caught:
         read(folder_named_like_a_file)
     assert caught.value.source == "notes.md"
+
+
+def test_ingest_of_a_folder_refuses_a_link_out_of_it(store, coll, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    folder, outside = tmp_path / "drop", tmp_path / "outside"
+    folder.mkdir()
+    outside.mkdir()
+    (outside / "secret.md").write_text("The payroll password is hunter2.\n")
+    (folder / "good.md").write_text("# Good\n\nThe reset link is on the login page.\n")
+    (folder / "link.md").symlink_to(outside / "secret.md")
+    (folder / "inside.md").symlink_to(folder / "good.md")  # a link that stays inside is read
+    report = store.ingest(folder, collection=coll)
+    assert report.added == ("good.md", "inside.md")
+    assert report.error_types == {"link.md": "UnreadableFileError"}
+    assert "resolves outside the folder" in dict(report.failed)["link.md"]
+    assert [d.source for d in store.documents(coll)] == ["good.md", "inside.md"]
+    # a file named on its own is read where it points (the caller chose it)
+    assert store.ingest(folder / "link.md", collection=coll).added == ("link.md",)

@@ -235,158 +235,191 @@ def context_html(ctx: Context) -> str:
     qid = ctx.query_id
     sources, source_ids, cited, used = _source_sets(ctx)
     out = [CSS, f'<div class="agentrag agentrag-context" id="{esc("agentrag-" + qid)}">']
-
-    out.append(f"<p><strong>Question</strong> {esc(ctx.question)}</p>")
-    meta = " · ".join(f'<span class="muted">{esc(k)}</span> {esc(v)}' for k, v in _headline(ctx))
-    out.append(f"<p>{meta}</p>")
-
-    problems = _problems(ctx)
-    if problems:
-        out.append("<h4>Errors, warnings and degradations</h4><ul>")
-        for kind, text in problems:
-            css = "err" if kind in ("error", "invalid citations") else "warn"
-            out.append(f'<li><span class="{css}">{esc(kind)}</span>: {esc(text)}</li>')
-        out.append("</ul>")
-
-    if ctx.answer_text is not None:
-        out.append("<h4>Answer</h4>")
-        body = markdown_html(
-            ctx.answer_text,
-            _LABEL,
-            lambda label: _link_text(
-                label,
-                ctx,
-                source_ids,
-                link=lambda text, target: f'<a href="#{esc(target)}">{esc(text)}</a>',
-                invalid=lambda text: f'<span class="invalid" title="{_NOT_RETRIEVED}">{esc(text)}</span>',
-                escape=esc,
-            ),
-        )
-        out.append(f'<div class="answer">{body}</div>')  # its Markdown rendered, escaped first
-        if ctx.citations:
-            links = ", ".join(
-                f'<a href="#{esc(anchor(qid, c))}">{esc(c)}</a>' if c in source_ids else esc(c)
-                for c in ctx.citations
-            )
-            out.append(f'<p><span class="muted">cited</span> {links}</p>')
-        out.extend(_support_html(ctx, source_ids))
-
-    if ctx.steps:
-        out.append("<h4>Steps</h4>")
-        rows = []
-        for number, step in enumerate(ctx.steps, start=1):
-            note = ""
-            if step.skipped:
-                note = f'<span class="muted">skipped: {esc(step.skipped)}</span>'
-            if step.error:
-                note = f'<span class="err">{esc(step.error)}</span>'
-            rows.append([str(number), esc(step.name), esc(step.strategy or "-"), _ms(step.duration_ms), note])
-        out.append(html_table(["#", "step", "strategy", "ms", "note"], rows, numeric=(0, 3)))
-        stages = [(k, v) for k, v in ctx.latencies_ms.items() if k != "total"]
-        if stages:
-            line = " · ".join(f"{esc(k)} {v:.1f} ms" for k, v in stages)
-            out.append(f'<p class="muted">stages: {line}</p>')
-
-    plan = _plan_items(ctx)
-    if plan or ctx.sub_questions is not None:
-        out.append("<h4>Routing and decomposition</h4><ul>")
-        for label, value, reasoning in plan:
-            why = f' <span class="muted">({esc(reasoning)})</span>' if reasoning else ""
-            out.append(f"<li><strong>{esc(label)}</strong>: {esc(value)}{why}</li>")
-        if ctx.sub_questions is not None:
-            why = (
-                f' <span class="muted">({esc(ctx.decompose_reasoning)})</span>'
-                if ctx.decompose_reasoning
-                else ""
-            )
-            items = "".join(f"<li>{esc(q)}</li>" for q in ctx.sub_questions)
-            out.append(f"<li><strong>sub-questions</strong>{why}<ol>{items}</ol></li>")
-        out.append("</ul>")
-
-    if ctx.results:
-        out.append("<h4>Search</h4>")
-        for record in ctx.results:
-            question, collection, facts = _record_title(record)
-            css = ' class="err"' if record.error else ""
-            title = f"<strong>{esc(question)}</strong> in <code>{esc(collection)}</code>"
-            out.append(f"<p>{title}: <span{css}>{esc(facts)}</span></p>")
-            rows = []
-            for number, it in enumerate(record.iterations, start=1):
-                queries = "<br>".join(esc(q) for q in it.queries)
-                rows.append(
-                    [
-                        str(number),
-                        queries,
-                        str(len(it.hit_ids)),
-                        str(it.new_hits),
-                        _sufficient(it.sufficient),
-                        esc(it.reasoning or ""),
-                    ]
-                )
-            if rows:
-                out.append(html_table(_ITERATION_HEADER, rows, numeric=(0, 2, 3)))
-
-    if sources:
-        out.append("<h4>Sources</h4>")
-        rows = []
-        for number, hit in enumerate(sources, start=1):
-            marks = _marks(hit.chunk_id, cited, used)
-            text = esc(snippet(hit.text))
-            if len(" ".join(hit.text.split())) > SNIPPET:
-                text = f"<details><summary>{text}</summary><pre>{esc(hit.text)}</pre></details>"
-            rows.append(
-                [
-                    str(number),
-                    f'<code id="{esc(anchor(qid, hit.chunk_id))}">{esc(hit.chunk_id)}</code>',
-                    esc(hit.collection),
-                    source_cell(hit),
-                    esc(format_locator(hit.locator, section=hit.section)),
-                    esc(opt(hit.page)),
-                    num(hit.score),
-                    esc(opt(hit.vector_rank)),
-                    esc(opt(hit.lexical_rank)),
-                    esc(marks),
-                    text,
-                ]
-            )
-        out.append(html_table(_SOURCE_HEADER, rows, numeric=(0, 5, 6, 7, 8)))
-
+    out.extend(_question_html(ctx))
+    out.extend(_problems_html(ctx))
+    out.extend(_answer_html(ctx, source_ids))
+    out.extend(_steps_html(ctx))
+    out.extend(_routing_html(ctx))
+    out.extend(_search_html(ctx))
+    out.extend(_sources_html(ctx, sources, cited, used))
     if ctx.graph_context:
         out.append("<h4>Knowledge graph</h4>")
         out.append(f'<pre id="{esc(qid + "-graph")}">{esc(ctx.graph_context)}</pre>')
-
-    if ctx.llm_calls:
-        out.append("<h4>LLM calls</h4>")
-        rows = []
-        for number, call in enumerate(ctx.llm_calls, start=1):
-            tokens_in, tokens_out = _call_tokens(call)
-            purpose = call.purpose + (" (repair)" if call.repair else "")
-            status = f'<span class="err">{esc(call.error)}</span>' if call.error else "ok"
-            if call.retries:
-                status += f" ({call.retries} retries)"
-            messages = "".join(_message_html(m.get("role", "?"), m.get("content", "")) for m in call.messages)
-            reply = (
-                _message_html("reply", call.reply)
-                if call.reply is not None
-                else '<p class="muted">no reply</p>'
-            )
-            details = f"<details><summary>prompt and reply</summary>{messages}{reply}</details>"
-            rows.append(
-                [
-                    str(number),
-                    esc(purpose),
-                    esc(call.model),
-                    tokens_in,
-                    tokens_out,
-                    _ms(call.latency_ms),
-                    status,
-                    details,
-                ]
-            )
-        out.append(html_table(_CALL_HEADER, rows, numeric=(0, 3, 4, 5)))
-
+    out.extend(_llm_calls_html(ctx))
     out.append("</div>")
     return "".join(out)
+
+
+def _question_html(ctx: Context) -> list[str]:
+    """The question and the headline facts (mode, confidence, timings, ...)."""
+    meta = " · ".join(f'<span class="muted">{esc(k)}</span> {esc(v)}' for k, v in _headline(ctx))
+    return [f"<p><strong>Question</strong> {esc(ctx.question)}</p>", f"<p>{meta}</p>"]
+
+
+def _problems_html(ctx: Context) -> list[str]:
+    """Errors, warnings and degradations, one item each (nothing when there are none)."""
+    problems = _problems(ctx)
+    if not problems:
+        return []
+    out = ["<h4>Errors, warnings and degradations</h4><ul>"]
+    for kind, text in problems:
+        css = "err" if kind in ("error", "invalid citations") else "warn"
+        out.append(f'<li><span class="{css}">{esc(kind)}</span>: {esc(text)}</li>')
+    out.append("</ul>")
+    return out
+
+
+def _answer_html(ctx: Context, source_ids: set[str]) -> list[str]:
+    """The answer's Markdown rendered (escaped first), its citations linked to their sources, and
+    the support of each sentence."""
+    if ctx.answer_text is None:
+        return []
+    out = ["<h4>Answer</h4>"]
+    body = markdown_html(
+        ctx.answer_text,
+        _LABEL,
+        lambda label: _link_text(
+            label,
+            ctx,
+            source_ids,
+            link=lambda text, target: f'<a href="#{esc(target)}">{esc(text)}</a>',
+            invalid=lambda text: f'<span class="invalid" title="{_NOT_RETRIEVED}">{esc(text)}</span>',
+            escape=esc,
+        ),
+    )
+    out.append(f'<div class="answer">{body}</div>')  # its Markdown rendered, escaped first
+    if ctx.citations:
+        links = ", ".join(
+            f'<a href="#{esc(anchor(ctx.query_id, c))}">{esc(c)}</a>' if c in source_ids else esc(c)
+            for c in ctx.citations
+        )
+        out.append(f'<p><span class="muted">cited</span> {links}</p>')
+    out.extend(_support_html(ctx, source_ids))
+    return out
+
+
+def _steps_html(ctx: Context) -> list[str]:
+    """The steps with their strategies, timings and notes, then the answer's stages."""
+    if not ctx.steps:
+        return []
+    out = ["<h4>Steps</h4>"]
+    rows = []
+    for number, step in enumerate(ctx.steps, start=1):
+        note = ""
+        if step.skipped:
+            note = f'<span class="muted">skipped: {esc(step.skipped)}</span>'
+        if step.error:
+            note = f'<span class="err">{esc(step.error)}</span>'
+        rows.append([str(number), esc(step.name), esc(step.strategy or "-"), _ms(step.duration_ms), note])
+    out.append(html_table(["#", "step", "strategy", "ms", "note"], rows, numeric=(0, 3)))
+    stages = [(k, v) for k, v in ctx.latencies_ms.items() if k != "total"]
+    if stages:
+        line = " · ".join(f"{esc(k)} {v:.1f} ms" for k, v in stages)
+        out.append(f'<p class="muted">stages: {line}</p>')
+    return out
+
+
+def _routing_html(ctx: Context) -> list[str]:
+    """The gate, rewrites and collections with their reasoning, and the sub-questions."""
+    plan = _plan_items(ctx)
+    if not plan and ctx.sub_questions is None:
+        return []
+    out = ["<h4>Routing and decomposition</h4><ul>"]
+    for label, value, reasoning in plan:
+        why = f' <span class="muted">({esc(reasoning)})</span>' if reasoning else ""
+        out.append(f"<li><strong>{esc(label)}</strong>: {esc(value)}{why}</li>")
+    if ctx.sub_questions is not None:
+        why = (
+            f' <span class="muted">({esc(ctx.decompose_reasoning)})</span>' if ctx.decompose_reasoning else ""
+        )
+        items = "".join(f"<li>{esc(q)}</li>" for q in ctx.sub_questions)
+        out.append(f"<li><strong>sub-questions</strong>{why}<ol>{items}</ol></li>")
+    out.append("</ul>")
+    return out
+
+
+def _search_html(ctx: Context) -> list[str]:
+    """Each search per (question, collection): its outcome, then a row per iteration."""
+    if not ctx.results:
+        return []
+    out = ["<h4>Search</h4>"]
+    for record in ctx.results:
+        question, collection, facts = _record_title(record)
+        css = ' class="err"' if record.error else ""
+        title = f"<strong>{esc(question)}</strong> in <code>{esc(collection)}</code>"
+        out.append(f"<p>{title}: <span{css}>{esc(facts)}</span></p>")
+        rows = [
+            [
+                str(number),
+                "<br>".join(esc(q) for q in it.queries),
+                str(len(it.hit_ids)),
+                str(it.new_hits),
+                _sufficient(it.sufficient),
+                esc(it.reasoning or ""),
+            ]
+            for number, it in enumerate(record.iterations, start=1)
+        ]
+        if rows:
+            out.append(html_table(_ITERATION_HEADER, rows, numeric=(0, 2, 3)))
+    return out
+
+
+def _sources_html(ctx: Context, sources: list[Hit], cited: set[str], used: set[str]) -> list[str]:
+    """A row per source (its anchor, scores, leg ranks, cited/used marks and text)."""
+    if not sources:
+        return []
+    rows = []
+    for number, hit in enumerate(sources, start=1):
+        text = esc(snippet(hit.text))
+        if len(" ".join(hit.text.split())) > SNIPPET:
+            text = f"<details><summary>{text}</summary><pre>{esc(hit.text)}</pre></details>"
+        rows.append(
+            [
+                str(number),
+                f'<code id="{esc(anchor(ctx.query_id, hit.chunk_id))}">{esc(hit.chunk_id)}</code>',
+                esc(hit.collection),
+                source_cell(hit),
+                esc(format_locator(hit.locator, section=hit.section)),
+                esc(opt(hit.page)),
+                num(hit.score),
+                esc(opt(hit.vector_rank)),
+                esc(opt(hit.lexical_rank)),
+                esc(_marks(hit.chunk_id, cited, used)),
+                text,
+            ]
+        )
+    return ["<h4>Sources</h4>", html_table(_SOURCE_HEADER, rows, numeric=(0, 5, 6, 7, 8))]
+
+
+def _llm_calls_html(ctx: Context) -> list[str]:
+    """A row per LLM call, its prompt and reply in a collapsible ``<details>``."""
+    if not ctx.llm_calls:
+        return []
+    rows = []
+    for number, call in enumerate(ctx.llm_calls, start=1):
+        tokens_in, tokens_out = _call_tokens(call)
+        purpose = call.purpose + (" (repair)" if call.repair else "")
+        status = f'<span class="err">{esc(call.error)}</span>' if call.error else "ok"
+        if call.retries:
+            status += f" ({call.retries} retries)"
+        messages = "".join(_message_html(m.get("role", "?"), m.get("content", "")) for m in call.messages)
+        reply = (
+            _message_html("reply", call.reply) if call.reply is not None else '<p class="muted">no reply</p>'
+        )
+        details = f"<details><summary>prompt and reply</summary>{messages}{reply}</details>"
+        rows.append(
+            [
+                str(number),
+                esc(purpose),
+                esc(call.model),
+                tokens_in,
+                tokens_out,
+                _ms(call.latency_ms),
+                status,
+                details,
+            ]
+        )
+    return ["<h4>LLM calls</h4>", html_table(_CALL_HEADER, rows, numeric=(0, 3, 4, 5))]
 
 
 # -- Context: Markdown ---------------------------------------------------------------------------------

@@ -32,7 +32,6 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import AsyncGenerator, Callable, Generator, Sequence
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from agentrag._sansio import (
@@ -52,14 +51,15 @@ from agentrag.answer_languages import answer_language, answering_in
 from agentrag.context import Context, Degradation
 from agentrag.errors import AgentragError, InvalidInputError, LLMError, RetrievalError
 from agentrag.extractive import cited_as_shown, extractive_answer, gather, labelled, render, spans_of
-from agentrag.grounding import PackedContext, check_citations, graph_labels, pack_context
+from agentrag.grounding import check_citations, pack_context
 from agentrag.hits import Hit
 from agentrag.step import Outcome, Step, StepRun, calls_of, telemetry_of
 from agentrag.steps._common import UNRELATED_REASON, bounded, prompts_of, use_llm
+from agentrag.steps.answer_plan import AnswerPlan, check_options, packed_plan, plan_outcome
 from agentrag.steps.evidence_scope import evidence_questions, hits_for_evidence
 
 if TYPE_CHECKING:
-    from agentrag.llm import LLMCall, Message
+    from agentrag.llm import LLMCall
     from agentrag.support import SupportCheck
 
 __all__ = [
@@ -132,27 +132,6 @@ def answer_mode(ctx: Context) -> str:
     return "full"
 
 
-@dataclass(frozen=True, slots=True)
-class AnswerPlan:
-    """What :func:`prepare` decided: either a finished ``outcome`` or the ``messages`` to send."""
-
-    packed: PackedContext
-    mode: str
-    base: dict[str, Any]
-    attributes: dict[str, Any]
-    stages: tuple[tuple[str, float], ...]
-    valid: frozenset[str] = frozenset()
-    aliases: dict[str, str] = field(default_factory=dict)
-    suppress_ungrounded: bool = False
-    check: bool = True  # False when no retrieval was wanted: there is nothing to cite
-    support: str = "local"  # how cited claims are checked against their chunks: local, llm or off
-    embedder: Any = None  # for the support check's semantic signal (the store's)
-    warnings: tuple[str, ...] = ()
-    degradations: tuple[Degradation, ...] = ()
-    messages: list[Message] | None = None
-    outcome: Outcome | None = None
-
-
 def _grounding_changes(
     text: str, plan: AnswerPlan, support: SupportCheck | None = None
 ) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -192,9 +171,6 @@ def _grounding_changes(
     return changes, attrs
 
 
-SUPPORT_CHECKS = ("local", "llm", "off")
-
-
 def _embedder_of(ctx: Context) -> Any:
     return ctx.deps.store.embedder if ctx.deps.store is not None else None
 
@@ -213,84 +189,35 @@ def prepare(
     """Decide the mode, pack the context (recording the ``context.*`` metrics), weigh the evidence
     (abstaining when nothing answers) and either finish without the LLM or render the prompt.
     Raises RetrievalError when every search failed and there is no graph context."""
-    from agentrag.prompts import new_delimiter
-
     llm = use_llm(ctx, strategy, "answer")
-    if (
-        isinstance(max_context_tokens, bool)
-        or not isinstance(max_context_tokens, int)
-        or max_context_tokens < 100
-    ):
-        raise InvalidInputError(f"max_context_tokens must be an integer >= 100, got {max_context_tokens!r}")
-    if isinstance(max_sentences, bool) or not isinstance(max_sentences, int) or max_sentences < 1:
-        raise InvalidInputError(f"max_sentences must be a positive integer, got {max_sentences!r}")
-    if support not in SUPPORT_CHECKS:
-        raise InvalidInputError(f"answer(): support must be one of {SUPPORT_CHECKS}, got {support!r}")
-    if support == "llm" and not llm:
-        raise InvalidInputError("answer(support='llm') needs an LLM: pass llm=... to new()")
-    if calibration is not None and not isinstance(calibration, Calibration):
-        raise InvalidInputError(f"answer(): calibration must be an agentrag.Calibration, got {calibration!r}")
+    check_options(
+        llm,
+        max_context_tokens=max_context_tokens,
+        max_sentences=max_sentences,
+        support=support,
+        calibration=calibration,
+    )
     cal = calibration or Calibration()
     if retrieval_failed(ctx) and not ctx.graph_context:
         reasons = "; ".join(dict.fromkeys(r.error or "" for r in ctx.results))
         raise RetrievalError(f"every retrieval source failed and there is no graph context: {reasons}")
     mode = answer_mode(ctx)
 
-    started = time.perf_counter()
     hits = () if mode == "graph-only" else ctx.hits
-    est = "tokenizer" if llm else "chars/4"  # no LLM: no context window to count tokens for
-    opts: dict[str, Any] = {"budget_tokens": max_context_tokens, "prompts": ctx.deps.prompts, "estimate": est}
-    packed = pack_context(hits, delimiter=new_delimiter(), **opts)
-    context_ms = (time.perf_counter() - started) * 1000.0
-    instruments = telemetry_of(ctx).instruments
-    instruments.context_build_duration.record(context_ms)
-    instruments.context_tokens_used.record(packed.tokens)
-    instruments.context_chunks_included.record(len(packed.hits))
-    if packed.dropped:
-        instruments.context_chunks_truncated.add(len(packed.dropped))
-
-    plan = AnswerPlan(
-        packed=packed,
-        mode=mode,
-        base={"context_used": packed.hits, "mode": mode},
-        attributes={
-            "mode": mode,
-            "context_chunk_count": len(packed.hits),
-            "context_dropped_count": len(packed.dropped),
-            "context_tokens": packed.tokens,
-            "context_token_estimate": est,
-        },
-        stages=(("context", context_ms),),
-        valid=packed.valid_ids | graph_labels(ctx.graph_context),
-        aliases=dict(packed.aliases),
-        suppress_ungrounded=bool(suppress_ungrounded),
-        check=ctx.retrieve is not False,
+    plan = packed_plan(
+        ctx,
+        mode,
+        hits,
+        estimate="tokenizer" if llm else "chars/4",  # no LLM: no context window to count tokens for
+        max_context_tokens=max_context_tokens,
+        suppress_ungrounded=suppress_ungrounded,
         support=support,
         embedder=_embedder_of(ctx),
     )
-
-    def done(changes: dict[str, Any], strategy_name: str, attrs: dict[str, Any] | None = None) -> AnswerPlan:
-        outcome = Outcome(
-            {**plan.base, **changes},
-            strategy=strategy_name,
-            attributes={**plan.attributes, **(attrs or {}), "mode": changes.get("mode", plan.mode)},
-            stages=plan.stages,
-            warnings=plan.warnings,
-            degradations=plan.degradations,
-        )
-        return _replace_plan(plan, outcome=outcome)
-
-    if ctx.retrieve is not False and not packed.hits and not ctx.graph_context:
-        changes = {"answer_text": no_results_message(ctx), "grounded": False, "citations": ()}
-        return done({**changes, "mode": "abstained", "answer_confidence": 0.0}, "no-results")
-    if ctx.retrieve is False and not packed.hits and not llm:
-        unrelated = ctx.gate_reasoning == UNRELATED_REASON
-        why = "none of its words occurs in the searched documents"
-        text = abstention_message((), reason=why) if unrelated else NO_RETRIEVAL_NO_LLM
-        changes = {"answer_text": text, "grounded": None, "citations": (), "mode": "abstained"}
-        if unrelated:
-            changes.update(grounded=False, answer_confidence=0.0)
-        return done(changes, "local:no-retrieval")
+    packed = plan.packed
+    early = _without_evidence(ctx, plan, llm)
+    if early is not None:
+        return early
     evidence = None
     evidence_hits = packed.hits
     if not llm and len(hits) > len(packed.hits):
@@ -344,28 +271,9 @@ def prepare(
                 "citations": (),
                 "mode": "abstained",
             }
-            return done(changes, "local:abstained" if not llm else "abstained")
+            return plan_outcome(plan, changes, "local:abstained" if not llm else "abstained")
     if not llm:
-        if packed.hits:
-            assert evidence is not None
-            chosen = evidence.selected or tuple(r[0] for r in evidence.ranked if r)[:1]
-            if not chosen:  # only fragments to quote: an excerpt, not a grounded answer
-                text = extractive_answer(ctx.questions, packed.hits, max_sentences=max_sentences)
-                changes, attrs = _grounding_changes(text, _replace_plan(plan, support="off"))
-                changes["grounded"] = attrs["grounded"] = False
-                return done(changes, "local:excerpt", attrs)
-            from agentrag.support import SupportCheck
-
-            chosen = cited_as_shown(chosen, packed.hits)
-            text = render(chosen)
-            changes, attrs = _grounding_changes(text, plan, SupportCheck(spans_of(chosen)))
-            shown = {h.chunk_id for h in packed.hits}
-            quoted = tuple(dict.fromkeys(s.unit.hit for s in chosen if s.unit.chunk_id not in shown))
-            changes["context_used"] = labelled((*packed.hits, *quoted), chosen)
-            return done(changes, "local:extractive", attrs)
-        text = graph_answer(ctx.graph_context or "", max_facts=max(max_sentences, 5))
-        changes, attrs = _grounding_changes(text, _replace_plan(plan, support="off"))
-        return done(changes, "local:extractive", attrs)
+        return _local_answer(ctx, plan, evidence, max_sentences)
     messages = prompts_of(ctx).render(
         "answer",
         question=ctx.question,
@@ -375,6 +283,50 @@ def prepare(
         graph_context=ctx.graph_context or "",
     )
     return _replace_plan(plan, messages=messages)
+
+
+def _without_evidence(ctx: Context, plan: AnswerPlan, llm: Any) -> AnswerPlan | None:
+    """The plan finished before any evidence is weighed: nothing retrieved (and no graph facts),
+    or no retrieval wanted and no LLM to reply; None otherwise."""
+    packed = plan.packed
+    if ctx.retrieve is not False and not packed.hits and not ctx.graph_context:
+        changes = {"answer_text": no_results_message(ctx), "grounded": False, "citations": ()}
+        return plan_outcome(plan, {**changes, "mode": "abstained", "answer_confidence": 0.0}, "no-results")
+    if ctx.retrieve is False and not packed.hits and not llm:
+        unrelated = ctx.gate_reasoning == UNRELATED_REASON
+        why = "none of its words occurs in the searched documents"
+        text = abstention_message((), reason=why) if unrelated else NO_RETRIEVAL_NO_LLM
+        changes = {"answer_text": text, "grounded": None, "citations": (), "mode": "abstained"}
+        if unrelated:
+            changes.update(grounded=False, answer_confidence=0.0)
+        return plan_outcome(plan, changes, "local:no-retrieval")
+    return None
+
+
+def _local_answer(ctx: Context, plan: AnswerPlan, evidence: Any, max_sentences: int) -> AnswerPlan:
+    """The answer without an LLM: the evidence's chosen sentences (an excerpt when only fragments
+    are quotable), or the graph's facts when no chunk was retrieved."""
+    packed = plan.packed
+    if packed.hits:
+        assert evidence is not None
+        chosen = evidence.selected or tuple(r[0] for r in evidence.ranked if r)[:1]
+        if not chosen:  # only fragments to quote: an excerpt, not a grounded answer
+            text = extractive_answer(ctx.questions, packed.hits, max_sentences=max_sentences)
+            changes, attrs = _grounding_changes(text, _replace_plan(plan, support="off"))
+            changes["grounded"] = attrs["grounded"] = False
+            return plan_outcome(plan, changes, "local:excerpt", attrs)
+        from agentrag.support import SupportCheck
+
+        chosen = cited_as_shown(chosen, packed.hits)
+        text = render(chosen)
+        changes, attrs = _grounding_changes(text, plan, SupportCheck(spans_of(chosen)))
+        shown = {h.chunk_id for h in packed.hits}
+        quoted = tuple(dict.fromkeys(s.unit.hit for s in chosen if s.unit.chunk_id not in shown))
+        changes["context_used"] = labelled((*packed.hits, *quoted), chosen)
+        return plan_outcome(plan, changes, "local:extractive", attrs)
+    text = graph_answer(ctx.graph_context or "", max_facts=max(max_sentences, 5))
+    changes, attrs = _grounding_changes(text, _replace_plan(plan, support="off"))
+    return plan_outcome(plan, changes, "local:extractive", attrs)
 
 
 def _replace_plan(plan: AnswerPlan, **changes: Any) -> AnswerPlan:

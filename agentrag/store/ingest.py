@@ -91,6 +91,13 @@ def iter_files(sources: str | Path | Iterable[str | Path]) -> Iterator[tuple[Pat
     a file argument by its name. So the same folder ingested from another checkout or
     machine updates the same documents instead of adding copies.
     """
+    for path, key, _folder in walk_files(sources):
+        yield path, key
+
+
+def walk_files(sources: str | Path | Iterable[str | Path]) -> Iterator[tuple[Path, str, Path | None]]:
+    """:func:`iter_files`' pairs with the folder argument each file was found in (None for a
+    file argument): a file found in a folder must resolve inside it (a link out is refused when read)."""
     if isinstance(sources, str | Path):
         sources = [sources]
     for source in sources:
@@ -100,9 +107,9 @@ def iter_files(sources: str | Path | Iterable[str | Path]) -> Iterator[tuple[Pat
                 rel = child.relative_to(path)
                 hidden = any(part.startswith(".") for part in rel.parts)
                 if child.is_file() and child.suffix.lower() in SUPPORTED_SUFFIXES and not hidden:
-                    yield child, rel.as_posix()
+                    yield child, rel.as_posix(), path
         else:
-            yield path, path.name
+            yield path, path.name, None
 
 
 def ingest_paths(
@@ -117,8 +124,15 @@ def ingest_paths(
     # read on the prepare stage (by the executor: here or on a worker), not here
     reader = check_reader(options.pop("reader", None))
     items = [
-        PreparedDocument(key, "", dict(metadata or {}), path=str(path), reader=reader)
-        for path, key in iter_files(sources)
+        PreparedDocument(
+            key,
+            "",
+            dict(metadata or {}),
+            path=str(path),
+            reader=reader,
+            folder=str(folder) if folder else None,
+        )
+        for path, key, folder in walk_files(sources)
     ]
     return _ingest(store, items, collection=collection, on_progress=on_progress, keep_grants=True, **options)
 

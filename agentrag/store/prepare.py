@@ -23,7 +23,7 @@ from datetime import date
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from agentrag.errors import EmbeddingError, IngestError
+from agentrag.errors import EmbeddingError, IngestError, UnreadableFileError
 from agentrag.readers.base import file_failure
 from agentrag.readers.chunking import DEFAULT_CHUNK_OVERLAP, DEFAULT_CHUNK_SIZE, Chunk, chunk_text
 from agentrag.readers.ingest import read_document
@@ -76,6 +76,7 @@ class PreparedDocument:
     vectors: Any = None  # np.ndarray (len(chunks), dimensions) float32: row i for chunks[i]
     # (document id, its chunks' COPY rows): built by the write stage ahead of the write
     copy_rows: tuple[str, list[tuple[Any, ...]]] | None = field(default=None, repr=False)
+    folder: str | None = None  # the folder ``path`` was found in (a folder walk): it must resolve inside it
 
     @property
     def needs_write(self) -> bool:
@@ -230,12 +231,21 @@ def _read(document: PreparedDocument, size: int, overlap: int) -> None:
     path = Path(document.path)
     if not path.exists():
         raise IngestError(f"{path}: no such file or directory", source=document.source)
+    if document.folder is not None and not _resolves_inside(path, Path(document.folder)):
+        raise UnreadableFileError(  # as sync refuses it: a link out of the folder is never followed
+            f"{document.source}: refused: it resolves outside the folder (a link was followed)",
+            source=document.source,
+        )
     text, metadata, chunks = read_document(path, reader=document.reader, size=size, overlap=overlap)
     document.text, document.chunks = text, chunks
     sidecar = read_sidecar(path)  # <file>.grants: between the front matter and ingest's own
     document.metadata = {**metadata, **({GRANTS_KEY: sidecar} if sidecar else {}), **document.metadata}
     document.original_filename = path.name
     document.path = None  # read: what crosses back to the driver is the text
+
+
+def _resolves_inside(path: Path, folder: Path) -> bool:
+    return path.resolve().is_relative_to(folder.resolve())
 
 
 def embed_documents(documents: Sequence[PreparedDocument], embedder: Embedder) -> list[PreparedDocument]:
