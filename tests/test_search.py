@@ -32,7 +32,7 @@ from agentrag.retrieval.filters import Filters, compile_filters
 from agentrag.retrieval.lexical import tsquery_text
 from agentrag.retrieval.result import SearchResult
 from agentrag.retrieval.search import MAX_QUERY_CHARS, MODES, asearch, search
-from agentrag.retrieval.vector import configure_hnsw, vector_sql
+from agentrag.retrieval.vector import configure_hnsw, vector_leg, vector_sql
 from agentrag.scope import Scope
 from agentrag.store.ingest import ingest_texts
 from agentrag.store.store import Store
@@ -347,6 +347,38 @@ def test_hnsw_iterative_scan_fills_k_under_a_selective_filter(store: Store, corp
         assert len(rows) == min(k, 30)
         distances = [row.distance for row in rows]
         assert distances == sorted(distances)  # re-sorted after relaxed order
+
+
+def test_an_unscoped_walk_that_comes_back_short_is_re_run_exactly(
+    store: Store, corpus: dict[str, Any]
+) -> None:
+    """A walk can return fewer rows than the collection has (a candidate list crowded by the dead
+    versions of replaced chunks before autovacuum: a vector search under concurrent syncs saw 5 of 6
+    documents). Forced here with ef_search 1 and no iterative scan: the leg re-runs exactly, as it
+    does for a scoped walk."""
+    coll = store.collection(corpus["name"])
+    qvec = store.embedder.embed(["comet nebula"])[0]
+    with store.engine.connect() as conn, conn.begin():
+        configure_hnsw(conn, ef_search=1, iterative=False)
+        conn.execute(text("SET LOCAL enable_seqscan = off"))
+        walked = conn.execute(
+            text(vector_sql(coll.id, coll.dimensions, coll.distance)), {"qvec": qvec, "depth": 20}
+        )
+        assert len(walked.all()) < 20  # the short walk this test is about
+        rows = vector_leg(
+            conn,
+            collection_id=coll.id,
+            dimensions=coll.dimensions,
+            distance=coll.distance,
+            query_vector=qvec,
+            where="TRUE",
+            params={},
+            depth=20,
+            need=20,
+        )
+    assert len(rows) == 20
+    scores = [score for _id, score in rows]
+    assert scores == sorted(scores, reverse=True)
 
 
 def test_explain_uses_the_hnsw_index_for_an_unfiltered_vector_query(

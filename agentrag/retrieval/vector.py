@@ -24,7 +24,8 @@ Search settings are transaction-local (``set_config(..., true)``):
   distance outside a ``MATERIALIZED`` CTE, as the pgvector documentation recommends.
 
 An iterative scan still stops after ``hnsw.max_scan_tuples`` (pgvector default 20,000) visited
-tuples; when a filtered scan comes back with fewer rows than the search needs, the leg re-runs
+tuples, and a walk's candidates may be crowded by the dead versions of replaced chunks until
+autovacuum runs; when a scan comes back with fewer rows than the search needs, the leg re-runs
 the query exactly (ordered by ``distance + 0``, which the index cannot serve), so a filtered
 query returns ``k`` results whenever ``k`` exist.
 """
@@ -223,7 +224,9 @@ def vector_leg(
         )
         bound = {**bound, "t_tenant": tenant}
     rows = conn.execute(text(sql), bound).all()
-    if len(rows) < min(need, depth) and where.strip() != "TRUE":
+    # short, scoped or not: a filter left too few of the walk's rows, or the walk met the dead versions
+    # of replaced chunks (before autovacuum) in its candidates; an exact scan returns what exists
+    if len(rows) < min(need, depth):
         exact = vector_sql(
             collection_id,
             dimensions,
