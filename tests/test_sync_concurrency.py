@@ -216,3 +216,32 @@ def test_any_sequence_of_syncs_equals_a_fresh_ingest(store, tmp_path_factory, ed
         assert synced == fresh_rows(store, coll, src)
     finally:
         store.delete_collection(coll)
+
+
+def test_a_search_whose_snapshot_is_older_than_the_bm25_index_keeps_the_document(
+    store, collection_name, monkeypatch: pytest.MonkeyPatch
+) -> None:  # type: ignore[no-untyped-def]
+    # The interleaving that failed the test above in fresh-clone CI ((0, 'lexical')): a search's
+    # snapshot reads the collection at version V; before its lexical leg runs, a sync commits V+1
+    # and another search builds the BM25 index at V+1. That index's chunk ids are invisible in the
+    # V snapshot, and the document vanished from the lexical leg. Made deterministic by running the
+    # write and the other search right after the first search read its collections.
+    import agentrag.retrieval.search as search_module
+
+    coll = collection_name
+    store.create_collection(coll)
+    store.ingest_text("The kiwi document, revision zero.", collection=coll, source="a.md")
+    assert len(store.search("kiwi document", collections=coll, mode="lexical")) == 1
+    real, fired = search_module.load_collections, []
+
+    def then_a_write_and_another_search(conn, names):  # type: ignore[no-untyped-def]
+        colls = real(conn, names)
+        if not fired:
+            fired.append(True)
+            store.ingest_text("The kiwi document, revision one.", collection=coll, source="a.md")
+            assert "revision one" in store.search("kiwi document", collections=coll, mode="lexical")[0].text
+        return colls
+
+    monkeypatch.setattr(search_module, "load_collections", then_a_write_and_another_search)
+    hits = store.search("kiwi document", collections=coll, mode="lexical")
+    assert fired and [hit.source for hit in hits] == ["a.md"]

@@ -124,10 +124,16 @@ def lexical_stale(store: SearchSource, colls: list[CollectionInfo], mode: str) -
         # (it found nothing: 1 of 200 simultaneous first queries in a fresh-clone CI)
         return any((c.tsv_version if c.tsv_version is not None else -1) < c.version for c in colls)
     cache = store.bm25_cache
-    return any(
-        cached_bm25(cache, c.id, c.version) is None and over_budget(cache, c.id, c.version) is None
-        for c in colls
-    )
+
+    def stale(c: CollectionInfo) -> bool:
+        if over_budget(cache, c.id, c.version) is not None:
+            return False  # SQL full text: read in this snapshot
+        entry = cached_bm25(cache, c.id, c.version)
+        # the index must be of this snapshot's version: one built since by another thread holds
+        # chunk ids this snapshot cannot see (a replaced document vanished from the leg)
+        return entry is None or entry.version != c.version
+
+    return any(stale(c) for c in colls)
 
 
 def prepare_lexical(store: SearchSource, colls: list[CollectionInfo], mode: str) -> None:

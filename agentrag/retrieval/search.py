@@ -273,6 +273,9 @@ def _run_legs(
     return vector, lexical
 
 
+_SNAPSHOT_ATTEMPTS = 4  # snapshots a search takes at most while writes move its lexical caches
+
+
 def _bound_statements(conn: Connection) -> None:
     """Under a run's deadline: the time left as this transaction's ``statement_timeout``."""
     left = remaining()
@@ -424,15 +427,17 @@ def search(
     snapshot = {"isolation_level": "REPEATABLE READ"}
     try:
         with overlap.searching():  # how busy the process is decides whether the legs overlap
-            try:
-                with store.engine.connect().execution_options(**snapshot) as conn, conn.begin():
-                    _bound_statements(conn)
-                    ranked = rank(conn, caches_ready=False)
-            except CachesStale as stale:
-                prepare_lexical(store, stale.collections, mode)
-                with store.engine.connect().execution_options(**snapshot) as conn, conn.begin():
-                    _bound_statements(conn)
-                    ranked = rank(conn, caches_ready=True)
+            # a stale cache (older than the snapshot, or newer: built since by another thread) is
+            # brought up to date and the search takes a new snapshot; the last attempt takes the
+            # caches as they are (writes racing every attempt)
+            for attempt in range(_SNAPSHOT_ATTEMPTS):
+                try:
+                    with store.engine.connect().execution_options(**snapshot) as conn, conn.begin():
+                        _bound_statements(conn)
+                        ranked = rank(conn, caches_ready=attempt == _SNAPSHOT_ATTEMPTS - 1)
+                    break
+                except CachesStale as stale:
+                    prepare_lexical(store, stale.collections, mode)
     except Exception as exc:
         if _cancelled_at_deadline(exc):
             raise budget_exceeded("search") from None
