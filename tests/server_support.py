@@ -71,7 +71,10 @@ class Server:
     def telemetry(self) -> list[dict[str, Any]]:
         if not self.trace_path.exists():
             return []
-        return [json.loads(line) for line in self.trace_path.read_text().splitlines() if line.strip()]
+        # the server may be writing its last line as this reads: only whole lines (newline-ended) count
+        text = self.trace_path.read_text()
+        whole = text[: text.rfind("\n") + 1]
+        return [json.loads(line) for line in whole.splitlines() if line.strip()]
 
     def stop(self) -> None:
         if self.process.poll() is None:
