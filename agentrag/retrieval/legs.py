@@ -24,7 +24,6 @@ from agentrag.retrieval.plan import SearchPlan
 from agentrag.retrieval.predicate import Predicate
 from agentrag.retrieval.scoped import (
     LegPlan,
-    exact_vector_leg,
     plan_collection,
     restore_sort,
     scope_bm25_leg,
@@ -37,6 +36,7 @@ from agentrag.retrieval.vector import (
     MAX_EF_SEARCH,
     ROWS_PER_EF_STEP,
     configure_hnsw,
+    exact_vector_leg,
     vector_leg,
 )
 

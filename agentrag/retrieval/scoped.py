@@ -53,10 +53,8 @@ from typing import TYPE_CHECKING, Any
 
 from agentrag.retrieval.bm25 import first_ranked
 from agentrag.retrieval.predicate import TextArray
-from agentrag.retrieval.vector import joined_ids, vector_sql
 
 if TYPE_CHECKING:
-    import numpy as np
     from sqlalchemy.engine import Connection
 
     from agentrag.retrieval.lexical import CachedBM25
@@ -73,7 +71,6 @@ __all__ = [
     "ScopeCount",
     "count_scope",
     "estimate_share",
-    "exact_vector_leg",
     "exact_wins",
     "plan_collection",
     "restore_sort",
@@ -369,44 +366,6 @@ def restore_sort(conn: Connection) -> None:
     from sqlalchemy import text
 
     conn.execute(text("SELECT set_config('enable_sort', 'on', true)"))
-
-
-def exact_vector_leg(
-    conn: Connection,
-    *,
-    collection_id: int,
-    dimensions: int,
-    distance: str,
-    query_vector: np.ndarray,
-    where: str,
-    params: dict[str, Any],
-    depth: int,
-    documents: tuple[str, ...] | None = None,
-    vector_type: str = "vector",
-) -> list[tuple[str, float]]:
-    """The vector leg as an exact scan of the scope's rows: ``[(chunk_id, similarity), ...]``.
-
-    ``documents``: the scope's document ids as the plan read them under ``where`` (this transaction's
-    snapshot): the chunks are read by ``document_id`` with no documents join and the predicate is not
-    evaluated again (a principal seeing 10 % of 100k chunks: 15 ms either way when quiet; at load 7 the
-    join's plan 69 ms, the ids' 37).
-    """
-    from sqlalchemy import text
-
-    by_documents = documents is not None
-    sql = vector_sql(
-        collection_id,
-        dimensions,
-        distance,
-        where,
-        exact=True,
-        by_documents=by_documents,
-        vector_type=vector_type,
-    )
-    bound = {"qvec": query_vector, "depth": int(depth)}
-    bound = {**bound, "v_docs": joined_ids(documents)} if by_documents else {**params, **bound}
-    rows = conn.execute(text(sql), bound).all()
-    return [(row.id, float(row.score)) for row in rows]
 
 
 def scope_bm25_leg(
