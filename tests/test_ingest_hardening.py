@@ -110,3 +110,46 @@ def test_ingest_of_a_folder_refuses_a_link_out_of_it(store, coll, tmp_path: Path
     assert [d.source for d in store.documents(coll)] == ["good.md", "inside.md"]
     # a file named on its own is read where it points (the caller chose it)
     assert store.ingest(folder / "link.md", collection=coll).added == ("link.md",)
+
+
+def test_ingest_of_a_folder_refuses_a_folder_swapped_for_a_link_out_before_the_read(
+    store, coll, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:  # type: ignore[no-untyped-def]
+    """The swap happens at the last moment there is: the first time anything resolves or opens the
+    listed file (a check by path, then a read by path, would read the secret)."""
+    import os
+    import shutil
+
+    folder, outside = tmp_path / "drop", tmp_path / "outside"
+    (folder / "sub").mkdir(parents=True)
+    outside.mkdir()
+    (folder / "sub" / "doc.md").write_text("# Doc\n\nThe listed file, inside the folder.\n")
+    (outside / "doc.md").write_text("The payroll password is hunter2.\n")
+    target, swapped = str(folder / "sub" / "doc.md"), []
+
+    def swap() -> None:
+        if not swapped:  # the folder on the file's path becomes a link out of the folder
+            swapped.append(True)
+            shutil.rmtree(folder / "sub")
+            (folder / "sub").symlink_to(outside, target_is_directory=True)
+
+    real_resolve, real_open = Path.resolve, os.open
+
+    def resolve(self: Path, strict: bool = False) -> Path:
+        resolved = real_resolve(self, strict=strict)
+        if str(self) == target:
+            swap()
+        return resolved
+
+    def open_(path, flags, mode=0o777, *, dir_fd=None):  # type: ignore[no-untyped-def]
+        if os.fspath(path) == target:
+            swap()
+        return real_open(path, flags, mode, dir_fd=dir_fd)
+
+    monkeypatch.setattr(Path, "resolve", resolve)
+    monkeypatch.setattr(os, "open", open_)
+    report = store.ingest(folder, collection=coll)
+    assert swapped, "the listed file was never opened"
+    assert report.error_types == {"sub/doc.md": "UnreadableFileError"}
+    assert "resolves outside the folder" in dict(report.failed)["sub/doc.md"]
+    assert store.documents(coll) == []

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -24,10 +25,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from agentrag.errors import EmbeddingError, IngestError, UnreadableFileError
-from agentrag.readers.base import file_failure
+from agentrag.readers.base import Source, file_failure
 from agentrag.readers.chunking import DEFAULT_CHUNK_OVERLAP, DEFAULT_CHUNK_SIZE, Chunk, chunk_text
 from agentrag.readers.ingest import read_document
 from agentrag.store.acl import GRANTS_KEY, read_sidecar
+from agentrag.store.safe_read import OutsideFolderError, read_inside
 
 if TYPE_CHECKING:
     import numpy as np
@@ -231,12 +233,10 @@ def _read(document: PreparedDocument, size: int, overlap: int) -> None:
     path = Path(document.path)
     if not path.exists():
         raise IngestError(f"{path}: no such file or directory", source=document.source)
-    if document.folder is not None and not _resolves_inside(path, Path(document.folder)):
-        raise UnreadableFileError(  # as sync refuses it: a link out of the folder is never followed
-            f"{document.source}: refused: it resolves outside the folder (a link was followed)",
-            source=document.source,
-        )
-    text, metadata, chunks = read_document(path, reader=document.reader, size=size, overlap=overlap)
+    source: Path | Source = path
+    if document.folder is not None:  # as sync reads it: through the descriptor checked inside the folder
+        source = Source(path.name, data=_read_in_folder(path, document.folder, document.source))
+    text, metadata, chunks = read_document(source, reader=document.reader, size=size, overlap=overlap)
     document.text, document.chunks = text, chunks
     sidecar = read_sidecar(path)  # <file>.grants: between the front matter and ingest's own
     document.metadata = {**metadata, **({GRANTS_KEY: sidecar} if sidecar else {}), **document.metadata}
@@ -244,8 +244,15 @@ def _read(document: PreparedDocument, size: int, overlap: int) -> None:
     document.path = None  # read: what crosses back to the driver is the text
 
 
-def _resolves_inside(path: Path, folder: Path) -> bool:
-    return path.resolve().is_relative_to(folder.resolve())
+def _read_in_folder(path: Path, folder: str, name: str) -> bytes:
+    """The bytes of a file found in ``folder``; a link out of it is refused, never followed, also
+    when the file or a folder on its path is swapped for one after the listing (:func:`read_inside`)."""
+    try:
+        return read_inside(os.path.realpath(folder), str(path), name=name)
+    except FileNotFoundError:
+        raise IngestError(f"{name}: no such file or directory", source=name) from None
+    except OutsideFolderError as exc:
+        raise UnreadableFileError(str(exc), source=name) from None
 
 
 def embed_documents(documents: Sequence[PreparedDocument], embedder: Embedder) -> list[PreparedDocument]:

@@ -23,17 +23,17 @@ from __future__ import annotations
 import builtins
 import fnmatch
 import os
-import stat
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from agentrag.errors import FileTooLargeError, InvalidInputError, SyncSourceError
-from agentrag.readers.base import LIMITS, Source
+from agentrag.errors import InvalidInputError, SyncSourceError
+from agentrag.readers.base import Source
 from agentrag.store.acl import SIDECAR_SUFFIX, parse_sidecar
 from agentrag.store.readers import SUPPORTED_SUFFIXES
+from agentrag.store.safe_read import OutsideFolderError, is_inside, read_inside
 
 __all__ = ["Entry", "SyncSource", "open_source"]
 
@@ -145,7 +145,7 @@ class LocalSource(SyncSource):
         pending = [(root, root, "")]  # (path, real path, key prefix), a stack: last pushed, first walked
         while pending:
             folder, real, prefix = pending.pop()
-            if real in seen or not _inside(real, root):  # a loop, or a link out of the folder
+            if real in seen or not is_inside(real, root):  # a loop, or a link out of the folder
                 continue
             seen.add(real)
             try:
@@ -172,7 +172,7 @@ class LocalSource(SyncSource):
                         key, self.include, self.exclude
                     ):
                         continue
-                    if link and not _inside(os.path.realpath(entry.path), root):
+                    if link and not is_inside(os.path.realpath(entry.path), root):
                         continue
                     stat = entry.stat()
                 except OSError:  # vanished while listing, or a dangling link
@@ -191,74 +191,16 @@ class LocalSource(SyncSource):
 
     def read_bytes(self, key: str) -> bytes:
         """The bytes of the file under ``key``, opened so that no link out of the folder is followed
-        at any component, whatever changed since the listing (issue #37, F-6): the file is opened
-        (non-blocking: a FIFO never hangs the sync), then the path the kernel actually opened
-        (``/proc/self/fd``, else the resolved path whose inode must be the opened one) must lie
-        inside the root, and the file must be a regular file within the reader size limit.
+        at any component, whatever changed since the listing (issue #37, F-6; :func:`read_inside`).
         FileNotFoundError when it vanished; SyncSourceError when it is refused or unreadable."""
         try:
-            fd = os.open(os.path.join(self.root, *key.split("/")), _OPEN_FLAGS)
+            return read_inside(str(self.root), os.path.join(self.root, *key.split("/")), name=key)
         except FileNotFoundError:
             raise
+        except OutsideFolderError as exc:
+            raise SyncSourceError(str(exc)) from exc
         except OSError as exc:
             raise SyncSourceError(f"{key}: cannot be read ({type(exc).__name__})") from exc
-        try:
-            info = os.fstat(fd)
-            if not _opened_inside(fd, info, os.path.join(self.root, *key.split("/")), str(self.root)):
-                raise SyncSourceError(f"{key}: refused: it resolves outside the folder (a link was followed)")
-            if not stat.S_ISREG(info.st_mode):
-                raise SyncSourceError(f"{key}: refused: not a regular file")
-            if info.st_size > LIMITS.max_file_bytes:
-                raise FileTooLargeError(
-                    f"{key}: {info.st_size:,} bytes is over the {LIMITS.max_file_bytes:,}-byte limit"
-                    " (agentrag.readers.LIMITS.max_file_bytes)",
-                    source=key,
-                )
-            return _read_all(fd, info.st_size)
-        except OSError as exc:
-            raise SyncSourceError(f"{key}: cannot be read ({type(exc).__name__})") from exc
-        finally:
-            os.close(fd)
-
-
-def _read_all(fd: int, size: int) -> bytes:
-    """The file open on ``fd``, to its end (at most one byte past the size limit: a file growing
-    meanwhile fails the reader's size check)."""
-    parts, total = [], 0
-    while total <= LIMITS.max_file_bytes:
-        part = os.read(fd, max(size - total, 0) + 65536)
-        if not part:
-            break
-        parts.append(part)
-        total += len(part)
-    return b"".join(parts)
-
-
-_OPEN_FLAGS = (
-    os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOCTTY", 0)
-)
-
-
-def _opened_inside(fd: int, info: os.stat_result, path: str, root: str) -> bool:
-    """Whether the file open on ``fd`` is inside ``root``: the path the kernel opened (Linux:
-    ``/proc/self/fd/N``); elsewhere the resolved ``path``, if it is inside and is the same file
-    (device and inode) as the one open -- a swap after the open makes them differ."""
-    try:
-        opened = os.readlink(f"/proc/self/fd/{fd}")
-    except OSError:
-        opened = ""
-    if opened.startswith("/"):
-        return _inside(opened, root)
-    real = os.path.realpath(path)
-    try:
-        now = os.stat(real)
-    except OSError:
-        return False
-    return _inside(real, root) and (now.st_dev, now.st_ino) == (info.st_dev, info.st_ino)
-
-
-def _inside(path: str, root: str) -> bool:
-    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
 
 
 class FsspecSource(SyncSource):
