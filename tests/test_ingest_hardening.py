@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+import agentrag as ar
 from agentrag.errors import FileTooLargeError, UnreadableFileError
 from agentrag.readers import LIMITS, Extracted, Source, read
 
@@ -153,3 +154,22 @@ def test_ingest_of_a_folder_refuses_a_folder_swapped_for_a_link_out_before_the_r
     assert report.error_types == {"sub/doc.md": "UnreadableFileError"}
     assert "resolves outside the folder" in dict(report.failed)["sub/doc.md"]
     assert store.documents(coll) == []
+
+
+def test_ingest_of_a_folder_fails_a_file_whose_grants_sidecar_links_out(store, coll, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    folder, outside = tmp_path / "drop", tmp_path / "outside"
+    folder.mkdir()
+    outside.mkdir()
+    (outside / "any.grants").write_text("group:everyone\n")
+    (folder / "plan.md").write_text("# Plan\n\nThe hiring plan for Q3.\n")
+    (folder / "plan.md.grants").symlink_to(outside / "any.grants")
+    (folder / "memo.md").write_text("# Memo\n\nThe office moves in May.\n")
+    (folder / "memo.md.grants").write_text("group:staff\n")
+    store.create_collection("acl_" + coll, acl=True)
+    report = store.ingest(folder, collection="acl_" + coll)
+    assert report.added == ("memo.md",)
+    assert report.error_types == {"plan.md": "UnreadableFileError"}
+    assert "plan.md.grants: refused: it resolves outside the folder" in dict(report.failed)["plan.md"]
+    admin = ar.Scope(principal=ar.Principal(admin=True))
+    (memo,) = store.documents("acl_" + coll, scope=admin)
+    assert store.grants(memo.id, scope=admin) == ["group:staff"]

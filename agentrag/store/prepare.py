@@ -28,7 +28,7 @@ from agentrag.errors import EmbeddingError, IngestError, UnreadableFileError
 from agentrag.readers.base import Source, file_failure
 from agentrag.readers.chunking import DEFAULT_CHUNK_OVERLAP, DEFAULT_CHUNK_SIZE, Chunk, chunk_text
 from agentrag.readers.ingest import read_document
-from agentrag.store.acl import GRANTS_KEY, read_sidecar
+from agentrag.store.acl import GRANTS_KEY, SIDECAR_SUFFIX, parse_sidecar, read_sidecar
 from agentrag.store.safe_read import OutsideFolderError, read_inside
 
 if TYPE_CHECKING:
@@ -238,10 +238,20 @@ def _read(document: PreparedDocument, size: int, overlap: int) -> None:
         source = Source(path.name, data=_read_in_folder(path, document.folder, document.source))
     text, metadata, chunks = read_document(source, reader=document.reader, size=size, overlap=overlap)
     document.text, document.chunks = text, chunks
-    sidecar = read_sidecar(path)  # <file>.grants: between the front matter and ingest's own
+    # <file>.grants: between the front matter and ingest's own; in a folder, read as the file is
+    sidecar = read_sidecar(path) if document.folder is None else _sidecar_in_folder(path, document.folder)
     document.metadata = {**metadata, **({GRANTS_KEY: sidecar} if sidecar else {}), **document.metadata}
     document.original_filename = path.name
     document.path = None  # read: what crosses back to the driver is the text
+
+
+def _sidecar_in_folder(path: Path, folder: str) -> list[str] | None:
+    """The grants sidecar of a file found in ``folder``; one that links out of the folder fails
+    the file (its grants would be unknown: never ingested without them)."""
+    sidecar = path.with_name(path.name + SIDECAR_SUFFIX)
+    if not os.path.lexists(sidecar):
+        return None
+    return parse_sidecar(_read_in_folder(sidecar, folder, sidecar.name).decode("utf-8"))
 
 
 def _read_in_folder(path: Path, folder: str, name: str) -> bytes:
