@@ -92,13 +92,20 @@ class Step:
         self._abody = abody
         self._after_hook = after
         self._signature = inspect.signature(body)
+        self._checked: set[frozenset[str]] = set()  # option-name sets already found valid
         functools.update_wrapper(self, body)
 
     def __repr__(self) -> str:
         return f"<step {self.name}{str(self._signature).replace('(ctx, ', '(', 1)}>"
 
     def check(self, options: Mapping[str, Any]) -> None:
-        """Raise ``TypeError`` now for an option the step does not take."""
+        """Raise ``TypeError`` now for an option the step does not take.
+
+        Options are keywords, so whether they bind depends only on their names: a set of names
+        found valid once is remembered (``Signature.bind`` was ~0.02 ms of every served search)."""
+        names = frozenset(options)
+        if names in self._checked:
+            return
         params = self._signature.parameters
         unknown = sorted(k for k in options if k not in params or k == "ctx")
         if unknown:
@@ -108,6 +115,8 @@ class Step:
             self._signature.bind(None, **options)
         except TypeError as exc:
             raise TypeError(f"{self.name}(): {exc}") from None
+        if len(self._checked) < 256:  # bounded: option names come from code, not from requests
+            self._checked.add(names)
 
     def __call__(self, ctx: Context = _UNSET, /, **options: Any) -> Any:
         self.check(options)

@@ -79,6 +79,22 @@ def test_metrics_cover_requests_modes_pools_and_refusals(
         assert secret not in text
 
 
+def test_active_requests_are_what_is_in_flight_when_scraped(client: Any, corpus: dict[str, Any]) -> None:
+    """Counted on the event loop, observed at the scrape: the scrape itself is the one GET in flight,
+    and the searches that came before it are done (their series read 0, not their count)."""
+    for _ in range(2):
+        body = {"query_text": QUESTION, "collections": [corpus["collection"]]}
+        r = client.post(f"/api/v1/query/{corpus['a']}/search", json=body, headers=auth(corpus["a"]))
+        assert r.status_code == 200, r.text
+    families = scrape(client)["families"]
+    active = {
+        (s.labels["method"], s.labels["scheme"]): s.value
+        for s in families["http_server_active_requests"].samples
+    }
+    assert active[("GET", "http")] == 1
+    assert active[("POST", "http")] == 0
+
+
 def test_metrics_of_an_app_given_its_own_telemetry_are_the_apps_to_export(store: Any) -> None:
     """``create_app(telemetry=...)``: the application exports its own providers; no /metrics route."""
     import agentrag as ar

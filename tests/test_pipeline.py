@@ -72,6 +72,18 @@ def test_unknown_options_raise_type_error_at_call_time(sample_store) -> None:
         ar.search("not a context")  # type: ignore[arg-type]
 
 
+def test_option_names_found_valid_once_are_not_bound_again_but_others_still_raise() -> None:
+    step = ar.search
+    step(limit=3, mode="vector")  # valid: remembered by its set of names
+    assert frozenset({"limit", "mode"}) in step._checked
+    step(mode="lexical", limit=4)  # the same names, other values: still valid
+    with pytest.raises(TypeError, match="bogus"):
+        step(limit=3, bogus=1)  # a superset with an unknown name is checked, not taken from the cache
+    with pytest.raises(TypeError, match="self_corect"):
+        step(self_corect=True)
+    assert not any("bogus" in names or "self_corect" in names for names in step._checked)
+
+
 def test_bad_option_values_raise_typed_errors(sample_store) -> None:
     ctx = ar.new("q", store=sample_store)
     with pytest.raises(InvalidInputError):

@@ -73,3 +73,32 @@ def test_a_killed_writer_connection_is_replaced_and_the_batch_written_once(store
     finally:
         admin.dispose()
         writer.close()
+
+
+def test_the_writer_stores_what_the_one_off_insert_stores(store: Any) -> None:
+    """The writer binds its column arrays in binary, ``write_audit`` as text: the same rows either way,
+    for details with quotes, backslashes, braces, commas and non-ASCII, and for missing columns."""
+    from agentrag.server.tenants import write_audit
+
+    details = {"q": 'a "quoted", {braced} \\ path', "u": "é\u2028ß", "n": None, "ids": ["x", "y,z"]}
+    via_writer, one_off = uuid.uuid4().hex, uuid.uuid4().hex
+    event = {"type": "REQUEST_REFUSED", "details": details}  # no tenant, workspace or session
+    writer = AuditWriter(store.engine, interval_s=0.0)
+    try:
+        writer.submit([{**event, "query_id": via_writer}], latency_ms=None)
+        writer.submit([{**event, "query_id": via_writer, "tenant": "w"}], latency_ms=2.5)
+        assert writer.flush(timeout=30)
+    finally:
+        writer.close()
+    write_audit(store.engine, [{**event, "query_id": one_off}], latency_ms=None)
+    write_audit(store.engine, [{**event, "query_id": one_off, "tenant": "w"}], latency_ms=2.5)
+
+    def shapes(query_id: str) -> list[tuple[Any, ...]]:
+        rows = list_audit(store.engine, query_id=query_id)
+        return sorted(
+            ((r.type, r.tenant_id, r.workspace_id, r.session_id, r.latency_ms, r.details) for r in rows),
+            key=repr,
+        )
+
+    assert shapes(via_writer) == shapes(one_off)
+    assert len(shapes(via_writer)) == 2 and shapes(via_writer)[0][5] == details

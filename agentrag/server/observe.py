@@ -49,9 +49,23 @@ class ObserveMiddleware:
         self.duration = meter.create_histogram(
             "http.server.request.duration", unit="s", description="Duration of HTTP server requests"
         )
-        self.active = meter.create_up_down_counter(
-            "http.server.active_requests", unit="{request}", description="HTTP requests in flight"
+        # in flight per (method, scheme), kept here on the event loop and read by the meter at each
+        # collection: two synchronous up-down records a request cost ~25 us of the loop's CPU
+        self.in_flight: dict[tuple[str, str], int] = {}
+        meter.create_observable_up_down_counter(
+            "http.server.active_requests",
+            callbacks=[self._observe_in_flight],
+            unit="{request}",
+            description="HTTP requests in flight",
         )
+
+    def _observe_in_flight(self, _options: Any) -> list[Any]:
+        from opentelemetry.metrics import Observation
+
+        return [
+            Observation(count, {"http.request.method": method, "url.scheme": scheme})
+            for (method, scheme), count in list(self.in_flight.items())
+        ]
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -79,8 +93,8 @@ class ObserveMiddleware:
         token = otel_context.attach(set_span_in_context(span))
         started = time.perf_counter()
         status = {"code": 500, "sent": False}
-        active_attrs = {"http.request.method": method, "url.scheme": attributes["url.scheme"]}
-        self.active.add(1, active_attrs)
+        active = (method, attributes["url.scheme"])
+        self.in_flight[active] = self.in_flight.get(active, 0) + 1
 
         try:
             declared = int(headers.get("content-length", "0") or 0)
@@ -139,7 +153,7 @@ class ObserveMiddleware:
                 **({"http.route": path_format} if path_format else {}),
             }
             self.duration.record(time.perf_counter() - started, metric_attrs)
-            self.active.add(-1, active_attrs)
+            self.in_flight[active] -= 1
             span.end()
             otel_context.detach(token)
 

@@ -345,7 +345,10 @@ SELECT * FROM unnest(
     CAST(:session AS text[]), CAST(:latency AS double precision[]), CAST(CAST(:details AS text[]) AS jsonb[])
 )
 """
-AUDIT_INSERT_DRIVER = re.sub(r"(?<!:):(\w+)", r"%(\1)s", _AUDIT_INSERT)
+# The driver's form binds the column arrays in PostgreSQL's binary format (``%(name)b``): as text, psycopg
+# quotes every array element with a regular expression (the JSON details' every '"'), ~35 us of the writer
+# thread's CPU per row, against ~3.4 us in binary (the rows stored are the same: tests/test_audit_writer.py).
+AUDIT_INSERT_DRIVER = re.sub(r"(?<!:):(\w+)", r"%(\1)b", _AUDIT_INSERT)
 _AUDIT_KEYS = ("type", "query_id", "tenant", "workspace", "session", "latency", "details")
 
 
