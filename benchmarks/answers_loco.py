@@ -397,7 +397,11 @@ def isotonic(points: Sequence[tuple[float, float, float]]) -> list[tuple[float, 
     (weighted least squares), as ``(x, value)`` knots in x order (one per pooled block's upper end)."""
     blocks: list[list[float]] = []  # [x_high, weighted sum of y, weight]
     for x, y, w in sorted(points):
-        blocks.append([x, y * w, w])
+        if blocks and blocks[-1][0] == x:  # one score, one value: ties pool first
+            blocks[-1][1] += y * w
+            blocks[-1][2] += w
+        else:
+            blocks.append([x, y * w, w])
         while len(blocks) > 1 and blocks[-2][1] / blocks[-2][2] >= blocks[-1][1] / blocks[-1][2]:
             top = blocks.pop()
             blocks[-1] = [top[0], blocks[-1][1] + top[1], blocks[-1][2] + top[2]]
