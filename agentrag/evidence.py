@@ -272,16 +272,22 @@ _QUESTION_WORDS = frozenset(
 # of the question word "long"; dropped when evidence is scored, kept when a message is read ("more" and
 # "most" stay: "*most* working children" qualifies)
 _ANSWER_NEUTRAL = frozenset("make makes made making longer longest".split())  # noqa: SIM905
+# a request's leading verb ("*Compare* the API rate limits ..."), which "tell" and "explain" already are
+_REQUEST = re.compile(r"^\W*(compare|contrast|describe|summari[sz]e|list|outline|define|show|give)\b", re.I)
 
 
 def question_terms(question: str, *, scoring: bool = False) -> list[str]:
     """The stemmed content terms of a question (question words and stop words removed); ``scoring``:
-    as evidence is scored, without what an answer need not say (``_ANSWER_NEUTRAL``)."""
+    as evidence is scored, without what an answer need not say (``_ANSWER_NEUTRAL``, a request's
+    leading verb)."""
     from agentrag.answer_languages import ANSWER_LANGUAGE, QUESTION_WORDS
     from agentrag.steps._common import terms
 
     words = _QUESTION_WORDS | QUESTION_WORDS.get(ANSWER_LANGUAGE.get() or "", frozenset())
-    words = words | _ANSWER_NEUTRAL if scoring and ANSWER_LANGUAGE.get() is None else words
+    english = scoring and ANSWER_LANGUAGE.get() is None
+    words = words | _ANSWER_NEUTRAL if english else words
+    request = _REQUEST.match(question) if english else None
+    words = words | {request.group(1).lower()} if request else words
     drop = {t for w in words for t in terms(w)}
     return [t for t in dict.fromkeys(terms(question)) if t not in drop]
 

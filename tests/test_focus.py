@@ -140,3 +140,11 @@ def test_a_light_verb_and_a_degree_of_long_are_not_a_focus_the_documents_lack() 
     assert evidence.signals.unknown == 0.0
     # a content word no unit holds still counts
     assert gather(["Can an admin make that longer for interns?"], RETENTION).signals.unknown > 0.0
+
+
+def test_a_requests_leading_verb_is_not_a_focus_the_documents_lack() -> None:
+    """ "Compare ..." asks for the comparison; no unit says "compare" (the research notebook's example
+    abstained at 0.40 for it). The same word inside a question still counts."""
+    request = gather(["Compare the hotel limit and the training budget"], LEAVE)
+    assert request.signals.unknown == 0.0
+    assert gather(["How do the hotel limit and the training budget compare?"], LEAVE).signals.unknown > 0.0

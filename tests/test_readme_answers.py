@@ -386,3 +386,55 @@ def test_which_plans_include_sso_through_the_playground_request(
     body = {"model": "agentrag/" + "+".join(_all(lumen)), "messages": [{"role": "user", "content": SSO[0]}]}
     content, _ = _streamed(real_server, lumen["tenant"], body)
     assert fact_hit(content, ["Free or Team", *SSO[1]]), content
+
+
+# ---- the documentation site's other example questions ---------------------------------------------
+def test_the_answers_across_corpora_page_answers_sso_and_declines_the_company_car(
+    lumen: dict[str, Any],
+) -> None:
+    """docs/explanation/answers-across-corpora.md: over the product docs, SSO's plans, and a refusal for a
+    question the docs do not cover."""
+    docs = [lumen["names"]["docs"]]
+    sso = _new(lumen, SSO[0], docs) | ar.search() | ar.rerank() | ar.answer()
+    assert _said(sso, ["Free or Team", *SSO[1]]), sso.answer_text
+    car = (
+        _new(lumen, "Does Lumen give employees a company car?", docs)
+        | ar.search()
+        | ar.rerank()
+        | ar.answer()
+    )
+    assert car.mode == "abstained" and car.grounded is False, car.answer_text
+    assert "does not seem to cover" in (car.answer_text or "")
+
+
+def test_the_research_notebook_questions(lumen: dict[str, Any]) -> None:
+    """docs/tutorials/research-notebook.md's pipes: export, and the two plans' rate limits compared."""
+    names = _all(lumen)
+    export = _new(lumen, "How do I export my notes?", []) | ar.route(collections=names) | ar.decompose()
+    export = export | ar.search(self_correct=True) | ar.answer()
+    assert _said(export, ["Export"]), export.answer_text
+    question = "Compare the API rate limits on the Team and Business plans"
+    compared = _new(lumen, question, []) | ar.route(collections=names) | ar.decompose()
+    compared = compared | ar.search(self_correct=True) | ar.rerank() | ar.answer()
+    said = compared.answer_text or ""
+    assert fact_hit(said, ["300"]) and fact_hit(said, ["1,200"]), said
+
+
+def test_the_openai_client_example_resets_two_factor(lumen: dict[str, Any], real_server: Server) -> None:
+    """docs/how-to/clients.md: the OpenAI client's "How do I reset 2FA?" to ``agentrag/<support>``."""
+    import httpx
+
+    tenant = lumen["tenant"]
+    body = {
+        "model": f"agentrag/{lumen['names']['support']}",
+        "messages": [{"role": "user", "content": "How do I reset 2FA?"}],
+    }
+    r = httpx.post(
+        f"{real_server.url}/v1/chat/completions",
+        json=body,
+        headers={"Authorization": f"Bearer {token(tenant)}"},
+        timeout=60,
+    )
+    assert r.status_code == 200, r.text
+    content = r.json()["choices"][0]["message"]["content"].split("\n\nSources:")[0]
+    assert fact_hit(content, ["Reset two-factor authentication"]), content
