@@ -438,3 +438,32 @@ def test_the_openai_client_example_resets_two_factor(lumen: dict[str, Any], real
     assert r.status_code == 200, r.text
     content = r.json()["choices"][0]["message"]["content"].split("\n\nSources:")[0]
     assert fact_hit(content, ["Reset two-factor authentication"]), content
+
+
+def _rate_limit_turn(lumen: dict[str, Any], message: str) -> ar.Context:
+    """A follow-up of answers-across-corpora.md's table, after "What are the API rate limits on the Team
+    plan?"."""
+    first = "What are the API rate limits on the Team plan?"
+    ctx = _new(lumen, first, _all(lumen)) | ar.gate() | ar.search() | ar.rerank() | ar.answer()
+    assert _said(ctx, ["300"]), ctx.answer_text
+    history = [{"role": "user", "content": first}, {"role": "assistant", "content": ctx.answer_text or ""}]
+    ctx = _new(lumen, message, _all(lumen), history=history)
+    return ctx | ar.gate() | ar.condense() | ar.search() | ar.rerank() | ar.answer()
+
+
+def test_the_rate_limit_follow_up_on_business(lumen: dict[str, Any]) -> None:
+    ctx = _rate_limit_turn(lumen, "And on Business?")
+    assert ctx.question == "What are the API rate limits on the Business plan?"
+    assert _said(ctx, ["1,200"]), ctx.answer_text
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="searched as 'What happens when I exceed the API rate limits on the Team plan?', the topic's "
+    "words outweigh the ask's: a sentence pointing to the per-plan limits is quoted, not the 429 of 'What "
+    "happens when you hit the limit'",
+)
+def test_the_rate_limit_follow_up_on_exceeding_it(lumen: dict[str, Any]) -> None:
+    ctx = _rate_limit_turn(lumen, "what happens when I exceed it?")
+    assert ctx.question == "What happens when I exceed the API rate limits on the Team plan?"
+    assert _said(ctx, ["429"]), ctx.answer_text
