@@ -133,7 +133,7 @@ def found_share(question: str, texts: Sequence[str]) -> float:
     """The share of ``question``'s content terms (rarer terms weigh more) found in ``texts``."""
     from agentrag.steps._common import terms
 
-    asked = question_terms(question)
+    asked = question_terms(question, scoring=True)
     if not asked:
         return 1.0
     present: set[str] = set()

@@ -32,17 +32,15 @@ orders them readably: the best unit's document first, document order within a do
 
 from __future__ import annotations
 
-import hashlib
 import math
 import re
-import threading
-from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from agentrag.answer_types import answer_type, type_fit
 from agentrag.hits import Hit
+from agentrag.unit_vectors import VectorCache  # re-exported: the cache moved there
 
 if TYPE_CHECKING:
     import numpy as np
@@ -262,52 +260,6 @@ def units_of(hits: Sequence[Hit]) -> list[Unit]:
     return out
 
 
-# ---- vectors ------------------------------------------------------------------------------------
-class VectorCache:
-    """Unit vectors keyed by the embedder's model, version and the unit's text (its SHA-1):
-    a bounded LRU shared by every answer of the process, so the sentences of chunks that come
-    back across questions are embedded once."""
-
-    def __init__(self, size: int = 20_000) -> None:
-        self.size = size
-        self._vectors: OrderedDict[tuple[str, str, bytes], np.ndarray] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def vectors(self, embedder: Any, texts: Sequence[str]) -> np.ndarray:
-        import numpy as np
-
-        model, version = str(embedder.model_id), str(embedder.version)
-        keys = [(model, version, hashlib.sha1(t.encode()).digest()) for t in texts]
-        found: dict[tuple[str, str, bytes], np.ndarray] = {}
-        with self._lock:
-            for key in keys:
-                vector = self._vectors.get(key)
-                if vector is not None:
-                    self._vectors.move_to_end(key)
-                    found[key] = vector
-        missing = {key: text for key, text in zip(keys, texts, strict=True) if key not in found}
-        if missing:
-            got = np.asarray(embedder.embed(list(missing.values())), dtype=np.float32)
-            if got.ndim != 2 or len(got) != len(missing):
-                raise ValueError(f"the embedder returned shape {got.shape} for {len(missing)} texts")
-            norms = np.linalg.norm(got, axis=1, keepdims=True)
-            got = (got / np.where(norms == 0, 1.0, norms)).astype(np.float32)
-            with self._lock:
-                for key, vector in zip(missing, got, strict=True):
-                    found[key] = self._vectors[key] = vector
-                while len(self._vectors) > self.size:
-                    self._vectors.popitem(last=False)
-        if not keys:
-            return np.zeros((0, 1), dtype=np.float32)
-        return np.stack([found[key] for key in keys])
-
-    def clear(self) -> None:
-        with self._lock:
-            self._vectors.clear()
-
-
-DEFAULT_CACHE = VectorCache()
-
 # ---- scoring ------------------------------------------------------------------------------------
 _QUESTION_WORDS = frozenset(
     """what which who whom whose when where why how does do did can could should would will is are was
@@ -316,14 +268,26 @@ _QUESTION_WORDS = frozenset(
     she her they them their its one ones also just only too very really please from into onto over
     under up down out off than then so yet still until""".split()  # noqa: SIM905
 )
+# what an answer need not say to answer: a light verb ("can an admin *make* that longer?") and the degrees
+# of the question word "long"; dropped when evidence is scored, kept when a message is read ("more" and
+# "most" stay: "*most* working children" qualifies)
+_ANSWER_NEUTRAL = frozenset("make makes made making longer longest".split())  # noqa: SIM905
+# a request's leading verb ("*Compare* the API rate limits ..."), which "tell" and "explain" already are
+_REQUEST = re.compile(r"^\W*(compare|contrast|describe|summari[sz]e|list|outline|define|show|give)\b", re.I)
 
 
-def question_terms(question: str) -> list[str]:
-    """The stemmed content terms of a question (question words and stop words removed)."""
+def question_terms(question: str, *, scoring: bool = False) -> list[str]:
+    """The stemmed content terms of a question (question words and stop words removed); ``scoring``:
+    as evidence is scored, without what an answer need not say (``_ANSWER_NEUTRAL``, a request's
+    leading verb)."""
     from agentrag.answer_languages import ANSWER_LANGUAGE, QUESTION_WORDS
     from agentrag.steps._common import terms
 
     words = _QUESTION_WORDS | QUESTION_WORDS.get(ANSWER_LANGUAGE.get() or "", frozenset())
+    english = scoring and ANSWER_LANGUAGE.get() is None
+    words = words | _ANSWER_NEUTRAL if english else words
+    request = _REQUEST.match(question) if english else None
+    words = words | {request.group(1).lower()} if request else words
     drop = {t for w in words for t in terms(w)}
     return [t for t in dict.fromkeys(terms(question)) if t not in drop]
 
@@ -400,7 +364,7 @@ def named_terms(question: str) -> set[str]:
 def lexical_scores(question: str, pool: _Pool, *, lead: bool = False) -> list[float]:
     """Per unit, the IDF-weighted share of the question's terms it contains (half credit for one
     only in its context); ``lead``: the heading a unit opens counts as part of the unit."""
-    asked = question_terms(question)
+    asked = question_terms(question, scoring=True)
     if not asked:
         return [0.0] * len(pool.units)
     rare = math.log(1.0 + (len(pool.units) + 1) / 0.5)  # a term in no unit is as rare as can be

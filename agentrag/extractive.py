@@ -18,8 +18,9 @@ from agentrag.abstain import DEFAULT_CALIBRATION, Calibration, Signals, confiden
 from agentrag.answer_window import prefer_typed, widen
 from agentrag.context import SupportSpan
 from agentrag.errors import AgentragError
-from agentrag.evidence import DEFAULT_CACHE, Scored, Unit, VectorCache, plain, score_units, select, units_of
+from agentrag.evidence import Scored, Unit, plain, score_units, select, units_of
 from agentrag.hits import Hit
+from agentrag.unit_vectors import DEFAULT_CACHE, VectorCache
 
 __all__ = ["Evidence", "cited_as_shown", "extractive_answer", "gather", "labelled", "render", "spans_of"]
 

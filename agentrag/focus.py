@@ -87,7 +87,7 @@ def focus(question: str, best: Unit, units: Sequence[Unit]) -> tuple[float, floa
     from agentrag.evidence import has_term, question_terms
     from agentrag.steps._common import terms
 
-    asked = question_terms(question)
+    asked = question_terms(question, scoring=True)
     if not asked:
         return 1.0, 0.0
     df: dict[str, int] = {}

@@ -29,9 +29,10 @@ from typing import TYPE_CHECKING, Any
 
 from agentrag.context import SupportSpan
 from agentrag.errors import AgentragError
-from agentrag.evidence import DEFAULT_CACHE, VectorCache, plain, question_terms, units_of
+from agentrag.evidence import plain, question_terms, units_of
 from agentrag.grounding import citation_labels, claim_sentences
 from agentrag.hits import Hit
+from agentrag.unit_vectors import DEFAULT_CACHE, VectorCache
 
 if TYPE_CHECKING:
     from agentrag.context import Context

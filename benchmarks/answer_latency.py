@@ -22,7 +22,8 @@ from pathlib import Path
 
 import agentrag as ar
 from agentrag.embedders import LocalEmbedder
-from agentrag.evidence import DEFAULT_CACHE, plain, units_of
+from agentrag.evidence import plain, units_of
+from agentrag.unit_vectors import DEFAULT_CACHE
 from benchmarks._db import bench_url
 
 ROOT = Path(__file__).resolve().parent.parent

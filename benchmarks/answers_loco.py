@@ -193,7 +193,39 @@ def _items(
 
 
 # ---- running --------------------------------------------------------------------------------------
+class _Recorder:
+    """The signals behind the last answer (the answer step's ``gather``, wrapped for this run only):
+    what the leave-one-corpus-out fits read besides the confidence."""
+
+    def __init__(self) -> None:
+        self.last: dict[str, Any] = {}
+
+    def __enter__(self) -> _Recorder:
+        import importlib
+
+        step = importlib.import_module("agentrag.steps.answer")  # the module, not the Step it exports
+        self._step, self._gather = step, step.gather
+
+        def gather(*args: Any, **kwargs: Any) -> Any:
+            evidence = self._gather(*args, **kwargs)
+            self.last = {k: v for k, v in asdict(evidence.signals).items() if v is not None}
+            return evidence
+
+        step.gather = gather
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._step.gather = self._gather
+
+
 def run_corpus(store: Any, corpus: Corpus, on_row: Callable[[Row], None] | None = None) -> list[Row]:
+    with _Recorder() as recorder:
+        return _run_corpus(store, corpus, recorder, on_row)
+
+
+def _run_corpus(
+    store: Any, corpus: Corpus, recorder: _Recorder, on_row: Callable[[Row], None] | None
+) -> list[Row]:
     import agentrag as ar
     from agentrag.eval.answers import abstained, fact_hit
     from benchmarks._answers_worker import ingest_corpus
@@ -213,7 +245,10 @@ def run_corpus(store: Any, corpus: Corpus, on_row: Callable[[Row], None] | None 
             limit=5,
         )
         ctx = ctx | ar.gate() | ar.condense() | ar.search() | ar.rerank()
-        as_is, open_ = ctx | configured, ctx | opened
+        recorder.last = {}
+        as_is = ctx | configured
+        signals = recorder.last
+        open_ = ctx | opened
         expected = item.get("expected", [])
         conf = as_is.answer_confidence if as_is.answer_confidence is not None else 0.0
         refused = abstained(as_is)
@@ -228,7 +263,7 @@ def run_corpus(store: Any, corpus: Corpus, on_row: Callable[[Row], None] | None 
             open_hit=bool(expected) and not abstained(open_) and fact_hit(open_.answer_text or "", expected),
             no_selection=refused and conf >= DEFAULT_CALIBRATION.abstain_below,
             answer=(open_.answer_text or "")[:300],
-            extra={"searched": ctx.question},
+            extra={"searched": ctx.question, "signals": signals},
         )
         rows.append(row)
         if on_row is not None:
@@ -357,6 +392,45 @@ def held_out(rows: Sequence[Row], corpus: str) -> dict[str, Any]:
     return out
 
 
+def isotonic(points: Sequence[tuple[float, float, float]]) -> list[tuple[float, float]]:
+    """Pool-adjacent-violators over ``(x, y, weight)``: the non-decreasing step function of y on x
+    (weighted least squares), as ``(x, value)`` knots in x order (one per pooled block's upper end)."""
+    blocks: list[list[float]] = []  # [x_high, weighted sum of y, weight]
+    for x, y, w in sorted(points):
+        if blocks and blocks[-1][0] == x:  # one score, one value: ties pool first
+            blocks[-1][1] += y * w
+            blocks[-1][2] += w
+        else:
+            blocks.append([x, y * w, w])
+        while len(blocks) > 1 and blocks[-2][1] / blocks[-2][2] >= blocks[-1][1] / blocks[-1][2]:
+            top = blocks.pop()
+            blocks[-1] = [top[0], blocks[-1][1] + top[1], blocks[-1][2] + top[2]]
+    return [(x, total / weight) for x, total, weight in blocks]
+
+
+def step_value(knots: Sequence[tuple[float, float]], x: float) -> float:
+    """The isotonic map's value at ``x``: the first knot at or above it (the last one beyond)."""
+    for high, value in knots:
+        if x <= high:
+            return value
+    return knots[-1][1] if knots else 0.5
+
+
+def held_out_map(rows: Sequence[Row], corpus: str) -> dict[str, Any]:
+    """The defaults' answers with their confidence replaced by an isotonic map of correctness on
+    the combined score, fitted on the other corpora (each weighing the same): whether a calibration
+    table that changes no answer transfers to the held-out corpus."""
+    others = [r for r in rows if r.corpus != corpus]
+    counts = {c: sum(1 for r in others if r.corpus == c) for c in {r.corpus for r in others}}
+    knots = isotonic([(_combined(r.confidence), float(correct(r)), 1.0 / counts[r.corpus]) for r in others])
+    mine = [r for r in rows if r.corpus == corpus]
+    out = metrics(
+        mine, [step_value(knots, _combined(r.confidence)) for r in mine], [not r.abstained for r in mine]
+    )
+    out["fact_hit"] = _rate([r.hit for r in mine if r.category == "answerable"])
+    return out
+
+
 # ---- report ---------------------------------------------------------------------------------------
 COLUMNS = (
     ("fact_hit", "answerable fact hit"),
@@ -365,6 +439,13 @@ COLUMNS = (
     ("absent_answered", "absent answered"),
     ("ece", "ECE"),
 )
+
+
+SETTINGS = {
+    "default": "defaults",
+    "held_out": "fitted on the others",
+    "held_out_map": "defaults' answers, confidence mapped from the others",
+}
 
 
 def _cell(value: Any) -> str:
@@ -380,10 +461,9 @@ def report(results: dict[str, dict[str, Any]], label: str) -> None:
     for name, result in results.items():
         n = result["default"]["n"]
         counts = f"{n['answerable']} / {n['near_miss']} / {n['absent']}"
-        for setting in ("default", "held_out"):
+        for setting, what in SETTINGS.items():
             if setting in result:
                 cells = " | ".join(_cell(result[setting][k]) for k, _ in COLUMNS)
-                what = "defaults" if setting == "default" else "fitted on the others"
                 print(f"| {name} | {counts} | {what} | {cells} |")
     print("\nreliability (defaults): confidence bin: n, mean confidence / accuracy")
     for name, result in results.items():
@@ -400,6 +480,25 @@ def build(root: Path, args: argparse.Namespace) -> list[Corpus]:
     return [c for c in corpora if not args.only or c.name in args.only]
 
 
+def load_rows(path: Path) -> list[Row]:
+    return [Row(**r) for r in json.loads(path.read_text())["rows"]]
+
+
+def run_all(args: argparse.Namespace) -> list[Row]:
+    import agentrag as ar
+    from benchmarks.answers import database_url
+
+    store = ar.Store(database_url(args.database))
+    root = Path(tempfile.gettempdir()) / "agentrag-loco"
+    rows: list[Row] = []
+    started = time.perf_counter()
+    for corpus in build(root, args):
+        rows += run_corpus(store, corpus)
+        print(f"  {corpus.name}: {time.perf_counter() - started:.0f} s", file=sys.stderr, flush=True)
+    store.close()
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -410,25 +509,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--only", nargs="*", help="corpora to run (default: all)")
     parser.add_argument("--json", help="write the rows and figures here")
+    parser.add_argument("--database", default="agentrag_loco", help="the benchmarks' database to use")
+    parser.add_argument("--rows", help="report the rows of an earlier --json file instead of running")
     args = parser.parse_args(argv)
-
-    import agentrag as ar
-    from benchmarks.answers import database_url
-
-    store = ar.Store(database_url("agentrag_loco"))
-    root = Path(tempfile.gettempdir()) / "agentrag-loco"
-    rows: list[Row] = []
-    started = time.perf_counter()
-    for corpus in build(root, args):
-        rows += run_corpus(store, corpus)
-        print(f"  {corpus.name}: {time.perf_counter() - started:.0f} s", file=sys.stderr, flush=True)
-    store.close()
+    rows = load_rows(Path(args.rows)) if args.rows else run_all(args)
     results: dict[str, dict[str, Any]] = {}
     names = list(dict.fromkeys(r.corpus for r in rows))
     for name in names:
         results[name] = {"default": as_configured([r for r in rows if r.corpus == name])}
         if len(names) > 2:
             results[name]["held_out"] = held_out(rows, name)
+            results[name]["held_out_map"] = held_out_map(rows, name)
     report(results, "answers per corpus: the library's defaults, and leave-one-corpus-out")
     if args.json:
         Path(args.json).write_text(

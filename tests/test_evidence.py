@@ -410,6 +410,10 @@ def test_topicless_follow_ups_carry_the_previous_question_and_are_scored_on_thei
     assert asked("How long until the money is back, regarding a refund?") == (
         "How long until the money is back, regarding a refund?"
     )
+    # a topic that is the whole previous question: the evidence is scored on the ask ("that" is it)
+    assert asked("Can an admin make that longer, regarding how long do deleted notes stay in the trash?") == (
+        "Can an admin make that longer?"
+    )
     # "it" is the thing asked about, not a noun of the "if" clause
     assert resolve("does it cost anything?", "Can I get a replacement if I lose my card?") == (
         "Does a replacement cost anything?"

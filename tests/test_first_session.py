@@ -217,6 +217,32 @@ def test_the_quickstart_after_the_demo_finds_each_document_once(cli, demo: str) 
     assert {"docs", "support", "demo_product_docs", "demo_support", "demo_api"} <= names
 
 
+def _answer_of(demo: str, question: str) -> str:
+    """The answer ``agentrag demo`` printed for ``question``, its lines joined (textwrap cuts at 100)."""
+    section = demo.split(f"Q: {question}", 1)[1].split("\nQ: ", 1)[0]
+    said = section.split("  answer (", 1)[1].split("  citations:", 1)[0]
+    return " ".join(said.split())
+
+
+def test_the_readme_demo_and_its_cli_line_state_their_facts(cli, demo: str) -> None:  # type: ignore[no-untyped-def]
+    """``make demo``'s two questions as the real CLI prints them (the pagination and the 429; both plans'
+    support times and rate limits, the numbers not a ratio), then the README's command line after it
+    (``agentrag ask "How long are deleted notes kept in the trash?" --collection demo_product_docs
+    --proof``)."""
+    from agentrag.demo import QUESTIONS
+    from agentrag.eval.answers import fact_hit
+
+    first, second = (_answer_of(demo, q) for q in QUESTIONS)
+    assert fact_hit(first, ["cursor-based pagination"]) and fact_hit(first, ["429"]), first
+    for fact in ("24 hours", "8 hours", "300", "1,200"):
+        assert fact_hit(second, [fact]), (fact, second)
+    done = cli(
+        "ask", "How long are deleted notes kept in the trash?", "--collection", "demo_product_docs", "--proof"
+    )
+    answer = done.stdout.split("\nSources:")[0]
+    assert any("30 days" in s and "trash" in s.lower() for s in re.split(r"(?<=\.)\s+", answer)), done.stdout
+
+
 def test_the_fixes_a_typo_in_a_setting_suggests() -> None:
     from agentrag.chat import RAGConfig
     from agentrag.errors import InvalidInputError

@@ -122,15 +122,21 @@ def place_of(reply: str) -> str | None:
 REGARDING = ", regarding "
 
 
+_CLAUSE = re.compile(r"^(?:how|what|why|when|where|which|who|whether|if)\b", re.IGNORECASE)
+
+
 def asked(question: str) -> str:
-    """What a resolved topicless follow-up asks, without the topic it carries for the search:
-    ``"How many attempts in total, regarding how webhooks handle failed deliveries?"`` ->
-    ``"How many attempts in total?"``. The search needs the topic; the evidence is scored on the
-    ask, among chunks the topic already retrieved (the topic's words would outweigh the ask's)."""
+    """What a resolved follow-up asks, without the topic it carries for the search, when the ask is
+    topicless (``"How many attempts in total, regarding how webhooks handle failed deliveries?"`` ->
+    ``"How many attempts in total?"``) or the topic is the whole previous question (``"Can an admin
+    make that longer, regarding how long do deleted notes stay in the trash?"`` -> ``"Can an admin
+    make that longer?"``). The search needs the topic; the evidence is scored on the ask, among chunks
+    the topic already retrieved (the topic's words would outweigh the ask's). A topic that is a noun
+    phrase ("..., regarding a refund?") names what the ask is about and stays."""
     from agentrag.steps.condense import is_topicless
 
-    head, sep, _topic = question.rpartition(REGARDING)
-    return head + "?" if sep and is_topicless(head) else question
+    head, sep, topic = question.rpartition(REGARDING)
+    return head + "?" if sep and (is_topicless(head) or _CLAUSE.match(topic)) else question
 
 
 def _stem(word: str) -> str:
