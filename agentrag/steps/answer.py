@@ -233,7 +233,9 @@ def prepare(
     language = None
     if evidence_hits:
         started = time.perf_counter()
-        language, cal = answer_language(ctx.question, evidence_hits, cal, given=calibration is not None)
+        language, cal = answer_language(
+            ctx.question, evidence_hits, cal, given=calibration is not None, embedder=plan.embedder
+        )
         with answering_in(language):
             evidence = gather(
                 evidence_questions(ctx),
