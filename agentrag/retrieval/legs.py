@@ -7,7 +7,7 @@ lexical cache must be built first, and :func:`prepare_lexical` builds it with no
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 from agentrag.errors import EmbeddingError
@@ -29,7 +29,7 @@ from agentrag.retrieval.scoped import (
     scope_bm25_leg,
     set_max_scan_tuples,
 )
-from agentrag.retrieval.sources import CollectionInfo, SearchSource, embed_query
+from agentrag.retrieval.sources import CollectionInfo, SearchSource, embed_query, vector_key
 from agentrag.retrieval.tenant_walk import prepare_tenant_walk, tenant_leg, tenant_only
 from agentrag.retrieval.vector import (
     DEFAULT_EF_SEARCH,
@@ -44,6 +44,8 @@ if TYPE_CHECKING:
     import numpy as np
     from sqlalchemy.engine import Connection
 
+    from agentrag.embedders import Embedder
+
 __all__ = [
     "CachesStale",
     "default_ef_search",
@@ -54,7 +56,7 @@ __all__ = [
     "lexical_stale",
     "over_budget_reasons",
     "plan_legs",
-    "plan_query_vector",
+    "plan_query_vectors",
     "prepare_lexical",
     "vector_ranked",
     "where_for",
@@ -230,16 +232,26 @@ def lexical_ranked(
     return merge_by_score(per_collection, depth)
 
 
-def plan_query_vector(
-    store: SearchSource, plan: SearchPlan, timings: dict[str, float]
-) -> tuple[np.ndarray | None, str | None]:
-    """The query vector (None for a lexical search) and, when a hybrid search lost its vector
-    leg to a failing embedder, why (the error's type only: a provider's message may echo the
-    query). A vector search raises the EmbeddingError."""
+def plan_query_vectors(
+    store: SearchSource,
+    plan: SearchPlan,
+    embedders: Mapping[str, Embedder],
+    timings: dict[str, float],
+    have: Mapping[tuple[str, str], np.ndarray] | None = None,
+) -> tuple[dict[tuple[str, str], np.ndarray] | None, str | None]:
+    """The query's vectors, one per distinct embedder of ``embedders`` (by :func:`vector_key`; those
+    in ``have`` are kept), None for a lexical search; and, when a hybrid search lost its vector leg
+    to a failing embedder, why (the error's type only: a provider's message may echo the query). A
+    vector search raises the EmbeddingError."""
     if plan.mode not in ("vector", "hybrid"):
         return None, None
+    vectors = dict(have or {})
     try:
-        vector, timings["embed"] = embed_query(store, plan.query)
+        for embedder in embedders.values():
+            key = vector_key(embedder)
+            if key not in vectors:
+                vectors[key], took = embed_query(store, plan.query, embedder)
+                timings["embed"] = timings.get("embed", 0.0) + took
     except EmbeddingError as exc:
         if plan.mode == "vector":
             raise
@@ -247,7 +259,7 @@ def plan_query_vector(
         return None, (
             f"vector leg unavailable, results are lexical (BM25) only: embedder failed ({type(exc).__name__})"
         )
-    return vector, None
+    return vectors, None
 
 
 def plan_of(leg_plans: dict[int, LegPlan] | None, c: CollectionInfo) -> LegPlan | None:
@@ -283,11 +295,12 @@ def vector_ranked(
     conn: Connection,
     plan: SearchPlan,
     colls: list[CollectionInfo],
-    query_vector: np.ndarray,
+    query_vectors: Mapping[int, np.ndarray],
     leg_plans: dict[int, LegPlan] | None = None,
     before_statement: Callable[[], None] | None = None,
 ) -> list[tuple[str, float]]:
-    """The vector leg over every collection, merged. ``before_statement`` is called once, just before
+    """The vector leg over every collection (each with its embedder's query vector, ``query_vectors``
+    by collection id), merged. ``before_statement`` is called once, just before
     the first collection's ranking statement is sent (the HNSW settings already are): a hybrid
     search starts its BM25 leg there, so that leg's Python does not hold the GIL while this thread
     still prepares the statement."""
@@ -304,7 +317,7 @@ def vector_ranked(
                     collection_id=c.id,
                     dimensions=c.dimensions,
                     distance=c.distance,
-                    query_vector=query_vector,
+                    query_vector=query_vectors[c.id],
                     where=where_for(plan.predicate, c, leg),
                     params=plan.params,
                     depth=plan.leg_depth,
@@ -331,7 +344,7 @@ def vector_ranked(
                 collection_id=c.id,
                 dimensions=c.dimensions,
                 distance=c.distance,
-                query_vector=query_vector,
+                query_vector=query_vectors[c.id],
                 where=where,
                 params=plan.params,
                 depth=plan.leg_depth,

@@ -93,7 +93,7 @@ from agentrag.retrieval.legs import (
     lexical_stale,
     over_budget_reasons,
     plan_legs,
-    plan_query_vector,
+    plan_query_vectors,
     prepare_lexical,
     vector_ranked,
 )
@@ -102,13 +102,21 @@ from agentrag.retrieval.predicate import check_owners, check_principal, grant_of
 from agentrag.retrieval.result import SearchResult
 from agentrag.retrieval.scope_sql import check_scope
 from agentrag.retrieval.scoped import LegPlan
-from agentrag.retrieval.sources import CollectionInfo, SearchSource, check_embedder, load_collections
+from agentrag.retrieval.sources import (
+    CollectionInfo,
+    SearchSource,
+    check_embedder,
+    load_collections,
+    mixed_models,
+    vector_key,
+)
 from agentrag.scope import Scope
 
 if TYPE_CHECKING:
     import numpy as np
     from sqlalchemy.engine import Connection
 
+    from agentrag.embedders import Embedder
     from agentrag.retrieval.filters import Filters  # pydantic: imported by a search with filters only
 
 __all__ = [
@@ -149,9 +157,19 @@ class _Ranked:
     final: list[tuple[str, float]]
     rows: dict[str, Any]
     version_warnings: list[str]
+    mixed_models: str | None
     lexical_fallback: str | None
     empty_reason: str | None
     leg_plans: list[LegPlan]
+
+
+class VectorsStale(Exception):
+    """The query was not embedded with the embedder of every collection (a collection this store had
+    not seen, or one re-embedded since): embed it with ``embedders`` and search again."""
+
+    def __init__(self, embedders: dict[str, Embedder]) -> None:
+        super().__init__("query vectors of other embedders are needed")
+        self.embedders = embedders
 
 
 def _rank(
@@ -159,7 +177,7 @@ def _rank(
     store: SearchSource,
     plan: SearchPlan,
     used_mode: str,
-    query_vector: np.ndarray | None,
+    query_vectors: dict[tuple[str, str], np.ndarray] | None,
     *,
     caches_ready: bool,
     degraded: str | None,
@@ -168,7 +186,8 @@ def _rank(
     """Everything a search does in its one transaction on ``conn``.
 
     Raises CachesStale, before any leg runs, when a lexical cache must be built first (and
-    ``caches_ready`` is false).
+    ``caches_ready`` is false); VectorsStale when a collection needs a query vector of an embedder
+    the query was not embedded with.
     """
     colls = load_collections(conn, plan.names)
     check_scope(plan.scope, [c.name for c in colls if c.scoped])
@@ -177,23 +196,31 @@ def _rank(
     if not caches_ready and used_mode != "vector" and lexical_stale(store, colls, plan.mode):
         raise CachesStale(colls)
     version_warnings: list[str] = []
+    by_collection: dict[int, np.ndarray] | None = None
+    mixed: str | None = None
     if plan.mode in ("vector", "hybrid"):
+        embedders = store.query_embedders(plan.names, colls)  # each collection's own
+        if query_vectors is not None and any(vector_key(e) not in query_vectors for e in embedders.values()):
+            raise VectorsStale(embedders)
         try:
-            version_warnings = check_embedder(store, colls)  # EmbeddingMismatchError
+            version_warnings = check_embedder(embedders, colls)  # EmbeddingMismatchError
         except EmbeddingMismatchError:
             raise
         except EmbeddingError:  # it cannot say its dimensions: the search already degraded
             pass
+        if query_vectors is not None:
+            by_collection = {c.id: query_vectors[vector_key(embedders[c.name])] for c in colls}
+            mixed = mixed_models(embedders, colls)
 
     bm25 = used_mode in ("lexical", "hybrid")  # (an over-budget collection's leg runs lexical_sql)
-    leg_plans = plan_legs(conn, plan, colls, count=query_vector is not None or bm25)
+    leg_plans = plan_legs(conn, plan, colls, count=by_collection is not None or bm25)
     lexical_fallback: str | None = None
     if used_mode in ("lexical", "hybrid", "lexical_sql"):
         # A collection over the BM25 memory budget: the leg is SQL full text, on record.
         lexical_fallback = "; ".join(over_budget_reasons(store, colls, plan.mode, current=False)) or None
         if lexical_fallback is not None and used_mode == "lexical":
             used_mode = "lexical_sql"
-    vector, lexical = _run_legs(conn, store, plan, colls, used_mode, query_vector, leg_plans, timings)
+    vector, lexical = _run_legs(conn, store, plan, colls, used_mode, by_collection, leg_plans, timings)
 
     t = time.perf_counter()
     candidates = fuse_legs(plan, used_mode, vector, lexical)
@@ -220,8 +247,10 @@ def _rank(
         )
     sql = used_mode == "lexical_sql" or lexical_fallback is not None
     lexical_ran = ("sql" if sql else "bm25") if used_mode != "vector" else None
-    legs = [p.ran(vector=query_vector is not None, lexical=lexical_ran) for p in leg_plans.values()]
-    return _Ranked(used_mode, vector, lexical, final, rows, version_warnings, lexical_fallback, why, legs)
+    legs = [p.ran(vector=by_collection is not None, lexical=lexical_ran) for p in leg_plans.values()]
+    return _Ranked(
+        used_mode, vector, lexical, final, rows, version_warnings, mixed, lexical_fallback, why, legs
+    )
 
 
 def _run_legs(
@@ -230,7 +259,7 @@ def _run_legs(
     plan: SearchPlan,
     colls: list[CollectionInfo],
     used_mode: str,
-    query_vector: np.ndarray | None,
+    query_vectors: dict[int, np.ndarray] | None,
     leg_plans: dict[int, LegPlan],
     timings: dict[str, float],
 ) -> tuple[list[tuple[str, float]], list[tuple[str, float]]]:
@@ -252,7 +281,7 @@ def _run_legs(
     if (
         overlap.beside()
         and lexical_runs
-        and query_vector is not None
+        and query_vectors is not None
         and not lexical_needs_sql(store, colls, plan.mode, plan.predicate, leg_plans)
     ):
         off_thread = functools.partial(lexical_leg, cast("Connection", overlap.NoConnection()))
@@ -260,9 +289,9 @@ def _run_legs(
         def start_lexical() -> None:
             jobs.append(overlap.LexicalJob(off_thread))
 
-    if query_vector is not None:
+    if query_vectors is not None:
         t = time.perf_counter()
-        vector = vector_ranked(conn, plan, colls, query_vector, leg_plans, before_statement=start_lexical)
+        vector = vector_ranked(conn, plan, colls, query_vectors, leg_plans, before_statement=start_lexical)
         timings["vector"] = (time.perf_counter() - t) * 1000
     if jobs:
         lexical, timings["lexical"] = jobs[0].result()
@@ -405,22 +434,30 @@ def search(
         scope=scope,
         ef_search=ef_search,
     )
-    # Before any connection is taken: no connection waits on a model or provider call.
-    query_vector, degraded = plan_query_vector(store, plan, timings)
-    used_mode = "lexical" if degraded else mode
+    # Before any connection is taken: no connection waits on a model or provider call. The query is
+    # embedded once per distinct embedder of the collections (agentrag.store.embedders).
+    vectors: dict[tuple[str, str], np.ndarray] | None = None
+    degraded: str | None = None
+    if plan.mode in ("vector", "hybrid"):
+        vectors, degraded = plan_query_vectors(store, plan, store.query_embedders(plan.names), timings)
 
     # One transaction: the hnsw.* settings stay local to it. A cold lexical cache (BM25 index,
     # tsvectors) is never built while the connection is held: the transaction stops, the caches
-    # are built with no connection held, and the transaction runs again once.
-    rank = functools.partial(
-        _rank,
-        store=store,
-        plan=plan,
-        used_mode=used_mode,
-        query_vector=query_vector,
-        degraded=degraded,
-        timings=timings,
-    )
+    # are built with no connection held, and the transaction runs again once; so does a query
+    # that needs the vector of another embedder (VectorsStale).
+    def rank(conn: Connection, caches_ready: bool) -> _Ranked:
+        used_mode = "lexical" if degraded else mode
+        return _rank(
+            conn,
+            store,
+            plan,
+            used_mode,
+            vectors,
+            caches_ready=caches_ready,
+            degraded=degraded,
+            timings=timings,
+        )
+
     # One snapshot for the legs and the fetch (REPEATABLE READ): a document replaced meanwhile
     # (store.sync, ingest) is seen as one revision, never both, never neither; and the collections'
     # flags (private uploads, read first) hold for every row the legs read.
@@ -438,12 +475,20 @@ def search(
                     break
                 except CachesStale as stale:
                     prepare_lexical(store, stale.collections, mode)
+                except VectorsStale as stale:
+                    if attempt == _SNAPSHOT_ATTEMPTS - 1:
+                        raise EmbeddingMismatchError(
+                            "the collections were re-embedded while this search ran: search again"
+                        ) from None
+                    vectors, degraded = plan_query_vectors(store, plan, stale.embedders, timings, vectors)
     except Exception as exc:
         if _cancelled_at_deadline(exc):
             raise budget_exceeded("search") from None
         raise
 
     warnings = [*plan.warnings, *([degraded] if degraded else []), *ranked.version_warnings]
+    if ranked.mixed_models is not None:
+        warnings.append(ranked.mixed_models)
     if ranked.lexical_fallback is not None:
         warnings.append(ranked.lexical_fallback)
         _log.warning("lexical leg ran lexical_sql: a collection's BM25 index is over the memory budget")

@@ -2,14 +2,15 @@
 
 :class:`SearchSource` is what retrieval asks of a store (a :class:`~agentrag.store.store.Store` is
 one; retrieval never imports the store). :func:`load_collections` reads the collections' settings
-on the search's connection, :func:`check_embedder` checks the store embedder against them, and
-:func:`embed_query` embeds the query through the store's query cache.
+on the search's connection, :func:`check_embedder` checks each collection's embedder against it, and
+:func:`embed_query` embeds the query through the store's query cache, once per distinct embedder
+(``SearchSource.query_embedders``: each collection's own, see :mod:`agentrag.store.embedders`).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
@@ -22,7 +23,15 @@ if TYPE_CHECKING:
 
     from agentrag.embedders import Embedder
 
-__all__ = ["CollectionInfo", "SearchSource", "check_embedder", "embed_query", "load_collections"]
+__all__ = [
+    "CollectionInfo",
+    "SearchSource",
+    "check_embedder",
+    "embed_query",
+    "load_collections",
+    "mixed_models",
+    "vector_key",
+]
 
 
 class SearchSource(Protocol):
@@ -41,7 +50,11 @@ class SearchSource(Protocol):
     @property
     def bm25_cache(self) -> BM25Cache: ...
 
-    def embed_queries(self, texts: Sequence[str]) -> np.ndarray: ...
+    def embed_queries(self, texts: Sequence[str], embedder: Embedder | None = None) -> np.ndarray: ...
+
+    def query_embedders(
+        self, names: Sequence[str], records: Iterable[CollectionInfo] | None = None
+    ) -> dict[str, Embedder]: ...
 
     def ensure_text_index(self, collection_id: int, version: int | None = None) -> None: ...
 
@@ -87,20 +100,31 @@ def load_collections(conn: Connection, names: tuple[str, ...]) -> list[Collectio
     return [found[name] for name in names]
 
 
-def check_embedder(store: SearchSource, collections: list[CollectionInfo]) -> list[str]:
-    """Check the store embedder against every collection; return the model-version warnings.
+def vector_key(embedder: Embedder) -> tuple[str, str]:
+    """What tells two embedders' query vectors apart: model and version."""
+    return str(embedder.model_id), str(embedder.version)
+
+
+def check_embedder(embedders: Mapping[str, Embedder], collections: list[CollectionInfo]) -> list[str]:
+    """Check each collection's embedder (``embedders``, by name) against it; return the model-version
+    warnings.
 
     Raises EmbeddingMismatchError (model or dimensions differ), InvalidInputError (the collections
-    use different distance metrics) or EmbeddingError (the embedder cannot even say its dimensions).
+    use different distance metrics) or EmbeddingError (an embedder cannot even say its dimensions).
     """
-    embedder = store.embedder
-    model_id, dimensions, version = embedder.model_id, int(embedder.dimensions), embedder.version
     warnings: list[str] = []
     for c in collections:
+        embedder = embedders[c.name]
+        model_id, dimensions, version = embedder.model_id, int(embedder.dimensions), embedder.version
         if model_id != c.embed_model or dimensions != c.dimensions:
+            from agentrag.embedders.registry import embedder_names
+
             raise EmbeddingMismatchError(
                 f"collection {c.name!r} was embedded with {c.embed_model!r} ({c.dimensions}d); the store "
-                f"embedder is {model_id!r} ({dimensions}d): search it with a Store using that model"
+                f"embedder is {model_id!r} ({dimensions}d) and no registered embedder is of that model "
+                f"(registered: {', '.join(embedder_names())}): search it with a Store using that model, "
+                "register one (agentrag.embedders.registry.register_embedder), or re-embed it "
+                f"(`agentrag reembed {c.name} --embedder NAME`)"
             )
         if version != c.embed_version:
             warnings.append(
@@ -117,17 +141,27 @@ def check_embedder(store: SearchSource, collections: list[CollectionInfo]) -> li
     return warnings
 
 
-def embed_query(store: SearchSource, query: str) -> tuple[np.ndarray, float]:
-    """The query vector (through the store's query cache) and how long it took (ms).
+def mixed_models(embedders: Mapping[str, Embedder], collections: list[CollectionInfo]) -> str | None:
+    """The warning of a search over collections of different models (None when they share one)."""
+    models = sorted({str(embedders[c.name].model_id) for c in collections})
+    if len(models) < 2:
+        return None
+    return (
+        f"the collections are embedded with different models ({', '.join(models)}): each was searched "
+        "with its own, and their vector similarities, which do not compare, were merged as they are"
+    )
+
+
+def embed_query(store: SearchSource, query: str, embedder: Embedder) -> tuple[np.ndarray, float]:
+    """The query vector of ``embedder`` (through the store's query cache) and how long it took (ms).
 
     EmbeddingError for an unusable vector.
     """
     import numpy as np
 
     started = time.perf_counter()
-    embedder = store.embedder
     dimensions = int(embedder.dimensions)
-    vectors = np.asarray(store.embed_queries([query]), dtype=np.float32)
+    vectors = np.asarray(store.embed_queries([query], embedder), dtype=np.float32)
     if vectors.shape != (1, dimensions) or not np.isfinite(vectors).all():
         raise EmbeddingError(
             f"embedder {embedder.model_id!r} returned an unusable query vector (shape {vectors.shape}, "

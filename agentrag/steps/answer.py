@@ -171,8 +171,10 @@ def _grounding_changes(
     return changes, attrs
 
 
-def _embedder_of(ctx: Context) -> Any:
-    return ctx.deps.store.embedder if ctx.deps.store is not None else None
+def _embedder_of(ctx: Context, hits: Sequence[Hit]) -> Any:
+    """The embedder of the best hit's collection (agentrag.store.embedders), the store's without hits."""
+    store = ctx.deps.store
+    return None if store is None else store.answer_embedder(hits[0].collection if hits else None)
 
 
 def prepare(
@@ -212,7 +214,7 @@ def prepare(
         max_context_tokens=max_context_tokens,
         suppress_ungrounded=suppress_ungrounded,
         support=support,
-        embedder=_embedder_of(ctx),
+        embedder=_embedder_of(ctx, hits),
     )
     packed = plan.packed
     early = _without_evidence(ctx, plan, llm)
@@ -231,7 +233,9 @@ def prepare(
     language = None
     if evidence_hits:
         started = time.perf_counter()
-        language, cal = answer_language(ctx.question, evidence_hits, cal, given=calibration is not None)
+        language, cal = answer_language(
+            ctx.question, evidence_hits, cal, given=calibration is not None, embedder=plan.embedder
+        )
         with answering_in(language):
             evidence = gather(
                 evidence_questions(ctx),

@@ -122,7 +122,19 @@ def check_embedder(collection: Collection, embedder: Embedder, *, strict_version
             + "; ".join(problems)
             + ". "
             + reembed_hint(collection.name)
+            + (registry_hint(collection.embed_model) if embedder.model_id != collection.embed_model else "")
         )
+
+
+def registry_hint(model: str) -> str:
+    """What to do when no embedder of ``model`` is at hand: register one."""
+    from agentrag.embedders.registry import embedder_names
+
+    return (
+        f"; a Store embeds a collection with the registered embedder of its model when its own is of "
+        f"another (registered: {', '.join(embedder_names())}; "
+        "agentrag.embedders.registry.register_embedder adds one)"
+    )
 
 
 def reembed_hint(name: str) -> str:

