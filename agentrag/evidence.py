@@ -112,6 +112,7 @@ class Unit:
     header: str = ""  # a table row: the table's header line as written
     lead: str = ""  # the heading of the section whose first paragraph (or table) this unit is in
     section: str = ""  # the heading of the section it is in (the chunk's own section by default)
+    first_step: bool = False  # its document's first list item, with the document's title as ``lead``
 
     @property
     def chunk_id(self) -> str:
@@ -257,6 +258,36 @@ def units_of(hits: Sequence[Hit]) -> list[Unit]:
         table = _table_units(hit, rank, block)
         out.extend(table)
         block = max([block, *(u.block for u in table)]) + 1
+    return _first_steps(out)
+
+
+_TITLE_LINE = re.compile(r"^#[ \t]+(.+?)[ \t#]*$", re.MULTILINE)
+
+
+def _title(hit: Hit) -> str:
+    """The document's title: its metadata's, else a level-1 heading in the chunk."""
+    title = hit.metadata.get("title") if isinstance(hit.metadata, dict) else None
+    found = _TITLE_LINE.search(hit.text) if not title else None
+    return " ".join(_MARKUP.sub("", str(title or (found.group(1) if found else ""))).split())
+
+
+def _first_steps(units: list[Unit]) -> list[Unit]:
+    """``units`` with each document's first list item (the first step of what its title names:
+    "How to recover a deleted note") carrying the title as its ``lead``, so that a "how do I" question
+    the title restates is answered by the procedure's first step (see :func:`score_units`)."""
+    from dataclasses import replace
+
+    first: dict[str, int] = {}
+    for i, unit in enumerate(units):
+        if unit.kind == "item" and not unit.lead:
+            at = first.get(unit.document_id)
+            if at is None or unit.start < units[at].start:
+                first[unit.document_id] = i
+    out = list(units)
+    for i in first.values():
+        title = _title(units[i].hit)
+        if title:
+            out[i] = replace(units[i], lead=title, first_step=True)
     return out
 
 
@@ -440,7 +471,12 @@ def score_units(
             passages = _passage_similarity(units, unit_vectors, question_vectors[qi])
             if lead_vectors is not None and len(lead_vectors) == len(units):
                 leads = (lead_vectors @ question_vectors[qi]).tolist()
-                restated = [i for i, value in enumerate(leads) if value >= weights.restates]
+                steps = answer_type(question) == "steps"  # a title restates a task, not a fact
+                restated = [
+                    i
+                    for i, value in enumerate(leads)
+                    if value >= weights.restates and (steps or not units[i].first_step)
+                ]
                 if restated:
                     with_lead = lexical_scores(question, pool, lead=True)
                     for i in restated:

@@ -105,7 +105,11 @@ def focus(question: str, best: Unit, units: Sequence[Unit]) -> tuple[float, floa
         count = df.get(t, 0) or df.get(t + "s", 0) or (df.get(t[:-1], 0) if t.endswith("s") else 0)
         weights[t] = math.log(1.0 + (n + 1) / (count + 0.5)) if count else rare
     total = sum(weights.values())
-    held = set(terms(best.text)) | set(terms(best.context)) | set(terms(best.lead))
+    # a document's title on its first step restates a task, not a fact (see evidence.score_units)
+    from agentrag.answer_types import answer_type
+
+    lead = best.lead if not best.first_step or answer_type(question) == "steps" else ""
+    held = set(terms(best.text)) | set(terms(best.context)) | set(terms(lead))
     kind, names = kind_instances(question, units)
     if kind and names_one(best, names):
         held.add(kind)  # "which plans": a unit naming plans holds them

@@ -549,6 +549,59 @@ def test_a_heading_that_restates_the_question_is_evidence_for_its_first_paragrap
     assert [s.unit.text for s in far[0]] == [s.unit.text for s in ranked[0]]
 
 
+RECOVER = """# How to recover a deleted note
+
+Deleted something by mistake? Most of the time you can get it back yourself.
+
+## Restore from the trash
+
+Deleted notes are moved to the trash, not erased.
+
+1. In the sidebar, click **Trash**.
+2. Click **Restore** next to the note to put it back.
+
+## Recovered notes
+
+Open them, copy what you need into the current notes, and delete the recovered notes when done.
+"""
+
+
+def test_a_documents_first_step_carries_its_title() -> None:
+    units = units_of([hit(RECOVER)])
+    steps = [u for u in units if u.kind == "item"]
+    assert [u.first_step for u in steps] == [True, False]
+    assert steps[0].lead == "How to recover a deleted note" and steps[1].lead == ""
+    assert not any(u.first_step for u in units_of([hit(LIMITS)]))  # no list, no step
+
+
+def test_a_how_to_question_its_title_restates_is_answered_by_the_first_step() -> None:
+    """ "How do I recover a deleted note?" under "How to recover a deleted note": the procedure's first
+    step, not a sentence elsewhere that repeats the question's words ("delete the recovered notes")."""
+    import numpy as np
+
+    from agentrag.evidence import score_units
+
+    units = units_of([hit(RECOVER)])
+    one, other = np.eye(4, dtype=np.float32)[0], np.eye(4, dtype=np.float32)[1]
+    unit_vectors = np.stack([other for _ in units])
+    leads = np.stack([one if u.first_step else np.zeros(4, np.float32) for u in units])
+
+    def best(question: str, lead_vectors: Any = leads) -> str:
+        ranked = score_units(
+            [question],
+            units,
+            question_vectors=np.stack([one]),
+            unit_vectors=unit_vectors,
+            lead_vectors=lead_vectors,
+        )
+        return ranked[0][0].unit.text
+
+    assert best("How do I recover a deleted note?") == "In the sidebar, click **Trash**."
+    assert best("How do I recover a deleted note?", None).startswith("Open them")  # without the title
+    # a title restates a task, not a fact: another kind of question reads the units as they are
+    assert best("What recovers a deleted note?").startswith("Open them")
+
+
 def test_a_sentence_that_points_elsewhere_loses_to_one_that_states_the_fact() -> None:
     from agentrag.evidence import score_units
 
