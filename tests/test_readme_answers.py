@@ -129,8 +129,8 @@ def _chat(lumen: dict[str, Any]) -> list[ar.Context]:
 
 @pytest.mark.xfail(
     strict=True,
-    reason="the first turn now quotes the trash's first step ('In the sidebar, click **Trash**'), but a reply "
-    "ending on a button names no place, so 'there' stays unresolved and the second turn answers with "
+    reason="the first turn now quotes the trash's first step ('In the sidebar, click **Trash**'), but a "
+    "reply ending on a button names no place, so 'there' stays unresolved and the second turn answers with "
     "permanent deletion and backups' 35 days",
 )
 def test_the_three_turn_chat_states_each_fact(lumen: dict[str, Any]) -> None:
