@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING
 
 from agentrag.answer_types import answer_type, type_fit
 from agentrag.hits import Hit
+from agentrag.restated import first_steps, restated
 from agentrag.unit_vectors import VectorCache  # re-exported: the cache moved there
 
 if TYPE_CHECKING:
@@ -258,37 +259,7 @@ def units_of(hits: Sequence[Hit]) -> list[Unit]:
         table = _table_units(hit, rank, block)
         out.extend(table)
         block = max([block, *(u.block for u in table)]) + 1
-    return _first_steps(out)
-
-
-_TITLE_LINE = re.compile(r"^#[ \t]+(.+?)[ \t#]*$", re.MULTILINE)
-
-
-def _title(hit: Hit) -> str:
-    """The document's title: its metadata's, else a level-1 heading in the chunk."""
-    title = hit.metadata.get("title") if isinstance(hit.metadata, dict) else None
-    found = _TITLE_LINE.search(hit.text) if not title else None
-    return " ".join(_MARKUP.sub("", str(title or (found.group(1) if found else ""))).split())
-
-
-def _first_steps(units: list[Unit]) -> list[Unit]:
-    """``units`` with each document's first list item (the first step of what its title names:
-    "How to recover a deleted note") carrying the title as its ``lead``, so that a "how do I" question
-    the title restates is answered by the procedure's first step (see :func:`score_units`)."""
-    from dataclasses import replace
-
-    first: dict[str, int] = {}
-    for i, unit in enumerate(units):
-        if unit.kind == "item" and not unit.lead:
-            at = first.get(unit.document_id)
-            if at is None or unit.start < units[at].start:
-                first[unit.document_id] = i
-    out = list(units)
-    for i in first.values():
-        title = _title(units[i].hit)
-        if title:
-            out[i] = replace(units[i], lead=title, first_step=True)
-    return out
+    return first_steps(out)
 
 
 # ---- scoring ------------------------------------------------------------------------------------
@@ -448,6 +419,7 @@ def score_units(
     question_vectors: np.ndarray | None = None,
     unit_vectors: np.ndarray | None = None,
     lead_vectors: np.ndarray | None = None,
+    typed_vectors: np.ndarray | None = None,
     weights: EvidenceWeights = EvidenceWeights(),
 ) -> list[list[Scored]]:
     """Per question, every unit scored (best first). Without vectors the semantic signal is
@@ -456,7 +428,10 @@ def score_units(
     ``lead_vectors`` (a row per unit: the vector of the heading it opens, zeros when none): when a
     section's heading restates the question ("What happens when you hit the limit" for "what
     happens when I hit the rate limit?"), the heading is evidence for the section's first
-    paragraph: the unit is scored as if it said the heading too (the better of the two)."""
+    paragraph: the unit is scored as if it said the heading too (the better of the two).
+    ``typed_vectors`` (a row per question, optional): a condensed follow-up as the user typed it
+    ("what happens when I exceed it?"), which a heading may restate when the resolved question,
+    carrying the previous one's topic, no longer does."""
     pool = _pool(units)
     semantic_on = question_vectors is not None and unit_vectors is not None and len(units) > 0
     scale = 1.0
@@ -471,15 +446,13 @@ def score_units(
             passages = _passage_similarity(units, unit_vectors, question_vectors[qi])
             if lead_vectors is not None and len(lead_vectors) == len(units):
                 leads = (lead_vectors @ question_vectors[qi]).tolist()
-                steps = answer_type(question) == "steps"  # a title restates a task, not a fact
-                restated = [
-                    i
-                    for i, value in enumerate(leads)
-                    if value >= weights.restates and (steps or not units[i].first_step)
-                ]
-                if restated:
+                if typed_vectors is not None and qi < len(typed_vectors):  # the follow-up as typed
+                    typed = (lead_vectors @ typed_vectors[qi]).tolist()
+                    leads = [max(a, b) for a, b in zip(leads, typed, strict=True)]
+                which = restated(question, units, leads, weights.restates)
+                if which:
                     with_lead = lexical_scores(question, pool, lead=True)
-                    for i in restated:
+                    for i in which:
                         sims[i] = max(sims[i], leads[i])
                         lex[i] = max(lex[i], with_lead[i])
         else:

@@ -56,17 +56,19 @@ def gather(
     cache: VectorCache = DEFAULT_CACHE,
     calibration: Calibration | None = None,
     max_units: int = 3,
+    typed: Sequence[str] | None = None,
 ) -> Evidence:
     """Score every unit of ``hits`` against ``questions``, select the answer, measure confidence.
 
     ``embedder`` (anything with ``embed``, ``model_id`` and ``version``; usually the store's):
     questions and units are embedded in one batch, units through ``cache``. When it fails the
-    evidence is lexical only and ``fallback`` says why."""
+    evidence is lexical only and ``fallback`` says why. ``typed``: per question, a condensed
+    follow-up as the user typed it (a heading may restate that, see :func:`score_units`)."""
     import numpy as np
 
     calibration = calibration or DEFAULT_CALIBRATION
     units = units_of(hits)
-    question_vectors = unit_vectors = lead_vectors = None
+    question_vectors = unit_vectors = lead_vectors = typed_vectors = None
     fallback = None
     if embedder is not None and units:
         try:
@@ -80,8 +82,10 @@ def gather(
             row = {lead: vectors[len(units) + i] for i, lead in enumerate(leads)}
             zero = np.zeros(unit_vectors.shape[1], dtype=np.float32)
             lead_vectors = np.stack([row.get(u.lead, zero) for u in units])
+            if typed and any(u.lead for u in units):
+                typed_vectors = np.asarray(cache.vectors(embedder, list(typed)))
         except (AgentragError, ValueError) as exc:
-            question_vectors = unit_vectors = lead_vectors = None
+            question_vectors = unit_vectors = lead_vectors = typed_vectors = None
             fallback = f"{type(exc).__name__}: evidence scored without the embedder (lexical only)"
     ranked = score_units(
         questions,
@@ -89,6 +93,7 @@ def gather(
         question_vectors=question_vectors,
         unit_vectors=unit_vectors,
         lead_vectors=lead_vectors,
+        typed_vectors=typed_vectors,
     )
     ranked = prefer_typed(ranked)
     chosen = select(ranked, units, threshold=calibration.select, max_units=max_units, questions=questions)

@@ -549,6 +549,36 @@ def test_a_heading_that_restates_the_question_is_evidence_for_its_first_paragrap
     assert [s.unit.text for s in far[0]] == [s.unit.text for s in ranked[0]]
 
 
+def test_a_heading_that_restates_the_follow_up_as_typed_is_evidence_too() -> None:
+    """ "what happens when I exceed it?" resolved as "... exceed the API rate limits on the Team plan?":
+    the heading restates the message as typed, not the question carrying the previous topic."""
+    import numpy as np
+
+    from agentrag.evidence import score_units
+
+    units = units_of([hit(LIMITS)])
+    question = "What happens when I exceed the API rate limits on the Team plan?"
+    typed, resolved, other = np.eye(4, dtype=np.float32)[:3]
+    unit_vectors = np.stack([other for _ in units])
+    lead_vectors = np.stack(
+        [typed if u.lead.startswith("What happens") else np.zeros(4, np.float32) for u in units]
+    )
+
+    def best(typed_vectors: Any) -> str:
+        ranked = score_units(
+            [question],
+            units,
+            question_vectors=np.stack([resolved]),
+            unit_vectors=unit_vectors,
+            lead_vectors=lead_vectors,
+            typed_vectors=typed_vectors,
+        )
+        return ranked[0][0].unit.text
+
+    assert "HTTP 429" not in best(None)
+    assert "HTTP 429" in best(np.stack([typed]))
+
+
 RECOVER = """# How to recover a deleted note
 
 Deleted something by mistake? Most of the time you can get it back yourself.

@@ -458,13 +458,9 @@ def test_the_rate_limit_follow_up_on_business(lumen: dict[str, Any]) -> None:
     assert _said(ctx, ["1,200"]), ctx.answer_text
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="searched as 'What happens when I exceed the API rate limits on the Team plan?', the topic's "
-    "words outweigh the ask's: a sentence pointing to the per-plan limits is quoted, not the 429 of 'What "
-    "happens when you hit the limit'",
-)
 def test_the_rate_limit_follow_up_on_exceeding_it(lumen: dict[str, Any]) -> None:
+    """Searched as "What happens when I exceed the API rate limits on the Team plan?"; the heading "What
+    happens when you hit the limit" restates the message as typed, so its 429 is quoted."""
     ctx = _rate_limit_turn(lumen, "what happens when I exceed it?")
     assert ctx.question == "What happens when I exceed the API rate limits on the Team plan?"
     assert _said(ctx, ["429"]), ctx.answer_text

@@ -56,7 +56,7 @@ from agentrag.hits import Hit
 from agentrag.step import Outcome, Step, StepRun, calls_of, telemetry_of
 from agentrag.steps._common import UNRELATED_REASON, bounded, prompts_of, use_llm
 from agentrag.steps.answer_plan import AnswerPlan, check_options, packed_plan, plan_outcome
-from agentrag.steps.evidence_scope import evidence_questions, hits_for_evidence
+from agentrag.steps.evidence_scope import evidence_questions, hits_for_evidence, typed_questions
 
 if TYPE_CHECKING:
     from agentrag.llm import LLMCall
@@ -243,6 +243,7 @@ def prepare(
                 embedder=plan.embedder,
                 calibration=cal,
                 max_units=max_sentences,
+                typed=typed_questions(ctx),
             )
         plan = _replace_plan(
             plan, stages=(*plan.stages, ("evidence", (time.perf_counter() - started) * 1000.0))

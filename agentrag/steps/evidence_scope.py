@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from agentrag.context import Context
 from agentrag.hits import Hit
 
-__all__ = ["EVIDENCE_HITS", "evidence_questions", "hits_for_evidence"]
+__all__ = ["EVIDENCE_HITS", "evidence_questions", "hits_for_evidence", "typed_questions"]
 
 EVIDENCE_HITS = 20  # hits an extractive answer reads (an LLM reads what the token budget packs)
 
@@ -21,6 +21,15 @@ def evidence_questions(ctx: Context) -> tuple[str, ...]:
     if ctx.original_question is None or ctx.sub_questions:
         return ctx.questions
     return (asked(ctx.question),)
+
+
+def typed_questions(ctx: Context) -> tuple[str, ...] | None:
+    """A condensed follow-up as the user typed it ("what happens when I exceed it?"), beside
+    :func:`evidence_questions`; None when the question was not condensed."""
+    original = ctx.original_question
+    if original is None or ctx.sub_questions or original.strip() == ctx.question.strip():
+        return None
+    return (original,)
 
 
 def hits_for_evidence(ctx: Context, hits: Sequence[Hit], count: int = EVIDENCE_HITS) -> list[Hit]:
