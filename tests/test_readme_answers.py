@@ -131,7 +131,7 @@ def _chat(lumen: dict[str, Any]) -> list[ar.Context]:
     strict=True,
     reason="the first turn now quotes the trash's first step ('In the sidebar, click **Trash**'), but a "
     "reply ending on a button names no place, so 'there' stays unresolved and the second turn answers with "
-    "permanent deletion and backups' 35 days",
+    "permanent deletion, backups' 35 days and a deleted workspace's 30 days",
 )
 def test_the_three_turn_chat_states_each_fact(lumen: dict[str, Any]) -> None:
     turns = _chat(lumen)
