@@ -17,10 +17,9 @@ answer with no quotable sentence is an excerpt, never refused). A threshold ``t`
 question when it did at 0, or when it did at 1 and its confidence is below ``t``: every threshold is
 read off the two runs.
 
-The fitted threshold of a language is the lowest of the fit half that answers at most ``--cap`` (0.05) of
-its unanswerable questions (``--cap -1``: the one that minimises answerable refused + unanswerable answered,
-the rule of session 14's first fit; benchmarks/RESULTS.md, "Every language"). The report half gives, per
-language, fact hit / answerable refused / unanswerable answered at the fitted threshold and at the one before
+The fitted threshold of a language is the one of the fit half that minimises answerable refused +
+unanswerable answered (the middle of the best interval). The report half gives, per language, fact
+hit / answerable refused / unanswerable answered at the fitted threshold and at the one before
 (``--before``, 0.25: read off MiniLM's scores), and the fitted table to paste into
 ``agentrag.answer_languages.ABSTAIN_BELOW_BY_MODEL``.
 """
@@ -108,22 +107,17 @@ def at(rows: list[dict[str, Any]], threshold: float) -> dict[str, float]:
     }
 
 
-def fit(rows: list[dict[str, Any]], cap: float | None = None) -> float:
+def fit(rows: list[dict[str, Any]]) -> float:
     """The threshold minimising refused + unanswerable answered: the middle of the best interval
-    between two consecutive confidences (ties: the lowest interval). With ``cap``: the lowest
-    threshold that answers at most ``cap`` of the unanswerable questions (the least it refuses)."""
+    between two consecutive confidences (ties: the lowest interval)."""
     cuts = sorted({0.0, *(round(r["confidence"], 4) for r in rows), 1.0})
     best: tuple[float, float] | None = None
     for low, high in itertools.pairwise(cuts):
         middle = round((low + high) / 2, 3)
-        if cap is not None:
-            if at(rows, middle)["unanswerable_answered"] <= cap:
-                return middle
-            continue
         cost = sum(at(rows, middle)[k] for k in ("refused", "unanswerable_answered"))
         if best is None or cost < best[0] - 1e-9:
             best = (cost, middle)
-    return best[1] if best is not None else 0.25 if cap is None else 1.0
+    return best[1] if best is not None else 0.25
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -137,13 +131,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--unanswerable", type=int, default=40, help="unanswerable questions per half")
     parser.add_argument("--before", type=float, default=0.25, help="the threshold of before, reported beside")
     parser.add_argument("--kept", type=int, default=KEPT, help="articles of a half in its collection (CI: 2)")
-    parser.add_argument(
-        "--cap",
-        type=float,
-        default=0.05,
-        help="fit the lowest threshold answering at most this share of the fit half's unanswerable"
-        " questions (negative: minimise refused + unanswerable answered, the rule before)",
-    )
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args(argv)
     args.data = args.data or data_path()
@@ -155,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
     for lang in (x for x in args.languages.split(",") if x):
         fitted_on = run_half(store, lang, "fit", args.embedder, args)
         reported = run_half(store, lang, "report", args.embedder, args)
-        threshold = fit(fitted_on, None if args.cap < 0 else args.cap)
+        threshold = fit(fitted_on)
         row = {
             "threshold": threshold,
             "fit": at(fitted_on, threshold),

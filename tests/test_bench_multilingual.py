@@ -79,24 +79,3 @@ def test_the_abstention_fit_runs_on_a_slice(tmp_path: Path) -> None:
     for key in ("fact_hit", "refused", "unanswerable_answered"):
         assert 0.0 <= row["report"][key] <= 1.0 and 0.0 <= row["report_before"][key] <= 1.0
     assert "| de |" in run.stdout
-
-
-def test_the_fit_rules_read_thresholds_off_the_confidences() -> None:
-    from benchmarks.multilingual_abstention import at, fit
-
-    def row(answerable: bool, confidence: float) -> dict[str, object]:
-        return {
-            "answerable": answerable,
-            "confidence": confidence,
-            "abstained": False,
-            "threshold_applies": True,
-            "fact_hit": answerable,
-        }
-
-    rows = [row(True, c) for c in (0.5, 0.6, 0.7, 0.8)] + [row(False, c) for c in (0.1, 0.2, 0.55, 0.65)]
-    # the least refused + unanswerable answered (0.5: 0.35, 0.575 and 0.675 tie; the lowest wins)
-    assert fit(rows) == 0.35
-    # at most a quarter of the unanswerable answered: the lowest threshold that does
-    assert fit(rows, cap=0.25) == 0.575
-    assert at(rows, 0.575) == {"fact_hit": 0.75, "refused": 0.25, "unanswerable_answered": 0.25}
-    assert fit(rows, cap=0.0) == 0.675
