@@ -346,22 +346,32 @@ def _mode(ctx: Context, config: RAGConfig) -> tuple[str, str | None]:
     return ("failed", "every search failed") if mode == "graph-only" else (mode, None)
 
 
-def _confidence(ctx: Context, config: RAGConfig) -> tuple[float | None, str | None]:
-    """The evidence's confidence over the hits (None without hits) and, when the turn abstains,
-    the guidance that says so (the knowledge base does not cover it; the closest documents)."""
+def _confidence(ctx: Context, config: RAGConfig) -> tuple[float | None, str | None, float]:
+    """The evidence's confidence over the hits (None without hits), when the turn abstains the guidance
+    that says so (the knowledge base does not cover it; the closest documents), and the confidence
+    below which the turn is low-confidence. As the answer step does, the evidence is weighed with the
+    embedder of the best hit's collection, and in another language than English with its sentences,
+    terms and abstention threshold (:func:`agentrag.answer_languages.answer_language`)."""
     from agentrag.abstain import abstention_message
+    from agentrag.answer_languages import answer_language, answering_in
     from agentrag.extractive import gather
     from agentrag.steps.evidence_scope import evidence_questions
 
     hits = ctx.hits[: config.rerank_top_n]
     if not hits:
-        return None, None
-    embedder = ctx.deps.store.embedder if ctx.deps.store is not None else None
-    evidence = gather(evidence_questions(ctx), hits, embedder=embedder)
+        return None, None, DEFAULT_CALIBRATION.low_below
+    store = ctx.deps.store
+    embedder = store.answer_embedder(hits[0].collection) if store is not None else None
+    language, calibration = answer_language(
+        ctx.question, hits, DEFAULT_CALIBRATION, given=False, embedder=embedder
+    )
+    with answering_in(language):
+        evidence = gather(evidence_questions(ctx), hits, embedder=embedder)
     confidence = round(evidence.confidence, 4)
-    if config.abstain and evidence.units and confidence < DEFAULT_CALIBRATION.abstain_below:
-        return confidence, f"{abstention_message(evidence.closest())} {_WIDEN}"
-    return confidence, None
+    if config.abstain and evidence.units and confidence < calibration.abstain_below:
+        why = abstention_message(evidence.closest(), language=language)
+        return confidence, f"{why} {_WIDEN}", calibration.low_below
+    return confidence, None, calibration.low_below
 
 
 def context_node(ctx: Context, config: RAGConfig) -> tuple[Context, RAGResult]:
@@ -401,10 +411,10 @@ def context_node(ctx: Context, config: RAGConfig) -> tuple[Context, RAGResult]:
             )
             mark_degraded(span, "heuristic-rerank", why)
         relevant = _relevant(ctx, config)[: config.max_chunks]
-        confidence, guidance = _confidence(ctx, config)
+        confidence, guidance, low_below = _confidence(ctx, config)
         if confidence is not None and guidance is not None:
             relevant, mode = [], "abstained"
-        elif confidence is not None and confidence < DEFAULT_CALIBRATION.low_below and mode == "full":
+        elif confidence is not None and confidence < low_below and mode == "full":
             mode = "low-confidence"
         packed = pack_context(
             relevant, delimiter=new_delimiter(), budget_tokens=config.token_budget, prompts=ctx.deps.prompts

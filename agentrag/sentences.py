@@ -25,6 +25,9 @@ reads every script: a sentence also ends at ``。！？`` (no space needed after
 Devanagari ``।`` / ``॥``; it starts with any letter that is not lower case (capitals of any
 cased script, and every letter of a script without case: Chinese, Arabic, Hindi, Thai ...) or a
 digit; a run of characters of a script written without spaces counts one word per two characters.
+Thai writes no full stop: a space between two Thai letters ends a sentence or a clause, so there a
+sentence ends at such a space once it holds :data:`THAI_MIN_CHARS` characters (numbers and Latin runs
+between spaces stay inside), and a sentence ending in a Thai letter ends well.
 Without a language (or ``"en"``) the rules above apply unchanged.
 """
 
@@ -54,7 +57,16 @@ _ENDS_WELL = re.compile(r"[.!?][\"'”’)\]*_`]*$")
 MIN_WORDS = 4
 # Every script (a language other than English): see the module docstring.
 _END_ANY = re.compile(r"[.!?\u0964\u0965][\"'”’)\]*_]*(?=\s+[\"'“‘(*_`\[]*\w)|[。！？][\"'”’)\]」』]*")
-_ENDS_WELL_ANY = re.compile(r"[.!?。！？\u0964\u0965][\"'”’)\]*_`」』]*$")
+# Thai: a letter (or tone mark / vowel sign) of the Thai block, not ๆ (a repetition mark, written
+# between spaces) nor a Thai digit. A space between two of them ends a sentence or clause.
+_THAI = "\u0e01-\u0e3a\u0e40-\u0e45\u0e47-\u0e4e"
+#: Characters a Thai sentence has at least: a space between Thai letters parts clauses as well as
+#: sentences, and a clause alone seldom holds a question's answer with the words that find it. Chosen
+#: on XQuAD-dev articles 0-11 among 0, 40, 80, 120, 160, 240 (fact hit 0.42 ... 0.82; benchmarks/
+#: RESULTS.md, "Every language", session 14 langs4).
+THAI_MIN_CHARS = 160
+_THAI_SPACE = re.compile(f"(?<=[{_THAI}])[ \t]+(?=[{_THAI}])")
+_ENDS_WELL_ANY = re.compile(f"[.!?。！？\u0964\u0965][\"'”’)\\]*_`」』]*$|[{_THAI}]$")
 _OPENERS = "\"'“‘(*_`[「『"
 _UNSPACED = re.compile("[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af\u0e00-\u0e7f]")
 
@@ -237,6 +249,19 @@ def _words_any(piece: str) -> int:
     return len(piece.split()) + len(_UNSPACED.findall(piece)) // 2
 
 
+def _thai_cuts(joined: str, cuts: list[int]) -> list[int]:
+    """Where a space between Thai letters ends a sentence: the first such space after at least
+    :data:`THAI_MIN_CHARS` characters since the last cut (a space also parts clauses of one sentence)."""
+    out: list[int] = []
+    last = 0
+    for match in _THAI_SPACE.finditer(joined):
+        last = max([last, *(c for c in cuts if c <= match.start())])
+        if match.start() - last >= THAI_MIN_CHARS and not _in_code(joined, match.start()):
+            out.append(match.end())
+            last = match.end()
+    return out
+
+
 def _split(block: _Block, any_script: bool = False) -> list[Sentence]:
     # Join the hard-wrapped lines, remembering where each joined character came from.
     joined_parts: list[str] = []
@@ -256,6 +281,8 @@ def _split(block: _Block, any_script: bool = False) -> list[Sentence]:
         if any_script and joined[dot] not in "。！？" and not _starts_any(joined[match.end() :].lstrip()):
             continue
         cuts.append(match.end())
+    if any_script:
+        cuts = sorted({*cuts, *_thai_cuts(joined, cuts)})
     cuts.append(len(joined))
     out: list[Sentence] = []
     for n, (a, b) in enumerate(itertools.pairwise(cuts)):
