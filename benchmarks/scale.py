@@ -311,8 +311,18 @@ _COPY = (
 _TYPES = ["text", "text", "int8", "int4", "text", "int4", "int4", "int4", "text", "text", "vector"]
 
 
-def copy_floor(store: Any, texts: list[str], vectors: np.ndarray) -> tuple[float, float]:
-    """Seconds for one raw binary COPY of the rows into agentrag.chunks (rolled back); into a bare table."""
+def copy_floor(
+    store: Any, texts: list[str], vectors: np.ndarray, vector_type: str = "vector"
+) -> tuple[float, float]:
+    """Seconds for one raw binary COPY of the rows into agentrag.chunks (rolled back); into a bare table.
+
+    ``vector_type="halfvec"``: the rows' vectors go to ``embedding_half`` as float16, as the
+    library's ingest writes them for a halfvec collection."""
+    from pgvector import HalfVector
+
+    half = vector_type == "halfvec"
+    column, types = ("embedding_half", [*_TYPES[:-1], "halfvec"]) if half else ("embedding", _TYPES)
+    copy_sql = _COPY.replace("embedding)", column + ")")
     rows = []
     n_docs = -(-len(texts) // CHUNKS_PER_DOC)
     doc_ids = ["doc_floor_" + uuid.uuid4().hex[:12] for _ in range(n_docs)]
@@ -329,10 +339,10 @@ def copy_floor(store: Any, texts: list[str], vectors: np.ndarray) -> tuple[float
                 None,
                 None,
                 hashlib.sha256(text.encode("utf-8")).hexdigest(),
-                vectors[i],
+                HalfVector(vectors[i]) if half else vectors[i],
             )
         )
-    floor_coll = store.create_collection(f"bench_scale_floor_{uuid.uuid4().hex[:6]}")
+    floor_coll = store.create_collection(f"bench_scale_floor_{uuid.uuid4().hex[:6]}", vector_type=vector_type)
     rows = [(r[0], r[1], floor_coll.id, *r[3:]) for r in rows]
     conn = _raw(store)
     try:
@@ -343,8 +353,8 @@ def copy_floor(store: Any, texts: list[str], vectors: np.ndarray) -> tuple[float
                 for d, doc_id in enumerate(doc_ids):
                     cp.write_row((doc_id, floor_coll.id, f"floor-{d}", "", "", CHUNKS_PER_DOC))
             t = time.perf_counter()
-            with cur.copy(_COPY.format(table="agentrag.chunks")) as cp:
-                cp.set_types(_TYPES)
+            with cur.copy(copy_sql.format(table="agentrag.chunks")) as cp:
+                cp.set_types(types)
                 for row in rows:
                     cp.write_row(row)
             same_table = time.perf_counter() - t
@@ -353,11 +363,11 @@ def copy_floor(store: Any, texts: list[str], vectors: np.ndarray) -> tuple[float
             cur.execute(
                 "CREATE UNLOGGED TABLE bench_scale_bare (id text, document_id text, collection_id bigint,"
                 " chunk_index int, text text, start_char int, end_char int, page int, section text,"
-                " sha256 text, embedding vector)"
+                f" sha256 text, {column} {'halfvec' if half else 'vector'})"
             )
             t = time.perf_counter()
-            with cur.copy(_COPY.format(table="bench_scale_bare")) as cp:
-                cp.set_types(_TYPES)
+            with cur.copy(copy_sql.format(table="bench_scale_bare")) as cp:
+                cp.set_types(types)
                 for row in rows:
                     cp.write_row(row)
             bare = time.perf_counter() - t
@@ -385,7 +395,7 @@ def load(args: argparse.Namespace) -> None:
 
     embedder = PrecomputedVectors({})
     store = bench_store(embedder)
-    name = collection_name(args.chunks)
+    name = collection_name(args.chunks, args.vector_type)
     if any(c.name == name for c in store.collections()):
         store.delete_collection(name)
     coll = store.create_collection(
@@ -394,6 +404,7 @@ def load(args: argparse.Namespace) -> None:
         hnsw_m=args.hnsw_m,
         hnsw_ef_construction=args.hnsw_ef_construction,
         ef_search=args.ef_search,
+        vector_type=args.vector_type,
     )
 
     import inspect
@@ -427,7 +438,7 @@ def load(args: argparse.Namespace) -> None:
         raise SystemExit(f"wrote {written} chunks, expected {len(texts)}")
 
     _log("floor: raw COPY of the same rows ...")
-    floor_s, bare_s = copy_floor(store, texts, vectors)
+    floor_s, bare_s = copy_floor(store, texts, vectors, args.vector_type)
     del vectors
     gc.collect()
 
@@ -492,7 +503,7 @@ def tune(args: argparse.Namespace) -> None:
     from benchmarks._db import bench_store
 
     store = bench_store(PrecomputedVectors({}))
-    name = collection_name(args.chunks)
+    name = collection_name(args.chunks, args.vector_type)
     t = time.perf_counter()
     coll = store.tune_vector_index(
         name,
@@ -509,8 +520,8 @@ def tune(args: argparse.Namespace) -> None:
     store.close()
 
 
-def collection_name(chunks: int) -> str:
-    return f"bench_scale_{chunks}"
+def collection_name(chunks: int, vector_type: str = "vector") -> str:
+    return f"bench_scale_{chunks}" + ("_halfvec" if vector_type == "halfvec" else "")
 
 
 # ---- the searches (parent process) --------------------------------------------------------
@@ -532,7 +543,7 @@ def search_phase(args: argparse.Namespace) -> None:
     qvecs = real_vectors(all_queries, cache, f"{Path(args.data).name}-queries")
     queries = all_queries[: args.queries]
     store = bench_store(PrecomputedVectors(dict(zip(all_queries, qvecs, strict=True))))
-    name = collection_name(args.chunks)
+    name = collection_name(args.chunks, args.vector_type)
     coll = store.collection(name)
     n = coll.chunk_count
     cid = int(coll.id)
@@ -580,6 +591,27 @@ def search_phase(args: argparse.Namespace) -> None:
     if "lexical_sql" in modes:
         print(f"| lexical_sql: tsvectors + GIN index for the collection (first search) | {tsv_s:.1f} s |")
 
+    # ---- storage: the vectors' bytes and the HNSW index's, for float32 beside halfvec ----
+    from agentrag.retrieval.catalog import VECTOR_TYPES
+
+    column = VECTOR_TYPES[coll.vector_type]  # an allow-listed column name
+    with store.engine.connect() as conn:
+        vector_bytes = conn.exec_driver_sql(
+            f"SELECT sum(pg_column_size({column})) FROM agentrag.chunks WHERE collection_id = %(c)s",
+            {"c": cid},
+        ).scalar()
+        index_bytes = conn.exec_driver_sql(
+            "SELECT pg_relation_size(to_regclass('agentrag.' || %(i)s))", {"i": coll.hnsw_index}
+        ).scalar()
+    print(f"\n### Storage: {coll.vector_type} vectors of {n:,} chunks\n")
+    print("| what | bytes | bytes/chunk |")
+    print("|---|---:|---:|")
+    print(
+        f"| vectors (`{column}`, sum of pg_column_size) | {_mb(vector_bytes or 0)} "
+        f"| {(vector_bytes or 0) / n:,.0f} |"
+    )
+    print(f"| HNSW index `{coll.hnsw_index}` | {_mb(index_bytes or 0)} | {(index_bytes or 0) / n:,.0f} |")
+
     # ---- who matches what (for the min(k, matches) check), after the memory figures ----
     with store.engine.connect() as conn:
         rows = conn.exec_driver_sql(
@@ -618,7 +650,10 @@ def search_phase(args: argparse.Namespace) -> None:
     raw = _raw(store)
     raw.autocommit = True
     raw.execute(f"SET hnsw.ef_search = {ef}")
-    vec_expr = f"c.embedding::vector({DIMS}) <=> %s::vector({DIMS})"
+    from agentrag.retrieval.catalog import vector_expr
+
+    vtype = coll.vector_type
+    vec_expr = f"{vector_expr(DIMS, vtype, 'c.')} <=> %s::vector({DIMS})::{vtype}({DIMS})"
 
     def raw_vector(vec: np.ndarray, cond_sql: str, params: tuple[Any, ...], k: int = DEPTH) -> list[str]:
         join = "" if cond_sql == "TRUE" else " JOIN agentrag.documents d ON d.id = c.document_id"
@@ -835,6 +870,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         type=float,
         default=NOISE,
         help=f"scale of the corpus-shaped noise added to each chunk's vector (default {NOISE}; see above)",
+    )
+    parser.add_argument(
+        "--vector-type",
+        choices=("vector", "halfvec"),
+        default="vector",
+        help="the collection's vector storage (halfvec: float16, its own collection bench_scale_N_halfvec)",
     )
     parser.add_argument("--hnsw-m", type=int, default=16, help="the collection's HNSW m (default 16)")
     parser.add_argument(

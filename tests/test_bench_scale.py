@@ -12,8 +12,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def test_the_scale_benchmark_runs_and_every_filtered_result_is_complete(tmp_path: Path) -> None:
-    run = subprocess.run(
+def _run_scale(tmp_path: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
         [
             sys.executable,
             "-m",
@@ -30,6 +30,7 @@ def test_the_scale_benchmark_runs_and_every_filtered_result_is_complete(tmp_path
             "12",
             "--hnsw-ef-construction",
             "48",
+            *extra,
         ],
         cwd=ROOT,
         env=os.environ.copy(),
@@ -37,6 +38,10 @@ def test_the_scale_benchmark_runs_and_every_filtered_result_is_complete(tmp_path
         text=True,
         timeout=300,
     )
+
+
+def test_the_scale_benchmark_runs_and_every_filtered_result_is_complete(tmp_path: Path) -> None:
+    run = _run_scale(tmp_path)
     assert run.returncode == 0, run.stderr[-3000:]
     out = run.stdout
     # the load, through the library's write path, beside its COPY floor
@@ -66,6 +71,23 @@ def test_the_scale_benchmark_runs_and_every_filtered_result_is_complete(tmp_path
         r"^\| raw HNSW SQL, ef_search (\d+), LIMIT 10 \| ([\d.]+) \| .* \| [\d.]+ \| [\d.]+ \|$", out, re.M
     )
     assert [int(e) for e, _r in sweep] == [40, 100, 200, 400, 800], out
+    # storage: 384 float32 values and pgvector's 8-byte header per chunk
+    assert "| vectors (`embedding`, sum of pg_column_size) | " in out
+    assert re.search(r"\| vectors \(`embedding`.* \| 1,544 \|$", out, re.M), out
+
+
+def test_the_scale_benchmark_measures_a_halfvec_collection_through_its_own_column(tmp_path: Path) -> None:
+    run = _run_scale(tmp_path, "--vector-type", "halfvec", "--modes", "vector,hybrid")
+    assert run.returncode == 0, run.stderr[-3000:]
+    out = run.stdout
+    # the load and its floor write float16 (2 bytes a dimension + the 8-byte header), not float32
+    assert re.search(r"\| vectors \(`embedding_half`.* \| 776 \|$", out, re.M), out
+    assert "| floor: one raw binary COPY of the same rows into agentrag.chunks | 2,000 |" in out
+    rows = re.findall(r"^\| (vector|hybrid) \| ([a-z 1%]+) \| .*\| (\d+) of 5 \| (.*) \|$", out, re.M)
+    assert len(rows) == 6 and all(v == "0" for _m, _c, v, _u in rows), out
+    # the raw floor and the exact-scan reference state the halfvec expression the index is built on
+    recall = re.search(r"\| agentrag vector mode, unfiltered \(ef_search 100\) \| ([\d.]+) \|", out)
+    assert recall and float(recall.group(1)) > 0.9
 
 
 def _toy_corpus(n: int = 40) -> tuple[list[str], Any]:
