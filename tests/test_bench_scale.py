@@ -9,6 +9,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -156,3 +158,36 @@ def test_noise_out_of_range_is_refused(capsys) -> None:  # type: ignore[no-untyp
         main(["--noise", "-0.1", "--phase", "search"])
     assert exit_info.value.code == 2
     assert "--noise must be in [0, 2]" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(
+    not os.access("/proc/sys/vm/drop_caches", os.W_OK), reason="dropping the page cache needs root"
+)
+def test_the_cold_cache_benchmark_reads_both_storage_types_after_dropping_the_page_cache(
+    tmp_path: Path,
+) -> None:
+    for vector_type in ("vector", "halfvec"):
+        load = _run_scale(tmp_path, "--vector-type", vector_type, "--phase", "load", "--keep")
+        assert load.returncode == 0, load.stderr[-3000:]
+    run = subprocess.run(
+        [
+            *(sys.executable, "-m", "benchmarks.scale_cold", "--chunks", "2000", "--rounds", "1"),
+            *("--data", str(ROOT / "samples" / "beir_mini"), "--cache", str(tmp_path)),
+        ],
+        cwd=ROOT,
+        env=os.environ.copy(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    rows = re.findall(
+        r"^\| (vector|halfvec) \| (agentrag vector mode|floor: raw HNSW SQL) \| [\d,]+ MB \| ([\d.]+) \| "
+        r"[\d.]+ \| ([\d.]+) \| [\d.]+x \|$",
+        run.stdout,
+        re.M,
+    )
+    assert {(t, s) for t, s, _c, _w in rows} == {
+        (t, s) for t in ("vector", "halfvec") for s in ("agentrag vector mode", "floor: raw HNSW SQL")
+    }, run.stdout
+    assert all(float(c) > 0 and float(w) > 0 for _t, _s, c, w in rows)
