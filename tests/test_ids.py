@@ -69,3 +69,19 @@ def test_a_forked_child_does_not_repeat_its_parents_ids(make) -> None:
     os.waitpid(pid, 0)
     parent = {make() for _ in range(10)}
     assert len(child) == 10 and not child & parent
+
+
+def test_random_bytes_bounds_and_the_delimiter_comes_from_the_pool(monkeypatch: pytest.MonkeyPatch) -> None:
+    from agentrag.prompts import new_delimiter
+
+    with pytest.raises(ValueError):
+        _ids.random_bytes(0)
+    with pytest.raises(ValueError):
+        _ids.random_bytes(4097)
+    assert len(_ids.random_bytes(4096)) == 4096
+    reads: list[int] = []
+    real = os.urandom
+    monkeypatch.setattr(os, "urandom", lambda n: reads.append(n) or real(n))
+    delimiters = {new_delimiter() for _ in range(600)}  # 3,600 bytes: at most one read
+    assert len(delimiters) == 600 and len(reads) <= 1
+    assert all(d.startswith("SOURCE-") and len(d) == 19 and d[7:] == d[7:].upper() for d in delimiters)
