@@ -7,13 +7,13 @@ equality and repr, so two runs with the same inputs compare equal.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
-from agentrag._ids import uuid4
 from agentrag._renderers import Renderable
 from agentrag.errors import AgentragError
 from agentrag.hits import Hit
@@ -223,7 +223,7 @@ class Context(Renderable):
     steps: tuple[StepRecord, ...] = ()
     llm_calls: tuple[LLMCall, ...] = ()
     stage_ms: tuple[tuple[str, float], ...] = field(default=(), compare=False)
-    query_id: str = field(default_factory=lambda: str(uuid4()), compare=False)
+    query_id: str = field(default_factory=lambda: str(uuid.uuid4()), compare=False)
     created_at: datetime = field(default_factory=lambda: datetime.now(UTC), compare=False)
     deps: Deps = field(default=Deps(), compare=False, repr=False)
 

@@ -22,13 +22,13 @@ from __future__ import annotations
 
 import functools
 import re
+import secrets
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import jinja2
 
-from agentrag._ids import random_bytes
 from agentrag._resources import resource_dir
 
 if TYPE_CHECKING:
@@ -71,7 +71,7 @@ def new_delimiter() -> str:
     Retrieved text is fenced as ``<<<DELIM>>> ... <<</DELIM>>>``; since a document cannot
     guess the delimiter of a future request, it cannot forge a closing marker.
     """
-    return _DELIMITER_PREFIX + random_bytes(6).hex().upper()  # os.urandom's bytes (agentrag._ids)
+    return _DELIMITER_PREFIX + secrets.token_hex(6).upper()
 
 
 def _normalize_name(name: str) -> str:

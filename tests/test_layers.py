@@ -33,9 +33,9 @@ ROOT = Path(__file__).resolve().parent.parent / "agentrag"
 
 # Bottom to top. A module belongs to the layer of the longest prefix naming it.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
-    ("base", ("agentrag.errors", "agentrag._ids", "agentrag._lazy", "agentrag._renderers",
-              "agentrag._resources", "agentrag._sansio", "agentrag._version", "agentrag._deprecation",
-              "agentrag.hits", "agentrag.scope", "agentrag.telemetry")),
+    ("base", ("agentrag.errors", "agentrag._lazy", "agentrag._renderers", "agentrag._resources",
+              "agentrag._sansio", "agentrag._version", "agentrag._deprecation", "agentrag.hits",
+              "agentrag.scope", "agentrag.telemetry")),
     ("context", ("agentrag.context",)),
     ("models", ("agentrag.llm", "agentrag.embedders", "agentrag.rerankers", "agentrag.prompts",
                 "agentrag.grounding", "agentrag.sentences", "agentrag.audit", "agentrag.testing",
@@ -231,13 +231,7 @@ def test_no_module_is_over_600_lines() -> None:
 def test_context_imports_nothing_above_it() -> None:
     path = ROOT / "context.py"
     runtime = {imp.target for imp in imports_of(path) if not imp.type_only}
-    assert runtime <= {
-        "agentrag.errors",
-        "agentrag.hits",
-        "agentrag.scope",
-        "agentrag._renderers",
-        "agentrag._ids",
-    }, runtime
+    assert runtime <= {"agentrag.errors", "agentrag.hits", "agentrag.scope", "agentrag._renderers"}, runtime
 
 
 def test_architecture_md_draws_the_same_layers() -> None:

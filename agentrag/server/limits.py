@@ -30,12 +30,11 @@ import json
 import logging
 import re
 import time
+import uuid
 import weakref
 from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass
 from typing import Any
-
-from agentrag.server.request_ids import request_id
 
 __all__ = [
     "HEAD_ROUTE",
@@ -111,7 +110,7 @@ def error_body(code: str, message: str, request_id: str | None) -> bytes:
 
 
 async def _answer(send: Any, status: int, code: str, message: str, *, retry_after: int | None = None) -> None:
-    body = error_body(code, message, request_id())
+    body = error_body(code, message, uuid.uuid4().hex)
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
     if retry_after is not None:
         headers.append((b"retry-after", str(retry_after).encode()))

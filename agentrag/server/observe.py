@@ -17,10 +17,9 @@ import json
 import os
 import threading
 import time
+import uuid
 from collections.abc import Awaitable, Callable, MutableMapping, Sequence
 from typing import Any
-
-from agentrag.server.request_ids import request_id as new_request_id
 
 __all__ = ["BodyTooLarge", "JsonLinesExporter", "ObserveMiddleware", "error_response_bytes"]
 
@@ -77,7 +76,7 @@ class ObserveMiddleware:
 
         method = scope["method"]
         headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope.get("headers", [])}
-        request_id = new_request_id()
+        request_id = uuid.uuid4().hex
         scope.setdefault("state", {})["request_id"] = request_id
         parent = self.propagator.extract(headers)
         server = scope.get("server") or (None, None)
