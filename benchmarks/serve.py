@@ -298,7 +298,7 @@ def start_server(url: str, workers: int, log: Path, source: Path | None = None) 
     # the database pool is per worker process: N workers share the floor's 10 connections
     pool = max(1, POOL // workers)
     cmd += ["--workers", str(workers), "--pool-size", str(pool), "--log-level", "warning"]
-    if source is None:  # an older checkout may not know the flag
+    if _knows_no_access_log(source):  # both sides without the access-log line, when the checkout has the flag
         cmd.append("--no-access-log")
     process = subprocess.Popen(
         cmd, env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT, cwd=source or Path.cwd()
@@ -306,6 +306,16 @@ def start_server(url: str, workers: int, log: Path, source: Path | None = None) 
     base = f"http://127.0.0.1:{port}"
     _wait_ready(process, base, "/readyz", log)
     return process, base
+
+
+def _knows_no_access_log(source: Path | None) -> bool:
+    """Whether ``agentrag serve`` of ``source`` (None: this checkout) takes ``--no-access-log``: an A/B run
+    whose other side logged a line per request compared the two servers with uvicorn's access log on one
+    side only."""
+    if source is None:
+        return True
+    cli = source / "agentrag" / "server" / "cli.py"
+    return cli.is_file() and "--no-access-log" in cli.read_text(encoding="utf-8")
 
 
 def start_bare(response: bytes, workers: int, log: Path) -> tuple[Any, str]:
