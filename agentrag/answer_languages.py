@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from agentrag.abstain import Calibration
+    from agentrag.abstention import Placement
     from agentrag.hits import Hit
 
 __all__ = [
@@ -37,9 +38,11 @@ __all__ = [
     "ABSTENTION",
     "ANSWER_LANGUAGE",
     "QUESTION_WORDS",
+    "THRESHOLD_SOURCE",
     "abstain_below",
     "abstention_text",
     "answer_language",
+    "answer_language_placed",
     "answering_in",
     "plainly_english",
 ]
@@ -79,6 +82,12 @@ ABSTAIN_BELOW_BY_MODEL: dict[str, dict[str, float]] = {
         "*": 0.43,
     },
 }
+
+
+#: Where an answer in another language gets its threshold: ``"collection"``, a quantile of the best
+#: hit's collection's own null (:mod:`agentrag.abstention`), the table when it has none; ``"table"``:
+#: :data:`ABSTAIN_BELOW_BY_MODEL` always.
+THRESHOLD_SOURCE = "collection"
 
 
 def abstain_below(language: str, model_id: str | None) -> float:
@@ -192,21 +201,56 @@ def answer_language(
     the best hit is written in it too; else None (the English answer step, unchanged). With the
     calibration to use: in another language, :func:`abstain_below` of the language and the model of
     ``embedder`` (what weighs the evidence) unless the caller ``given`` one."""
+    language, calibration, _ = answer_language_placed(
+        question, hits, calibration, given=given, embedder=embedder
+    )
+    return language, calibration
+
+
+def answer_language_placed(
+    question: str,
+    hits: Sequence[Hit],
+    calibration: Calibration,
+    *,
+    given: bool,
+    embedder: Any = None,
+    store: Any = None,
+) -> tuple[str | None, Calibration, Placement | None]:
+    """:func:`answer_language`, the threshold placed on the best hit's collection's own null
+    (:func:`agentrag.abstention.placed_threshold`) when ``store`` is given and
+    :data:`THRESHOLD_SOURCE` says so; with where it came from (None: English or ``given``)."""
     from dataclasses import replace
 
     from agentrag.languages import detect
 
     if not hits or plainly_english(question, hits[0].text):
-        return None, calibration
+        return None, calibration, None
     asked = detect(question)
     if asked is None or asked == "en" or detect(hits[0].text) != asked:
-        return None, calibration
+        return None, calibration, None
     if given:
-        return asked, calibration
-    threshold = abstain_below(asked, getattr(embedder, "model_id", None))
-    return asked, replace(
-        calibration, abstain_below=threshold, low_below=max(threshold, calibration.low_below)
+        return asked, calibration, None
+    placement = _placement(store, hits, asked)
+    threshold = placement.threshold
+    if threshold is None:
+        threshold = abstain_below(asked, getattr(embedder, "model_id", None))
+    return (
+        asked,
+        replace(calibration, abstain_below=threshold, low_below=max(threshold, calibration.low_below)),
+        placement,
     )
+
+
+def _placement(store: Any, hits: Sequence[Hit], language: str) -> Placement:
+    """The collection's placement of the threshold, or the table's with why."""
+    from dataclasses import replace
+
+    from agentrag.abstention import Placement, placed_threshold
+
+    if THRESHOLD_SOURCE != "collection":
+        return Placement(None, "table")
+    placed = placed_threshold(store, [hits[0].collection], language=language)
+    return placed if placed.threshold is not None else replace(placed, source="table")
 
 
 _ENGLISH_WORDS = frozenset(
