@@ -1,20 +1,27 @@
 """Abstention placed by the collection's own statistics (issue #36 item 2, issue #40): a threshold
-that needs no labelled questions.
+that needs no labelled questions. Measured, and **not the default** (``THRESHOLD_SOURCE`` in
+:mod:`agentrag.answer_languages` is ``"table"``; set it to ``"collection"`` to use it): on XQuAD-dev
+it answers fewer unanswerable questions in another language but refuses more answerable ones in
+Chinese and Thai, and on English corpora of other styles the null swings from 0.0 (a handbook of
+distinct policies: near-misses answered) to 0.98 (product docs that restate each other: right answers
+refused). benchmarks/RESULTS.md, "Every language", session 15.
 
 A collection's *null*: pseudo-questions its documents cannot answer, scored by the answer step
-itself. From up to :data:`SAMPLES` documents (spread over the collection), one sentence each, cut
-to the first :data:`QUESTION_SHARE` of its characters (a question is shorter than the sentence it
-asks about), is searched in the collection with its own document's hits removed; the answer step's
-confidence for it, with no threshold, is one null value. What the documents around a sentence say
-is not what it says, so the null is the confidence an unanswered question reaches in *this*
-collection, with *its* embedder, language and writing style.
+itself. From up to :data:`SAMPLES` documents (spread over the collection), :data:`PER_DOCUMENT`
+sentences each, cut to the first :data:`QUESTION_SHARE` of their characters (a question is shorter
+than the sentence it asks about), are searched in the collection with their own document's hits
+removed; the answer step's confidence for each, with no threshold, is one null value: the
+confidence a question reaches in *this* collection, with *its* embedder, language and writing
+style, when its own document is not there.
 
 :func:`placed_threshold` puts the threshold at a quantile of that null (:data:`NULL_QUANTILE`),
 cached per store, collection, embedder model and collection version (a write bumps the version,
 so the next question gathers the statistics again). A collection that offers fewer than
 :data:`MIN_DOCUMENTS` pseudo-questions, or one searched in a scope (``scoped`` / ACL collections: the
 statistics would read documents the question's scope may not), has no null: the caller keeps its
-table and records why (:class:`Placement`).
+table and records why (:class:`Placement`). The constants were chosen on XQuAD-dev articles 0-11
+alone (benchmarks/multilingual_null.py: of four settings, the one of least refused + unanswerable
+answered summed over eleven languages).
 """
 
 from __future__ import annotations
@@ -31,6 +38,7 @@ if TYPE_CHECKING:
 __all__ = [
     "MIN_DOCUMENTS",
     "NULL_QUANTILE",
+    "PER_DOCUMENT",
     "QUESTION_SHARE",
     "SAMPLES",
     "CollectionNull",
@@ -44,12 +52,14 @@ __all__ = [
 
 #: documents sampled for the null (one pseudo-question each)
 SAMPLES = 40
+#: pseudo-questions per sampled document (sentences spread over it)
+PER_DOCUMENT = 3
 #: below this many documents a collection has no null (too few to tell a scale)
 MIN_DOCUMENTS = 8
 #: a pseudo-question is this share of its sentence's characters, cut at a space when there is one
 QUESTION_SHARE = 0.5
 #: the quantile of the null where the threshold sits
-NULL_QUANTILE = 0.9
+NULL_QUANTILE = 0.8
 #: documents listed to sample from (the first ones of a larger collection)
 LISTED = 2000
 _CACHED = 256  # collections whose null is kept
@@ -122,10 +132,17 @@ def pseudo_questions(text: str, language: str | None, *, share: float = QUESTION
 
 
 def null_confidences(
-    store: Store, collection: str, *, language: str | None = None, samples: int = SAMPLES
+    store: Store,
+    collection: str,
+    *,
+    language: str | None = None,
+    samples: int = SAMPLES,
+    per_document: int = PER_DOCUMENT,
+    share: float = QUESTION_SHARE,
 ) -> list[float]:
     """The answer step's confidence for pseudo-questions of ``collection`` asked without their
-    own document (see the module docstring), in the order of the sampled documents."""
+    own document (see the module docstring), in the order of the sampled documents: from each,
+    ``per_document`` sentences spread over it (one: the middle one), each cut to ``share``."""
     documents = store.documents(collection, limit=LISTED)
     if len(documents) < MIN_DOCUMENTS:
         return []
@@ -134,10 +151,18 @@ def null_confidences(
     out = []
     for doc in chosen:
         text = store.document(doc.id).text or ""
-        asked = pseudo_questions(text, language or doc.language)
-        if asked:
-            out.append(_confidence_without(store, collection, asked[len(asked) // 2], doc.id))
+        asked = pseudo_questions(text, language or doc.language, share=share)
+        for question in _spread(asked, per_document):
+            out.append(_confidence_without(store, collection, question, doc.id))
     return out
+
+
+def _spread(items: list[str], count: int) -> list[str]:
+    """``count`` of ``items`` spread over them (one: the middle one)."""
+    if count <= 1 or len(items) <= 1:
+        return items[len(items) // 2 :][:1]
+    picks = sorted({round(i * (len(items) - 1) / (count - 1)) for i in range(count)})
+    return [items[i] for i in picks]
 
 
 def _confidence_without(store: Store, collection: str, question: str, document_id: str) -> float:

@@ -1,7 +1,7 @@
-"""A collection's own null places the abstention threshold of an answer in another language
-(agentrag.abstention, issues #36 item 2 and #40): gathered once, cached, gathered again after a
-write, recorded on the span as the threshold's source; a collection too small falls back to the
-table, visibly."""
+"""A collection's own null places the abstention threshold of an answer in another language when
+``THRESHOLD_SOURCE`` is ``"collection"`` (agentrag.abstention, issues #36 item 2 and #40; the default
+stays the table): gathered once, cached, gathered again after a write, recorded on the span as the
+threshold's source; a collection too small falls back to the table, visibly."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import agentrag as ar
-from agentrag import abstention
+from agentrag import abstention, answer_languages
 from agentrag.abstention import CollectionNull, pseudo_questions
 
 TOPICS = [
@@ -69,6 +69,7 @@ def local_store(database_url: str, local_embedder):  # type: ignore[no-untyped-d
 def counted(monkeypatch):  # type: ignore[no-untyped-def]
     """How many times each collection's null was gathered (the real function, counted)."""
     calls: list[str] = []
+    monkeypatch.setattr(answer_languages, "THRESHOLD_SOURCE", "collection")
     real = abstention.null_confidences
 
     def gather(store, collection, **kwargs):  # type: ignore[no-untyped-def]
@@ -100,7 +101,7 @@ def test_the_null_is_gathered_once_recorded_and_gathered_again_after_a_write(  #
         assert counted == [collection_name]
         assert attrs["agentrag.answer.answer_threshold_source"] == "collection"
         null = abstention.collection_null(local_store, collection_name)
-        assert len(null.confidences) == 10
+        assert len(null.confidences) == 20  # two complete sentences in each of the 10 documents
         assert attrs["agentrag.answer.answer_threshold"] == pytest.approx(
             round(null.quantile(abstention.NULL_QUANTILE), 4)
         )
@@ -137,14 +138,17 @@ def test_a_collection_too_small_for_statistics_falls_back_to_the_table_visibly( 
         local_store.delete_collection(collection_name)
 
 
-def test_the_table_source_gathers_nothing(local_store, collection_name, counted, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    from agentrag import answer_languages
-
-    monkeypatch.setattr(answer_languages, "THRESHOLD_SOURCE", "table")
+def test_by_default_the_table_decides_and_nothing_is_gathered(  # type: ignore[no-untyped-def]
+    local_store, collection_name, counted, monkeypatch
+) -> None:
+    monkeypatch.undo()  # the library's own setting, not the fixture's
+    calls: list[str] = []
+    monkeypatch.setattr(abstention, "null_confidences", lambda store, name, **kw: calls.append(name) or [])
+    assert answer_languages.THRESHOLD_SOURCE == "table"
     _collection(local_store, collection_name, 10)
     try:
         ctx, attrs = _ask(local_store, collection_name, "Wie viele Tage Urlaub hat ein Mitarbeiter im Jahr?")
-        assert counted == [] and attrs["agentrag.answer.answer_threshold_source"] == "table"
+        assert calls == [] and attrs["agentrag.answer.answer_threshold_source"] == "table"
         assert not any(d.kind == "abstention-table" for d in ctx.degradations)
     finally:
         local_store.delete_collection(collection_name)
