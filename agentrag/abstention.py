@@ -33,7 +33,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from agentrag.store import Store
+    from agentrag.store.store import Store
 
 __all__ = [
     "MIN_DOCUMENTS",
@@ -173,7 +173,7 @@ def _confidence_without(store: Store, collection: str, question: str, document_i
     from agentrag.steps.rerank import rerank
     from agentrag.steps.search import search
 
-    ctx = search(new(question, store=store, collections=[collection], audit=_Discard()))  # type: ignore[arg-type]
+    ctx = search(new(question, store=store, collections=[collection], audit=_Discard()))
     kept = tuple(
         replace(r, hits=tuple(h for h in r.hits if h.document_id != document_id)) for r in ctx.results
     )
