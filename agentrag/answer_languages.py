@@ -38,6 +38,7 @@ __all__ = [
     "ABSTENTION",
     "ANSWER_LANGUAGE",
     "QUESTION_WORDS",
+    "SEMANTIC_CURVE_BY_MODEL",
     "THRESHOLD_SOURCE",
     "abstain_below",
     "abstention_text",
@@ -45,6 +46,7 @@ __all__ = [
     "answer_language_placed",
     "answering_in",
     "plainly_english",
+    "semantic_threshold",
 ]
 
 #: The language of the answer being built in this context (None: English, as always).
@@ -82,6 +84,39 @@ ABSTAIN_BELOW_BY_MODEL: dict[str, dict[str, float]] = {
         "*": 0.43,
     },
 }
+
+
+#: The evidence's semantic similarity (``Signals.semantic``: the question's cosine with its best unit)
+#: moves the threshold of an answer in another language, by the evidence embedder's model: a logistic
+#: curve over the confidence's margin above the table's threshold and that similarity, fitted on
+#: XQuAD-dev articles 0-11 (all 11 languages pooled, answerable against unanswerable questions, each
+#: class weighing the same), cut where it minimises answerable refused + unanswerable answered summed
+#: over the languages (``benchmarks/multilingual_signals.py``). An answer is refused when
+#: ``margin * (confidence - table) + semantic * similarity + bias < logit(cut)``, i.e. below the
+#: table's threshold shifted by ``(logit(cut) - bias - semantic * similarity) / margin``: a question
+#: as close to its unit as the fit's typical answerable one keeps the table's threshold, a closer
+#: one gets a lower threshold, a more distant one a higher. Chosen on the fit half alone, among four
+#: sets of signals, by leave-one-language-out inside it; reported on articles 12-23 (RESULTS.md).
+SEMANTIC_CURVE_BY_MODEL: dict[str, dict[str, float]] = {
+    "intfloat/multilingual-e5-small": {"margin": 7.3225, "semantic": 45.0294, "bias": -37.5368, "cut": 0.59},
+}
+
+
+def semantic_threshold(
+    calibration: Calibration, model_id: str | None, similarity: float | None
+) -> Calibration:
+    """``calibration`` with its threshold shifted by the evidence's ``similarity`` for ``model_id``
+    (:data:`SEMANTIC_CURVE_BY_MODEL`); unchanged for another model or without a similarity."""
+    import math
+    from dataclasses import replace
+
+    curve = SEMANTIC_CURVE_BY_MODEL.get(model_id or "")
+    if curve is None or similarity is None:
+        return calibration
+    logit = math.log(curve["cut"] / (1.0 - curve["cut"]))
+    shift = (logit - curve["bias"] - curve["semantic"] * similarity) / curve["margin"]
+    threshold = round(min(1.0, max(0.0, calibration.abstain_below + shift)), 4)
+    return replace(calibration, abstain_below=threshold, low_below=max(threshold, calibration.low_below))
 
 
 #: Where an answer in another language gets its threshold: ``"table"`` (the default),

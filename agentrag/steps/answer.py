@@ -32,6 +32,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import AsyncGenerator, Callable, Generator, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from agentrag._sansio import (
@@ -47,7 +48,7 @@ from agentrag._sansio import (
     stream_sync,
 )
 from agentrag.abstain import Calibration, abstention_message
-from agentrag.answer_languages import answer_language_placed, answering_in
+from agentrag.answer_languages import answer_language_placed, answering_in, semantic_threshold
 from agentrag.context import Context, Degradation
 from agentrag.errors import AgentragError, InvalidInputError, LLMError, RetrievalError
 from agentrag.extractive import cited_as_shown, extractive_answer, gather, labelled, render, spans_of
@@ -242,7 +243,6 @@ def prepare(
             embedder=plan.embedder,
             store=ctx.deps.store,
         )
-        plan = _threshold_recorded(plan, placement, cal)
         with answering_in(language):
             evidence = gather(
                 evidence_questions(ctx),
@@ -255,6 +255,13 @@ def prepare(
         plan = _replace_plan(
             plan, stages=(*plan.stages, ("evidence", (time.perf_counter() - started) * 1000.0))
         )
+        if placement is not None and placement.source == "table":  # a language, no caller's calibration
+            shifted = semantic_threshold(
+                cal, getattr(plan.embedder, "model_id", None), evidence.signals.semantic
+            )
+            if shifted is not cal:
+                cal, placement = shifted, replace(placement, source="table+semantic")
+        plan = _threshold_recorded(plan, placement, cal)
         if evidence.fallback:
             plan = _replace_plan(
                 plan,
