@@ -17,7 +17,7 @@ of the signals. For each candidate set of signals (:data:`CANDIDATES`):
 
 Only questions a threshold can refuse are fitted (an answer with no quotable sentence is an excerpt;
 one refused for nothing selected stays refused). Prints the constants to paste into
-``agentrag.answer_languages.SEMANTIC_CURVE_BY_MODEL``. Needs numpy and scikit-learn (the ``eval`` extra).
+``agentrag.answer_languages.SEMANTIC_CURVE_BY_MODEL``. Needs numpy only.
 """
 
 from __future__ import annotations
@@ -70,12 +70,34 @@ def total(figures: dict[str, float]) -> float:
     return figures["refused"] + figures["unanswerable_answered"]
 
 
+def logistic(x: Any, y: Any, *, c: float = 1.0, steps: int = 50) -> tuple[Any, float]:
+    """Class-balanced logistic regression with an L2 penalty on the weights (not the intercept), by
+    Newton's method: the optimum scikit-learn's ``LogisticRegression(class_weight="balanced", C=c)``
+    reaches, without it."""
+    import numpy as np
+
+    rows, width = x.shape
+    design = np.hstack([x, np.ones((rows, 1))])
+    weight = np.where(y == 1, rows / (2 * max(1, int(y.sum()))), rows / (2 * max(1, int((1 - y).sum()))))
+    theta = np.zeros(width + 1)
+    penalty = np.eye(width + 1) / c
+    penalty[-1, -1] = 0.0
+    for _ in range(steps):
+        p = 1.0 / (1.0 + np.exp(-(design @ theta)))
+        gradient = design.T @ (weight * (p - y)) + penalty @ theta
+        hessian = design.T @ (design * (weight * p * (1 - p))[:, None]) + penalty
+        step = np.linalg.solve(hessian, gradient)
+        theta -= step
+        if np.abs(step).max() < 1e-10:
+            break
+    return theta[:-1], float(theta[-1])
+
+
 class Curve:
     """A logistic curve over ``names`` fitted on ``languages``' rows of ``half``, its cut chosen there."""
 
     def __init__(self, rows: dict[str, Any], languages: list[str], names: tuple[str, ...], half: str) -> None:
         import numpy as np
-        from sklearn.linear_model import LogisticRegression
 
         self.names = names
         fitted = [
@@ -86,9 +108,9 @@ class Curve:
         ]
         x = np.array([f for f, _ in fitted])
         mean, spread = x.mean(0), x.std(0) + 1e-9
-        model = LogisticRegression(class_weight="balanced").fit((x - mean) / spread, [y for _, y in fitted])
-        self.weights = model.coef_[0] / spread  # on the raw features
-        self.bias = float(model.intercept_[0] - (model.coef_[0] * mean / spread).sum())
+        coef, intercept = logistic((x - mean) / spread, np.array([y for _, y in fitted]))
+        self.weights = coef / spread  # on the raw features
+        self.bias = float(intercept - (coef * mean / spread).sum())
         self.cut = 0.5
         self.cut = min(
             CUTS,
