@@ -95,8 +95,9 @@ ABSTAIN_BELOW_BY_MODEL: dict[str, dict[str, float]] = {
 #: ``margin * (confidence - table) + semantic * similarity + bias < logit(cut)``, i.e. below the
 #: table's threshold shifted by ``(logit(cut) - bias - semantic * similarity) / margin``: a question
 #: as close to its unit as the fit's typical answerable one keeps the table's threshold, a closer
-#: one gets a lower threshold, a more distant one a higher. Chosen on the fit half alone, among four
-#: sets of signals, by leave-one-language-out inside it; reported on articles 12-23 (RESULTS.md).
+#: one gets a lower threshold, a more distant one a higher. Chosen on the fit half, among four sets of
+#: signals, by leave-one-language-out inside it (cuts 0.05 apart; 0.01 apart, the candidates tie
+#: within a question a language); reported on articles 12-23 (benchmarks/RESULTS.md, session 15).
 SEMANTIC_CURVE_BY_MODEL: dict[str, dict[str, float]] = {
     "intfloat/multilingual-e5-small": {"margin": 7.3225, "semantic": 45.0294, "bias": -37.5368, "cut": 0.59},
 }
