@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from agentrag.abstain import Calibration
+    from agentrag.abstention import Placement
     from agentrag.hits import Hit
 
 __all__ = [
@@ -37,11 +38,15 @@ __all__ = [
     "ABSTENTION",
     "ANSWER_LANGUAGE",
     "QUESTION_WORDS",
+    "SEMANTIC_CURVE_BY_MODEL",
+    "THRESHOLD_SOURCE",
     "abstain_below",
     "abstention_text",
     "answer_language",
+    "answer_language_placed",
     "answering_in",
     "plainly_english",
+    "semantic_threshold",
 ]
 
 #: The language of the answer being built in this context (None: English, as always).
@@ -79,6 +84,47 @@ ABSTAIN_BELOW_BY_MODEL: dict[str, dict[str, float]] = {
         "*": 0.43,
     },
 }
+
+
+#: The evidence's semantic similarity (``Signals.semantic``: the question's cosine with its best unit)
+#: moves the threshold of an answer in another language, by the evidence embedder's model: a logistic
+#: curve over the confidence's margin above the table's threshold and that similarity, fitted on
+#: XQuAD-dev articles 0-11 (all 11 languages pooled, answerable against unanswerable questions, each
+#: class weighing the same), cut where it minimises answerable refused + unanswerable answered summed
+#: over the languages (``benchmarks/multilingual_signals.py``). An answer is refused when
+#: ``margin * (confidence - table) + semantic * similarity + bias < logit(cut)``, i.e. below the
+#: table's threshold shifted by ``(logit(cut) - bias - semantic * similarity) / margin``: a question
+#: as close to its unit as the fit's typical answerable one keeps the table's threshold, a closer
+#: one gets a lower threshold, a more distant one a higher. Chosen on the fit half, among four sets of
+#: signals, by leave-one-language-out inside it (cuts 0.05 apart; 0.01 apart, the candidates tie
+#: within a question a language); reported on articles 12-23 (benchmarks/RESULTS.md, session 15).
+SEMANTIC_CURVE_BY_MODEL: dict[str, dict[str, float]] = {
+    "intfloat/multilingual-e5-small": {"margin": 7.3225, "semantic": 45.0294, "bias": -37.5368, "cut": 0.59},
+}
+
+
+def semantic_threshold(
+    calibration: Calibration, model_id: str | None, similarity: float | None
+) -> Calibration:
+    """``calibration`` with its threshold shifted by the evidence's ``similarity`` for ``model_id``
+    (:data:`SEMANTIC_CURVE_BY_MODEL`); unchanged for another model or without a similarity."""
+    import math
+    from dataclasses import replace
+
+    curve = SEMANTIC_CURVE_BY_MODEL.get(model_id or "")
+    if curve is None or similarity is None:
+        return calibration
+    logit = math.log(curve["cut"] / (1.0 - curve["cut"]))
+    shift = (logit - curve["bias"] - curve["semantic"] * similarity) / curve["margin"]
+    threshold = round(min(1.0, max(0.0, calibration.abstain_below + shift)), 4)
+    return replace(calibration, abstain_below=threshold, low_below=max(threshold, calibration.low_below))
+
+
+#: Where an answer in another language gets its threshold: ``"table"`` (the default),
+#: :data:`ABSTAIN_BELOW_BY_MODEL`; ``"collection"``, a quantile of the best hit's collection's own
+#: null (:mod:`agentrag.abstention`; the table when it has none, recorded as a degradation). Measured
+#: on XQuAD-dev and six English corpora and not made the default: benchmarks/RESULTS.md.
+THRESHOLD_SOURCE = "table"
 
 
 def abstain_below(language: str, model_id: str | None) -> float:
@@ -192,21 +238,56 @@ def answer_language(
     the best hit is written in it too; else None (the English answer step, unchanged). With the
     calibration to use: in another language, :func:`abstain_below` of the language and the model of
     ``embedder`` (what weighs the evidence) unless the caller ``given`` one."""
+    language, calibration, _ = answer_language_placed(
+        question, hits, calibration, given=given, embedder=embedder
+    )
+    return language, calibration
+
+
+def answer_language_placed(
+    question: str,
+    hits: Sequence[Hit],
+    calibration: Calibration,
+    *,
+    given: bool,
+    embedder: Any = None,
+    store: Any = None,
+) -> tuple[str | None, Calibration, Placement | None]:
+    """:func:`answer_language`, the threshold placed on the best hit's collection's own null
+    (:func:`agentrag.abstention.placed_threshold`) when ``store`` is given and
+    :data:`THRESHOLD_SOURCE` says so; with where it came from (None: English or ``given``)."""
     from dataclasses import replace
 
     from agentrag.languages import detect
 
     if not hits or plainly_english(question, hits[0].text):
-        return None, calibration
+        return None, calibration, None
     asked = detect(question)
     if asked is None or asked == "en" or detect(hits[0].text) != asked:
-        return None, calibration
+        return None, calibration, None
     if given:
-        return asked, calibration
-    threshold = abstain_below(asked, getattr(embedder, "model_id", None))
-    return asked, replace(
-        calibration, abstain_below=threshold, low_below=max(threshold, calibration.low_below)
+        return asked, calibration, None
+    placement = _placement(store, hits, asked)
+    threshold = placement.threshold
+    if threshold is None:
+        threshold = abstain_below(asked, getattr(embedder, "model_id", None))
+    return (
+        asked,
+        replace(calibration, abstain_below=threshold, low_below=max(threshold, calibration.low_below)),
+        placement,
     )
+
+
+def _placement(store: Any, hits: Sequence[Hit], language: str) -> Placement:
+    """The collection's placement of the threshold, or the table's with why."""
+    from dataclasses import replace
+
+    from agentrag.abstention import Placement, placed_threshold
+
+    if THRESHOLD_SOURCE != "collection":
+        return Placement(None, "table")
+    placed = placed_threshold(store, [hits[0].collection], language=language)
+    return placed if placed.threshold is not None else replace(placed, source="table")
 
 
 _ENGLISH_WORDS = frozenset(

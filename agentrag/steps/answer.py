@@ -32,6 +32,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import AsyncGenerator, Callable, Generator, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from agentrag._sansio import (
@@ -47,7 +48,7 @@ from agentrag._sansio import (
     stream_sync,
 )
 from agentrag.abstain import Calibration, abstention_message
-from agentrag.answer_languages import answer_language, answering_in
+from agentrag.answer_languages import answer_language_placed, answering_in, semantic_threshold
 from agentrag.context import Context, Degradation
 from agentrag.errors import AgentragError, InvalidInputError, LLMError, RetrievalError
 from agentrag.extractive import cited_as_shown, extractive_answer, gather, labelled, render, spans_of
@@ -59,6 +60,7 @@ from agentrag.steps.answer_plan import AnswerPlan, check_options, packed_plan, p
 from agentrag.steps.evidence_scope import evidence_questions, hits_for_evidence, typed_questions
 
 if TYPE_CHECKING:
+    from agentrag.abstention import Placement
     from agentrag.llm import LLMCall
     from agentrag.support import SupportCheck
 
@@ -233,8 +235,13 @@ def prepare(
     language = None
     if evidence_hits:
         started = time.perf_counter()
-        language, cal = answer_language(
-            ctx.question, evidence_hits, cal, given=calibration is not None, embedder=plan.embedder
+        language, cal, placement = answer_language_placed(
+            ctx.question,
+            evidence_hits,
+            cal,
+            given=calibration is not None,
+            embedder=plan.embedder,
+            store=ctx.deps.store,
         )
         with answering_in(language):
             evidence = gather(
@@ -248,11 +255,21 @@ def prepare(
         plan = _replace_plan(
             plan, stages=(*plan.stages, ("evidence", (time.perf_counter() - started) * 1000.0))
         )
+        if placement is not None and placement.source == "table":  # a language, no caller's calibration
+            shifted = semantic_threshold(
+                cal, getattr(plan.embedder, "model_id", None), evidence.signals.semantic
+            )
+            if shifted is not cal:
+                cal, placement = shifted, replace(placement, source="table+semantic")
+        plan = _threshold_recorded(plan, placement, cal)
         if evidence.fallback:
             plan = _replace_plan(
                 plan,
-                warnings=(evidence.fallback,),
-                degradations=(Degradation("answer", "lexical-evidence", evidence.fallback),),
+                warnings=(*plan.warnings, evidence.fallback),
+                degradations=(
+                    *plan.degradations,
+                    Degradation("answer", "lexical-evidence", evidence.fallback),
+                ),
             )
         confidence = round(evidence.confidence, 4)
         low = confidence < cal.low_below and mode == "full"
@@ -288,6 +305,22 @@ def prepare(
         graph_context=ctx.graph_context or "",
     )
     return _replace_plan(plan, messages=messages)
+
+
+def _threshold_recorded(plan: AnswerPlan, placement: Placement | None, cal: Calibration) -> AnswerPlan:
+    """The threshold of an answer in another language and its source on the span; the table
+    standing in for a collection's statistics, as a degradation (agentrag.abstention)."""
+    if placement is None:
+        return plan
+    attrs = {"answer_threshold": cal.abstain_below, "answer_threshold_source": placement.source or "table"}
+    plan = _replace_plan(plan, attributes={**plan.attributes, **attrs})
+    if placement.reason is None:
+        return plan
+    return _replace_plan(
+        plan,
+        warnings=(*plan.warnings, placement.reason),
+        degradations=(*plan.degradations, Degradation("answer", "abstention-table", placement.reason)),
+    )
 
 
 def _without_evidence(ctx: Context, plan: AnswerPlan, llm: Any) -> AnswerPlan | None:
