@@ -174,8 +174,8 @@ def install(app: Any, *, gateway: Gateway, llm: Any) -> None:
             filters=body.filters.to_filters() if body.filters else None,
             history=[{"role": m.role, "content": m.text()} for m in history],
         )
-        ctx = gateway.search(ctx, sink, top_k=body.top_k, condense=bool(history))
-        # the chat pipeline's order for the answer step: gate | condense | search | rerank | answer
+        ctx = gateway.search(ctx, sink, top_k=body.top_k, condense=bool(history), cut=False)
+        # the library's chat pipeline (new | condense | search | rerank | answer): the same candidates
         return caller, ctx | ar.rerank(), sink
 
     def complete(caller: Caller, ctx: ar.Context, sink: Sink, started: float) -> dict[str, Any]:
