@@ -12,6 +12,7 @@ question and not a neighbour of it (issue #36).
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Sequence
@@ -130,6 +131,48 @@ _CONTROL = re.compile(
 )
 
 
+# what may stand between a modifier and its head ("reset *my* password"): a determiner or a possessive
+_BETWEEN = frozenset("a an the my your our their its his her this that these those".split())  # noqa: SIM905
+
+
+def phrase_pairs(question: str) -> dict[str, str]:
+    """The question's content terms paired with the one that follows it in a phrase: adjacent
+    words, or with only a determiner or possessive between ("deleted note", "reset my password";
+    not "limits on the Team plan": a preposition ends the phrase)."""
+    return dict(_asked(question, _language())[1])
+
+
+def _language() -> str:
+    from agentrag.answer_languages import ANSWER_LANGUAGE
+
+    return ANSWER_LANGUAGE.get() or ""
+
+
+@functools.lru_cache(maxsize=512)
+def _asked(
+    question: str, language: str
+) -> tuple[frozenset[str], tuple[tuple[str, str], ...], frozenset[str]]:
+    """``(content terms, phrase pairs, acronyms)`` of ``question`` (``language``: the answer's, which
+    its terms depend on), once per question: every unit is checked against them."""
+    from agentrag.evidence import question_terms
+    from agentrag.steps._common import terms
+
+    content = set(question_terms(question, scoring=True))
+    pairs: dict[str, str] = {}
+    previous: str | None = None
+    for word in re.findall(r"[\w'’-]+", question):
+        if word.lower() in _BETWEEN:
+            continue
+        stems = terms(word)
+        term = stems[0] if stems else None
+        if previous and term and previous in content and term in content and previous != term:
+            pairs.setdefault(previous, term)
+        previous = term if term in content else None
+    # an acronym of the question may be written out in a text ("2FA": "two-factor authentication")
+    acronyms = {t for w in re.findall(r"\b[A-Z0-9]*[A-Z][A-Z0-9]+s?\b", question) for t in terms(w)}
+    return frozenset(content), tuple(pairs.items()), frozenset(acronyms)
+
+
 def without_controls(text: str) -> str:
     """``text`` without the labels of the controls it names (an emphasised imperative of two words
     or more: "someone chose **Delete forever**"): a label names a button, it states no duration,
@@ -148,16 +191,13 @@ def sibling(question: str, text: str) -> bool:
     term that follows it in the question is not in the text ("A deleted **workspace** is kept for
     30 days" for "How long is a deleted note kept?"; "chooses **Reset two-factor authentication**"
     for "How do I reset my password?"). The unit answers a sibling question, not this one."""
-    from agentrag.evidence import question_terms
     from agentrag.steps._common import terms
 
-    asked = question_terms(question, scoring=True)
-    after = {t: asked[i + 1] for i, t in enumerate(asked[:-1])}
-    if not after:
+    asked, pairs_of, acronyms = _asked(question, _language())
+    after = dict(pairs_of)
+    if not after or ("*" not in text and "_" not in text):
         return False
     held = set(terms(text))
-    # an acronym of the question may be written out in the text ("2FA": "two-factor authentication")
-    acronyms = {t for w in re.findall(r"\b[A-Z0-9]*[A-Z][A-Z0-9]+s?\b", question) for t in terms(w)}
     for match in _EMPHASIS.finditer(text):
         if len(match.group(2).split()) > 4 or re.search(r"\d", match.group(2)):
             continue  # a statement or an amount set apart (the answer itself), not a thing's name

@@ -207,3 +207,11 @@ def test_a_controls_label_states_no_duration() -> None:
     assert "forever" not in without_controls(said) and "**30 days**" in without_controls("for **30 days**.")
     units = units_of([hit(f"# Trash\n\n{said}\n", "chk_c")])
     assert score_units(["How long is a deleted note kept?"], units)[0][0].type_fit == -1.0
+
+
+def test_phrase_pairs_end_at_a_preposition() -> None:
+    from agentrag.focus import phrase_pairs
+
+    assert phrase_pairs("How do I reset my password?") == {"reset": "password"}
+    assert phrase_pairs("What happens when I exceed the API rate limits on the Team plan?")["team"] == "plan"
+    assert "limit" not in phrase_pairs("What happens when I exceed the API rate limits on the Team plan?")
