@@ -393,6 +393,29 @@ def test_the_follow_up_through_the_playground_request(lumen: dict[str, Any], rea
     assert not extra.get("abstained"), extra
 
 
+def test_the_playground_answers_over_what_its_stream_audited_as_retrieved(
+    lumen: dict[str, Any], real_server: Server
+) -> None:
+    """The chat endpoint answers over every hit its searches returned (not cut to ``top_k``): each chunk
+    the answer read or cites is in the ``RETRIEVAL_EXECUTED`` row written before the stream's first byte."""
+    from tests.server_support import audit_of
+
+    body = {
+        "model": "agentrag/" + "+".join(_all(lumen)),
+        "messages": [*HISTORY, {"role": "user", "content": FOLLOW_UP[0]}],
+        "top_k": 2,
+    }
+    _, extra = _streamed(real_server, lumen["tenant"], body)
+    rows = audit_of(lumen["store"].engine, extra["query_id"], 3)
+    retrieved = [r for r in rows if r.type == "RETRIEVAL_EXECUTED"]
+    answered = [r for r in rows if r.type == "GENERATION_EXECUTED"]
+    assert retrieved and retrieved[0].details["outcome"] == "streaming" and answered, [r.type for r in rows]
+    audited = set(retrieved[0].details["chunk_ids"])
+    assert len(audited) > 2  # three collections' hits, not the two of top_k
+    assert {s["chunk_id"] for s in extra["sources"]} <= audited
+    assert set(answered[0].details["context_chunk_ids"]) <= audited
+
+
 def test_which_plans_include_sso_through_the_playground_request(
     lumen: dict[str, Any], real_server: Server
 ) -> None:
