@@ -49,6 +49,7 @@ __all__ = [
     "RAGResult",
     "aretrieve_turn",
     "asearch_node",
+    "citation_of",
     "condense_node",
     "context_node",
     "gate_node",
@@ -321,7 +322,8 @@ def _relevant(ctx: Context, config: RAGConfig) -> list[Hit]:
     ]
 
 
-def _citation(hit: Hit) -> dict[str, Any]:
+def citation_of(hit: Hit) -> dict[str, Any]:
+    """A chunk as a ``rag_citations`` entry: its label (chunk id), document, collection and place."""
     return {
         "label": hit.chunk_id,
         "document_id": hit.document_id,
@@ -349,24 +351,37 @@ def _mode(ctx: Context, config: RAGConfig) -> tuple[str, str | None]:
 def _confidence(ctx: Context, config: RAGConfig) -> tuple[float | None, str | None, float]:
     """The evidence's confidence over the hits (None without hits), when the turn abstains the guidance
     that says so (the knowledge base does not cover it; the closest documents), and the confidence
-    below which the turn is low-confidence. As the answer step does, the evidence is weighed with the
-    embedder of the best hit's collection, and in another language than English with its sentences,
-    terms and abstention threshold (:func:`agentrag.answer_languages.answer_language`)."""
+    below which the turn is low-confidence. The evidence is weighed as the answer step weighs it
+    without an LLM (the same candidates: :func:`~agentrag.steps.evidence_scope.hits_for_evidence`
+    of the ranked hits, adjacent chunks merged; the message as typed beside a condensed follow-up),
+    with the embedder of the best hit's collection, and in another language than English with its
+    sentences, terms and abstention threshold (:func:`agentrag.answer_languages.answer_language`)."""
     from agentrag.abstain import abstention_message
     from agentrag.answer_languages import answer_language, answering_in
     from agentrag.extractive import gather
-    from agentrag.steps.evidence_scope import evidence_questions
+    from agentrag.grounding import pack_context
+    from agentrag.prompts import new_delimiter
+    from agentrag.steps.evidence_scope import evidence_questions, hits_for_evidence, typed_questions
 
-    hits = ctx.hits[: config.rerank_top_n]
-    if not hits:
+    ranked = ctx.hits[: config.rerank_top_n]
+    if not ranked:
         return None, None, DEFAULT_CALIBRATION.low_below
+    hits = pack_context(
+        hits_for_evidence(ctx, ranked), delimiter=new_delimiter(), budget_tokens=1_000_000
+    ).hits
     store = ctx.deps.store
-    embedder = store.answer_embedder(hits[0].collection) if store is not None else None
+    embedder = store.answer_embedder(ranked[0].collection) if store is not None else None
     language, calibration = answer_language(
         ctx.question, hits, DEFAULT_CALIBRATION, given=False, embedder=embedder
     )
     with answering_in(language):
-        evidence = gather(evidence_questions(ctx), hits, embedder=embedder)
+        evidence = gather(
+            evidence_questions(ctx),
+            hits,
+            embedder=embedder,
+            calibration=calibration,
+            typed=typed_questions(ctx),
+        )
     confidence = round(evidence.confidence, 4)
     if config.abstain and evidence.units and confidence < calibration.abstain_below:
         why = abstention_message(evidence.closest(), language=language)
@@ -437,9 +452,9 @@ def context_node(ctx: Context, config: RAGConfig) -> tuple[Context, RAGResult]:
             span.set_attribute("agentrag.rag_context.confidence", confidence)
         result = RAGResult(
             context=text,
-            citations=tuple(_citation(h) for h in packed.hits),
+            citations=tuple(citation_of(h) for h in packed.hits),
             chunks=tuple(
-                {**_citation(h), "text": h.text, "score": h.score, "rank": h.rank} for h in packed.hits
+                {**citation_of(h), "text": h.text, "score": h.score, "rank": h.rank} for h in packed.hits
             ),
             grounded=grounded,
             mode=mode,

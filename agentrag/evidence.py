@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from agentrag.answer_types import answer_type, type_fit
+from agentrag.focus import sibling, without_controls
 from agentrag.hits import Hit
 from agentrag.restated import first_steps, restated
 from agentrag.unit_vectors import VectorCache  # re-exported: the cache moved there
@@ -305,6 +306,7 @@ class EvidenceWeights:
     retrieval: float = 0.06
     pointer: float = 0.05  # what a sentence that only points elsewhere ("see ...") loses
     restates: float = 0.75  # a heading this similar to the question restates it (see score_units)
+    sibling: float = 0.15  # what a unit answering a sibling question loses (agentrag.focus.sibling)
 
 
 @dataclass(frozen=True, slots=True)
@@ -461,9 +463,10 @@ def score_units(
         kind = answer_type(question)
         scored = []
         for unit, lexical, sim, passage in zip(units, lex, sims, passages, strict=True):
-            fit = type_fit(kind, unit.text, question=question, row=unit.kind == "row")
+            fit = type_fit(kind, without_controls(unit.text), question=question, row=unit.kind == "row")
             score = (
                 -weights.pointer * bool(_POINTER.search(unit.text))
+                - weights.sibling * sibling(question, unit.text)
                 + weights.semantic * max(sim, 0.0)
                 + weights.passage * max(passage, 0.0)
                 + weights.lexical * lexical * scale

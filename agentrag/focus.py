@@ -12,6 +12,7 @@ question and not a neighbour of it (issue #36).
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Sequence
@@ -116,3 +117,102 @@ def focus(question: str, best: Unit, units: Sequence[Unit]) -> tuple[float, floa
     covered = sum(w for t, w in weights.items() if has_term(held, t)) / total
     unknown = sum(w for t, w in weights.items() if w == rare and not has_term(held, t)) / total
     return covered, unknown
+
+
+# an emphasised span: **bold**, __bold__, *italic*, _italic_ (what the interface names, or the word
+# a sentence sets apart from its siblings: "A deleted **workspace** is kept for 30 days")
+_EMPHASIS = re.compile(r"(\*\*|__|(?<!\w)[*_])(?=\S)(.+?)(?<=\S)\1")
+# a control's label: an emphasised imperative ("**Delete forever**", "**Empty trash**")
+_CONTROL = re.compile(
+    r"^(?:add|archive|cancel|change|choose|close|copy|create|delete|disable|download|edit|empty|enable|"
+    r"export|import|invite|leave|log|move|open|remove|report|request|reset|restore|save|send|share|sign|"
+    r"turn|upload)\b",
+    re.IGNORECASE,
+)
+
+
+# what may stand between a modifier and its head ("reset *my* password"): a determiner or a possessive
+_BETWEEN = frozenset("a an the my your our their its his her this that these those".split())  # noqa: SIM905
+
+
+def phrase_pairs(question: str) -> dict[str, str]:
+    """The question's content terms paired with the one that follows it in a phrase: adjacent
+    words, or with only a determiner or possessive between ("deleted note", "reset my password";
+    not "limits on the Team plan": a preposition ends the phrase)."""
+    return dict(_asked(question, _language())[1])
+
+
+def _language() -> str:
+    from agentrag.answer_languages import ANSWER_LANGUAGE
+
+    return ANSWER_LANGUAGE.get() or ""
+
+
+@functools.lru_cache(maxsize=512)
+def _asked(
+    question: str, language: str
+) -> tuple[frozenset[str], tuple[tuple[str, str], ...], frozenset[str]]:
+    """``(content terms, phrase pairs, acronyms)`` of ``question`` (``language``: the answer's, which
+    its terms depend on), once per question: every unit is checked against them."""
+    from agentrag.evidence import question_terms
+    from agentrag.steps._common import terms
+
+    content = set(question_terms(question, scoring=True))
+    pairs: dict[str, str] = {}
+    previous: str | None = None
+    for word in re.findall(r"[\w'’-]+", question):
+        if word.lower() in _BETWEEN:
+            continue
+        stems = terms(word)
+        term = stems[0] if stems else None
+        if previous and term and previous in content and term in content and previous != term:
+            pairs.setdefault(previous, term)
+        previous = term if term in content else None
+    # an acronym of the question may be written out in a text ("2FA": "two-factor authentication")
+    acronyms = {t for w in re.findall(r"\b[A-Z0-9]*[A-Z][A-Z0-9]+s?\b", question) for t in terms(w)}
+    return frozenset(content), tuple(pairs.items()), frozenset(acronyms)
+
+
+def without_controls(text: str) -> str:
+    """``text`` without the labels of the controls it names (an emphasised imperative of two words
+    or more: "someone chose **Delete forever**"): a label names a button, it states no duration,
+    amount or time."""
+
+    def label(match: re.Match[str]) -> str:
+        inner = match.group(2)
+        return " " if _CONTROL.match(inner) and len(inner.split()) > 1 else match.group(0)
+
+    return _EMPHASIS.sub(label, text)
+
+
+def sibling(question: str, text: str) -> bool:
+    """Whether ``text`` sets apart, by emphasis, another thing in the place of the question's own:
+    a term of the question followed by an emphasised word the question does not use, while the
+    term that follows it in the question is not in the text ("A deleted **workspace** is kept for
+    30 days" for "How long is a deleted note kept?"; "chooses **Reset two-factor authentication**"
+    for "How do I reset my password?"). The unit answers a sibling question, not this one."""
+    from agentrag.steps._common import terms
+
+    asked, pairs_of, acronyms = _asked(question, _language())
+    after = dict(pairs_of)
+    if not after or ("*" not in text and "_" not in text):
+        return False
+    held = set(terms(text))
+    for match in _EMPHASIS.finditer(text):
+        if len(match.group(2).split()) > 4 or re.search(r"\d", match.group(2)):
+            continue  # a statement or an amount set apart (the answer itself), not a thing's name
+        inner = terms(match.group(2))
+        before = terms(text[max(0, match.start() - 40) : match.start()])
+        pairs = [(before[-1], inner[0])] if before and inner else []
+        pairs += [(inner[0], inner[1])] if len(inner) > 1 else []
+        for first, then in pairs:
+            follows = after.get(first)
+            if (
+                follows
+                and follows not in acronyms
+                and then not in asked
+                and follows != then
+                and follows not in held
+            ):
+                return True
+    return False

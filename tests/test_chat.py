@@ -94,6 +94,30 @@ def test_local_condense_replaces_a_pronoun_and_completes_an_ellipsis() -> None:
     )
 
 
+@pytest.mark.parametrize(
+    ("reply", "expected"),
+    [
+        # the reply ends on what it opens, emphasised as the interface names it; its opening "In the
+        # sidebar" says where to click (an aside in parentheses is left out)
+        (
+            "In the sidebar, click **Trash** (or search with `is:trashed`). [chk_1]",
+            "How long is a deleted note kept in the Trash?",
+        ),
+        ("Restore it from the trash (within 30 days).", "How long is a deleted note kept in the trash?"),
+        # a button that is chosen, not opened, is no place: "there" stays
+        ("Choose **Delete forever**.", "How long is a deleted note kept there?"),
+    ],
+)
+def test_there_becomes_the_place_the_reply_ends_on(reply: str, expected: str) -> None:
+    history = parse_history(
+        [
+            {"role": "user", "content": "How do I recover a deleted note?"},
+            {"role": "assistant", "content": reply},
+        ]
+    )
+    assert condense_local("how long is it kept there?", history) == expected
+
+
 def test_local_condense_carries_the_topic_along_a_chain_of_follow_ups() -> None:
     history = parse_history(
         [

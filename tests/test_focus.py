@@ -148,3 +148,70 @@ def test_a_requests_leading_verb_is_not_a_focus_the_documents_lack() -> None:
     request = gather(["Compare the hotel limit and the training budget"], LEAVE)
     assert request.signals.unknown == 0.0
     assert gather(["How do the hotel limit and the training budget compare?"], LEAVE).signals.unknown > 0.0
+
+
+# ---- a sibling set apart by emphasis; a control's label (session 15) -------------------------------------
+def test_an_emphasised_thing_in_the_place_of_the_questions_own_marks_a_sibling() -> None:
+    from agentrag.focus import sibling
+
+    workspace = "A deleted **workspace** is kept for 30 days; the Owner can restore it."
+    assert sibling("How long is a deleted note kept in the trash?", workspace)
+    assert not sibling("How long is a deleted workspace kept?", workspace)  # the question's own thing
+    assert not sibling("How long is a deleted note kept?", "Items stay in the trash for **30 days**.")
+    # the question's own term is in the text too: the emphasis adds to it, it does not replace it
+    assert not sibling("How long is a deleted note kept?", "A deleted **notebook** is kept with its notes.")
+    reset = "The Admin chooses **Reset two-factor authentication**."
+    assert sibling("How do I reset my password?", reset)
+    assert not sibling("How do I reset two-factor authentication?", reset)
+    assert not sibling("How do I reset 2FA?", reset)  # an acronym may be written out
+    # an amount set apart is the answer itself, not another thing
+    assert not sibling("What happens after a month offline?", "After **more than 30 days** it re-syncs.")
+
+
+@settings(max_examples=80, deadline=None)
+@given(text=st.text(alphabet=st.characters(blacklist_characters="*_"), max_size=120))
+def test_text_without_emphasis_is_never_a_sibling(text: str) -> None:
+    from agentrag.focus import sibling
+
+    assert not sibling("How long is a deleted note kept in the trash?", text)
+
+
+TRASH = hit(
+    "# Deleted notes\n\n## Restore from the trash\n\nDeleted notes are moved to the trash.\n\n"
+    "Deleted items stay in the trash for **30 days** on every plan.\n\n## Workspaces\n\n"
+    "A deleted **workspace** is kept for 60 days; the Owner restores it.\n",
+    "chk_t",
+)
+
+
+def test_the_unit_answering_a_sibling_question_loses_to_the_one_answering_this_one() -> None:
+    from agentrag.evidence import score_units
+
+    units = units_of([TRASH])
+
+    def order(question: str) -> list[str]:
+        texts = [s.unit.text for s in score_units([question], units)[0]]
+        return [
+            t.split()[0] + " " + t.split()[2] for t in texts if t.startswith(("Deleted items", "A deleted"))
+        ]
+
+    assert order("How long is a deleted note kept in the trash?") == ["Deleted stay", "A **workspace**"]
+    assert order("How long is a deleted workspace kept?") == ["A **workspace**", "Deleted stay"]
+
+
+def test_a_controls_label_states_no_duration() -> None:
+    from agentrag.evidence import score_units
+    from agentrag.focus import without_controls
+
+    said = "Once a note is deleted (someone chose **Delete forever** or **Empty trash**), it is gone."
+    assert "forever" not in without_controls(said) and "**30 days**" in without_controls("for **30 days**.")
+    units = units_of([hit(f"# Trash\n\n{said}\n", "chk_c")])
+    assert score_units(["How long is a deleted note kept?"], units)[0][0].type_fit == -1.0
+
+
+def test_phrase_pairs_end_at_a_preposition() -> None:
+    from agentrag.focus import phrase_pairs
+
+    assert phrase_pairs("How do I reset my password?") == {"reset": "password"}
+    assert phrase_pairs("What happens when I exceed the API rate limits on the Team plan?")["team"] == "plan"
+    assert "limit" not in phrase_pairs("What happens when I exceed the API rate limits on the Team plan?")

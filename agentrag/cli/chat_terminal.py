@@ -1,9 +1,11 @@
 """``agentrag chat``: an interactive terminal chat over your collections, with citations per turn.
 
 Each turn runs :func:`agentrag.chat.retrieve_turn` (gate -> condense -> search -> rerank ->
-context) over the conversation so far, then ``answer()`` from the chunks that made it into the
-context. Without an LLM everything is local (extractive answers); with ``--llm`` or
-``AGENTRAG_LLM`` any litellm model decides and answers.
+context) over the conversation so far, then ``answer()`` over the turn's ranked hits: the same
+candidates, weighed the same way, as ``gate | condense | search | rerank | answer`` in the library
+(not only the chunks packed into the reply's context). The sources listed are the ones the answer
+read. Without an LLM everything is local (extractive answers); with ``--llm`` or ``AGENTRAG_LLM``
+any litellm model decides and answers.
 
 ``--samples`` ingests the Lumen sample corpus and links it to the chat's session, so a session
 scope is in force from the first turn: ``/add PATH`` ingests a file visible to this session only.
@@ -61,10 +63,7 @@ class ChatSession:
         messages = [*self.messages, {"role": "user", "content": text}]
         result = retrieve_turn(self.store, messages, config=self.config, scope=self.scope, llm=self.llm)
         assert result.ctx is not None
-        ctx = result.ctx
-        if ctx.error is None and ctx.retrieve is not False:
-            ctx = ctx.evolve(ranked=ctx.context_used)  # answer from exactly what the context holds
-        ctx = answer(ctx)
+        ctx = answer(result.ctx)  # the pipeline's answer step over the turn's ranked hits
         reply = ctx.answer_text or (result.guidance or "")
         self.messages = [*messages, {"role": "assistant", "content": reply}]
         return ctx, result
@@ -92,10 +91,11 @@ def render_turn(ctx: Context, result: RAGResult) -> str:
         lines.append(f"error: {type(ctx.error).__name__}: {ctx.error}")
         return "\n".join(lines)
     lines.append(ctx.answer_text or "")
-    if result.citations:
+    citations = _sources(ctx, result)
+    if citations:
         lines.append("sources:")
         cited = set(ctx.citations)
-        for i, c in enumerate(result.citations, 1):
+        for i, c in enumerate(citations, 1):
             where = c["source"] or c["document_id"]
             if c.get("locator"):
                 from agentrag.readers.locators import format_locator
@@ -107,8 +107,26 @@ def render_turn(ctx: Context, result: RAGResult) -> str:
             lines.append(f"  {i}. [{c['label']}] {c['collection']}:{where}{mark}")
     elif result.mode not in ("skipped", "disabled") and result.guidance:
         lines.append(f"({result.guidance})")
-    lines.append(f"  [{result.mode}, grounded: {'yes' if result.grounded else 'no'}]")
+    mode, grounded = _answered(ctx, result)
+    lines.append(f"  [{mode}, grounded: {'yes' if grounded else 'no'}]")
     return "\n".join(lines)
+
+
+def _sources(ctx: Context, result: RAGResult) -> tuple[dict[str, Any], ...]:
+    """What the answer read (its context and any chunk it quoted beyond it), or without an answer
+    over retrieved chunks, the turn's context."""
+    from agentrag.chat import citation_of
+
+    if result.mode in ("skipped", "disabled", "failed"):
+        return result.citations
+    return tuple(citation_of(h) for h in ctx.context_used)
+
+
+def _answered(ctx: Context, result: RAGResult) -> tuple[str, bool]:
+    """The turn's mode and groundedness as the answer step decided them (an abstention included)."""
+    if result.mode in ("skipped", "disabled", "failed") or ctx.mode is None:
+        return result.mode, result.grounded
+    return ctx.mode, bool(ctx.grounded)
 
 
 def run(

@@ -285,9 +285,13 @@ class Gateway:
         except InvalidInputError as exc:
             raise Refusal(422, "VALIDATION_ERROR", safe_message(exc), field=_field_of(exc)) from None
 
-    def search(self, ctx: ar.Context, sink: Sink, *, top_k: int, condense: bool = False) -> ar.Context:
+    def search(
+        self, ctx: ar.Context, sink: Sink, *, top_k: int, condense: bool = False, cut: bool = True
+    ) -> ar.Context:
         """``(condense) -> search`` (``condense``: the request came with a conversation); a failure is
-        audited (outcome failed) and raised as its refusal."""
+        audited (outcome failed) and raised as its refusal. ``cut``: over several collections, the
+        ranking is cut to ``top_k`` in all (a result list); a chat turn's answer weighs every hit
+        the searches returned (all audited as retrieved), as the library's chat pipeline does."""
         try:
             if condense:
                 ctx = ctx | ar.condense()
@@ -298,7 +302,7 @@ class Gateway:
             ) from None
         except InvalidInputError:  # the only one left: nothing at all to search
             raise Refusal(404, "COLLECTION_NOT_FOUND", "there are no collections to search") from None
-        if len({r.collection for r in ctx.results}) > 1:  # top_k is the total, not per collection
+        if cut and len({r.collection for r in ctx.results}) > 1:  # top_k is the total, not per collection
             ctx = dataclasses.replace(ctx, ranked=ctx.hits[:top_k])
         if ctx.error is not None and (mapped := api_error_for(ctx.error)) is not None:
             self.write(with_outcome(sink.events, "failed"), None)  # the budget ran out (504)

@@ -6,10 +6,11 @@ the tenant. A model is a collection (``agentrag/support``), several joined by ``
 (``agentrag/support+api``), or ``agentrag`` (the default collections, else every one).
 
 The last user message is the question and the earlier turns its history: ``new -> condense ->
-search -> answer`` (the configured LLM, or the offline extractive answer). The reply's text carries
-numbered citations (``[1]``) and a "Sources" list; the extra ``agentrag`` field carries the
-structured ``sources``, each sentence's ``supporting_spans``, ``grounded``, ``confidence``,
-``abstained`` (the knowledge base does not answer: the text says so) and the retrieval ``proof``.
+search -> rerank -> answer``, the library's chat pipeline (the configured LLM, or the offline
+extractive answer). The reply's text carries numbered citations (``[1]``) and a "Sources" list;
+the extra ``agentrag`` field carries the structured ``sources``, each sentence's
+``supporting_spans``, ``grounded``, ``confidence``, ``abstained`` (the knowledge base does not
+answer: the text says so) and the retrieval ``proof``.
 ``stream: true`` sends ``chat.completion.chunk`` events, the ``agentrag`` field on the last one,
 then ``data: [DONE]``. Errors are OpenAI error objects (``{"error": {"message", "type",
 "code", "param"}}``) with the HTTP status of the service's own routes.
@@ -173,7 +174,9 @@ def install(app: Any, *, gateway: Gateway, llm: Any) -> None:
             filters=body.filters.to_filters() if body.filters else None,
             history=[{"role": m.role, "content": m.text()} for m in history],
         )
-        return caller, gateway.search(ctx, sink, top_k=body.top_k, condense=bool(history)), sink
+        ctx = gateway.search(ctx, sink, top_k=body.top_k, condense=bool(history), cut=False)
+        # the library's chat pipeline (new | condense | search | rerank | answer): the same candidates
+        return caller, ctx | ar.rerank(), sink
 
     def complete(caller: Caller, ctx: ar.Context, sink: Sink, started: float) -> dict[str, Any]:
         try:

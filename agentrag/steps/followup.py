@@ -99,11 +99,35 @@ def final_noun_phrase(
     return chosen
 
 
+# what a sentence ends up opening, emphasised as the interface names it: "click **Trash**", "go to *Settings*"
+_OPENED = re.compile(
+    r"\b(?:click|clicks|open|opens|tap|taps|visit|visits|(?:go|goes|navigate|navigates|switch|switches) to)"
+    r"\s+(?:the\s+)?(\*\*|__|\*|_)([^*_\n]{1,60}?)\1\W*$",
+    re.IGNORECASE,
+)
+
+
 def place_of(reply: str) -> str | None:
-    """The place a reply's last sentence ends on, as ``"in <noun phrase>"`` (``"restore it from the
-    trash."`` -> ``"in the trash"``), or None."""
+    """The place a reply's last sentence ends on (an aside in parentheses left out), as ``"in <noun
+    phrase>"``: what the sentence ends up opening, emphasised as the interface names it (``"In the
+    sidebar, click **Trash**."`` -> ``"in the Trash"``: the opening "In the sidebar" says where to
+    click, not where the turn is), else a place phrase (``"restore it from the trash."`` -> ``"in the
+    trash"``); else None."""
     reply = re.sub(r"\s*\[[^\[\]\n]*\]", "", reply).strip()
     last = re.split(r"(?<=[.!?])\s+", reply)[-1] if reply else ""
+    last = re.sub(r"\s*\([^()]*\)", "", last).strip()
+    return _opened(last) or _place_phrase(last)
+
+
+def _opened(sentence: str) -> str | None:
+    found = _OPENED.search(sentence)
+    if not found:
+        return None
+    name = found.group(2).strip()
+    return f"in the {name}" if len(name.split()) == 1 else f"in {name}"
+
+
+def _place_phrase(last: str) -> str | None:
     words = _words(last)
     phrase = final_noun_phrase(last, with_determiner=True)
     if not phrase:
