@@ -355,9 +355,10 @@ def _confidence(ctx: Context, config: RAGConfig) -> tuple[float | None, str | No
     without an LLM (the same candidates: :func:`~agentrag.steps.evidence_scope.hits_for_evidence`
     of the ranked hits, adjacent chunks merged; the message as typed beside a condensed follow-up),
     with the embedder of the best hit's collection, and in another language than English with its
-    sentences, terms and abstention threshold (:func:`agentrag.answer_languages.answer_language`)."""
+    sentences, terms and abstention threshold (:func:`agentrag.answer_languages.answer_language`,
+    moved by the evidence's similarity as the answer step moves it: ``semantic_threshold``)."""
     from agentrag.abstain import abstention_message
-    from agentrag.answer_languages import answer_language, answering_in
+    from agentrag.answer_languages import answer_language, answering_in, semantic_threshold
     from agentrag.extractive import gather
     from agentrag.grounding import pack_context
     from agentrag.prompts import new_delimiter
@@ -381,6 +382,10 @@ def _confidence(ctx: Context, config: RAGConfig) -> tuple[float | None, str | No
             embedder=embedder,
             calibration=calibration,
             typed=typed_questions(ctx),
+        )
+    if language is not None:  # the answer step's threshold in that language: moved by the similarity
+        calibration = semantic_threshold(
+            calibration, getattr(embedder, "model_id", None), evidence.signals.semantic
         )
     confidence = round(evidence.confidence, 4)
     if config.abstain and evidence.units and confidence < calibration.abstain_below:

