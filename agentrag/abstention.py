@@ -1,5 +1,5 @@
 """Abstention placed by the collection's own statistics (issue #36 item 2, issue #40): a threshold
-that needs no labelled questions. Measured, and **not the default** (``THRESHOLD_SOURCE`` in
+that needs no labelled questions. Measured, and **not the default** (``_THRESHOLD_SOURCE`` in
 :mod:`agentrag.answer_languages` is ``"table"``; set it to ``"collection"`` to use it): on XQuAD-dev
 it answers fewer unanswerable questions in another language but refuses more answerable ones in
 Chinese and Thai, and on English corpora of other styles the null swings from 0.0 (a handbook of

