@@ -33,7 +33,8 @@ def rows(
         scope = "coalesce(d.tenant_id, '') = :t AND coalesce(d.workspace_id, '') = :w"
         docs = conn.execute(
             text(
-                "SELECT d.source, d.id, d.sha256, d.text, d.metadata, d.original_filename, d.chunk_count"
+                "SELECT d.source, d.id, d.sha256, d.text, d.metadata, d.original_filename, d.chunk_count,"
+                " d.chunk_size, d.chunk_overlap, d.chunker_version"
                 f" FROM agentrag.documents d WHERE d.collection_id = :cid AND {scope} ORDER BY d.source"
             ),
             params,
