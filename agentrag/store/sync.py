@@ -423,7 +423,7 @@ class _Run:
                 ),
                 {"cid": self.coll.id, **self.scope, "keys": keys},
             ).all()
-        self.layouts = {source: tuple(layout) if None not in layout else None for source, *_, layout in rows}  # type: ignore[misc]
+        self.layouts = {source: None if None in lay else tuple(lay) for source, _i, _s, lay in rows}
         return {source: (doc_id, sha) for source, doc_id, sha, _layout in rows}
 
     def _metadata(self, keys: list[str]) -> dict[str, dict[str, Any]]:
