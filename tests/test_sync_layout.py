@@ -180,3 +180,39 @@ def test_rows_of_unknown_layout_are_read_once_and_rechunked_only_if_they_differ(
         conn.execute(text("UPDATE agentrag.documents SET chunk_size = NULL WHERE source = 'b.md'"))
     other = store.sync(src, collection=coll, chunk_size=700)
     assert other.rechunked == ("a.md", "b.md")
+
+
+def test_the_migration_upgrades_a_release_and_its_next_sync_records_the_layout(tmp_path: Path) -> None:
+    """The last release's database (tests/fixtures/upgrade): after the upgrade its documents have
+    an unknown layout (NULL); the next sync of its synced folder reads each file once, rewrites
+    nothing it need not, and records the layout, so the sync after it reads nothing."""
+    import shutil
+
+    from agentrag.testing import FakeEmbedder
+    from tests.conftest import REPO, fresh_database
+    from tests.fixtures.upgrade import EMBEDDER_DIMENSIONS, FIXTURES, restore
+
+    release = sorted(p.name.removesuffix(".sql.gz") for p in FIXTURES.glob("*.sql.gz"))[-1]
+    with fresh_database("agentrag_layout") as url:
+        restore(FIXTURES / f"{release}.sql.gz", url)
+        store = Store(url, embedder=FakeEmbedder(dimensions=EMBEDDER_DIMENSIONS), migrate=True)
+        try:
+            with store.engine.connect() as conn:
+                known = conn.execute(
+                    text("SELECT count(*), count(chunk_size), count(chunker_version) FROM agentrag.documents")
+                ).one()
+            assert known[0] > 0 and known[1:] == (0, 0)  # existing rows: layout unknown
+            stored = {d.source for d in store.documents("handbook")}
+            folder = tmp_path / "handbook"  # the fixture's synced folder (make_upgrade_fixture.py)
+            shutil.copytree(REPO / "samples" / "product_docs", folder)
+            for extra in sorted(folder.iterdir())[4:]:
+                extra.unlink()
+            report = store.sync(folder, collection="handbook")
+            assert report.ok and (report.added, report.modified, report.deleted) == ((), (), ())
+            assert set(report.unchanged) | set(report.rechunked) == stored and report.read == len(stored)
+            assert {v[1:] for v in layouts(store, "handbook").values()} == {
+                (1000, 150, ar.readers.chunking.CHUNKER_VERSION)
+            }
+            assert store.sync(folder, collection="handbook").read == 0
+        finally:
+            store.close()
