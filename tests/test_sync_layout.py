@@ -14,7 +14,9 @@ import pytest
 from sqlalchemy import text
 
 import agentrag as ar
+from agentrag.readers.chunking import CHUNKER_VERSION
 from agentrag.store.store import Store
+from agentrag.store.sync_report import SyncProgress
 from tests.sync_support import rows, write
 
 LONG = "\n\n".join(
@@ -56,8 +58,8 @@ def test_ingest_records_the_layout(store, coll, tmp_path: Path) -> None:  # type
     write(tmp_path, "f.md", SHORT)
     store.ingest(tmp_path, collection=coll)
     found = layouts(store, coll)
-    assert found["t.md"][1:] == (500, 50, ar.readers.chunking.CHUNKER_VERSION)
-    assert found["f.md"][1:] == (1000, 150, ar.readers.chunking.CHUNKER_VERSION)  # the defaults
+    assert found["t.md"][1:] == (500, 50, CHUNKER_VERSION)
+    assert found["f.md"][1:] == (1000, 150, CHUNKER_VERSION)  # the defaults
 
 
 def test_a_new_chunk_size_rechunks_unchanged_files_as_a_fresh_ingest(store, coll, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
@@ -82,7 +84,7 @@ def test_a_new_chunk_size_rechunks_unchanged_files_as_a_fresh_ingest(store, coll
     assert report.to_dict()["rechunked"] == ["long.md"]
     after = layouts(store, coll)
     assert after["long.md"][0] < before["long.md"][0] and after["long.md"][1] == 900
-    assert after["short.md"] == (1, 900, 150, ar.readers.chunking.CHUNKER_VERSION)
+    assert after["short.md"] == (1, 900, 150, CHUNKER_VERSION)
     assert 0 < report.chunks_embedded <= after["long.md"][0]
     assert report.document_ids["long.md"] == first.document_ids["long.md"]  # the same document
 
@@ -210,9 +212,41 @@ def test_the_migration_upgrades_a_release_and_its_next_sync_records_the_layout(t
             report = store.sync(folder, collection="handbook")
             assert report.ok and (report.added, report.modified, report.deleted) == ((), (), ())
             assert set(report.unchanged) | set(report.rechunked) == stored and report.read == len(stored)
-            assert {v[1:] for v in layouts(store, "handbook").values()} == {
-                (1000, 150, ar.readers.chunking.CHUNKER_VERSION)
-            }
+            assert {v[1:] for v in layouts(store, "handbook").values()} == {(1000, 150, CHUNKER_VERSION)}
             assert store.sync(folder, collection="handbook").read == 0
         finally:
             store.close()
+
+
+def test_a_chunk_whose_text_did_not_change_keeps_its_vector(  # type: ignore[no-untyped-def]
+    store, coll, tmp_path: Path, fake_embedder
+) -> None:
+    src = tmp_path / "src"
+    opening = " ".join(f"Opening sentence {i} about the harvest." for i in range(22))  # ~850 characters
+    write(src, "doc.md", opening + "\n\n" + LONG)
+    store.sync(src, collection=coll, chunk_overlap=150)
+    before = len(fake_embedder.calls)
+    report = store.sync(src, collection=coll, chunk_overlap=100)  # the first chunk ends where it did
+    assert report.rechunked == ("doc.md",)
+    embedded = [t for call in fake_embedder.calls[before:] for t in call]
+    count = layouts(store, coll)["doc.md"][0]
+    assert opening.strip() not in [t.strip() for t in embedded]  # its vector was read back
+    assert report.chunks_embedded == len(embedded) == count - 1
+    assert rows(store, coll) == fresh(store, coll, src, chunk_overlap=100)  # the reused vector exact
+
+
+def test_a_sync_killed_after_a_rechunk_converges(store, coll, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    src = tmp_path / "src"
+    write(src, "long.md", LONG)
+    store.sync(src, collection=coll, chunk_size=400)
+
+    def die(event: SyncProgress) -> None:
+        if event.step == "rechunked":
+            raise KeyboardInterrupt  # killed after the rechunk's commit, before its state row
+
+    with pytest.raises(KeyboardInterrupt):
+        store.sync(src, collection=coll, chunk_size=900, on_progress=die)
+    again = store.sync(src, collection=coll, chunk_size=900)
+    assert again.read == 1 and again.unchanged == ("long.md",) and again.chunks_embedded == 0
+    assert store.sync(src, collection=coll, chunk_size=900).read == 0
+    assert rows(store, coll) == fresh(store, coll, src, chunk_size=900)

@@ -112,6 +112,8 @@ def rechunk(
             lock(conn, [item.source for _id, item in batch])
             check_recorded_model(conn, coll)  # the vectors are still the collection's model's
             done += _replace_chunks(conn, coll, tenant, batch)
+        for _id, item in batch:  # written: let the memory go
+            item.vectors, item.chunks = None, []
     return done, embedded
 
 
