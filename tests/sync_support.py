@@ -42,7 +42,7 @@ def rows(
         chunks = conn.execute(
             text(
                 "SELECT d.source, c.id, c.chunk_index, c.text, c.start_char, c.end_char, c.sha256,"
-                " c.embedding::text AS embedding, c.locator::text AS locator"
+                " c.embedding::text AS embedding, c.embedding_half::text AS half, c.locator::text AS locator"
                 " FROM agentrag.chunks c JOIN agentrag.documents d"
                 f" ON d.id = c.document_id WHERE c.collection_id = :cid AND {scope}"
                 " ORDER BY d.source, c.chunk_index"
