@@ -258,3 +258,37 @@ def test_a_sync_killed_after_a_rechunk_converges(store, coll, tmp_path: Path) ->
     assert again.read == 1 and again.unchanged == ("long.md",) and again.chunks_embedded == 0
     assert store.sync(src, collection=coll, chunk_size=900).read == 0
     assert rows(store, coll) == fresh(store, coll, src, chunk_size=900)
+
+
+def test_a_bulk_rechunk_rebuilds_the_vector_index_even_when_it_fails(  # type: ignore[no-untyped-def]
+    store, coll, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from agentrag.store import sync_layout
+    from agentrag.store.collections import find_collection
+    from agentrag.store.vector_index import index_exists
+
+    src = tmp_path / "src"
+    write(src, "long.md", LONG)
+    store.sync(src, collection=coll, chunk_size=400)
+    collection = find_collection(store.engine, coll)
+    assert index_exists(store, collection)
+    dropped: list[bool] = []
+    real_bulk = sync_layout._bulk
+
+    def watched(*args: Any) -> bool:
+        dropped.append(real_bulk(*args))
+        return dropped[-1]
+
+    monkeypatch.setattr(sync_layout, "_bulk", watched)
+
+    def broken(*args: Any) -> list[str]:
+        raise RuntimeError("the write failed")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(sync_layout, "_replace_chunks", broken)
+        with pytest.raises(RuntimeError, match="the write failed"):
+            store.sync(src, collection=coll, chunk_size=900, bulk=True)
+    assert dropped == [True] and index_exists(store, collection)  # dropped, and built again
+    report = store.sync(src, collection=coll, chunk_size=900, bulk=True)
+    assert report.rechunked == ("long.md",) and dropped == [True, True] and index_exists(store, collection)
+    assert rows(store, coll) == fresh(store, coll, src, chunk_size=900)

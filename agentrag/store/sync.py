@@ -130,7 +130,7 @@ def sync(
     src = open_source(source, include=include, exclude=exclude, storage_options=storage_options)
     run = _Run(store, coll, src, tenant, workspace, user_metadata, metadata_sha, on_progress)
     run.layout = chunk_options(chunk_size, chunk_overlap)
-    run.current = run_layout(*run.layout)
+    run.current, run.bulk = run_layout(*run.layout), bulk
     try:
         with source_lock(store.engine, [coll.id, tenant, workspace, src.uri]):
             report = run.execute(
@@ -167,6 +167,7 @@ class _Run:
         self.ids: dict[str, str] = {}
         self.layout = chunk_options(None, None)  # chunk size and overlap the files are laid out with
         self.current = run_layout(*self.layout)  # ... with the chunker's version: recorded on each row
+        self.bulk: bool | None = None  # ingest's option: rechunks drop and rebuild the HNSW index too
         self.layouts: dict[str, tuple[int, int, int] | None] = {}  # the stored documents' (by key)
         self.failed: list[tuple[str, str]] = []
 
@@ -364,7 +365,7 @@ class _Run:
         if not keys:
             return [], 0
         done, embedded = rechunk(
-            self.store, self.coll, self.tenant, [(self.ids[k], read[k]) for k in keys], self._locks
+            self.store, self.coll, self.tenant, [(self.ids[k], read[k]) for k in keys], self._locks, self.bulk
         )
         for number, key in enumerate(done, start=1):
             self.emit("rechunked", key, number, len(done))

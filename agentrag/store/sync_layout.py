@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from agentrag.readers.chunking import CHUNKER_VERSION, Chunk
 from agentrag.retrieval.catalog import VECTOR_TYPES
 from agentrag.store.collections import Collection, check_recorded_model
+from agentrag.store.vector_index import build_index, count_chunks, index_exists
 from agentrag.store.writes import copy_chunks, layout_params
 
 if TYPE_CHECKING:
@@ -98,23 +99,56 @@ def rechunk(
     tenant: str | None,
     items: list[tuple[str, PreparedDocument]],
     lock: Callable[[Connection, list[str]], None],
+    bulk: bool | None = None,
 ) -> tuple[list[str], int]:
     """Replace the chunks of ``(document id, document read again)`` pairs with the documents'
     new ones (``item.layout`` recorded); ``lock(conn, keys)`` takes the keys' locks. Returns the
-    keys done (a document replaced or deleted meanwhile is left out) and the chunks embedded."""
+    keys done (a document replaced or deleted meanwhile is left out) and the chunks embedded.
+    The HNSW index is dropped and built after as ingest's ``bulk`` decides (:func:`_bulk`)."""
     embedder = store.embedder_for(coll)
     done: list[str] = []
     embedded = 0
-    for start in range(0, len(items), RECHUNK_BATCH_DOCUMENTS):
-        batch = items[start : start + RECHUNK_BATCH_DOCUMENTS]
-        embedded += _vectors(store.engine, coll, embedder, batch)  # before the transaction
-        with store.engine.begin() as conn:
-            lock(conn, [item.source for _id, item in batch])
-            check_recorded_model(conn, coll)  # the vectors are still the collection's model's
-            done += _replace_chunks(conn, coll, tenant, batch)
-        for _id, item in batch:  # written: let the memory go
-            item.vectors, item.chunks = None, []
+    rebuild = _bulk(store, coll, items, bulk)
+    try:
+        for start in range(0, len(items), RECHUNK_BATCH_DOCUMENTS):
+            batch = items[start : start + RECHUNK_BATCH_DOCUMENTS]
+            embedded += _vectors(store.engine, coll, embedder, batch)  # before the transaction
+            with store.engine.begin() as conn:
+                lock(conn, [item.source for _id, item in batch])
+                check_recorded_model(conn, coll)  # the vectors are still the collection's model's
+                done += _replace_chunks(conn, coll, tenant, batch)
+            for _id, item in batch:  # written: let the memory go
+                item.vectors, item.chunks = None, []
+    finally:  # never leave the collection without the index it had
+        if rebuild:
+            build_index(store, coll, bulk_load=True)
     return done, embedded
+
+
+def _bulk(
+    store: Store, coll: Collection, items: list[tuple[str, PreparedDocument]], bulk: bool | None
+) -> bool:
+    """Drop the collection's HNSW index for this rechunk (True: build it after), by ingest's rule:
+    ``bulk=True``, or ``None`` and the new chunks at least ``AUTO_BULK_MIN_CHUNKS`` and as many as
+    the chunks that stay: rebuilding then costs less than inserting row by row."""
+    from sqlalchemy import text
+
+    from agentrag.store.ingest import AUTO_BULK_MIN_CHUNKS
+
+    if bulk is False or not index_exists(store, coll):
+        return False
+    if bulk is None:
+        new = sum(len(item.chunks) for _id, item in items)
+        with store.engine.connect() as conn:
+            replaced = conn.execute(
+                text("SELECT count(*) FROM agentrag.chunks WHERE document_id = ANY(:ids)"),
+                {"ids": [doc_id for doc_id, _item in items]},
+            ).scalar_one()
+        if new < AUTO_BULK_MIN_CHUNKS or new < count_chunks(store, coll) - replaced:
+            return False
+    with store.engine.begin() as conn:
+        conn.execute(text(f"DROP INDEX IF EXISTS agentrag.{coll.hnsw_index}"))  # a name from the catalog
+    return True
 
 
 def _replace_chunks(
