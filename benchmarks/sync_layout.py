@@ -39,7 +39,18 @@ def _timed(embedder: CountingEmbedder, run: Any) -> tuple[float, int, Any]:
 
 
 def _chunks(store: Any, collection: str) -> int:
-    return sum(d.chunk_count for d in store.documents(collection))
+    from sqlalchemy import text
+
+    with store.engine.connect() as conn:
+        return int(
+            conn.execute(
+                text(
+                    "SELECT count(*) FROM agentrag.chunks c JOIN agentrag.collections k"
+                    " ON k.id = c.collection_id WHERE k.name = :n"
+                ),
+                {"n": collection},
+            ).scalar_one()
+        )
 
 
 def main() -> None:
@@ -108,7 +119,7 @@ def main() -> None:
                 s,
                 n,
                 f"{len(report.rechunked)} rechunked; {_chunks(store, coll) - n:,} of"
-                f" {_chunks(store, coll):,} chunks kept their vector (was {total:,})",
+                f" {_chunks(store, coll):,} chunks kept their vector (was {total:,} chunks)",
             )
         )
         s, n, report = _timed(embedder, lambda: store.sync(folder, collection=coll, chunk_size=500))
