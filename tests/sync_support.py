@@ -33,7 +33,8 @@ def rows(
         scope = "coalesce(d.tenant_id, '') = :t AND coalesce(d.workspace_id, '') = :w"
         docs = conn.execute(
             text(
-                "SELECT d.source, d.id, d.sha256, d.text, d.metadata, d.original_filename, d.chunk_count"
+                "SELECT d.source, d.id, d.sha256, d.text, d.metadata, d.original_filename, d.chunk_count,"
+                " d.chunk_size, d.chunk_overlap, d.chunker_version"
                 f" FROM agentrag.documents d WHERE d.collection_id = :cid AND {scope} ORDER BY d.source"
             ),
             params,
@@ -41,7 +42,7 @@ def rows(
         chunks = conn.execute(
             text(
                 "SELECT d.source, c.id, c.chunk_index, c.text, c.start_char, c.end_char, c.sha256,"
-                " c.embedding::text AS embedding, c.locator::text AS locator"
+                " c.embedding::text AS embedding, c.embedding_half::text AS half, c.locator::text AS locator"
                 " FROM agentrag.chunks c JOIN agentrag.documents d"
                 f" ON d.id = c.document_id WHERE c.collection_id = :cid AND {scope}"
                 " ORDER BY d.source, c.chunk_index"

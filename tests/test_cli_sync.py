@@ -120,3 +120,18 @@ def test_watch_refuses_a_url(store: Store, collection_name: str) -> None:
 
     with pytest.raises(InvalidInputError, match="cron"):
         watch(store, "s3://bucket/kb", collection=collection_name, on_report=print)
+
+
+def test_sync_chunk_size_rechunks_and_says_so(run, collection_name: str, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    src = tmp_path / "src"
+    write(
+        src, "long.md", "\n\n".join(f"Paragraph {i} about apples and pears, long enough." for i in range(40))
+    )
+    code, out, _err = run("sync", str(src), "-c", collection_name, "--create", "--chunk-size", "300")
+    assert code == 0 and "1 added" in out
+    code, out, _err = run("sync", str(src), "-c", collection_name, "--chunk-size", "300")
+    assert code == 0 and "1 unchanged" in out and "rechunked" not in out
+    code, out, _err = run("sync", str(src), "-c", collection_name)  # the default size now
+    assert code == 0 and "0 modified, 1 rechunked, 0 deleted" in out and "  rechunked: long.md" in out
+    code, _out, err = run("sync", str(src), "-c", collection_name, "--chunk-size", "0")
+    assert code == 2 and "--chunk-size takes an integer >= 1" in err

@@ -18,6 +18,12 @@ def cmd_sync(args: argparse.Namespace) -> int:
         raise InvalidInputError(
             "--keep-revisions takes an integer >= 0 (the ended revisions kept per document)"
         )
+    for flag, value, least in (
+        ("--chunk-size", args.chunk_size, 1),
+        ("--chunk-overlap", args.chunk_overlap, 0),
+    ):
+        if value is not None and value < least:
+            raise InvalidInputError(f"{flag} takes an integer >= {least}, got {value}")
     store = common.open_store(args)
     try:
         store.collection(args.collection)
@@ -37,6 +43,8 @@ def cmd_sync(args: argparse.Namespace) -> int:
         "delete": not args.no_delete,
         "dry_run": args.dry_run,
         "keep_revisions": args.keep_revisions,
+        "chunk_size": args.chunk_size,
+        "chunk_overlap": args.chunk_overlap,
         "storage_options": key_values(args.storage_option, "--storage-option") or None,
     }
     failed = False
@@ -97,6 +105,13 @@ def register(sub: Any, add: AddCommand) -> None:
         metavar="N",
         help="keep the text of at most N ended revisions per document (default: all)",
     )
+    p.add_argument(
+        "--chunk-size",
+        type=int,
+        metavar="N",
+        help="characters per chunk (default 1000); an unchanged file chunked otherwise is rechunked",
+    )
+    p.add_argument("--chunk-overlap", type=int, metavar="N", help="characters of overlap (default 150)")
     p.add_argument(
         "--storage-option",
         action="append",

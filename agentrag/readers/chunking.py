@@ -24,10 +24,16 @@ from typing import Any
 
 from agentrag.readers.base import Block, Extracted
 
-__all__ = ["DEFAULT_CHUNK_OVERLAP", "DEFAULT_CHUNK_SIZE", "Chunk", "chunk_text", "layout"]
+__all__ = ["CHUNKER_VERSION", "DEFAULT_CHUNK_OVERLAP", "DEFAULT_CHUNK_SIZE", "Chunk", "chunk_text", "layout"]
 
 DEFAULT_CHUNK_SIZE = 1000  # characters: about 250 tokens, inside MiniLM's 256 word-piece window
 DEFAULT_CHUNK_OVERLAP = 150
+# The chunking rules' version, recorded on every document with its chunk size and overlap
+# (migration 0054): BUMP IT whenever the same text (or file) would be cut into other chunks:
+# a boundary rule, a reader's layout, a locator or section. ``store.sync`` then re-chunks the
+# unchanged files whose chunks differ (agentrag.store.sync_layout); files whose chunks come out the
+# same only have the new version recorded, nothing re-embedded.
+CHUNKER_VERSION = 1
 
 _HEADING = re.compile(r"^(#{1,6})[ \t]+(.+?)[ \t#]*$", re.MULTILINE)
 _BREAKS = (re.compile(r"\n[ \t]*\n"), re.compile(r"[.!?][\"')\]]?\s"), re.compile(r"\s"))

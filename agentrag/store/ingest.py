@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from agentrag.errors import IngestError, InvalidInputError, StoreError
+from agentrag.readers.chunking import CHUNKER_VERSION
 from agentrag.readers.options import check_reader
 from agentrag.store.acl import check_owner
 from agentrag.store.collections import Collection, check_embedder, find_collection
@@ -240,6 +241,8 @@ def _ingest(
     embedder = store.embedder_for(coll)  # the collection's own (agentrag.store.embedders)
     check_embedder(coll, embedder)  # before anything is read, embedded or written
     size, overlap = chunk_options(chunk_size, chunk_overlap)
+    for item in items:  # recorded on each row written (store.sync compares it: agentrag.store.sync_layout)
+        item.layout = (size, overlap, CHUNKER_VERSION)
     tally = IngestTally(collection, len(items), on_progress)
     # 1. The stored versions.
     stored = _mark_stored(store, coll, items, tenant, workspace, keep_grants)

@@ -79,6 +79,8 @@ class PreparedDocument:
     # (document id, its chunks' COPY rows): built by the write stage ahead of the write
     copy_rows: tuple[str, list[tuple[Any, ...]]] | None = field(default=None, repr=False)
     folder: str | None = None  # the folder ``path`` was found in (a folder walk): it must resolve inside it
+    # (chunk size, overlap, CHUNKER_VERSION) its chunks are made with: recorded on its row (migration 0054)
+    layout: tuple[int, int, int] | None = None
 
     @property
     def needs_write(self) -> bool:

@@ -15,7 +15,10 @@ One run, under the source's advisory lock (:func:`agentrag.store.sync_state.sour
    transaction: the new row, its chunks copied with their vectors under the ids a fresh ingest
    gives, the old row deleted, the revision lineage continued).
 4. **Write** added and modified documents through ingest (each document all or nothing; a
-   modified document's new revision replaces the old one in one transaction).
+   modified document's new revision replaces the old one in one transaction). An unchanged file
+   whose document's recorded chunk layout (size, overlap, chunker version) is not this run's is
+   read (step 2 never skips it) and, when its chunks come out different, **rechunked** in place
+   (:mod:`agentrag.store.sync_layout`).
 5. **Delete** the documents of vanished files (chunks, tsvectors, session links and the
    relations they were the source of) in one transaction; other scopes are never touched.
 6. **Record** the state; prune old revisions beyond ``keep_revisions``.
@@ -56,6 +59,7 @@ from agentrag.store.prepare import (
     json_default,
 )
 from agentrag.store.revisions import continue_lineages, prune_revisions
+from agentrag.store.sync_layout import adopt_layout, changed_layouts, rechunk, run_layout
 from agentrag.store.sync_report import SyncProgress, SyncReport
 from agentrag.store.sync_source import Entry, SyncSource, open_source
 from agentrag.store.sync_state import SyncState, source_lock
@@ -126,6 +130,7 @@ def sync(
     src = open_source(source, include=include, exclude=exclude, storage_options=storage_options)
     run = _Run(store, coll, src, tenant, workspace, user_metadata, metadata_sha, on_progress)
     run.layout = chunk_options(chunk_size, chunk_overlap)
+    run.current, run.bulk = run_layout(*run.layout), bulk
     try:
         with source_lock(store.engine, [coll.id, tenant, workspace, src.uri]):
             report = run.execute(
@@ -161,6 +166,9 @@ class _Run:
         self.state = SyncState(store.engine, coll.id, tenant, workspace, src.uri)
         self.ids: dict[str, str] = {}
         self.layout = chunk_options(None, None)  # chunk size and overlap the files are laid out with
+        self.current = run_layout(*self.layout)  # ... with the chunker's version: recorded on each row
+        self.bulk: bool | None = None  # ingest's option: rechunks drop and rebuild the HNSW index too
+        self.layouts: dict[str, tuple[int, int, int] | None] = {}  # the stored documents' (by key)
         self.failed: list[tuple[str, str]] = []
 
     def emit(self, step: str, key: str | None = None, done: int = 0, total: int = 0) -> None:
@@ -186,6 +194,7 @@ class _Run:
         for key, entry in listing.items():
             row, doc = files.get(key), stored.get(key)
             recorded = row is not None and doc is not None and (row.document_id, row.sha256) == doc
+            recorded = recorded and self.layouts.get(key) == self.current  # and chunked as this run chunks
             if recorded and row is not None and doc is not None and row.matches(entry, self.metadata_sha):
                 unchanged.append(key)
                 self.ids[key] = doc[0]
@@ -219,6 +228,10 @@ class _Run:
                 self.ids[key] = doc[0]
             else:
                 modified.append(key)
+        stale = [k for k in confirmed + regranted if self.layouts.get(k) != self.current]
+        relaid = changed_layouts(self.store.engine, {self.ids[k]: read[k] for k in stale}, self.current)
+        rechunked = [key for key in confirmed + regranted if relaid.get(key)]
+        confirmed = [key for key in confirmed if key not in rechunked]
         vanished = sorted(key for key in files if key not in listing)
         renamed = self._renames(added, vanished, read, stored) if delete else []
         for _old, new in renamed:
@@ -238,6 +251,7 @@ class _Run:
                 added=tuple(added),
                 modified=tuple(modified),
                 regranted=tuple(regranted),
+                rechunked=tuple(rechunked),
                 deleted=tuple(deleted),
                 renamed=tuple(renamed),
                 failed=tuple(self.failed),
@@ -248,7 +262,7 @@ class _Run:
         self.state.record(
             [
                 (key, listing[key], None, None)
-                for key in [*added, *modified, *regranted, *(new for _o, new in renamed)]
+                for key in [*added, *modified, *regranted, *rechunked, *(new for _o, new in renamed)]
             ]
             + [(key, listing[key], read[key].sha256, self.ids[key]) for key in confirmed],
             self.metadata_sha,
@@ -278,6 +292,15 @@ class _Run:
         )
         for number, key in enumerate(done_regrants, start=1):
             self.emit("regranted", key, number, len(done_regrants))
+        same = [self.ids[k] for k in confirmed + regranted if relaid.get(k) is False]
+        adopt_layout(self.store.engine, same, self.current)  # chunks as this run's: the layout recorded
+        done_rechunks, rechunk_chunks = self._rechunk([k for k in rechunked if k not in modified], read)
+        self.state.record(
+            [(k, listing[k], read[k].sha256, self.ids[k]) for k in done_rechunks],
+            self.metadata_sha,
+            listed_ns,
+        )
+        modified.extend(key for key in rechunked if key not in done_rechunks and key not in modified)
         ingested = self._ingest([read[k] for k in [*added, *modified]], ingest_options)
         self.state.record(
             [(k, listing[k], read[k].sha256, self.ids[k]) for k in [*added, *modified] if k in self.ids],
@@ -298,13 +321,14 @@ class _Run:
             added=tuple(k for k in added if status.get(k) == "added"),
             modified=tuple(k for k in [*added, *modified] if status.get(k) == "replaced"),
             regranted=tuple(done_regrants),
+            rechunked=tuple(done_rechunks),
             deleted=tuple(deleted),
             renamed=tuple(done_renames),
             unchanged=tuple(
                 sorted([*report["unchanged"], *(k for k in added + modified if status.get(k) == "unchanged")])
             ),
             failed=tuple(self.failed),
-            chunks_embedded=ingested["chunks"],
+            chunks_embedded=ingested["chunks"] + rechunk_chunks,
             revisions_pruned=pruned,
             document_ids=dict(sorted(self.ids.items())),
         )
@@ -335,6 +359,17 @@ class _Run:
         item = PreparedDocument(key, text, metadata, original_filename=file.name, chunks=chunks)
         item.sha256 = hashlib.sha256(item.text.encode("utf-8")).hexdigest()
         return item
+
+    def _rechunk(self, keys: list[str], read: dict[str, PreparedDocument]) -> tuple[list[str], int]:
+        """Re-chunk the documents of ``keys`` in place; the keys done (in order) and chunks embedded."""
+        if not keys:
+            return [], 0
+        done, embedded = rechunk(
+            self.store, self.coll, self.tenant, [(self.ids[k], read[k]) for k in keys], self._locks, self.bulk
+        )
+        for number, key in enumerate(done, start=1):
+            self.emit("rechunked", key, number, len(done))
+        return [key for key in keys if key in set(done)], embedded
 
     def _regrant(
         self, keys: list[str], read: dict[str, PreparedDocument], stored: dict[str, tuple[str, str]]
@@ -383,10 +418,14 @@ class _Run:
 
         with self.store.engine.connect() as conn:
             rows = conn.execute(
-                text("SELECT source, id, sha256" + _BY_KEY_SQL),
+                text(
+                    "SELECT source, id, sha256, ARRAY[chunk_size, chunk_overlap, chunker_version]"
+                    + _BY_KEY_SQL
+                ),
                 {"cid": self.coll.id, **self.scope, "keys": keys},
             ).all()
-        return {source: (doc_id, sha) for source, doc_id, sha in rows}
+        self.layouts = {source: None if None in lay else tuple(lay) for source, _i, _s, lay in rows}
+        return {source: (doc_id, sha) for source, doc_id, sha, _layout in rows}
 
     def _metadata(self, keys: list[str]) -> dict[str, dict[str, Any]]:
         """The stored metadata of ``keys`` (the files read: whether one is unchanged after all)."""
@@ -443,11 +482,12 @@ class _Run:
             text(
                 "INSERT INTO agentrag.documents (id, collection_id, source, original_filename, sha256,"
                 " text, metadata, classification, doc_date, tenant_id, workspace_id, chunk_count, grants,"
-                " private, language)"
+                " private, language, chunk_size, chunk_overlap, chunker_version)"
                 " SELECT m.new_id, d.collection_id, m.new, m.filename, d.sha256, d.text,"
                 " CAST(m.meta AS jsonb), m.cls, CAST(m.day AS date), d.tenant_id, d.workspace_id,"
                 " d.chunk_count, CASE WHEN m.grants IS NOT NULL THEN ARRAY("
-                "SELECT jsonb_array_elements_text(CAST(m.grants AS jsonb))) END, d.private, d.language"
+                "SELECT jsonb_array_elements_text(CAST(m.grants AS jsonb))) END, d.private, d.language,"
+                " d.chunk_size, d.chunk_overlap, d.chunker_version"
                 " FROM unnest(CAST(:old_ids AS text[]), CAST(:new_ids AS text[]),"
                 " CAST(:news AS text[]), CAST(:filenames AS text[]), CAST(:metas AS text[]),"
                 " CAST(:cls AS text[]), CAST(:days AS text[]), CAST(:grants AS text[]))"

@@ -11,8 +11,9 @@ __all__ = ["SyncProgress", "SyncReport"]
 @dataclass(frozen=True, slots=True)
 class SyncProgress:
     """One event of a sync. ``step`` is ``listed`` (once, ``total`` files), ``read`` (a file read
-    and hashed), ``renamed``, ``regranted`` (a document's grants set in place), ``written`` (an
-    added / modified document committed, from ingest),
+    and hashed), ``renamed``, ``regranted`` (a document's grants set in place), ``rechunked`` (a
+    document's chunks laid out again in place), ``written`` (an added / modified document
+    committed, from ingest),
     ``deleted`` (once, after the deletions' transaction) or ``recorded`` (the state saved)."""
 
     step: str
@@ -27,7 +28,11 @@ class SyncReport:
 
     ``renamed`` holds ``(old key, new key)`` pairs: moved without re-embedding. ``regranted``: the
     files whose grants alone changed (their sidecar or front matter ``grants``): the document's
-    grants set in place, nothing re-embedded, no new revision. ``read`` counts
+    grants set in place, nothing re-embedded, no new revision. ``rechunked``: unchanged files whose
+    document's chunks were laid out with another chunk size / overlap or an older chunker
+    (``CHUNKER_VERSION``) and come out different now: their chunks replaced in place (same
+    document, grants, metadata and revision; a chunk whose text is unchanged keeps its vector).
+    ``read`` counts
     the files read and hashed; the others were unchanged by the pre-check (size + mtime, or
     ETag, as recorded). ``chunks_embedded`` counts the chunks of added and modified documents.
     """
@@ -37,6 +42,7 @@ class SyncReport:
     added: tuple[str, ...] = ()
     modified: tuple[str, ...] = ()
     regranted: tuple[str, ...] = ()
+    rechunked: tuple[str, ...] = ()
     deleted: tuple[str, ...] = ()
     renamed: tuple[tuple[str, str], ...] = ()
     unchanged: tuple[str, ...] = ()
@@ -54,12 +60,15 @@ class SyncReport:
 
     @property
     def changed(self) -> bool:
-        return bool(self.added or self.modified or self.regranted or self.deleted or self.renamed)
+        return bool(
+            self.added or self.modified or self.regranted or self.rechunked or self.deleted or self.renamed
+        )
 
     def _counts(self) -> str:
         regranted = f"{len(self.regranted)} regranted, " if self.regranted else ""  # (rare: shown if any)
+        rechunked = f"{len(self.rechunked)} rechunked, " if self.rechunked else ""  # (likewise)
         return (
-            f"{len(self.added)} added, {len(self.modified)} modified, {regranted}"
+            f"{len(self.added)} added, {len(self.modified)} modified, {regranted}{rechunked}"
             f"{len(self.deleted)} deleted, "
             f"{len(self.renamed)} renamed, {len(self.unchanged)} unchanged, {len(self.failed)} failed"
         )
@@ -72,6 +81,7 @@ class SyncReport:
             ("added", self.added),
             ("modified", self.modified),
             ("regranted", self.regranted),
+            ("rechunked", self.rechunked),
             ("deleted", self.deleted),
         ):
             lines += [f"  {verb}: {key}" for key in keys]
@@ -95,6 +105,7 @@ class SyncReport:
             "added": list(self.added),
             "modified": list(self.modified),
             "regranted": list(self.regranted),
+            "rechunked": list(self.rechunked),
             "deleted": list(self.deleted),
             "renamed": [{"from": old, "to": new} for old, new in self.renamed],
             "unchanged": list(self.unchanged),

@@ -20,7 +20,16 @@ if TYPE_CHECKING:
 
     from agentrag.store.store import Store
 
-__all__ = ["chunk_rows", "document_id", "encode_vectors", "existing_documents", "key_digest", "write_batch"]
+__all__ = [
+    "chunk_rows",
+    "copy_chunks",
+    "document_id",
+    "encode_vectors",
+    "existing_documents",
+    "key_digest",
+    "layout_params",
+    "write_batch",
+]
 
 # The embedding goes in pre-encoded (vector's or halfvec's binary wire format, see encode_vectors):
 # declared bytea so psycopg passes the bytes through; the server reads them with the column type's
@@ -142,6 +151,7 @@ def write_batch(
                     "grants": document_grants(coll, doc.metadata, doc.source),
                     "private": session is not None,
                     "language": coll.language or detect(doc.text),
+                    **layout_params(doc.layout),
                 }
             )
         if replaced_ids:  # their chunks, session links and tsvectors go with them (ON DELETE CASCADE)
@@ -152,13 +162,14 @@ def write_batch(
                     "INSERT INTO agentrag.documents"
                     " (id, collection_id, source, original_filename, sha256, text,"
                     " metadata, classification, doc_date, tenant_id, workspace_id, chunk_count, grants,"
-                    " private, language)"
+                    " private, language, chunk_size, chunk_overlap, chunker_version)"
                     " VALUES (:id, :cid, :source, :filename, :sha, :text, CAST(:meta AS jsonb), :cls, :date,"
-                    " :tenant, :workspace, :count, CAST(:grants AS text[]), :private, :language)"
+                    " :tenant, :workspace, :count, CAST(:grants AS text[]), :private, :language,"
+                    " :chunk_size, :chunk_overlap, :chunker_version)"
                 ),
                 rows,
             )
-            _copy_chunks(conn, coll, tenant, new)
+            copy_chunks(conn, coll, tenant, new)
         if session is not None:
             conn.execute(
                 text(
@@ -177,6 +188,12 @@ def write_batch(
             )
         before_commit()
     return results
+
+
+def layout_params(layout: tuple[int, int, int] | None) -> dict[str, int | None]:
+    """The layout columns of a document row (migration 0054; None: unknown)."""
+    size, overlap, version = layout if layout is not None else (None, None, None)
+    return {"chunk_size": size, "chunk_overlap": overlap, "chunker_version": version}
 
 
 def _digest(*parts: str) -> str:
@@ -240,7 +257,7 @@ def chunk_rows(
     ]
 
 
-def _copy_chunks(
+def copy_chunks(
     conn: Connection, coll: Collection, tenant: str | None, documents: list[tuple[str, PreparedDocument]]
 ) -> None:
     """One binary COPY of the chunks of ``(document id, document)`` pairs, each carrying the
