@@ -292,3 +292,22 @@ def test_a_bulk_rechunk_rebuilds_the_vector_index_even_when_it_fails(  # type: i
     report = store.sync(src, collection=coll, chunk_size=900, bulk=True)
     assert report.rechunked == ("long.md",) and dropped == [True, True] and index_exists(store, collection)
     assert rows(store, coll) == fresh(store, coll, src, chunk_size=900)
+
+
+def test_a_file_renamed_when_the_layout_changes_is_chunked_with_the_new_one(  # type: ignore[no-untyped-def]
+    store, coll, tmp_path: Path
+) -> None:
+    src = tmp_path / "src"
+    write(src, "long.md", LONG)
+    write(src, "short.md", SHORT)
+    store.sync(src, collection=coll, chunk_size=400)
+    (src / "long.md").rename(src / "moved.md")  # the same text under another name
+    (src / "short.md").rename(src / "small.md")
+    report = store.sync(src, collection=coll, chunk_size=900)
+    # the long file's stored chunks are the old layout's: not moved, ingested afresh under its new name;
+    # the short one's chunks are the same with either size: moved as before
+    assert report.added == ("moved.md",) and report.deleted == ("long.md",), report
+    assert report.renamed == (("short.md", "small.md"),), report
+    assert layouts(store, coll)["moved.md"][1:] == (900, 150, CHUNKER_VERSION)
+    synced = rows(store, coll)
+    assert synced == fresh(store, coll, src, chunk_size=900)

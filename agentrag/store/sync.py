@@ -56,10 +56,10 @@ from agentrag.store.prepare import (
     canonical_metadata,
     chunk_options,
     document_columns,
-    json_default,
 )
-from agentrag.store.revisions import continue_lineages, prune_revisions
-from agentrag.store.sync_layout import adopt_layout, changed_layouts, rechunk, run_layout
+from agentrag.store.revisions import prune_revisions
+from agentrag.store.sync_layout import adopt_layout, changed_layouts, intact_moves, rechunk, run_layout
+from agentrag.store.sync_moves import SCOPE_SQL, write_moves
 from agentrag.store.sync_report import SyncProgress, SyncReport
 from agentrag.store.sync_source import Entry, SyncSource, open_source
 from agentrag.store.sync_state import SyncState, source_lock
@@ -79,8 +79,7 @@ _KEY_LOCK_SQL = (
     "SELECT count(pg_advisory_xact_lock(h)) FROM (SELECT DISTINCT hashtextextended(k, 0) AS h"
     " FROM unnest(CAST(:keys AS text[])) AS k ORDER BY h) AS keys"
 )
-_SCOPE_SQL = "coalesce(tenant_id, '') = :tenant AND coalesce(workspace_id, '') = :workspace"
-_BY_KEY_SQL = f" FROM agentrag.documents WHERE collection_id = :cid AND {_SCOPE_SQL} AND source = ANY(:keys)"
+_BY_KEY_SQL = f" FROM agentrag.documents WHERE collection_id = :cid AND {SCOPE_SQL} AND source = ANY(:keys)"
 
 
 def _but_grants(metadata: dict[str, Any], key: str) -> str:
@@ -233,7 +232,7 @@ class _Run:
         rechunked = [key for key in confirmed + regranted if relaid.get(key)]
         confirmed = [key for key in confirmed if key not in rechunked]
         vanished = sorted(key for key in files if key not in listing)
-        renamed = self._renames(added, vanished, read, stored) if delete else []
+        renamed = self._renames(added, vanished, read, stored, relaid) if delete else []
         for _old, new in renamed:
             added.remove(new)
         deleted = (
@@ -292,7 +291,8 @@ class _Run:
         )
         for number, key in enumerate(done_regrants, start=1):
             self.emit("regranted", key, number, len(done_regrants))
-        same = [self.ids[k] for k in confirmed + regranted if relaid.get(k) is False]
+        moved = [new for _old, new in done_renames]  # a rename's layout compared: recorded when the same
+        same = [self.ids[k] for k in confirmed + regranted + moved if relaid.get(k) is False]
         adopt_layout(self.store.engine, same, self.current)  # chunks as this run's: the layout recorded
         done_rechunks, rechunk_chunks = self._rechunk([k for k in rechunked if k not in modified], read)
         self.state.record(
@@ -390,8 +390,11 @@ class _Run:
         vanished: list[str],
         read: dict[str, PreparedDocument],
         stored: dict[str, tuple[str, str]],
+        relaid: dict[str, bool],
     ) -> list[tuple[str, str]]:
-        """``(old, new)``: a new key whose text a vanished key's stored document has (each once)."""
+        """``(old, new)``: a new key whose text a vanished key's stored document has (each once),
+        and whose stored chunks are what this run's layout cuts (:func:`intact_moves`; what it
+        compared goes into ``relaid``). Any other new key is an add, chunked afresh."""
         by_sha: dict[str, list[str]] = {}
         for key in vanished:
             if key in stored:
@@ -401,6 +404,8 @@ class _Run:
             candidates = by_sha.get(read[key].sha256)
             if candidates:
                 pairs.append((candidates.pop(0), key))
+        pairs, compared = intact_moves(self.store.engine, pairs, self.layouts, self.current, stored, read)
+        relaid.update(compared)
         return pairs
 
     def _locks(self, conn: Connection, keys: list[str]) -> None:
@@ -476,66 +481,7 @@ class _Run:
         old_ids = [stored[old][0] for old in olds]
         new_ids = [document_id(self.coll, read[new], self.tenant, self.workspace) for new in news]
         columns = [document_columns(read[new].metadata, new) for new in news]
-        pairs = "unnest(CAST(:old_ids AS text[]), CAST(:new_ids AS text[])) AS m(old_id, new_id)"
-        ids = {"old_ids": old_ids, "new_ids": new_ids}
-        conn.execute(
-            text(
-                "INSERT INTO agentrag.documents (id, collection_id, source, original_filename, sha256,"
-                " text, metadata, classification, doc_date, tenant_id, workspace_id, chunk_count, grants,"
-                " private, language, chunk_size, chunk_overlap, chunker_version)"
-                " SELECT m.new_id, d.collection_id, m.new, m.filename, d.sha256, d.text,"
-                " CAST(m.meta AS jsonb), m.cls, CAST(m.day AS date), d.tenant_id, d.workspace_id,"
-                " d.chunk_count, CASE WHEN m.grants IS NOT NULL THEN ARRAY("
-                "SELECT jsonb_array_elements_text(CAST(m.grants AS jsonb))) END, d.private, d.language,"
-                " d.chunk_size, d.chunk_overlap, d.chunker_version"
-                " FROM unnest(CAST(:old_ids AS text[]), CAST(:new_ids AS text[]),"
-                " CAST(:news AS text[]), CAST(:filenames AS text[]), CAST(:metas AS text[]),"
-                " CAST(:cls AS text[]), CAST(:days AS text[]), CAST(:grants AS text[]))"
-                " AS m(old_id, new_id, new, filename, meta, cls, day, grants)"
-                " JOIN agentrag.documents d ON d.id = m.old_id"
-            ),
-            {
-                **ids,
-                "news": news,
-                "filenames": [read[new].original_filename for new in news],
-                "metas": [json.dumps(read[new].metadata, default=json_default) for new in news],
-                "cls": [cls for cls, _day in columns],
-                "days": [day.isoformat() if day else None for _cls, day in columns],
-                "grants": [None if g is None else json.dumps(g) for g in grants],
-            },
-        )
-        conn.execute(
-            text(
-                "INSERT INTO agentrag.chunks (id, document_id, collection_id, chunk_index, text,"
-                " start_char, end_char, page, section, sha256, embedding, embedding_half, locator, tenant_id)"
-                " SELECT 'chk_' || left(encode(sha256(convert_to(m.new_id || chr(31) || c.chunk_index::text,"
-                " 'UTF8')), 'hex'), 16), m.new_id, c.collection_id, c.chunk_index, c.text, c.start_char,"
-                " c.end_char, c.page, c.section, c.sha256, c.embedding, c.embedding_half, c.locator,"
-                " nd.tenant_id"
-                f" FROM {pairs} JOIN agentrag.chunks c ON c.document_id = m.old_id"
-                " JOIN agentrag.documents nd ON nd.id = m.new_id"
-            ),
-            ids,
-        )
-        conn.execute(
-            text(
-                "INSERT INTO agentrag.document_sessions (session_id, document_id)"
-                f" SELECT s.session_id, m.new_id FROM {pairs}"
-                " JOIN agentrag.document_sessions s ON s.document_id = m.old_id"
-            ),
-            ids,
-        )
-        conn.execute(
-            text(
-                "UPDATE agentrag.relations SET source = m.new"
-                " FROM unnest(CAST(:olds AS text[]), CAST(:news AS text[])) AS m(old, new)"
-                f" WHERE collection_id = :cid AND {_SCOPE_SQL} AND session_id IS NULL AND source = m.old"
-            ),
-            {**params, "olds": olds, "news": news},
-        )
-        conn.execute(text("DELETE FROM agentrag.documents WHERE id = ANY(:ids)"), {"ids": old_ids})
-        continue_lineages(conn, old_ids, new_ids)
-        conn.execute(text("UPDATE agentrag.collections SET version = version + 1 WHERE id = :cid"), params)
+        write_moves(conn, params, olds, news, old_ids, new_ids, read, columns, grants)
         self.ids.update(zip(news, new_ids, strict=True))
         return moves
 
@@ -580,14 +526,14 @@ class _Run:
                 self._locks(conn, deleted)
                 gone = conn.execute(
                     text(
-                        f"DELETE FROM agentrag.documents WHERE collection_id = :cid AND {_SCOPE_SQL}"
+                        f"DELETE FROM agentrag.documents WHERE collection_id = :cid AND {SCOPE_SQL}"
                         " AND source = ANY(:keys)"
                     ),
                     params,
                 ).rowcount
                 conn.execute(
                     text(
-                        f"DELETE FROM agentrag.relations WHERE collection_id = :cid AND {_SCOPE_SQL}"
+                        f"DELETE FROM agentrag.relations WHERE collection_id = :cid AND {SCOPE_SQL}"
                         " AND session_id IS NULL AND source = ANY(:keys)"
                     ),
                     params,

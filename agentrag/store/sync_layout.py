@@ -77,6 +77,23 @@ def changed_layouts(engine: Engine, items: dict[str, PreparedDocument], layout: 
     return {item.source: stored[doc_id] != [_shape(c) for c in item.chunks] for doc_id, item in items.items()}
 
 
+def intact_moves(
+    engine: Engine,
+    pairs: list[tuple[str, str]],
+    layouts: dict[str, Layout | None],
+    layout: Layout,
+    stored: dict[str, tuple[str, str]],
+    read: dict[str, PreparedDocument],
+) -> tuple[list[tuple[str, str]], dict[str, bool]]:
+    """Of the renames ``pairs`` (old key, new key), those a move may carry: the old document's layout is
+    ``layout``, or its stored chunks are what the new file gives under it. Also ``{new key: whether its
+    chunks changed}`` for the pairs made with another layout (a moved one gets ``layout`` recorded). A
+    pair left out is an add of the new key, chunked afresh, and a deletion of the old one."""
+    stale = {stored[old][0]: read[new] for old, new in pairs if layouts.get(old) != layout}
+    relaid = changed_layouts(engine, stale, layout)
+    return [(old, new) for old, new in pairs if not relaid.get(new)], relaid
+
+
 def adopt_layout(engine: Engine, ids: Sequence[str], layout: Layout) -> None:
     """Record ``layout`` on the rows ``ids`` (their chunks are already laid out so)."""
     from sqlalchemy import text
