@@ -76,6 +76,19 @@ class CountingEmbedder:
         )
 
 
+def counting_embedder(kind: str) -> CountingEmbedder:
+    """``--embedder``'s choice, counted: ``local`` (the real MiniLM) or ``fake`` (hashing, 384-d)."""
+    if kind == "local":
+        from agentrag.embedders import LocalEmbedder
+
+        inner: Any = LocalEmbedder()
+    else:
+        from agentrag.testing import FakeEmbedder
+
+        inner = FakeEmbedder(dimensions=384)
+    return CountingEmbedder(inner)
+
+
 def build_folder(folder: Path, count: int, data: Path) -> list[str]:
     """``count`` distinct files from SciFact; returns the spare texts (for the added files)."""
     corpus = [json.loads(line) for line in (data / "corpus.jsonl").open(encoding="utf-8")]
@@ -203,15 +216,7 @@ def main() -> None:
         "--collection", default=COLLECTION, help="the collection (dropped first): two runs at once use two"
     )
     args = parser.parse_args()
-    if args.embedder == "local":
-        from agentrag.embedders import LocalEmbedder
-
-        inner: Any = LocalEmbedder()
-    else:
-        from agentrag.testing import FakeEmbedder
-
-        inner = FakeEmbedder(dimensions=384)
-    embedder = CountingEmbedder(inner)
+    embedder = counting_embedder(args.embedder)
     store = bench_store(embedder)
     for name in (args.collection, args.collection + "_floor"):  # (_floor: earlier runs' scratch collection)
         if any(c.name == name for c in store.collections()):

@@ -28,7 +28,7 @@ from typing import Any
 
 from benchmarks._db import bench_store
 from benchmarks._paths import scifact_path
-from benchmarks.sync import CountingEmbedder, build_folder, list_and_hash
+from benchmarks.sync import CountingEmbedder, build_folder, counting_embedder, list_and_hash
 
 COLLECTION = "bench_layout"
 
@@ -62,15 +62,7 @@ def main() -> None:
     parser.add_argument("--embedder", choices=["local", "fake"], default="local")
     parser.add_argument("--collection", default=COLLECTION)
     args = parser.parse_args()
-    if args.embedder == "local":
-        from agentrag.embedders import LocalEmbedder
-
-        inner: Any = LocalEmbedder()
-    else:
-        from agentrag.testing import FakeEmbedder
-
-        inner = FakeEmbedder(dimensions=384)
-    embedder = CountingEmbedder(inner)
+    embedder = counting_embedder(args.embedder)
     store = bench_store(embedder)
     coll, floor = args.collection, args.collection + "_floor"
     for name in (coll, floor):
