@@ -187,46 +187,9 @@ class _Run:
             self.state.start()
         files = self.state.files()
         stored = self._stored(sorted(set(listing) | set(files)))
-        # 2. the pre-check
-        unchanged: list[str] = []
-        to_read: list[str] = []
-        for key, entry in listing.items():
-            row, doc = files.get(key), stored.get(key)
-            recorded = row is not None and doc is not None and (row.document_id, row.sha256) == doc
-            recorded = recorded and self.layouts.get(key) == self.current  # and chunked as this run chunks
-            if recorded and row is not None and doc is not None and row.matches(entry, self.metadata_sha):
-                unchanged.append(key)
-                self.ids[key] = doc[0]
-                continue
-            to_read.append(key)
-        # 3. read and hash the others (the stored metadata of those only)
-        metadata = self._metadata([key for key in to_read if key in stored])
-        read: dict[str, PreparedDocument] = {}
-        added: list[str] = []
-        modified: list[str] = []
-        regranted: list[str] = []  # the same text, other grants only: updated in place
-        confirmed: list[str] = []  # read: unchanged after all (state to refresh)
-        for number, key in enumerate(to_read, start=1):
-            item = self._read(key, listing[key])
-            self.emit("read", key, number, len(to_read))
-            if item is None:
-                continue
-            read[key] = item
-            doc = stored.get(key)
-            if doc is None:
-                added.append(key)
-            elif doc[1] == item.sha256 and canonical_metadata(
-                metadata.get(key) or {}, key
-            ) == canonical_metadata(item.metadata, key):
-                confirmed.append(key)
-                self.ids[key] = doc[0]
-            elif doc[1] == item.sha256 and _but_grants(metadata.get(key) or {}, key) == _but_grants(
-                item.metadata, key
-            ):
-                regranted.append(key)
-                self.ids[key] = doc[0]
-            else:
-                modified.append(key)
+        # 2. the pre-check; 3. read and hash the others
+        unchanged, to_read = self._precheck(listing, files, stored)
+        read, added, modified, regranted, confirmed = self._classify(to_read, listing, stored)
         stale = [k for k in confirmed + regranted if self.layouts.get(k) != self.current]
         relaid = changed_layouts(self.store.engine, {self.ids[k]: read[k] for k in stale}, self.current)
         rechunked = [key for key in confirmed + regranted if relaid.get(key)]
@@ -337,6 +300,58 @@ class _Run:
         )
         self.emit("recorded")
         return report
+
+    def _precheck(
+        self, listing: dict[str, Entry], files: dict[str, Any], stored: dict[str, tuple[str, str]]
+    ) -> tuple[list[str], list[str]]:
+        """``(unchanged, to read)``: a key is unchanged, and never read, when its state row matches the
+        listing's entry and the stored document (id, sha256, and chunked as this run chunks)."""
+        unchanged: list[str] = []
+        to_read: list[str] = []
+        for key, entry in listing.items():
+            row, doc = files.get(key), stored.get(key)
+            recorded = row is not None and doc is not None and (row.document_id, row.sha256) == doc
+            recorded = recorded and self.layouts.get(key) == self.current  # and chunked as this run chunks
+            if recorded and row is not None and doc is not None and row.matches(entry, self.metadata_sha):
+                unchanged.append(key)
+                self.ids[key] = doc[0]
+                continue
+            to_read.append(key)
+        return unchanged, to_read
+
+    def _classify(
+        self, to_read: list[str], listing: dict[str, Entry], stored: dict[str, tuple[str, str]]
+    ) -> tuple[dict[str, PreparedDocument], list[str], list[str], list[str], list[str]]:
+        """Read and hash ``to_read`` (the stored metadata of those only): ``(read, added, modified,
+        regranted, confirmed)``; regranted: the same text, other grants only (updated in place);
+        confirmed: read, unchanged after all (state to refresh)."""
+        metadata = self._metadata([key for key in to_read if key in stored])
+        read: dict[str, PreparedDocument] = {}
+        added: list[str] = []
+        modified: list[str] = []
+        regranted: list[str] = []
+        confirmed: list[str] = []
+        for number, key in enumerate(to_read, start=1):
+            item = self._read(key, listing[key])
+            self.emit("read", key, number, len(to_read))
+            if item is None:
+                continue
+            read[key] = item
+            doc = stored.get(key)
+            before = metadata.get(key) or {}
+            if doc is None:
+                added.append(key)
+            elif doc[1] == item.sha256 and canonical_metadata(before, key) == canonical_metadata(
+                item.metadata, key
+            ):
+                confirmed.append(key)
+                self.ids[key] = doc[0]
+            elif doc[1] == item.sha256 and _but_grants(before, key) == _but_grants(item.metadata, key):
+                regranted.append(key)
+                self.ids[key] = doc[0]
+            else:
+                modified.append(key)
+        return read, added, modified, regranted, confirmed
 
     def _read(self, key: str, entry: Entry) -> PreparedDocument | None:
         """Read and hash one file (and its grants sidecar, listed with it); None (and a failure
