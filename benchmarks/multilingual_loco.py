@@ -80,12 +80,20 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--xquad", type=Path, required=True)
     parser.add_argument("--handbook", type=Path, required=True)
+    parser.add_argument(
+        "--report",
+        type=Path,
+        default=None,
+        help="``multilingual_abstention --report-only --json`` rows (articles 12-23): every candidate's "
+        "held-out figures, read after the choice",
+    )
     args = parser.parse_args(argv)
     xquad = json.loads(args.xquad.read_text(encoding="utf-8"))["languages"]
     candidates: dict[str, Decide] = {
         "table": table_only,
         "shipped": shipped(1.0),
         "shipped, raise only": shipped(0.0),
+        **{f"shipped, lower <= {x:g}": shipped(x) for x in (0.05, 0.1, 0.2)},
     }
     for names in REFITTED:
         decide, curve = refitted(xquad, names)
@@ -121,7 +129,24 @@ def main(argv: list[str] | None = None) -> int:
                 f"  {label:24} {name:12} {lang} hit {f['fact_hit']:.2f} refused {f['refused']:.2f}"
                 f" unanswerable {f['unanswerable_answered']:.3f}"
             )
+    if args.report:
+        held_out(json.loads(args.report.read_text(encoding="utf-8"))["languages"], candidates)
     return 0
+
+
+def held_out(report: dict[str, Any], candidates: dict[str, Decide]) -> None:
+    """Every candidate on the report half (read once, after the choice): per language fact hit /
+    refused / unanswerable answered, summed cost and targets missed."""
+    print("| candidate | " + " | ".join(report) + " | summed | targets missed |")
+    print("|---|" + "---|" * (len(report) + 2))
+    for label, decide in candidates.items():
+        cells, summed, missed = [], 0.0, 0
+        for lang, row in report.items():
+            f = cost(row["confidences"]["report"], lambda r, d=decide, x=lang: d(r, x))  # type: ignore[misc]
+            cells.append(f"{f['fact_hit']:.2f} / {f['refused']:.2f} / {f['unanswerable_answered']:.3f}")
+            summed += total(f)
+            missed += (f["refused"] > 0.15) + (f["unanswerable_answered"] > 0.10)
+        print(f"| {label} | " + " | ".join(cells) + f" | {summed:.3f} | {missed} |")
 
 
 if __name__ == "__main__":
