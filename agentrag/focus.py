@@ -95,8 +95,10 @@ def focus(question: str, best: Unit, units: Sequence[Unit]) -> tuple[float, floa
     for unit in units:
         for t in set(terms(unit.text)):
             df[t] = df.get(t, 0) + 1
-    if unspaced():
-        asked = [t for t in asked if df.get(t)]  # straddling bigrams step aside (see unspaced)
+    if unspaced():  # straddling bigrams step aside (see unspaced); a word no unit holds stays
+        from agentrag.answer_languages import ANSWER_LANGUAGE, unknown_bigrams
+
+        asked = unknown_bigrams(asked, df, ANSWER_LANGUAGE.get())
         if not asked:
             return 0.0, 0.0
     n = len(units)

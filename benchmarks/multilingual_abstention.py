@@ -65,6 +65,9 @@ def asked(store: Any, name: str, items: list[dict[str, Any]], answerable: bool) 
                 # no quotable sentence: an excerpt, which no threshold refuses
                 "threshold_applies": bool(abstained(strict)),
                 "fact_hit": bool(answerable and fact_hit(ctx.answer_text or "", item["answers"])),
+                # the benchmark's own record, for reading why a question is answered (never logged)
+                "question": item["question"],
+                "answer": (ctx.answer_text or "")[:300],
             }
         )
     return rows
@@ -89,6 +92,13 @@ class _Recorder:
             found = {k: v for k, v in asdict(evidence.signals).items() if v is not None}
             first = evidence.ranked[0] if evidence.ranked else ()
             found["lead"] = first[0].score - first[1].score if len(first) > 1 else 1.0
+            # the question's similarity to every candidate unit: how close the collection's text is
+            # to it in general (short, related documents all score high)
+            sims = sorted(s.semantic for s in first)
+            if sims:
+                found["semantic_mean"] = sum(sims) / len(sims)
+                found["semantic_median"] = sims[len(sims) // 2]
+                found["semantic_units"] = len(sims)
             self.last = found
             return evidence
 
@@ -164,6 +174,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--before", type=float, default=0.25, help="the threshold of before, reported beside")
     parser.add_argument("--kept", type=int, default=KEPT, help="articles of a half in its collection (CI: 2)")
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument(
+        "--fit-only",
+        action="store_true",
+        help="ask the fit half only (analyse it without seeing the report half)",
+    )
+    parser.add_argument("--report-only", action="store_true", help="ask the report half only (its rows)")
     args = parser.parse_args(argv)
     args.data = args.data or data_path()
 
@@ -172,9 +188,9 @@ def main(argv: list[str] | None = None) -> int:
     store = bench_store()
     results: dict[str, Any] = {"settings": {k: str(v) for k, v in vars(args).items()}, "languages": {}}
     for lang in (x for x in args.languages.split(",") if x):
-        fitted_on = run_half(store, lang, "fit", args.embedder, args)
-        reported = run_half(store, lang, "report", args.embedder, args)
-        threshold = fit(fitted_on)
+        fitted_on = [] if args.report_only else run_half(store, lang, "fit", args.embedder, args)
+        reported = [] if args.fit_only else run_half(store, lang, "report", args.embedder, args)
+        threshold = fit(fitted_on) if fitted_on else 0.25
         row = {
             "threshold": threshold,
             "fit": at(fitted_on, threshold),

@@ -45,10 +45,15 @@ def features(row: dict[str, Any], language: str, names: tuple[str, ...]) -> list
     from agentrag.answer_languages import abstain_below
 
     signals = row.get("signals") or {}
-    return [
-        row["confidence"] - abstain_below(language, MODEL) if n == "margin" else float(signals.get(n) or 0.0)
-        for n in names
-    ]
+
+    def value(name: str) -> float:
+        if name == "margin":
+            return float(row["confidence"] - abstain_below(language, MODEL))
+        if name == "relative":  # the best unit's similarity above the candidate units' median
+            return float(signals.get("semantic") or 0.0) - float(signals.get("semantic_median") or 0.0)
+        return float(signals.get(name) or 0.0)
+
+    return [value(n) for n in names]
 
 
 def cost(rows: list[dict[str, Any]], answers: Callable[[dict[str, Any]], bool]) -> dict[str, float]:

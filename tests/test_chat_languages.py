@@ -87,12 +87,10 @@ def test_a_turn_moves_the_languages_threshold_by_the_similarity_as_the_answer_st
     assert answered.mode != "abstained" and turn.mode == "full" and turn.grounded
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="since the threshold of an answer in another language moves with the evidence's similarity "
-    "(answer_languages.semantic_threshold, session 15), this near-miss is answered at low confidence "
-    "('Ein Parkausweis wird beim Empfang ausgegeben.', 0.27) by the answer step and the chat alike",
-)
 def test_a_german_near_miss_is_refused(german_store) -> None:  # type: ignore[no-untyped-def]
+    """Session 15's curve lowered German's threshold for a question this close to a short document
+    (cosine ~0.9, above XQuAD's typical answerable 0.84), and the near-miss was answered at 0.27 ("Ein
+    Parkausweis wird beim Empfang ausgegeben."); the similarity now only raises the threshold
+    (answer_languages.SEMANTIC_CURVE_BY_MODEL's ``lower``, chosen on corpora, not on this question)."""
     assert _answer(german_store, NEAR_MISS).mode == "abstained"
     assert _turn(german_store, NEAR_MISS).mode == "abstained"
