@@ -18,6 +18,8 @@ chunks do not answer the question.
   full-time employee receives 25 days of paid annual leave" covers little of what is rare in it);
 * ``unknown``: the IDF-weighted share of the question's terms that no candidate unit contains
   (a qualifier the retrieved documents never use: "interns", "staging", "grandparents").
+* ``contrary``: whether the unit that would be best but for :mod:`agentrag.contrast` states the
+  contrary of the question (its opposite term, another number): the documents say otherwise.
 
 :func:`confidence` maps them to 0-1 with a logistic curve centred on ``Calibration.center``:
 ``0.5`` is the point where answering and abstaining are equally likely to be right on the
@@ -65,6 +67,8 @@ class Calibration:
       for "how many", a duration for "how long");
     * ``cover_weight``: what the best unit's coverage of the question's focus adds (``covered``);
     * ``unknown_penalty``: what the question's terms unknown to every candidate unit cost;
+    * ``contrary_penalty``: what it costs when the unit that would be best states the contrary of
+      the question (``contrary``, :mod:`agentrag.contrast`);
     * ``abstain_below``: abstain when confidence is below this;
     * ``low_below``: answer, but as ``low-confidence``, below this;
     * ``select``: the evidence score a unit must reach to be quoted.
@@ -76,6 +80,7 @@ class Calibration:
     type_penalty: float = 0.08
     cover_weight: float = 0.2
     unknown_penalty: float = 0.1
+    contrary_penalty: float = 0.1
     abstain_below: float = 0.5
     low_below: float = 0.64  # the low-confidence band as wide in the combined score as before (0.047)
     select: float = 0.40
@@ -88,6 +93,7 @@ class Calibration:
             "type_penalty",
             "cover_weight",
             "unknown_penalty",
+            "contrary_penalty",
             "abstain_below",
             "low_below",
             "select",
@@ -118,6 +124,7 @@ class Signals:
     mismatch: float = 0.0  # the share of questions whose best unit lacks the kind of answer asked for
     covered: float = 0.0  # the question's focus held by the best unit and its context (IDF-weighted)
     unknown: float = 0.0  # the question's terms no candidate unit contains (IDF-weighted share)
+    contrary: float = 0.0  # the share of questions whose best unit but for the contrary stated it
 
     def combined(self, calibration: Calibration) -> float:
         return (
@@ -126,6 +133,7 @@ class Signals:
             - calibration.missing_penalty * (1.0 - self.found)
             - calibration.type_penalty * self.mismatch
             - calibration.unknown_penalty * self.unknown
+            - calibration.contrary_penalty * self.contrary
         )
 
 
@@ -167,7 +175,15 @@ def signals(
     units = [s.unit for s in ranked[0]] if ranked else []
     foci = [focus(questions[b.question], b.unit, units) for b in bests if b.question < len(questions)]
     covered, unknown = (sum(f[i] for f in foci) / max(1, len(foci)) for i in range(2))
-    return Signals(evidence, semantic, found, vector, mismatch, covered, unknown)
+    contrary = sum(_contrary(r) for r in ranked if r) / len(bests)
+    return Signals(evidence, semantic, found, vector, mismatch, covered, unknown, contrary)
+
+
+def _contrary(ranked: Sequence[Scored]) -> bool:
+    """Whether the unit that would have been best but for stating the contrary of the question
+    (:mod:`agentrag.contrast`) states it: the documents say the opposite of what is asked."""
+    best = ranked[0].score
+    return any(s.contrary > 0 and s.score + s.contrary >= best for s in ranked)
 
 
 def confidence(sig: Signals, calibration: Calibration | None = None) -> float:

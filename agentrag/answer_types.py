@@ -25,6 +25,13 @@ _DURATION = re.compile(
     r"immediately|no (?:time )?limit|without limit)\b|\b\d+/\d+\b|\b24/[57]\b",
     re.IGNORECASE,
 )
+# a title, not a duration: a number word and a unit of time both capitalised ("Seven Days to the River
+# Rhine", "the Thirty Years' War"); a sentence opening "Seven days ..." still states one
+_TITLED_DURATION = re.compile(
+    r"\b(?:"
+    + "|".join(w.title() for w in _NUMBER_WORDS[3:-1].split("|"))
+    + r"|Hundred)[\s-]+(?:Seconds?|Minutes?|Hours?|Days?|Weeks?|Months?|Years?)\b"
+)
 # a quantity, not a digit inside a name or a path ("/v2/", "OAuth2", "sha256" state no amount)
 _NUMBER = re.compile(rf"(?<![A-Za-z/_-])\d|\b{_NUMBER_WORDS}\b|\bunlimited\b|\bnone\b", re.IGNORECASE)
 # a ratio states how two amounts compare, not an amount: "four times the Team limit", "twice as long"
@@ -143,7 +150,7 @@ def type_fit(kind: str | None, text: str, *, question: str = "", row: bool = Fal
     if kind is None:
         return 0.0
     if kind == "duration":
-        return 1.0 if _DURATION.search(text) else -1.0
+        return 1.0 if _DURATION.search(_TITLED_DURATION.sub(" ", text)) else -1.0
     if kind == "number":
         text = _MULTIPLIER.sub(" ", text)
         focus = counted(question) if question else ()

@@ -20,7 +20,9 @@ A unit is scored against each (sub-)question from four signals (:func:`score_uni
   the wanted kind gains, one without it loses;
 * **retrieval**: the hit's rank among the answer's hits (a small prior).
 
-A sentence that only points elsewhere ("see ...", "the exact numbers are in ...") loses a little. A
+A sentence that only points elsewhere ("see ...", "the exact numbers are in ...") loses a little, and
+one that states the contrary of the question (:mod:`agentrag.contrast`: "largest" for "smallest",
+"Henry III" for "Henry II") loses more. A
 section heading (not the document's title) that restates the question ("What happens when you hit
 the limit") counts as part of the section's first paragraph (``Unit.lead``).
 
@@ -39,6 +41,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from agentrag.answer_types import answer_type, type_fit
+from agentrag.contrast import contrast
 from agentrag.focus import sibling, without_controls
 from agentrag.hits import Hit
 from agentrag.restated import first_steps, restated
@@ -307,6 +310,7 @@ class EvidenceWeights:
     pointer: float = 0.05  # what a sentence that only points elsewhere ("see ...") loses
     restates: float = 0.75  # a heading this similar to the question restates it (see score_units)
     sibling: float = 0.15  # what a unit answering a sibling question loses (agentrag.focus.sibling)
+    contrast: float = 0.3  # per pattern, what a unit stating the contrary loses (agentrag.contrast)
 
 
 @dataclass(frozen=True, slots=True)
@@ -319,6 +323,7 @@ class Scored:
     lexical: float
     type_fit: float
     question: int = 0  # which (sub-)question
+    contrary: float = 0.0  # what it lost for stating the contrary of the question (agentrag.contrast)
 
 
 @dataclass(slots=True)
@@ -464,16 +469,21 @@ def score_units(
         scored = []
         for unit, lexical, sim, passage in zip(units, lex, sims, passages, strict=True):
             fit = type_fit(kind, without_controls(unit.text), question=question, row=unit.kind == "row")
+            # a table row holds every value of its record: another cell's opposite is not in the term's place
+            contrary = (
+                0.0 if unit.kind == "row" else weights.contrast * contrast(question, unit.text, unit.context)
+            )
             score = (
                 -weights.pointer * bool(_POINTER.search(unit.text))
                 - weights.sibling * sibling(question, unit.text)
+                - contrary
                 + weights.semantic * max(sim, 0.0)
                 + weights.passage * max(passage, 0.0)
                 + weights.lexical * lexical * scale
                 + weights.answer_type * fit
                 + weights.retrieval / (1 + unit.rank)
             )
-            scored.append(Scored(unit, score, sim, lexical, fit, qi))
+            scored.append(Scored(unit, score, sim, lexical, fit, qi, contrary))
         scored.sort(key=lambda s: (-s.score, s.unit.rank, s.unit.start))
         out.append(scored)
     return out

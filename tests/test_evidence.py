@@ -667,3 +667,10 @@ def test_a_comparison_quotes_the_row_of_each_thing_it_compares() -> None:
         "How many requests per minute does the Business plan allow?", [hit(LIMITS)], max_sentences=1
     )
     assert "| Business | 1,200" in single and "| Free |" not in single
+
+
+def test_a_titles_number_and_unit_of_time_state_no_duration() -> None:
+    assert type_fit("duration", "Seven Days to the River Rhine was a Warsaw Pact war plan.") == -1.0
+    assert type_fit("duration", "Alsace fell to France in the Thirty Years' War.") == -1.0
+    assert type_fit("duration", "Seven days after the fire, the branch closed.") == 1.0
+    assert type_fit("duration", "Deleted notes stay in the trash for thirty days.") == 1.0

@@ -45,7 +45,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("steps", ("agentrag.step", "agentrag.steps", "agentrag.proof", "agentrag.chat", "agentrag.evidence",
                "agentrag.extractive", "agentrag.abstain", "agentrag.focus", "agentrag.support",
                "agentrag.answer_languages", "agentrag.answer_types", "agentrag.answer_window",
-               "agentrag.restated", "agentrag.unit_vectors", "agentrag.abstention")),
+               "agentrag.restated", "agentrag.unit_vectors", "agentrag.abstention", "agentrag.contrast")),
     ("presentation", ("agentrag.display",)),
     ("application", ("agentrag", "agentrag.__main__", "agentrag.cli", "agentrag.demo", "agentrag.samples",
                      "agentrag.eval")),

@@ -1,0 +1,127 @@
+"""A unit that states the contrary of what the question asks (issue #36): English evidence only.
+
+SQuAD 2.0's unanswerable questions are a catalogue of how a question can sit next to a sentence
+that does not answer it while sharing almost every word with it. Two of its patterns are checked
+here, because a word-overlap score and a sentence embedding both miss them:
+
+* **an antonym in the question's place**: the question asks for the *smallest* inland port, the
+  *Lower* Rhine, where the river flows *east*, and the unit says *largest*, *Upper*, *west*, without
+  the question's own word (:data:`OPPOSITES`: a hand list of general English opposites; no
+  preposition or comparative such as "before" / "after" or "more" / "less", which answers
+  rephrase freely);
+* **a changed number**: the question names a number (a year, a count, an ordinal such as "10th",
+  a regnal numeral such as "Henry II") that neither the unit nor its context says, while the unit
+  says a number of its own ("Henry III", "in April 1191" for "in the 11th century").
+
+:func:`contrast` returns how many of the two a unit shows (0, 1 or 2);
+:func:`agentrag.evidence.score_units` subtracts ``EvidenceWeights.contrast`` per pattern. Other
+languages: 0 (the lists are English).
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+
+__all__ = ["OPPOSITES", "contrast", "numbers"]
+
+#: pairs of opposites, read both ways (stemmed as the answer step stems terms)
+OPPOSITES = (
+    "largest smallest|biggest smallest|large small|big small|first last|upper lower|higher lower|"
+    "highest lowest|high low|north south|east west|northern southern|eastern western|northward southward|"
+    "eastward westward|northeast southwest|northwest southeast|begin end|start end|beginning end|"
+    "open close|opening closing|ancient modern|old new|oldest newest|earliest latest|early late|"
+    "increase decrease|rise fall|longest shortest|long short|enter leave|import export|win lose|won lost|"
+    "victory defeat|major minor|maximum minimum|positive negative|inner outer|internal external|"
+    "top bottom|inside outside|private public|allow forbid|allowed prohibited|accept reject|"
+    "include exclude|add remove|added removed|buy sell|bought sold|strong weak|success failure|hot cold|"
+    "warm cold|wet dry|fast slow|cheap expensive|rich poor|peace war|friend enemy|ally enemy|"
+    "merge diverge|merged diverged|join separate|born died|birth death|heavy light|wide narrow|"
+    "deep shallow|thick thin|upstream downstream|enable disable|upload download|encrypt decrypt|"
+    "install uninstall|connect disconnect|lock unlock|online offline|paid unpaid|full part|"
+    "upward downward|min max|gain loss|attack defend|input output|inbound outbound|male female|"
+    "men women|younger older|youngest oldest|minimum maximum"
+)
+
+_SPELLED = {
+    w: str(i)
+    for i, w in enumerate(
+        "zero one two three four five six seven eight nine ten eleven twelve".split(),  # noqa: SIM905
+    )
+}
+_ORDINAL = {
+    w: f"{i + 1}{'st' if i == 0 else 'nd' if i == 1 else 'rd' if i == 2 else 'th'}"
+    for i, w in enumerate(
+        "first second third fourth fifth sixth seventh eighth ninth tenth eleventh twelfth".split()  # noqa: SIM905
+    )
+}
+# a yes/no question: the contrary is its answer ("Is the branch open on Saturdays?" over "Saturday: closed")
+_POLAR = re.compile(
+    r"^\W*(is|are|was|were|do|does|did|can|could|will|would|should|shall|has|have|had|may|must)\b", re.I
+)
+_NUMBER = re.compile(r"\b\d[\d,]*(?:\.\d+)?(?:st|nd|rd|th|s)?\b|(?<=[A-Za-z] )[IVX]{2,5}\b")
+_WORD = re.compile(r"[a-z]+")
+
+
+@functools.lru_cache(maxsize=1)
+def _opposites() -> dict[str, frozenset[str]]:
+    from agentrag.retrieval.tokenize import tokenize
+
+    out: dict[str, set[str]] = {}
+    for pair in OPPOSITES.split("|"):
+        a, b = pair.split()
+        for x, y in ((a, b), (b, a)):
+            for tx in tokenize(x):
+                out.setdefault(tx, set()).update(tokenize(y))
+    return {k: frozenset(v) for k, v in out.items()}
+
+
+def numbers(text: str, *, spelled: bool = True) -> set[str]:
+    """The numbers ``text`` states: digits (commas dropped, "1990s" as "1990"), ordinals as
+    written ("10th"), regnal numerals after a word ("Henry II"), and (``spelled``) "one" to
+    "twelve" as digits and "first" to "twelfth" as ordinals ("tenth" as "10th")."""
+    out = {m.group(0).replace(",", "").removesuffix("s") for m in _NUMBER.finditer(text)}
+    if spelled:
+        words = _WORD.findall(text.lower())
+        out.update(_SPELLED[w] for w in words if w in _SPELLED)
+        out.update(_ORDINAL[w] for w in words if w in _ORDINAL)
+    return out
+
+
+# the question word with its degree ("how *long*", "how *old*"): what is asked for, not a term to hold
+_HOW = re.compile(r"\bhow\s+\w+", re.IGNORECASE)
+
+
+@functools.lru_cache(maxsize=512)
+def _asked(question: str) -> tuple[tuple[tuple[str, frozenset[str]], ...], frozenset[str]]:
+    """``(the question's terms that have opposites, with them; the numbers it names)``."""
+    from agentrag.steps._common import terms
+
+    table = _opposites()
+    asked = dict.fromkeys(terms(_HOW.sub(" ", question)))
+    flips = tuple((t, table[t]) for t in asked if t in table)
+    return flips, frozenset(numbers(question, spelled=False))
+
+
+def contrast(question: str, text: str, context: str = "") -> int:
+    """How many of the two patterns (module docstring) ``text`` shows against ``question``:
+    an opposite of a question term in the place of the term, a question number the unit and
+    its ``context`` do not state while the unit states another. 0 outside English, and for a
+    yes/no question, which the contrary answers ("Is the branch open on Saturdays?" over
+    "Saturday: closed")."""
+    from agentrag.answer_languages import ANSWER_LANGUAGE
+
+    if ANSWER_LANGUAGE.get() is not None or _POLAR.match(question):
+        return 0
+    from agentrag.evidence import has_term
+    from agentrag.steps._common import terms
+
+    flips, asked_numbers = _asked(question)
+    found = 0
+    if flips:
+        held = set(terms(text))
+        found += any(not has_term(held, t) and opposite & held for t, opposite in flips)
+    if asked_numbers:
+        stated = numbers(text)
+        found += bool(stated and asked_numbers - stated - numbers(context))
+    return found
