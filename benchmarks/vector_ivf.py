@@ -1,6 +1,7 @@
 """A coarse cluster per chunk for a 10 % principal's vector search (issue #39): measured, not built.
 
     .venv/bin/python -m benchmarks.vector_ivf [--clusters 128,256,512] [--queries 50] [--cache DIR]
+        [--keep-columns] [--generic-count] [--ivfflat 316:10,316:20]
 
 Needs the collection ``benchmarks.acl --keep`` leaves (100,000 chunks, 1,000 groups, the same
 ``--passages`` / ``--cache``). A principal in 100 of the 1,000 groups sees 10 % of it (1,000 documents,
@@ -193,6 +194,28 @@ def drop_clusters(engine: Any, ks: Sequence[int]) -> None:
             conn.execute(text(f'DROP INDEX IF EXISTS agentrag."{name}"'))
 
 
+def _generic_count() -> None:
+    """The count statement planned once for any tokens (a generic plan) instead of for this principal's:
+    on this collection, 102 tokens, the same connection at load 6: custom plans 23-170 ms a call,
+    the generic plan 1.2-8.6 ms."""
+    from sqlalchemy import text
+
+    from agentrag.retrieval import legs, scoped
+
+    original = scoped.count_scope
+
+    def count_scope(conn: Any, collection_id: int, where: str, params: dict[str, Any]) -> Any:
+        conn.execute(text("SELECT set_config('plan_cache_mode', 'force_generic_plan', true)"))
+        try:
+            return original(conn, collection_id, where, params)
+        finally:
+            conn.execute(text("SELECT set_config('plan_cache_mode', 'auto', true)"))
+
+    scoped.count_scope = count_scope
+    if hasattr(legs, "count_scope"):
+        legs.count_scope = count_scope
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m benchmarks.vector_ivf", description=__doc__.split("\n")[0]
@@ -211,8 +234,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         default="316:10,316:20",
         help="pgvector ivfflat LISTS:PROBES pairs, statements only ('' for none)",
     )
+    parser.add_argument(
+        "--generic-count",
+        action="store_true",
+        help="the scope planner's count statement under plan_cache_mode = force_generic_plan (patched)",
+    )
     args = parser.parse_args(argv)
     ks = [int(x) for x in args.clusters.split(",")]
+    if args.generic_count:
+        _generic_count()
 
     import agentrag as ar
     from agentrag.retrieval import legs
