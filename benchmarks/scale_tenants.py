@@ -24,6 +24,8 @@
   own partial HNSW index (timed), and each restricted search also runs with them ignored
   (``tenant_walk.ENABLED = False``: the "no tenant index" column, same run); ``--no-tenant-indexes``:
   the searches never use them.
+* ``--vector-type halfvec``: the collection stores float16 (``bench_tenants_N_T_halfvec``); the floor and the
+  exact truth state the same halfvec expression; ``Store.optimize``'s tenant indexes take its opclass.
 * Checked: every result has exactly ``min(10, matches)`` hits; vector recall@10 of the vector
   mode against the exact scan within the same restriction, per size class.
 """
@@ -66,8 +68,16 @@ def tenant_sizes(chunks: int, tenants: int) -> list[int]:
     return [int(s) * CHUNKS_PER_DOC for s in share]
 
 
-def collection_name(chunks: int, tenants: int) -> str:
-    return f"bench_tenants_{chunks}_{tenants}"
+def collection_name(chunks: int, tenants: int, vector_type: str = "vector") -> str:
+    return f"bench_tenants_{chunks}_{tenants}" + ("_halfvec" if vector_type == "halfvec" else "")
+
+
+def vector_sql(vector_type: str) -> tuple[str, str]:
+    """The collection's indexed vector expression over ``c`` and the query parameter cast to its type
+    (what the library's vector leg states, so the floor and the truth use the same index / scan)."""
+    from agentrag.retrieval.catalog import vector_expr
+
+    return vector_expr(DIMS, vector_type, "c."), f"%(q)s::vector({DIMS})::{vector_type}({DIMS})"
 
 
 def class_tenants(sizes: list[int]) -> dict[str, list[str]]:
@@ -84,7 +94,15 @@ def tenant(i: int) -> str:
 
 
 def load(
-    store: Any, name: str, chunks: int, tenants: int, data: Path, cache: Path, n_passages: int, memory: str
+    store: Any,
+    name: str,
+    chunks: int,
+    tenants: int,
+    data: Path,
+    cache: Path,
+    n_passages: int,
+    memory: str,
+    vector_type: str = "vector",
 ) -> None:
     from agentrag.store.ingest import ingest_texts
 
@@ -95,7 +113,9 @@ def load(
     texts, vectors = synthesize(chunks, passages, base)
     _log(f"synthesized {len(texts):,} chunks in {time.perf_counter() - t:.0f} s")
     embedder: PrecomputedVectors = store.embedder
-    store.create_collection(name, description="benchmarks/scale_tenants.py", scoped=True)
+    store.create_collection(
+        name, description="benchmarks/scale_tenants.py", scoped=True, vector_type=vector_type
+    )
     deferred: list[Any] = []
     build = store.ensure_vector_index
     store.ensure_vector_index = lambda *a, **k: deferred.append(a)  # one build after the last tenant
@@ -143,6 +163,7 @@ def floor_search(
     where: str,
     params: dict[str, Any],
     leg: dict,
+    vector_type: str = "vector",
 ) -> int:
     """The same work as the library's hybrid search, raw: the planned vector SQL, BM25, the fetch."""
     from agentrag.retrieval.bm25 import first_ranked
@@ -150,7 +171,8 @@ def floor_search(
 
     exact = leg["vector"] == "exact"
     own = leg["vector"] == "hnsw-tenant"  # the tenant's own index: the tenant stated on chunks
-    order = "(c.embedding::vector(384) <=> %(q)s) + 0" if exact else "c.embedding::vector(384) <=> %(q)s"
+    stored, q = vector_sql(vector_type)
+    order = f"({stored} <=> {q}) + 0" if exact else f"{stored} <=> {q}"
     join = "" if where == "TRUE" else " JOIN agentrag.documents d ON d.id = c.document_id"
     vector_where = where
     if own:
@@ -172,7 +194,7 @@ def floor_search(
                 },
             )
         vector = conn.execute(
-            "WITH h AS MATERIALIZED (SELECT c.id, c.embedding::vector(384) <=> %(q)s AS dist"
+            f"WITH h AS MATERIALIZED (SELECT c.id, {stored} <=> {q} AS dist"
             f" FROM agentrag.chunks c{join} WHERE c.collection_id = {cid} AND ({vector_where})"
             f" ORDER BY {order} LIMIT {DEPTH})"
             " SELECT id, 1 - dist FROM h ORDER BY dist",
@@ -212,10 +234,22 @@ def run(args: argparse.Namespace) -> None:
     _passages, all_queries = scifact(data)
     qvecs = real_vectors(all_queries, cache, f"{data.name}-queries")
     store = bench_store(PrecomputedVectors(dict(zip(all_queries, qvecs, strict=True))))
-    name = collection_name(args.chunks, args.tenants)
+    name = collection_name(args.chunks, args.tenants, args.vector_type)
     if name not in {c.name for c in store.collections()}:
-        load(store, name, args.chunks, args.tenants, data, cache, args.passages, args.maintenance_work_mem)
+        load(
+            store,
+            name,
+            args.chunks,
+            args.tenants,
+            data,
+            cache,
+            args.passages,
+            args.maintenance_work_mem,
+            args.vector_type,
+        )
     coll = store.collection(name)
+    if coll.vector_type != args.vector_type:
+        raise SystemExit(f"{name} stores {coll.vector_type}, not {args.vector_type}")
     indexed = _tenant_indexes(store, name, args.tenant_indexes)
     sizes = tenant_sizes(args.chunks, args.tenants)
     classes = class_tenants(sizes)
@@ -263,7 +297,17 @@ def run(args: argparse.Namespace) -> None:
                 if system == "lib":
                     result = store.search(query, explain=True, **options)
                 elif system == "floor":
-                    floor_search(raw, cached, int(coll.id), qv[query], query, where, params, leg_of[key])
+                    floor_search(
+                        raw,
+                        cached,
+                        int(coll.id),
+                        qv[query],
+                        query,
+                        where,
+                        params,
+                        leg_of[key],
+                        coll.vector_type,
+                    )
                 elif system == "off":
                     scoped.ENABLED = False
                     try:
@@ -285,7 +329,7 @@ def run(args: argparse.Namespace) -> None:
                 wrong.append(f"{label} q{qi}: {len(result)} hits, {matches} match")
             if qi < args.recall_queries:
                 vector = store.search(query, mode="vector", **options)
-                truth = _exact(raw, int(coll.id), qv[query], where, params)
+                truth = _exact(raw, int(coll.id), qv[query], where, params, coll.vector_type)
                 if truth:
                     recall[label].append(len(set(vector.chunk_ids) & set(truth)) / len(truth))
         if qi % 10 == 0:
@@ -326,11 +370,14 @@ def _count(conn: Any, cid: int, where: str, params: dict[str, Any]) -> int:
     return int(conn.execute(f"{sql} AND ({where})", {**params, "c": cid}).fetchone()[0])
 
 
-def _exact(conn: Any, cid: int, qvec: np.ndarray, where: str, params: dict[str, Any]) -> list[str]:
+def _exact(
+    conn: Any, cid: int, qvec: np.ndarray, where: str, params: dict[str, Any], vector_type: str = "vector"
+) -> list[str]:
+    stored, q = vector_sql(vector_type)
     rows = conn.execute(
         "SELECT c.id FROM agentrag.chunks c JOIN agentrag.documents d ON d.id = c.document_id"
         f" WHERE c.collection_id = {cid} AND ({where})"
-        f" ORDER BY (c.embedding::vector({DIMS}) <=> %(q)s) + 0 LIMIT {TOP_K}",
+        f" ORDER BY ({stored} <=> {q}) + 0 LIMIT {TOP_K}",
         {**params, "q": qvec},
     ).fetchall()
     conn.rollback()
@@ -342,7 +389,8 @@ def _report(args, coll, sizes, classes, size_of, lat, plans, recall, wrong) -> N
 
     unscoped = statistics.median(lat["unscoped"]["lib"])
     print(
-        f"\n### {coll.chunk_count:,} chunks, {args.tenants:,} tenants (Zipf 1: largest {sizes[0]:,}, "
+        f"\n### {coll.vector_type} storage: {coll.chunk_count:,} chunks, {args.tenants:,} tenants "
+        f"(Zipf 1: largest {sizes[0]:,}, "
         f"median {int(statistics.median(sizes)):,}, smallest {sizes[-1]:,} chunks); {args.queries} queries, "
         f"hybrid, top_k {TOP_K}, depth {DEPTH}; EXACT_MAX_ROWS {EXACT_MAX_ROWS:,}\n"
     )

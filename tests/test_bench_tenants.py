@@ -22,3 +22,14 @@ def test_size_classes_take_tenants_from_each_end() -> None:
     assert classes["large"] == ["t0000", "t0001", "t0002"]
     assert len(classes["medium"]) == 40 and classes["medium"][0] == "t0010"
     assert len(classes["small"]) == 500 and classes["small"][-1] == "t0999"
+
+
+def test_a_halfvec_run_has_its_own_collection_and_states_the_halfvec_expression() -> None:
+    from benchmarks.scale_tenants import collection_name, vector_sql
+
+    assert collection_name(1_000_000, 1000) == "bench_tenants_1000000_1000"
+    assert collection_name(1_000_000, 1000, "halfvec") == "bench_tenants_1000000_1000_halfvec"
+    # the floor and the exact truth order by the expression the collection's (and its tenants') HNSW
+    # indexes are built on, with the query cast to the same type
+    assert vector_sql("vector") == ("c.embedding::vector(384)", "%(q)s::vector(384)::vector(384)")
+    assert vector_sql("halfvec") == ("c.embedding_half::halfvec(384)", "%(q)s::vector(384)::halfvec(384)")
