@@ -95,6 +95,7 @@ from agentrag.retrieval.legs import (
     plan_legs,
     plan_query_vectors,
     prepare_lexical,
+    snapshot_indexes,
     vector_ranked,
 )
 from agentrag.retrieval.plan import MAX_DEPTH, MAX_QUERY_CHARS, MODES, SearchPlan, make_plan, preprocess_query
@@ -118,6 +119,7 @@ if TYPE_CHECKING:
 
     from agentrag.embedders import Embedder
     from agentrag.retrieval.filters import Filters  # pydantic: imported by a search with filters only
+    from agentrag.retrieval.lexical import CachedBM25
 
 __all__ = [
     "MAX_DEPTH",
@@ -193,8 +195,12 @@ def _rank(
     check_scope(plan.scope, [c.name for c in colls if c.scoped])
     check_owners(plan.scope, [(c.name, c.tenant) for c in colls])
     check_principal(plan.scope, [c.name for c in colls if c.acl])
-    if not caches_ready and used_mode != "vector" and lexical_stale(store, colls, plan.mode):
-        raise CachesStale(colls)
+    indexes = None  # BM25 indexes built in this snapshot (its last: writes raced every one before)
+    if used_mode != "vector":
+        if not caches_ready and lexical_stale(store, colls, plan.mode):
+            raise CachesStale(colls)
+        if caches_ready and used_mode != "lexical_sql":
+            indexes = snapshot_indexes(conn, store, colls, plan.mode)
     version_warnings: list[str] = []
     by_collection: dict[int, np.ndarray] | None = None
     mixed: str | None = None
@@ -220,7 +226,9 @@ def _rank(
         lexical_fallback = "; ".join(over_budget_reasons(store, colls, plan.mode, current=False)) or None
         if lexical_fallback is not None and used_mode == "lexical":
             used_mode = "lexical_sql"
-    vector, lexical = _run_legs(conn, store, plan, colls, used_mode, by_collection, leg_plans, timings)
+    vector, lexical = _run_legs(
+        conn, store, plan, colls, used_mode, by_collection, leg_plans, timings, indexes
+    )
 
     t = time.perf_counter()
     candidates = fuse_legs(plan, used_mode, vector, lexical)
@@ -262,6 +270,7 @@ def _run_legs(
     query_vectors: dict[int, np.ndarray] | None,
     leg_plans: dict[int, LegPlan],
     timings: dict[str, float],
+    indexes: dict[int, CachedBM25] | None = None,
 ) -> tuple[list[tuple[str, float]], list[tuple[str, float]]]:
     """The vector and lexical rankings. A hybrid search whose BM25 leg needs no SQL ranks it on
     another thread while the vector statement runs (:mod:`agentrag.retrieval.overlap`), started
@@ -270,7 +279,7 @@ def _run_legs(
 
     def lexical_leg(on: Connection) -> list[tuple[str, float]]:
         return lexical_ranked(
-            on, store, colls, plan.mode, plan.query, plan.predicate, plan.leg_depth, leg_plans
+            on, store, colls, plan.mode, plan.query, plan.predicate, plan.leg_depth, leg_plans, indexes
         )
 
     lexical_runs = used_mode in ("lexical", "hybrid", "lexical_sql")
@@ -465,8 +474,8 @@ def search(
     try:
         with overlap.searching():  # how busy the process is decides whether the legs overlap
             # a stale cache (older than the snapshot, or newer: built since by another thread) is
-            # brought up to date and the search takes a new snapshot; the last attempt takes the
-            # caches as they are (writes racing every attempt)
+            # brought up to date and the search takes a new snapshot; the last attempt builds the
+            # BM25 indexes it lacks in its own snapshot (writes raced every attempt before it)
             for attempt in range(_SNAPSHOT_ATTEMPTS):
                 try:
                     with store.engine.connect().execution_options(**snapshot) as conn, conn.begin():
