@@ -47,12 +47,15 @@ BM25 memory budget
 Time budget
     Under a run's deadline (``Budget(max_seconds=...)``, :mod:`agentrag.llm.deadline`) the
     transaction starts with ``set_config('statement_timeout', <ms left>, true)`` (``SET LOCAL``,
-    the milliseconds a bound parameter): PostgreSQL cancels a statement still running when the time
-    is up (a lock wait included), and the cancel is raised as
-    :class:`~agentrag.errors.BudgetExceededError` (the service answers 504). Each statement of the
-    transaction gets the time left at its start, so a search of several slow statements can pass
-    the deadline by up to that much per statement; a deadline already past raises before any SQL.
-    The building of a cold in-memory BM25 index runs outside that transaction and is not bounded.
+    the milliseconds a bound parameter), set again before each statement to the time left at its
+    start (:mod:`agentrag.retrieval.statement_budget`): PostgreSQL cancels a statement still
+    running when the time is up (a lock wait included), and the cancel is raised as
+    :class:`~agentrag.errors.BudgetExceededError` (the service answers 504); a deadline already
+    past raises before any SQL. A ``statement_timeout`` of the connection's own (its role's, its
+    database's, its URL's ``options``) is never raised: when it is the shorter and fires, the error
+    is :class:`~agentrag.errors.StatementTimeoutError`, which names the setting to raise. The building
+    of a cold in-memory BM25 index runs outside that transaction and is not bounded (a search's last
+    snapshot's own build, under :func:`~agentrag.retrieval.legs.snapshot_indexes`, is).
 
 Degradation
     When the embedder fails (:class:`~agentrag.errors.EmbeddingError`: the model cannot load,
@@ -80,9 +83,9 @@ from typing import TYPE_CHECKING, Any, cast
 
 from agentrag.errors import EmbeddingError, EmbeddingMismatchError, InvalidInputError
 from agentrag.hits import Hit
-from agentrag.llm.deadline import budget_exceeded, remaining
+from agentrag.llm.deadline import budget_exceeded
 from agentrag.retrieval import overlap
-from agentrag.retrieval.dberrors import guarded, is_driver_error
+from agentrag.retrieval.dberrors import guarded
 from agentrag.retrieval.empty import empty_reason
 from agentrag.retrieval.legs import (
     CachesStale,
@@ -111,6 +114,7 @@ from agentrag.retrieval.sources import (
     mixed_models,
     vector_key,
 )
+from agentrag.retrieval.statement_budget import StatementTimeout, bounded, cancelled_by
 from agentrag.scope import Scope
 
 if TYPE_CHECKING:
@@ -314,28 +318,6 @@ def _run_legs(
 _SNAPSHOT_ATTEMPTS = 4  # snapshots a search takes at most while writes move its lexical caches
 
 
-def _bound_statements(conn: Connection) -> None:
-    """Under a run's deadline: the time left as this transaction's ``statement_timeout``."""
-    left = remaining()
-    if left is None:
-        return
-    if left <= 0:
-        raise budget_exceeded("search")
-    from sqlalchemy import text
-
-    milliseconds = max(1, int(left * 1000))  # an integer, bound: set_config takes text
-    conn.execute(text("SELECT set_config('statement_timeout', :ms, true)"), {"ms": str(milliseconds)})
-
-
-def _cancelled_at_deadline(exc: BaseException) -> bool:
-    """A statement cancelled (SQLSTATE 57014, query_canceled) while a deadline is in force: the
-    statement_timeout of :func:`_bound_statements` fired."""
-    if remaining() is None or not is_driver_error(exc):
-        return False
-    orig = getattr(exc, "orig", None) or exc
-    return getattr(orig, "sqlstate", None) == "57014"
-
-
 def _fetch(conn: Connection, ids: list[str]) -> dict[str, Any]:
     """The hits' text and provenance by chunk id (a chunk deleted since ranking is missing)."""
     if not ids:
@@ -471,6 +453,7 @@ def search(
     # (store.sync, ingest) is seen as one revision, never both, never neither; and the collections'
     # flags (private uploads, read first) hold for every row the legs read.
     snapshot = {"isolation_level": "REPEATABLE READ"}
+    bound: StatementTimeout | None = None  # under a deadline: the timeout of each statement
     try:
         with overlap.searching():  # how busy the process is decides whether the legs overlap
             # a stale cache (older than the snapshot, or newer: built since by another thread) is
@@ -478,8 +461,11 @@ def search(
             # BM25 indexes it lacks in its own snapshot (writes raced every attempt before it)
             for attempt in range(_SNAPSHOT_ATTEMPTS):
                 try:
-                    with store.engine.connect().execution_options(**snapshot) as conn, conn.begin():
-                        _bound_statements(conn)
+                    with (
+                        store.engine.connect().execution_options(**snapshot) as conn,
+                        conn.begin(),
+                        bounded(conn) as bound,
+                    ):
                         ranked = rank(conn, caches_ready=attempt == _SNAPSHOT_ATTEMPTS - 1)
                     break
                 except CachesStale as stale:
@@ -491,9 +477,9 @@ def search(
                         ) from None
                     vectors, degraded = plan_query_vectors(store, plan, stale.embedders, timings, vectors)
     except Exception as exc:
-        if _cancelled_at_deadline(exc):
+        if cancelled_by(exc, bound) == "deadline":
             raise budget_exceeded("search") from None
-        raise
+        raise  # the connection's own statement_timeout: guarded raises StatementTimeoutError
 
     warnings = [*plan.warnings, *([degraded] if degraded else []), *ranked.version_warnings]
     if ranked.mixed_models is not None:
