@@ -11,6 +11,12 @@ Grants arrive at ingest from, in order: ``ingest(..., grants=[...])``, the docum
 sidecar file ``<file>.grants`` with one grant per line, read with the file). On a collection
 without ``acl=True`` a document carrying grants fails (its grants would protect nothing).
 
+Those are the *source's* grants (``documents.source_grants``). :func:`grant` and :func:`revoke`
+are kept apart from them (``granted``, ``revoked``; migration 0055), so a later change of the
+source's grants (a sidecar edited, a file modified or renamed, a re-ingest) leaves them; the
+enforced ``grants`` column is (source + granted) - revoked, kept by a trigger. A revoke by hand
+holds until the same grant is given by hand again.
+
 Who may administer a document (grant, revoke, share, list its grants) is decided in the SQL that
 reads and locks its row (:func:`_administered`): the application itself (no principal) and an
 admin principal, everything in their tenant scope; any other principal, only its own private
@@ -157,7 +163,7 @@ def regrant(conn: Connection, coll: Collection, changes: list[tuple[str, dict[st
     updated = list(
         conn.execute(
             text(
-                "UPDATE agentrag.documents d SET metadata = CAST(m.meta AS jsonb), grants = CASE WHEN"
+                "UPDATE agentrag.documents d SET metadata = CAST(m.meta AS jsonb), source_grants = CASE WHEN"
                 " CAST(m.grants AS jsonb) = 'null' THEN NULL ELSE ARRAY(SELECT"
                 " jsonb_array_elements_text(CAST(m.grants AS jsonb))) END"
                 " FROM unnest(CAST(:ids AS text[]), CAST(:metas AS text[]), CAST(:grants AS text[]))"
@@ -248,11 +254,15 @@ def _change(
     tokens = grant_tokens(values)
     if not tokens:
         raise InvalidInputError("name at least one grant: 'user:<name>', 'group:<name>' or 'everyone'")
-    merged = (
-        "ARRAY(SELECT DISTINCT t FROM unnest(grants || CAST(:tokens AS text[])) t ORDER BY t)"
-        if add
-        else "ARRAY(SELECT t FROM unnest(grants) t WHERE t <> ALL(CAST(:tokens AS text[])) ORDER BY t)"
-    )
+    # by hand: kept apart from the source's grants, which a sync or ingest may replace; the
+    # enforced grants are (source + granted) - revoked (migration 0055's trigger)
+    order = 'ORDER BY t COLLATE "C"'
+    plus = f"ARRAY(SELECT t FROM unnest({{}} || CAST(:tokens AS text[])) t GROUP BY t {order})"
+    minus = f"ARRAY(SELECT t FROM unnest({{}}) t WHERE t <> ALL(CAST(:tokens AS text[])) {order})"
+    if add:
+        merged = f"granted = {plus.format('granted')}, revoked = {minus.format('revoked')}"
+    else:
+        merged = f"granted = {minus.format('granted')}, revoked = {plus.format('revoked')}"
     with store.engine.begin() as conn:
         row = _administered(conn, document_id, scope)
         if not row.acl:
@@ -260,7 +270,7 @@ def _change(
                 f"collection {row.name!r} does not enforce grants: create it with acl=True to use them"
             )
         stored = conn.execute(
-            text(f"UPDATE agentrag.documents SET grants = {merged} WHERE id = :id RETURNING grants"),
+            text(f"UPDATE agentrag.documents SET {merged} WHERE id = :id RETURNING grants"),
             {"id": document_id, "tokens": tokens},
         ).scalar_one()
     return [grant_text(t) for t in stored]

@@ -41,12 +41,13 @@ def write_moves(
     conn.execute(
         text(
             "INSERT INTO agentrag.documents (id, collection_id, source, original_filename, sha256,"
-            " text, metadata, classification, doc_date, tenant_id, workspace_id, chunk_count, grants,"
-            " private, language, chunk_size, chunk_overlap, chunker_version)"
+            " text, metadata, classification, doc_date, tenant_id, workspace_id, chunk_count,"
+            " source_grants, granted, revoked, private, language, chunk_size, chunk_overlap, chunker_version)"
             " SELECT m.new_id, d.collection_id, m.new, m.filename, d.sha256, d.text,"
             " CAST(m.meta AS jsonb), m.cls, CAST(m.day AS date), d.tenant_id, d.workspace_id,"
             " d.chunk_count, CASE WHEN m.grants IS NOT NULL THEN ARRAY("
-            "SELECT jsonb_array_elements_text(CAST(m.grants AS jsonb))) END, d.private, d.language,"
+            "SELECT jsonb_array_elements_text(CAST(m.grants AS jsonb))) END, d.granted, d.revoked,"
+            " d.private, d.language,"
             " d.chunk_size, d.chunk_overlap, d.chunker_version"
             " FROM unnest(CAST(:old_ids AS text[]), CAST(:new_ids AS text[]),"
             " CAST(:news AS text[]), CAST(:filenames AS text[]), CAST(:metas AS text[]),"

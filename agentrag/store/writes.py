@@ -47,13 +47,14 @@ _COPY_SQL = (
 def existing_documents(
     store: Store, coll: Collection, sources: list[str], tenant: str | None, workspace: str | None
 ) -> dict[str, tuple[str, str, dict[str, Any], list[str] | None]]:
-    """``{source: (id, sha256, metadata, grants tokens)}`` of the stored documents under ``sources``."""
+    """``{source: (id, sha256, metadata, the source's grant tokens)}`` of the stored documents under
+    ``sources`` (the grants set by hand, ``granted`` / ``revoked``, are carried by :func:`write_batch`)."""
     from sqlalchemy import text
 
     with store.engine.connect() as conn:
         rows = conn.execute(
             text(
-                "SELECT source, id, sha256, metadata, grants FROM agentrag.documents"
+                "SELECT source, id, sha256, metadata, source_grants AS grants FROM agentrag.documents"
                 " WHERE collection_id = :cid AND source = ANY(:sources)"
                 " AND coalesce(tenant_id, '') = :tenant AND coalesce(workspace_id, '') = :workspace"
             ),
@@ -103,7 +104,8 @@ def write_batch(
             row.source: row
             for row in conn.execute(
                 text(
-                    "SELECT source, id, metadata FROM agentrag.documents WHERE collection_id = :cid"
+                    "SELECT source, id, metadata, granted, revoked FROM agentrag.documents"
+                    " WHERE collection_id = :cid"
                     " AND source = ANY(:sources)"
                     " AND coalesce(tenant_id, '') = :tenant AND coalesce(workspace_id, '') = :workspace"
                 ),
@@ -149,6 +151,9 @@ def write_batch(
                     "workspace": workspace,
                     "count": len(doc.chunks),
                     "grants": document_grants(coll, doc.metadata, doc.source),
+                    # a replaced document keeps what was granted / revoked by hand (migration 0055)
+                    "granted": list(old.granted) if old is not None else [],
+                    "revoked": list(old.revoked) if old is not None else [],
                     "private": session is not None,
                     "language": coll.language or detect(doc.text),
                     **layout_params(doc.layout),
@@ -161,10 +166,12 @@ def write_batch(
                 text(
                     "INSERT INTO agentrag.documents"
                     " (id, collection_id, source, original_filename, sha256, text,"
-                    " metadata, classification, doc_date, tenant_id, workspace_id, chunk_count, grants,"
-                    " private, language, chunk_size, chunk_overlap, chunker_version)"
+                    " metadata, classification, doc_date, tenant_id, workspace_id, chunk_count,"
+                    " source_grants, granted, revoked, private, language, chunk_size, chunk_overlap,"
+                    " chunker_version)"
                     " VALUES (:id, :cid, :source, :filename, :sha, :text, CAST(:meta AS jsonb), :cls, :date,"
-                    " :tenant, :workspace, :count, CAST(:grants AS text[]), :private, :language,"
+                    " :tenant, :workspace, :count, CAST(:grants AS text[]), CAST(:granted AS text[]),"
+                    " CAST(:revoked AS text[]), :private, :language,"
                     " :chunk_size, :chunk_overlap, :chunker_version)"
                 ),
                 rows,
