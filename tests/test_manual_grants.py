@@ -6,6 +6,7 @@ brought a manually revoked one back)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -138,3 +139,32 @@ def test_an_upgrade_keeps_every_grant_and_tells_the_manual_ones_apart(fake_embed
         after = _grant_columns(url)
         assert after["bands.md"][0] == ["g:eng", "u:dave"] and after["holidays.md"][0] == ["g:eng"]
         store.close()
+
+
+def test_through_the_cli_a_grant_by_hand_outlives_the_next_sync(
+    store: Store,
+    acl: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from agentrag import cli
+
+    monkeypatch.setattr(cli.common, "open_store", lambda args: store)
+
+    def run(*argv: str) -> str:
+        capsys.readouterr()
+        code = cli.main(list(argv))
+        out = capsys.readouterr()
+        assert code == 0, out.err
+        return out.out
+
+    folder = tmp_path / "docs"
+    put(folder, "a.md", "Alpha contract terms.\n")
+    put(folder, "a.md.grants", "group:sales\n")
+    run("sync", str(folder), "-c", acl)
+    doc_id = store.documents(acl, scope=who(admin=True))[0].id
+    run("acl", "grant", doc_id, "user:alice", "--json")
+    put(folder, "a.md.grants", "group:legal\n")
+    run("sync", str(folder), "-c", acl)
+    assert json.loads(run("acl", "show", doc_id, "--json"))["grants"] == ["group:legal", "user:alice"]
