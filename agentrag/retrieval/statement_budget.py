@@ -40,7 +40,8 @@ _FIRST_SQL = """
 SELECT own.ms, set_config('statement_timeout',
        (CASE WHEN own.ms > 0 THEN least(own.ms, CAST(:ms AS bigint)) ELSE CAST(:ms AS bigint) END)::text,
        true)
-FROM (SELECT CAST(setting AS bigint) AS ms FROM pg_settings WHERE name = 'statement_timeout') AS own
+FROM (SELECT CAST(extract(epoch FROM CAST(current_setting('statement_timeout') AS interval)) * 1000
+             AS bigint) AS ms) AS own
 """
 _SET_SQL = "SELECT set_config('statement_timeout', %s, true)"
 
