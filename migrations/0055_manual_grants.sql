@@ -1,12 +1,13 @@
 -- Grants set by hand kept apart from the source's (a manual store.grant was replaced by the next
 -- change of the document's grants sidecar or front matter). documents.grants stays what a search
--- enforces (the predicate and its GIN index are unchanged); it is now derived, by a trigger, from:
+-- enforces (the predicate and its GIN index are unchanged); every writer now derives it from:
 --   source_grants  what the source says (ingest(grants=...), metadata / front matter, sidecar);
 --                  NULL in a collection without acl
 --   granted        tokens store.grant added by hand: enforced whatever the source says
 --   revoked        tokens store.revoke took away by hand: refused whatever the source says,
 --                  until granted by hand again
--- grants = (source_grants + granted) - revoked, sorted, distinct. Sync and ingest write
+-- grants = (source_grants + granted) - revoked, sorted, distinct (agentrag.store.acl.enforced /
+-- enforced_sql; no trigger: Citus runs none on distributed tables). Sync and ingest replace
 -- source_grants only; a replaced or renamed document carries its granted / revoked along.
 ALTER TABLE agentrag.documents
     ADD COLUMN source_grants text[],
@@ -35,24 +36,3 @@ FROM (
     FROM agentrag.documents x WHERE x.grants IS NOT NULL
 ) AS s
 WHERE d.id = s.id;
-
-CREATE FUNCTION agentrag.documents_enforced_grants() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    IF TG_OP = 'INSERT' AND NEW.source_grants IS NULL AND NEW.grants IS NOT NULL THEN
-        NEW.source_grants := NEW.grants;  -- a writer naming grants only: they are the source's
-    END IF;
-    IF NEW.source_grants IS NULL THEN
-        NEW.grants := NULL;  -- a collection without acl
-    ELSE
-        NEW.grants := ARRAY(
-            SELECT t FROM unnest(NEW.source_grants || NEW.granted) AS t
-            WHERE t <> ALL(NEW.revoked) GROUP BY t ORDER BY t COLLATE "C"
-        );
-    END IF;
-    RETURN NEW;
-END
-$$;
-
-CREATE TRIGGER documents_enforced_grants
-    BEFORE INSERT OR UPDATE OF source_grants, granted, revoked ON agentrag.documents
-    FOR EACH ROW EXECUTE FUNCTION agentrag.documents_enforced_grants();

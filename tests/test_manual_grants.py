@@ -129,13 +129,18 @@ def test_an_upgrade_keeps_every_grant_and_tells_the_manual_ones_apart(fake_embed
         assert after["bands.md"][1:] == (["u:dave"], [])
         assert after["holidays.md"][1:] == ([], ["*"])
         assert after["reorg.md"][1:] == (["g:leads"], [])  # the fixture's own store.grant, by hand
+        from agentrag.store.acl import regrant
+        from agentrag.store.collections import find_collection
+
+        hr = find_collection(store.engine, "hr")
         with store.engine.begin() as conn:  # what a sync writes when the sidecars change
-            conn.execute(
-                text(
-                    "UPDATE agentrag.documents SET source_grants = '{g:eng}'"
-                    " WHERE source IN ('bands.md', 'holidays.md')"
-                )
+            ids = dict(
+                conn.execute(
+                    text("SELECT source, id FROM agentrag.documents WHERE collection_id = :c"), {"c": hr.id}
+                ).all()
             )
+            changes = [(ids[s], {"grants": ["group:eng"]}, s) for s in ("bands.md", "holidays.md")]
+            assert sorted(regrant(conn, hr, changes)) == sorted(ids[s] for s in ("bands.md", "holidays.md"))
         after = _grant_columns(url)
         assert after["bands.md"][0] == ["g:eng", "u:dave"] and after["holidays.md"][0] == ["g:eng"]
         store.close()

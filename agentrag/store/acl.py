@@ -14,7 +14,8 @@ without ``acl=True`` a document carrying grants fails (its grants would protect 
 Those are the *source's* grants (``documents.source_grants``). :func:`grant` and :func:`revoke`
 are kept apart from them (``granted``, ``revoked``; migration 0055), so a later change of the
 source's grants (a sidecar edited, a file modified or renamed, a re-ingest) leaves them; the
-enforced ``grants`` column is (source + granted) - revoked, kept by a trigger. A revoke by hand
+enforced ``grants`` column is (source + granted) - revoked (:func:`enforced`, :func:`enforced_sql`,
+set by every writer). A revoke by hand
 holds until the same grant is given by hand again.
 
 Who may administer a document (grant, revoke, share, list its grants) is decided in the SQL that
@@ -50,6 +51,8 @@ __all__ = [
     "SIDECAR_SUFFIX",
     "check_owner",
     "document_grants",
+    "enforced",
+    "enforced_sql",
     "grant",
     "grant_tokens",
     "grants",
@@ -127,6 +130,23 @@ def document_grants(coll: Collection, metadata: dict[str, Any], source: str) -> 
         raise IngestError(f"{source}: {exc}", source=source) from None
 
 
+def enforced(source: list[str] | None, granted: Iterable[str], revoked: Iterable[str]) -> list[str] | None:
+    """A document's enforced grant tokens: (the source's + granted by hand) - revoked by hand, sorted
+    as :func:`enforced_sql` sorts them; None when ``source`` is (a collection without acl)."""
+    if source is None:
+        return None
+    return sorted((set(source) | set(granted)) - set(revoked))
+
+
+def enforced_sql(source: str, granted: str, revoked: str) -> str:
+    """:func:`enforced` in SQL over three ``text[]`` expressions (every writer of ``documents.grants``
+    derives it so: migration 0055; a trigger would not run on a distributed table under Citus)."""
+    return (
+        f"CASE WHEN {source} IS NULL THEN NULL ELSE ARRAY(SELECT t FROM unnest({source} || {granted}) t"
+        f' WHERE t <> ALL({revoked}) GROUP BY t ORDER BY t COLLATE "C") END'
+    )
+
+
 def read_sidecar(path: Path) -> list[str] | None:
     """The grants of ``<path>.grants`` when that file exists (one per line, ``#`` comments)."""
     sidecar = path.with_name(path.name + SIDECAR_SUFFIX)
@@ -160,12 +180,15 @@ def regrant(conn: Connection, coll: Collection, changes: list[tuple[str, dict[st
         "metas": [json.dumps(meta, default=json_default) for _id, meta, _key in changes],
         "grants": [json.dumps(document_grants(coll, meta, key)) for _id, meta, key in changes],
     }
+    source = (
+        "(CASE WHEN CAST(m.grants AS jsonb) = 'null' THEN NULL"
+        " ELSE ARRAY(SELECT jsonb_array_elements_text(CAST(m.grants AS jsonb))) END)"
+    )
     updated = list(
         conn.execute(
             text(
-                "UPDATE agentrag.documents d SET metadata = CAST(m.meta AS jsonb), source_grants = CASE WHEN"
-                " CAST(m.grants AS jsonb) = 'null' THEN NULL ELSE ARRAY(SELECT"
-                " jsonb_array_elements_text(CAST(m.grants AS jsonb))) END"
+                f"UPDATE agentrag.documents d SET metadata = CAST(m.meta AS jsonb), source_grants = {source},"
+                f" grants = {enforced_sql(source, 'd.granted', 'd.revoked')}"
                 " FROM unnest(CAST(:ids AS text[]), CAST(:metas AS text[]), CAST(:grants AS text[]))"
                 " AS m(id, meta, grants) WHERE d.id = m.id AND d.collection_id = :cid RETURNING d.id"
             ),
@@ -255,14 +278,16 @@ def _change(
     if not tokens:
         raise InvalidInputError("name at least one grant: 'user:<name>', 'group:<name>' or 'everyone'")
     # by hand: kept apart from the source's grants, which a sync or ingest may replace; the
-    # enforced grants are (source + granted) - revoked (migration 0055's trigger)
+    # enforced grants are (source + granted) - revoked (migration 0055)
     order = 'ORDER BY t COLLATE "C"'
     plus = f"ARRAY(SELECT t FROM unnest({{}} || CAST(:tokens AS text[])) t GROUP BY t {order})"
     minus = f"ARRAY(SELECT t FROM unnest({{}}) t WHERE t <> ALL(CAST(:tokens AS text[])) {order})"
     if add:
-        merged = f"granted = {plus.format('granted')}, revoked = {minus.format('revoked')}"
+        granted, revoked = plus.format("granted"), minus.format("revoked")
     else:
-        merged = f"granted = {minus.format('granted')}, revoked = {plus.format('revoked')}"
+        granted, revoked = minus.format("granted"), plus.format("revoked")
+    grants = enforced_sql("source_grants", granted, revoked)  # SET reads the old values: the new ones here
+    merged = f"granted = {granted}, revoked = {revoked}, grants = {grants}"
     with store.engine.begin() as conn:
         row = _administered(conn, document_id, scope)
         if not row.acl:
