@@ -187,13 +187,19 @@ def regrant(conn: Connection, coll: Collection, changes: list[tuple[str, dict[st
     updated = list(
         conn.execute(
             text(
-                f"UPDATE agentrag.documents d SET metadata = CAST(m.meta AS jsonb), source_grants = {source},"
-                f" grants = {enforced_sql(source, 'd.granted', 'd.revoked')}"
+                f"UPDATE agentrag.documents d SET metadata = CAST(m.meta AS jsonb), source_grants = {source}"
                 " FROM unnest(CAST(:ids AS text[]), CAST(:metas AS text[]), CAST(:grants AS text[]))"
                 " AS m(id, meta, grants) WHERE d.id = m.id AND d.collection_id = :cid RETURNING d.id"
             ),
             params,
         ).scalars()
+    )
+    conn.execute(  # the enforced grants: the new source's with what was set by hand (migration 0055)
+        text(
+            f"UPDATE agentrag.documents SET grants = {enforced_sql('source_grants', 'granted', 'revoked')}"
+            " WHERE id = ANY(:ids)"
+        ),
+        {"ids": updated},
     )
     conn.execute(
         text(
