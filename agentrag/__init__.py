@@ -48,6 +48,7 @@ from agentrag.errors import (
     RerankError,
     RetrievalError,
     ScopeError,
+    StatementTimeoutError,
     StoreError,
     SyncSourceError,
 )
@@ -168,6 +169,7 @@ __all__ = [
     "SearchIteration",
     "SearchRecord",
     "SearchResult",
+    "StatementTimeoutError",
     "StepRecord",
     "StopReason",
     "Store",

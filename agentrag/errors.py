@@ -11,6 +11,7 @@ Every error agentrag raises on purpose derives from :class:`AgentragError`::
     │   └── UnknownEmbedderError .............. an embedder name no one registered (names the registered ones)
     ├── StoreError ............................ anything about the PostgreSQL store
     │   ├── DatabaseUnavailableError .......... cannot connect / embedded server will not start
+    │   ├── StatementTimeoutError ............. PostgreSQL's own statement_timeout cancelled a statement
     │   ├── ExtensionMissingError ............. the `vector` extension is not installed
     │   ├── MigrationError .................... a migration failed (nothing half-applied)
     │   ├── CollectionNotFoundError ........... no collection by that name
@@ -69,6 +70,7 @@ __all__ = [
     "RerankError",
     "RetrievalError",
     "ScopeError",
+    "StatementTimeoutError",
     "StoreError",
     "SyncSourceError",
     "UnknownEmbedderError",
@@ -112,6 +114,12 @@ class StoreError(AgentragError):
 
 class DatabaseUnavailableError(StoreError):
     """The database cannot be reached, or the embedded server failed to start."""
+
+
+class StatementTimeoutError(StoreError):
+    """A statement ran past the ``statement_timeout`` set for the connection, its role or its
+    database (not a ``Budget(max_seconds=...)``: that is :class:`BudgetExceededError`). The message
+    names the setting to raise."""
 
 
 class ExtensionMissingError(StoreError):

@@ -60,6 +60,7 @@ PINNED = [
     "SearchIteration",
     "SearchRecord",
     "SearchResult",
+    "StatementTimeoutError",
     "StepRecord",
     "StopReason",
     "Store",

@@ -245,3 +245,54 @@ def test_a_search_whose_snapshot_is_older_than_the_bm25_index_keeps_the_document
     monkeypatch.setattr(search_module, "load_collections", then_a_write_and_another_search)
     hits = store.search("kiwi document", collections=coll, mode="lexical")
     assert fired and [hit.source for hit in hits] == ["a.md"]
+
+
+@pytest.mark.parametrize("index", ["newer", "older"])
+def test_a_search_racing_a_write_on_every_snapshot_keeps_the_document(
+    store, collection_name, monkeypatch: pytest.MonkeyPatch, index: str
+) -> None:  # type: ignore[no-untyped-def]
+    # The test above, on every snapshot the search takes. "newer": after the search reads its
+    # collections, a write commits and another search builds the BM25 index at the new version;
+    # "older": right after the search brought the caches up to date, a write commits, so its next
+    # snapshot is newer than the index. The last attempt used to take the index as it was: the
+    # document's chunk in it is not the one the snapshot sees, and the document vanished (0 hits).
+    import agentrag.retrieval.search as search_module
+
+    coll, writes = collection_name, [0]
+    store.create_collection(coll)
+    store.ingest_text("The kiwi document, revision 0.", collection=coll, source="a.md")
+    assert len(store.search("kiwi document", collections=coll, mode="lexical")) == 1
+    inside = threading.local()
+
+    def write() -> None:
+        writes[0] += 1
+        store.ingest_text(f"The kiwi document, revision {writes[0]}.", collection=coll, source="a.md")
+
+    if index == "newer":
+        real_load = search_module.load_collections
+
+        def load_then_race(conn, names):  # type: ignore[no-untyped-def]
+            colls = real_load(conn, names)
+            if not getattr(inside, "on", False):
+                inside.on = True
+                try:
+                    write()
+                    assert store.search("kiwi document", collections=coll, mode="lexical")
+                finally:
+                    inside.on = False
+            return colls
+
+        monkeypatch.setattr(search_module, "load_collections", load_then_race)
+    else:
+        real_prepare = search_module.prepare_lexical
+
+        def prepare_then_write(*args):  # type: ignore[no-untyped-def]
+            real_prepare(*args)
+            write()
+
+        monkeypatch.setattr(search_module, "prepare_lexical", prepare_then_write)
+        write()  # the cache is older than the first snapshot too
+    hits = store.search("kiwi document", collections=coll, mode="lexical")
+    assert writes[0] >= search_module._SNAPSHOT_ATTEMPTS  # a write raced every snapshot
+    assert [hit.source for hit in hits] == ["a.md"]
+    assert hits[0].text.startswith("The kiwi document, revision ")

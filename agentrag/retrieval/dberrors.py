@@ -22,7 +22,7 @@ import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from agentrag.errors import AgentragError, DatabaseUnavailableError, StoreError
+from agentrag.errors import AgentragError, DatabaseUnavailableError, StatementTimeoutError, StoreError
 
 __all__ = [
     "TRANSIENT_SQLSTATES",
@@ -86,12 +86,32 @@ def database_error(exc: BaseException, action: str) -> StoreError:
     what = f"{name}, SQLSTATE {code}" if code else name
     if transient:
         error: StoreError = DatabaseUnavailableError(f"{action} failed: the database is unavailable ({what})")
+    elif _statement_timeout(orig, code):
+        cancelled = f"PostgreSQL's statement_timeout cancelled a statement ({what})"
+        error = StatementTimeoutError(f"{action} failed: {cancelled}; {STATEMENT_TIMEOUT_FIX}")
     else:
         error = StoreError(f"{action} failed: database error ({what})")
     error.sqlstate = code  # type: ignore[attr-defined]
     error.driver_error = name  # type: ignore[attr-defined]
     error.transient = transient  # type: ignore[attr-defined]
     return error
+
+
+#: What a StatementTimeoutError says to do (the setting's value is not known once the statement failed).
+STATEMENT_TIMEOUT_FIX = (
+    "raise it for the role agentrag connects as (ALTER ROLE <role> SET statement_timeout = '5min'; 0: none)"
+    " or drop '-c statement_timeout=...' from the connection URL's options. It is set for the connection,"
+    " its role or its database (SHOW statement_timeout); a time limit per run is Budget(max_seconds=...)"
+)
+
+
+def _statement_timeout(orig: BaseException, code: str | None) -> bool:
+    """A statement cancelled by ``statement_timeout`` (57014 is also a cancel request: the server's
+    message says which; it holds no SQL and no parameter)."""
+    if code != "57014":
+        return False
+    diag = getattr(orig, "diag", None)
+    return "statement timeout" in (getattr(diag, "message_primary", None) or "")
 
 
 def run_guarded(action: str, call: Callable[[], T], *, retry: bool = True) -> T:

@@ -2,6 +2,9 @@
 
 The legs run on the search's connection and only read caches; :func:`lexical_stale` says when a
 lexical cache must be built first, and :func:`prepare_lexical` builds it with no connection held.
+A search that found the caches stale on every snapshot it took builds the BM25 indexes it lacks in
+its last snapshot (:func:`snapshot_indexes`), so its lexical leg never reads an index of another
+version than its snapshot.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from agentrag.retrieval.lexical import (
     lexical_leg,
     lexical_sql_leg,
     over_budget,
+    snapshot_bm25,
 )
 from agentrag.retrieval.plan import SearchPlan
 from agentrag.retrieval.predicate import Predicate
@@ -45,6 +49,7 @@ if TYPE_CHECKING:
     from sqlalchemy.engine import Connection
 
     from agentrag.embedders import Embedder
+    from agentrag.retrieval.lexical import CachedBM25
 
 __all__ = [
     "CachesStale",
@@ -58,6 +63,7 @@ __all__ = [
     "plan_legs",
     "plan_query_vectors",
     "prepare_lexical",
+    "snapshot_indexes",
     "vector_ranked",
     "where_for",
 ]
@@ -154,6 +160,26 @@ def prepare_lexical(store: SearchSource, colls: list[CollectionInfo], mode: str)
             store.ensure_text_index(c.id, c.version)
 
 
+def snapshot_indexes(
+    conn: Connection, store: SearchSource, colls: list[CollectionInfo], mode: str
+) -> dict[int, CachedBM25]:
+    """The BM25 index of each collection at the version ``conn``'s snapshot reads: the cached one
+    when it is of that version, else built on ``conn`` (:func:`~agentrag.retrieval.lexical.snapshot_bm25`).
+
+    Empty when the leg runs SQL full text (``lexical_sql``, or a collection over the memory budget,
+    which a build here may find): SQL reads the snapshot itself.
+    """
+    if mode == "lexical_sql" or over_budget_reasons(store, colls, mode, current=False):
+        return {}
+    indexes: dict[int, CachedBM25] = {}
+    for c in colls:
+        built = snapshot_bm25(store.bm25_cache, conn, c.id, c.version)
+        if isinstance(built, OverBudget):
+            return {}
+        indexes[c.id] = built
+    return indexes
+
+
 def lexical_needs_sql(
     store: SearchSource,
     colls: list[CollectionInfo],
@@ -184,12 +210,14 @@ def lexical_ranked(
     predicate: Predicate,
     depth: int,
     leg_plans: dict[int, LegPlan] | None = None,
+    indexes: Mapping[int, CachedBM25] | None = None,
 ) -> list[tuple[str, float]]:
     """The lexical leg over every collection (BM25, or SQL full text for ``lexical_sql``), merged;
     each collection's candidates restricted by the predicate's fragment for it.
 
     Runs on ``conn`` only: the caches were brought up to date before the connection was taken
-    (a write since then is seen by the next search, as if this one ran a moment earlier).
+    (a write since then is seen by the next search, as if this one ran a moment earlier), or
+    ``indexes`` were built in its snapshot (:func:`snapshot_indexes`).
     """
     per_collection: list[list[tuple[str, float]]] = []
     params = predicate.params
@@ -207,7 +235,7 @@ def lexical_ranked(
         ]
     else:
         for c in colls:
-            cached = cached_bm25(store.bm25_cache, c.id, None)
+            cached = indexes.get(c.id) if indexes else cached_bm25(store.bm25_cache, c.id, None)
             if cached is None:  # the collection was deleted meanwhile: nothing of it to find
                 per_collection.append([])
                 continue

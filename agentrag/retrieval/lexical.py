@@ -85,6 +85,7 @@ __all__ = [
     "lexical_leg",
     "lexical_sql_leg",
     "over_budget",
+    "snapshot_bm25",
     "tsquery_text",
 ]
 
@@ -160,37 +161,43 @@ def _measure(chunk_ids: np.ndarray, index: BM25Index) -> int:
 
 def _build(engine: Engine, collection_id: int) -> CachedBM25:
     """Read the version and the chunks in one snapshot and index the texts."""
+    with engine.connect().execution_options(isolation_level="REPEATABLE READ") as conn:
+        built = _index_on(conn, collection_id)
+        conn.rollback()
+    return built
+
+
+def _index_on(conn: Connection, collection_id: int) -> CachedBM25:
+    """The collection's index as ``conn``'s transaction sees it: its version and its chunks."""
     import numpy as np
     from sqlalchemy import text
 
     ids: list[str] = []
     documents: list[bytes] = []
+    version, declared = conn.execute(
+        text("SELECT version, language FROM agentrag.collections WHERE id = :id"), {"id": collection_id}
+    ).one_or_none() or (0, None)
+    languages, language_of = ([declared], {}) if declared else _document_languages(conn, collection_id)
+    rows = conn.execute(  # streamed: this statement's options only (conn may be a search's)
+        text(
+            "SELECT id, document_id, text FROM agentrag.chunks WHERE collection_id = :id"
+            ' ORDER BY id COLLATE "C"'
+        ),
+        {"id": collection_id},
+        execution_options={"stream_results": True, "yield_per": 5000},
+    )
+    analyze_one = analyzer(languages[0], stop_words=True)
 
-    with engine.connect().execution_options(isolation_level="REPEATABLE READ") as conn:
-        version, declared = conn.execute(
-            text("SELECT version, language FROM agentrag.collections WHERE id = :id"), {"id": collection_id}
-        ).one_or_none() or (0, None)
-        languages, language_of = ([declared], {}) if declared else _document_languages(conn, collection_id)
-        rows = conn.execution_options(stream_results=True, yield_per=5000).execute(
-            text(
-                "SELECT id, document_id, text FROM agentrag.chunks WHERE collection_id = :id"
-                ' ORDER BY id COLLATE "C"'
-            ),
-            {"id": collection_id},
-        )
-        analyze_one = analyzer(languages[0], stop_words=True)
+    def tokens() -> Iterator[list[str]]:
+        for row in rows:
+            ids.append(row.id)
+            documents.append(row.document_id.encode("utf-8"))
+            if language_of:  # a collection of several languages: each chunk in its document's
+                yield analyze(row.text, language_of.get(row.document_id), stop_words=True)
+            else:
+                yield analyze_one(row.text)
 
-        def tokens() -> Iterator[list[str]]:
-            for row in rows:
-                ids.append(row.id)
-                documents.append(row.document_id.encode("utf-8"))
-                if language_of:  # a collection of several languages: each chunk in its document's
-                    yield analyze(row.text, language_of.get(row.document_id), stop_words=True)
-                else:
-                    yield analyze_one(row.text)
-
-        index = BM25Index.from_tokens(tokens(), query_tokens=query_analyzer(languages, stop_words=True))
-        conn.rollback()
+    index = BM25Index.from_tokens(tokens(), query_tokens=query_analyzer(languages, stop_words=True))
     chunk_ids = np.empty(len(ids), dtype=object)
     chunk_ids[:] = ids
     keys, of = np.unique(np.array(documents, dtype=bytes), return_inverse=True)
@@ -223,17 +230,21 @@ def _document_languages(conn: Connection, collection_id: int) -> tuple[list[str]
 
 def _estimate(engine: Engine, collection_id: int) -> tuple[int, int]:
     """(collection version, estimated index bytes), read in one statement."""
+    with engine.connect() as conn:
+        return _estimate_on(conn, collection_id)
+
+
+def _estimate_on(conn: Connection, collection_id: int) -> tuple[int, int]:
     from sqlalchemy import text
 
-    with engine.connect() as conn:
-        row = conn.execute(
-            text(
-                "SELECT k.version, count(c.id) AS n, coalesce(sum(octet_length(c.text)), 0) AS size"
-                " FROM agentrag.collections k LEFT JOIN agentrag.chunks c ON c.collection_id = k.id"
-                " WHERE k.id = :id GROUP BY k.version"
-            ),
-            {"id": collection_id},
-        ).one_or_none()
+    row = conn.execute(
+        text(
+            "SELECT k.version, count(c.id) AS n, coalesce(sum(octet_length(c.text)), 0) AS size"
+            " FROM agentrag.collections k LEFT JOIN agentrag.chunks c ON c.collection_id = k.id"
+            " WHERE k.id = :id GROUP BY k.version"
+        ),
+        {"id": collection_id},
+    ).one_or_none()
     if row is None:
         return 0, 0
     return int(row.version), estimate_bm25_bytes(int(row.n), int(row.size))
@@ -328,12 +339,46 @@ def bm25_index(cache: BM25Cache, engine: Engine, collection_id: int, version: in
         built = _build(engine, collection_id)
         if budget is not None and built.nbytes > budget:
             return _mark(cache, OverBudget(collection_id, built.version, built.nbytes, budget, measured=True))
-        with lock:
-            entry = cache.get(collection_id)
-            if entry is None or entry.version <= built.version:
-                cache[collection_id] = built
-                cache.over_budget.pop(collection_id, None)
+        _keep(cache, built)
         return built
+
+
+def snapshot_bm25(
+    cache: BM25Cache, conn: Connection, collection_id: int, version: int
+) -> CachedBM25 | OverBudget:
+    """The collection's index at exactly ``version``, the version ``conn``'s snapshot reads.
+
+    The cached one when it is at that version; otherwise built on ``conn``, inside the search's own
+    snapshot (its chunk ids are the ones the snapshot sees), and offered to the cache, which keeps
+    the newest. For a search that lost the race with writes on every snapshot it took
+    (:func:`agentrag.retrieval.legs.snapshot_indexes`): the build holds the search's connection, but
+    takes no second one, so a small pool cannot deadlock. Over the memory budget (estimated before,
+    measured after) the collection is marked :class:`OverBudget` as :func:`bm25_index` does; an index
+    measured over it serves this one search and is not kept.
+    """
+    entry = cached_bm25(cache, collection_id, version)
+    if entry is not None and entry.version == version:
+        return entry
+    budget = cache.memory_budget
+    if budget is not None:
+        at, estimate = _estimate_on(conn, collection_id)
+        if estimate > budget:
+            return _mark(cache, OverBudget(collection_id, at, estimate, budget, measured=False))
+    built = _index_on(conn, collection_id)
+    if budget is not None and built.nbytes > budget:
+        _mark(cache, OverBudget(collection_id, built.version, built.nbytes, budget, measured=True))
+    else:
+        _keep(cache, built)
+    return built
+
+
+def _keep(cache: BM25Cache, built: CachedBM25) -> None:
+    """Cache ``built`` unless a newer index of its collection is there already."""
+    with cache.lock:
+        entry = cache.get(built.collection_id)
+        if entry is None or entry.version <= built.version:
+            cache[built.collection_id] = built
+            cache.over_budget.pop(built.collection_id, None)
 
 
 def _mark(cache: BM25Cache, mark: OverBudget) -> OverBudget:

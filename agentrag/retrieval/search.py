@@ -47,12 +47,15 @@ BM25 memory budget
 Time budget
     Under a run's deadline (``Budget(max_seconds=...)``, :mod:`agentrag.llm.deadline`) the
     transaction starts with ``set_config('statement_timeout', <ms left>, true)`` (``SET LOCAL``,
-    the milliseconds a bound parameter): PostgreSQL cancels a statement still running when the time
-    is up (a lock wait included), and the cancel is raised as
-    :class:`~agentrag.errors.BudgetExceededError` (the service answers 504). Each statement of the
-    transaction gets the time left at its start, so a search of several slow statements can pass
-    the deadline by up to that much per statement; a deadline already past raises before any SQL.
-    The building of a cold in-memory BM25 index runs outside that transaction and is not bounded.
+    the milliseconds a bound parameter), set again before each statement to the time left at its
+    start (:mod:`agentrag.retrieval.statement_budget`): PostgreSQL cancels a statement still
+    running when the time is up (a lock wait included), and the cancel is raised as
+    :class:`~agentrag.errors.BudgetExceededError` (the service answers 504); a deadline already
+    past raises before any SQL. A ``statement_timeout`` of the connection's own (its role's, its
+    database's, its URL's ``options``) is never raised: when it is the shorter and fires, the error
+    is :class:`~agentrag.errors.StatementTimeoutError`, which names the setting to raise. The building
+    of a cold in-memory BM25 index runs outside that transaction and is not bounded (a search's last
+    snapshot's own build, under :func:`~agentrag.retrieval.legs.snapshot_indexes`, is).
 
 Degradation
     When the embedder fails (:class:`~agentrag.errors.EmbeddingError`: the model cannot load,
@@ -80,9 +83,9 @@ from typing import TYPE_CHECKING, Any, cast
 
 from agentrag.errors import EmbeddingError, EmbeddingMismatchError, InvalidInputError
 from agentrag.hits import Hit
-from agentrag.llm.deadline import budget_exceeded, remaining
+from agentrag.llm.deadline import budget_exceeded
 from agentrag.retrieval import overlap
-from agentrag.retrieval.dberrors import guarded, is_driver_error
+from agentrag.retrieval.dberrors import guarded
 from agentrag.retrieval.empty import empty_reason
 from agentrag.retrieval.legs import (
     CachesStale,
@@ -95,6 +98,7 @@ from agentrag.retrieval.legs import (
     plan_legs,
     plan_query_vectors,
     prepare_lexical,
+    snapshot_indexes,
     vector_ranked,
 )
 from agentrag.retrieval.plan import MAX_DEPTH, MAX_QUERY_CHARS, MODES, SearchPlan, make_plan, preprocess_query
@@ -110,6 +114,7 @@ from agentrag.retrieval.sources import (
     mixed_models,
     vector_key,
 )
+from agentrag.retrieval.statement_budget import StatementTimeout, bounded, cancelled_by
 from agentrag.scope import Scope
 
 if TYPE_CHECKING:
@@ -118,6 +123,7 @@ if TYPE_CHECKING:
 
     from agentrag.embedders import Embedder
     from agentrag.retrieval.filters import Filters  # pydantic: imported by a search with filters only
+    from agentrag.retrieval.lexical import CachedBM25
 
 __all__ = [
     "MAX_DEPTH",
@@ -193,8 +199,12 @@ def _rank(
     check_scope(plan.scope, [c.name for c in colls if c.scoped])
     check_owners(plan.scope, [(c.name, c.tenant) for c in colls])
     check_principal(plan.scope, [c.name for c in colls if c.acl])
-    if not caches_ready and used_mode != "vector" and lexical_stale(store, colls, plan.mode):
-        raise CachesStale(colls)
+    indexes = None  # BM25 indexes built in this snapshot (its last: writes raced every one before)
+    if used_mode != "vector":
+        if not caches_ready and lexical_stale(store, colls, plan.mode):
+            raise CachesStale(colls)
+        if caches_ready and used_mode != "lexical_sql":
+            indexes = snapshot_indexes(conn, store, colls, plan.mode)
     version_warnings: list[str] = []
     by_collection: dict[int, np.ndarray] | None = None
     mixed: str | None = None
@@ -220,7 +230,9 @@ def _rank(
         lexical_fallback = "; ".join(over_budget_reasons(store, colls, plan.mode, current=False)) or None
         if lexical_fallback is not None and used_mode == "lexical":
             used_mode = "lexical_sql"
-    vector, lexical = _run_legs(conn, store, plan, colls, used_mode, by_collection, leg_plans, timings)
+    vector, lexical = _run_legs(
+        conn, store, plan, colls, used_mode, by_collection, leg_plans, timings, indexes
+    )
 
     t = time.perf_counter()
     candidates = fuse_legs(plan, used_mode, vector, lexical)
@@ -262,6 +274,7 @@ def _run_legs(
     query_vectors: dict[int, np.ndarray] | None,
     leg_plans: dict[int, LegPlan],
     timings: dict[str, float],
+    indexes: dict[int, CachedBM25] | None = None,
 ) -> tuple[list[tuple[str, float]], list[tuple[str, float]]]:
     """The vector and lexical rankings. A hybrid search whose BM25 leg needs no SQL ranks it on
     another thread while the vector statement runs (:mod:`agentrag.retrieval.overlap`), started
@@ -270,7 +283,7 @@ def _run_legs(
 
     def lexical_leg(on: Connection) -> list[tuple[str, float]]:
         return lexical_ranked(
-            on, store, colls, plan.mode, plan.query, plan.predicate, plan.leg_depth, leg_plans
+            on, store, colls, plan.mode, plan.query, plan.predicate, plan.leg_depth, leg_plans, indexes
         )
 
     lexical_runs = used_mode in ("lexical", "hybrid", "lexical_sql")
@@ -303,28 +316,6 @@ def _run_legs(
 
 
 _SNAPSHOT_ATTEMPTS = 4  # snapshots a search takes at most while writes move its lexical caches
-
-
-def _bound_statements(conn: Connection) -> None:
-    """Under a run's deadline: the time left as this transaction's ``statement_timeout``."""
-    left = remaining()
-    if left is None:
-        return
-    if left <= 0:
-        raise budget_exceeded("search")
-    from sqlalchemy import text
-
-    milliseconds = max(1, int(left * 1000))  # an integer, bound: set_config takes text
-    conn.execute(text("SELECT set_config('statement_timeout', :ms, true)"), {"ms": str(milliseconds)})
-
-
-def _cancelled_at_deadline(exc: BaseException) -> bool:
-    """A statement cancelled (SQLSTATE 57014, query_canceled) while a deadline is in force: the
-    statement_timeout of :func:`_bound_statements` fired."""
-    if remaining() is None or not is_driver_error(exc):
-        return False
-    orig = getattr(exc, "orig", None) or exc
-    return getattr(orig, "sqlstate", None) == "57014"
 
 
 def _fetch(conn: Connection, ids: list[str]) -> dict[str, Any]:
@@ -462,15 +453,19 @@ def search(
     # (store.sync, ingest) is seen as one revision, never both, never neither; and the collections'
     # flags (private uploads, read first) hold for every row the legs read.
     snapshot = {"isolation_level": "REPEATABLE READ"}
+    bound: StatementTimeout | None = None  # under a deadline: the timeout of each statement
     try:
         with overlap.searching():  # how busy the process is decides whether the legs overlap
             # a stale cache (older than the snapshot, or newer: built since by another thread) is
-            # brought up to date and the search takes a new snapshot; the last attempt takes the
-            # caches as they are (writes racing every attempt)
+            # brought up to date and the search takes a new snapshot; the last attempt builds the
+            # BM25 indexes it lacks in its own snapshot (writes raced every attempt before it)
             for attempt in range(_SNAPSHOT_ATTEMPTS):
                 try:
-                    with store.engine.connect().execution_options(**snapshot) as conn, conn.begin():
-                        _bound_statements(conn)
+                    with (
+                        store.engine.connect().execution_options(**snapshot) as conn,
+                        conn.begin(),
+                        bounded(conn) as bound,
+                    ):
                         ranked = rank(conn, caches_ready=attempt == _SNAPSHOT_ATTEMPTS - 1)
                     break
                 except CachesStale as stale:
@@ -482,9 +477,9 @@ def search(
                         ) from None
                     vectors, degraded = plan_query_vectors(store, plan, stale.embedders, timings, vectors)
     except Exception as exc:
-        if _cancelled_at_deadline(exc):
+        if cancelled_by(exc, bound) == "deadline":
             raise budget_exceeded("search") from None
-        raise
+        raise  # the connection's own statement_timeout: guarded raises StatementTimeoutError
 
     warnings = [*plan.warnings, *([degraded] if degraded else []), *ranked.version_warnings]
     if ranked.mixed_models is not None:

@@ -64,7 +64,7 @@ _ERRORS: dict[int, dict[str, Any]] = {
         (429, "rate limited (Retry-After)"),
         (500, "internal error (no details)"),
         (503, "database unavailable or server overloaded (Retry-After)"),
-        (504, "the request's time budget ran out"),
+        (504, "the request's time budget ran out, or the database's statement_timeout (STATEMENT_TIMEOUT)"),
     )
 }
 

@@ -10,6 +10,9 @@ one status everywhere:
   handled answer, never an unhandled exception, so uvicorn keeps the keep-alive connection;
 * the run's time budget ran out (:class:`~agentrag.errors.BudgetExceededError`): 504
   ``BUDGET_EXCEEDED``;
+* the database's own ``statement_timeout`` cancelled a statement
+  (:class:`~agentrag.errors.StatementTimeoutError`): 504 ``STATEMENT_TIMEOUT``, which names the
+  setting to raise (no ``Retry-After``: the same request would time out again);
 * anything else unexpected: 500 ``INTERNAL``, whose body names nothing.
 
 No message here quotes the client's input: bodies carry fixed texts or the library's own
@@ -30,6 +33,7 @@ from agentrag.errors import (
     DocumentNotFoundError,
     ExtensionMissingError,
     MigrationError,
+    StatementTimeoutError,
     StoreError,
 )
 
@@ -145,6 +149,13 @@ def api_error_for(exc: BaseException) -> ApiError | None:
         return exc
     if isinstance(exc, BudgetExceededError):  # first: a statement cancelled at the deadline is its context
         return ApiError(504, "BUDGET_EXCEEDED", "the request's time budget ran out")
+    if isinstance(exc, StatementTimeoutError):
+        return ApiError(
+            504,
+            "STATEMENT_TIMEOUT",
+            "the database's statement_timeout cancelled a statement: raise it for the role the service"
+            " connects as (ALTER ROLE ... SET statement_timeout), or drop it from the database URL's options",
+        )
     if is_database_down(exc):
         return database_unavailable()
     return None

@@ -11,6 +11,13 @@ Grants arrive at ingest from, in order: ``ingest(..., grants=[...])``, the docum
 sidecar file ``<file>.grants`` with one grant per line, read with the file). On a collection
 without ``acl=True`` a document carrying grants fails (its grants would protect nothing).
 
+Those are the *source's* grants (``documents.source_grants``). :func:`grant` and :func:`revoke`
+are kept apart from them (``granted``, ``revoked``; migration 0055), so a later change of the
+source's grants (a sidecar edited, a file modified or renamed, a re-ingest) leaves them; the
+enforced ``grants`` column is (source + granted) - revoked (:func:`enforced`, :func:`enforced_sql`,
+set by every writer). A revoke by hand
+holds until the same grant is given by hand again.
+
 Who may administer a document (grant, revoke, share, list its grants) is decided in the SQL that
 reads and locks its row (:func:`_administered`): the application itself (no principal) and an
 admin principal, everything in their tenant scope; any other principal, only its own private
@@ -44,6 +51,8 @@ __all__ = [
     "SIDECAR_SUFFIX",
     "check_owner",
     "document_grants",
+    "enforced",
+    "enforced_sql",
     "grant",
     "grant_tokens",
     "grants",
@@ -121,6 +130,23 @@ def document_grants(coll: Collection, metadata: dict[str, Any], source: str) -> 
         raise IngestError(f"{source}: {exc}", source=source) from None
 
 
+def enforced(source: list[str] | None, granted: Iterable[str], revoked: Iterable[str]) -> list[str] | None:
+    """A document's enforced grant tokens: (the source's + granted by hand) - revoked by hand, sorted
+    as :func:`enforced_sql` sorts them; None when ``source`` is (a collection without acl)."""
+    if source is None:
+        return None
+    return sorted((set(source) | set(granted)) - set(revoked))
+
+
+def enforced_sql(source: str, granted: str, revoked: str) -> str:
+    """:func:`enforced` in SQL over three ``text[]`` expressions (every writer of ``documents.grants``
+    derives it so: migration 0055; a trigger would not run on a distributed table under Citus)."""
+    return (
+        f"CASE WHEN {source} IS NULL THEN NULL ELSE ARRAY(SELECT t FROM unnest({source} || {granted}) t"
+        f' WHERE t <> ALL({revoked}) GROUP BY t ORDER BY t COLLATE "C") END'
+    )
+
+
 def read_sidecar(path: Path) -> list[str] | None:
     """The grants of ``<path>.grants`` when that file exists (one per line, ``#`` comments)."""
     sidecar = path.with_name(path.name + SIDECAR_SUFFIX)
@@ -154,17 +180,26 @@ def regrant(conn: Connection, coll: Collection, changes: list[tuple[str, dict[st
         "metas": [json.dumps(meta, default=json_default) for _id, meta, _key in changes],
         "grants": [json.dumps(document_grants(coll, meta, key)) for _id, meta, key in changes],
     }
+    source = (
+        "(CASE WHEN CAST(m.grants AS jsonb) = 'null' THEN NULL"
+        " ELSE ARRAY(SELECT jsonb_array_elements_text(CAST(m.grants AS jsonb))) END)"
+    )
     updated = list(
         conn.execute(
             text(
-                "UPDATE agentrag.documents d SET metadata = CAST(m.meta AS jsonb), grants = CASE WHEN"
-                " CAST(m.grants AS jsonb) = 'null' THEN NULL ELSE ARRAY(SELECT"
-                " jsonb_array_elements_text(CAST(m.grants AS jsonb))) END"
+                f"UPDATE agentrag.documents d SET metadata = CAST(m.meta AS jsonb), source_grants = {source}"
                 " FROM unnest(CAST(:ids AS text[]), CAST(:metas AS text[]), CAST(:grants AS text[]))"
                 " AS m(id, meta, grants) WHERE d.id = m.id AND d.collection_id = :cid RETURNING d.id"
             ),
             params,
         ).scalars()
+    )
+    conn.execute(  # the enforced grants: the new source's with what was set by hand (migration 0055)
+        text(
+            f"UPDATE agentrag.documents SET grants = {enforced_sql('source_grants', 'granted', 'revoked')}"
+            " WHERE id = ANY(:ids)"
+        ),
+        {"ids": updated},
     )
     conn.execute(
         text(
@@ -248,11 +283,17 @@ def _change(
     tokens = grant_tokens(values)
     if not tokens:
         raise InvalidInputError("name at least one grant: 'user:<name>', 'group:<name>' or 'everyone'")
-    merged = (
-        "ARRAY(SELECT DISTINCT t FROM unnest(grants || CAST(:tokens AS text[])) t ORDER BY t)"
-        if add
-        else "ARRAY(SELECT t FROM unnest(grants) t WHERE t <> ALL(CAST(:tokens AS text[])) ORDER BY t)"
-    )
+    # by hand: kept apart from the source's grants, which a sync or ingest may replace; the
+    # enforced grants are (source + granted) - revoked (migration 0055)
+    order = 'ORDER BY t COLLATE "C"'
+    plus = f"ARRAY(SELECT t FROM unnest({{}} || CAST(:tokens AS text[])) t GROUP BY t {order})"
+    minus = f"ARRAY(SELECT t FROM unnest({{}}) t WHERE t <> ALL(CAST(:tokens AS text[])) {order})"
+    if add:
+        granted, revoked = plus.format("granted"), minus.format("revoked")
+    else:
+        granted, revoked = minus.format("granted"), plus.format("revoked")
+    grants = enforced_sql("source_grants", granted, revoked)  # SET reads the old values: the new ones here
+    merged = f"granted = {granted}, revoked = {revoked}, grants = {grants}"
     with store.engine.begin() as conn:
         row = _administered(conn, document_id, scope)
         if not row.acl:
@@ -260,7 +301,7 @@ def _change(
                 f"collection {row.name!r} does not enforce grants: create it with acl=True to use them"
             )
         stored = conn.execute(
-            text(f"UPDATE agentrag.documents SET grants = {merged} WHERE id = :id RETURNING grants"),
+            text(f"UPDATE agentrag.documents SET {merged} WHERE id = :id RETURNING grants"),
             {"id": document_id, "tokens": tokens},
         ).scalar_one()
     return [grant_text(t) for t in stored]

@@ -273,7 +273,11 @@ def _ingest(
             tally.retried += outcome.alone
             tally.written += outcome.chunks_written if outcome.status != "failed" else 0
             tally.finished(
-                outcome.source, outcome.status, document_id=outcome.document_id, error=outcome.error or ""
+                outcome.source,
+                outcome.status,
+                document_id=outcome.document_id,
+                error=outcome.error or "",
+                error_type=outcome.error_type or "",
             )
         for item in pending:  # written: let the memory go
             item.chunks, item.vectors, item.copy_rows = [], None, None
@@ -430,9 +434,10 @@ def _write_one(
             ),
         )[0]
     except StoreError as exc:  # rolled back, retried once if transient: the others still go in
-        return WriteOutcome(doc.source, "failed", error=f"{exc} (rolled back: nothing of it was written)")
+        why = f"{exc} (rolled back: nothing of it was written)"
+        return WriteOutcome(doc.source, "failed", error=why, error_type=type(exc).__name__)
     except IngestError as exc:  # its metadata (checked before anything is written)
-        return WriteOutcome(doc.source, "failed", error=str(exc))
+        return WriteOutcome(doc.source, "failed", error=str(exc), error_type=type(exc).__name__)
     return WriteOutcome(doc.source, status, doc_id, 0 if status == "unchanged" else len(doc.chunks))
 
 

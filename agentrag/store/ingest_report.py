@@ -126,6 +126,7 @@ class WriteOutcome:
     chunks_written: int = 0
     error: str | None = None
     alone: bool = False  # its batch failed: written (or failed) in a transaction of its own
+    error_type: str | None = None  # the error's class (StoreError, StatementTimeoutError, ...)
 
 
 @dataclass(slots=True)

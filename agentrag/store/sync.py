@@ -9,7 +9,8 @@ One run, under the source's advisory lock (:func:`agentrag.store.sync_state.sour
    metadata as stored -> unchanged (nothing written); the same text, the metadata differing in
    ``grants`` only (a sidecar or the front matter's grants changed) -> **regranted**: the row's
    grants and metadata set in place, as ``store.grant`` does (no new revision, nothing
-   re-embedded; a deleted sidecar leaves no grants: deny by default); stored under its key with
+   re-embedded; a deleted sidecar leaves no grants: deny by default; what ``store.grant`` /
+   ``store.revoke`` set by hand is kept: migration 0055); stored under its key with
    another text or other metadata -> modified; not stored -> added, unless a document
    whose file vanished has the same text: a **rename**, moved without re-embedding (one
    transaction: the new row, its chunks copied with their vectors under the ids a fresh ingest

@@ -9,6 +9,7 @@ import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from agentrag.store.acl import enforced_sql
 from agentrag.store.prepare import PreparedDocument, json_default
 from agentrag.store.revisions import continue_lineages
 
@@ -38,15 +39,19 @@ def write_moves(
 
     pairs = "unnest(CAST(:old_ids AS text[]), CAST(:new_ids AS text[])) AS m(old_id, new_id)"
     ids = {"old_ids": old_ids, "new_ids": new_ids}
+    # the new file's grants are the source's; what was granted / revoked by hand moves with the row
+    elements = "ARRAY(SELECT jsonb_array_elements_text(CAST(m.grants AS jsonb)))"
+    source = f"CASE WHEN m.grants IS NOT NULL THEN {elements} END"
     conn.execute(
         text(
             "INSERT INTO agentrag.documents (id, collection_id, source, original_filename, sha256,"
-            " text, metadata, classification, doc_date, tenant_id, workspace_id, chunk_count, grants,"
-            " private, language, chunk_size, chunk_overlap, chunker_version)"
+            " text, metadata, classification, doc_date, tenant_id, workspace_id, chunk_count,"
+            " source_grants, granted, revoked, private, language, chunk_size, chunk_overlap,"
+            " chunker_version)"
             " SELECT m.new_id, d.collection_id, m.new, m.filename, d.sha256, d.text,"
             " CAST(m.meta AS jsonb), m.cls, CAST(m.day AS date), d.tenant_id, d.workspace_id,"
-            " d.chunk_count, CASE WHEN m.grants IS NOT NULL THEN ARRAY("
-            "SELECT jsonb_array_elements_text(CAST(m.grants AS jsonb))) END, d.private, d.language,"
+            f" d.chunk_count, {source}, d.granted, d.revoked,"
+            " d.private, d.language,"
             " d.chunk_size, d.chunk_overlap, d.chunker_version"
             " FROM unnest(CAST(:old_ids AS text[]), CAST(:new_ids AS text[]),"
             " CAST(:news AS text[]), CAST(:filenames AS text[]), CAST(:metas AS text[]),"
@@ -63,6 +68,13 @@ def write_moves(
             "days": [day.isoformat() if day else None for _cls, day in columns],
             "grants": [None if g is None else json.dumps(g) for g in grants],
         },
+    )
+    conn.execute(  # the enforced grants of the new rows (agentrag.store.acl.enforced_sql)
+        text(
+            "UPDATE agentrag.documents SET"
+            f" grants = {enforced_sql('source_grants', 'granted', 'revoked')} WHERE id = ANY(:new_ids)"
+        ),
+        {"new_ids": new_ids},
     )
     conn.execute(
         text(

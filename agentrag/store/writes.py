@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from agentrag.languages import detect
 from agentrag.retrieval.catalog import VECTOR_TYPES
-from agentrag.store.acl import document_grants
+from agentrag.store.acl import document_grants, enforced
 from agentrag.store.collections import WRITE_LOCK_SQL, Collection, check_recorded_model, write_lock_params
 from agentrag.store.prepare import PreparedDocument, canonical_metadata, document_columns, json_default
 
@@ -47,13 +47,14 @@ _COPY_SQL = (
 def existing_documents(
     store: Store, coll: Collection, sources: list[str], tenant: str | None, workspace: str | None
 ) -> dict[str, tuple[str, str, dict[str, Any], list[str] | None]]:
-    """``{source: (id, sha256, metadata, grants tokens)}`` of the stored documents under ``sources``."""
+    """``{source: (id, sha256, metadata, the source's grant tokens)}`` of the stored documents under
+    ``sources`` (the grants set by hand, ``granted`` / ``revoked``, are carried by :func:`write_batch`)."""
     from sqlalchemy import text
 
     with store.engine.connect() as conn:
         rows = conn.execute(
             text(
-                "SELECT source, id, sha256, metadata, grants FROM agentrag.documents"
+                "SELECT source, id, sha256, metadata, source_grants AS grants FROM agentrag.documents"
                 " WHERE collection_id = :cid AND source = ANY(:sources)"
                 " AND coalesce(tenant_id, '') = :tenant AND coalesce(workspace_id, '') = :workspace"
             ),
@@ -103,7 +104,8 @@ def write_batch(
             row.source: row
             for row in conn.execute(
                 text(
-                    "SELECT source, id, metadata FROM agentrag.documents WHERE collection_id = :cid"
+                    "SELECT source, id, metadata, granted, revoked FROM agentrag.documents"
+                    " WHERE collection_id = :cid"
                     " AND source = ANY(:sources)"
                     " AND coalesce(tenant_id, '') = :tenant AND coalesce(workspace_id, '') = :workspace"
                 ),
@@ -148,7 +150,7 @@ def write_batch(
                     "tenant": tenant,
                     "workspace": workspace,
                     "count": len(doc.chunks),
-                    "grants": document_grants(coll, doc.metadata, doc.source),
+                    **_grants(document_grants(coll, doc.metadata, doc.source), old),
                     "private": session is not None,
                     "language": coll.language or detect(doc.text),
                     **layout_params(doc.layout),
@@ -161,10 +163,12 @@ def write_batch(
                 text(
                     "INSERT INTO agentrag.documents"
                     " (id, collection_id, source, original_filename, sha256, text,"
-                    " metadata, classification, doc_date, tenant_id, workspace_id, chunk_count, grants,"
-                    " private, language, chunk_size, chunk_overlap, chunker_version)"
+                    " metadata, classification, doc_date, tenant_id, workspace_id, chunk_count,"
+                    " grants, source_grants, granted, revoked, private, language, chunk_size, chunk_overlap,"
+                    " chunker_version)"
                     " VALUES (:id, :cid, :source, :filename, :sha, :text, CAST(:meta AS jsonb), :cls, :date,"
-                    " :tenant, :workspace, :count, CAST(:grants AS text[]), :private, :language,"
+                    " :tenant, :workspace, :count, CAST(:grants AS text[]), CAST(:source_grants AS text[]),"
+                    " CAST(:granted AS text[]), CAST(:revoked AS text[]), :private, :language,"
                     " :chunk_size, :chunk_overlap, :chunker_version)"
                 ),
                 rows,
@@ -188,6 +192,19 @@ def write_batch(
             )
         before_commit()
     return results
+
+
+def _grants(source: list[str] | None, old: Any) -> dict[str, list[str] | None]:
+    """A new row's grant columns: the source's, and what the row it replaces (``old``: None for a new
+    document) had granted / revoked by hand, which it keeps (migration 0055)."""
+    granted = list(old.granted) if old is not None else []
+    revoked = list(old.revoked) if old is not None else []
+    return {
+        "grants": enforced(source, granted, revoked),
+        "source_grants": source,
+        "granted": granted,
+        "revoked": revoked,
+    }
 
 
 def layout_params(layout: tuple[int, int, int] | None) -> dict[str, int | None]:
