@@ -159,14 +159,6 @@ def _measure(chunk_ids: np.ndarray, index: BM25Index) -> int:
     return index.nbytes + chunk_ids.nbytes + sum(map(sys.getsizeof, chunk_ids))
 
 
-def _build(engine: Engine, collection_id: int) -> CachedBM25:
-    """Read the version and the chunks in one snapshot and index the texts."""
-    with engine.connect().execution_options(isolation_level="REPEATABLE READ") as conn:
-        built = _index_on(conn, collection_id)
-        conn.rollback()
-    return built
-
-
 def _index_on(conn: Connection, collection_id: int) -> CachedBM25:
     """The collection's index as ``conn``'s transaction sees it: its version and its chunks."""
     import numpy as np
@@ -228,13 +220,8 @@ def _document_languages(conn: Connection, collection_id: int) -> tuple[list[str]
     return languages, {row.id: row.language for row in rows}
 
 
-def _estimate(engine: Engine, collection_id: int) -> tuple[int, int]:
-    """(collection version, estimated index bytes), read in one statement."""
-    with engine.connect() as conn:
-        return _estimate_on(conn, collection_id)
-
-
 def _estimate_on(conn: Connection, collection_id: int) -> tuple[int, int]:
+    """(collection version, estimated index bytes), read in one statement."""
     from sqlalchemy import text
 
     row = conn.execute(
@@ -331,16 +318,11 @@ def bm25_index(cache: BM25Cache, engine: Engine, collection_id: int, version: in
             found = current()
         if found is not None:
             return found
-        budget = cache.memory_budget
-        if budget is not None:
-            at, estimate = _estimate(engine, collection_id)
-            if estimate > budget:
-                return _mark(cache, OverBudget(collection_id, at, estimate, budget, measured=False))
-        built = _build(engine, collection_id)
-        if budget is not None and built.nbytes > budget:
-            return _mark(cache, OverBudget(collection_id, built.version, built.nbytes, budget, measured=True))
-        _keep(cache, built)
-        return built
+        # the estimate, the version and the chunks in one snapshot
+        with engine.connect().execution_options(isolation_level="REPEATABLE READ") as conn:
+            found = _build_within_budget(cache, conn, collection_id, serve_over=False)
+            conn.rollback()
+        return found
 
 
 def snapshot_bm25(
@@ -359,17 +341,27 @@ def snapshot_bm25(
     entry = cached_bm25(cache, collection_id, version)
     if entry is not None and entry.version == version:
         return entry
+    return _build_within_budget(cache, conn, collection_id, serve_over=True)
+
+
+def _build_within_budget(
+    cache: BM25Cache, conn: Connection, collection_id: int, *, serve_over: bool
+) -> CachedBM25 | OverBudget:
+    """The collection's index built on ``conn`` (as its transaction sees it) under the cache's memory
+    budget: estimated first (over it: the collection is marked :class:`OverBudget`, nothing is built),
+    measured after (over it: marked, not kept, and returned only when ``serve_over``, for the one
+    search that needs this exact version); within it, offered to the cache."""
     budget = cache.memory_budget
     if budget is not None:
         at, estimate = _estimate_on(conn, collection_id)
         if estimate > budget:
             return _mark(cache, OverBudget(collection_id, at, estimate, budget, measured=False))
     built = _index_on(conn, collection_id)
-    if budget is not None and built.nbytes > budget:
-        _mark(cache, OverBudget(collection_id, built.version, built.nbytes, budget, measured=True))
-    else:
+    if budget is None or built.nbytes <= budget:
         _keep(cache, built)
-    return built
+        return built
+    mark = _mark(cache, OverBudget(collection_id, built.version, built.nbytes, budget, measured=True))
+    return built if serve_over else mark
 
 
 def _keep(cache: BM25Cache, built: CachedBM25) -> None:
