@@ -94,6 +94,7 @@ _LAZY: dict[str, str] = {
     "Collection": "agentrag.store.collections",
     "IngestReport": "agentrag.store.ingest",
     "SyncReport": "agentrag.store.sync_report",
+    "GrantDetails": "agentrag.store.acl",
     "Executor": "agentrag.store.prepare",
     "LocalExecutor": "agentrag.store.prepare",
     "PreparedDocument": "agentrag.store.prepare",
@@ -142,6 +143,7 @@ __all__ = [
     "ExtensionMissingError",
     "FilterError",
     "Filters",
+    "GrantDetails",
     "Hit",
     "IngestError",
     "IngestReport",
@@ -262,6 +264,7 @@ if TYPE_CHECKING:
     arewrite: AsyncStep
     aroute: AsyncStep
     asearch: AsyncStep
+    from agentrag.store.acl import GrantDetails
     from agentrag.store.collections import Collection
     from agentrag.store.ingest import IngestReport
     from agentrag.store.prepare import (

@@ -173,3 +173,61 @@ def test_through_the_cli_a_grant_by_hand_outlives_the_next_sync(
     put(folder, "a.md.grants", "group:legal\n")
     run("sync", str(folder), "-c", acl)
     assert json.loads(run("acl", "show", doc_id, "--json"))["grants"] == ["group:legal", "user:alice"]
+    shown = run("acl", "show", doc_id)  # the text says where each grant comes from
+    assert "from its source: group:legal" in shown and "granted by hand: user:alice" in shown
+
+    reset = json.loads(run("acl", "reset", doc_id, "--json"))
+    assert reset["grants"] == ["group:legal"] and reset["granted"] == reset["revoked"] == []
+    assert "by hand" not in run("acl", "show", doc_id)
+
+
+def test_the_details_tell_the_source_from_the_hand_and_a_reset_returns_to_the_source(
+    store: Store, acl: str, tmp_path: Path
+) -> None:
+    put(tmp_path, "a.md", "Alpha contract terms.\n")
+    put(tmp_path, "a.md.grants", "group:sales\ngroup:hr\n")
+    doc_id = store.sync(tmp_path, collection=acl).document_ids["a.md"]
+    untouched = store.grant_details(doc_id)
+    assert (untouched.grants, untouched.source, untouched.by_hand) == (["group:hr", "group:sales"],) * 2 + (
+        False,
+    )
+
+    store.grant(doc_id, ["user:alice"])
+    store.revoke(doc_id, ["group:hr"])
+    details = store.grant_details(doc_id)
+    assert details.grants == ["group:sales", "user:alice"]
+    assert (details.source, details.granted, details.revoked) == (
+        ["group:hr", "group:sales"],
+        ["user:alice"],
+        ["group:hr"],
+    )
+    assert "granted=['user:alice']" in repr(details)
+    assert found(store, acl, who("alice")) == {"a.md"} and found(store, acl, who(None, "hr")) == set()
+
+    after = store.reset_grants(doc_id)  # back to what the sidecar says, and the search obeys at once
+    assert (after.grants, after.granted, after.revoked, after.by_hand) == (
+        ["group:hr", "group:sales"],
+        [],
+        [],
+        False,
+    )
+    assert store.grant_details(doc_id) == after
+    assert found(store, acl, who("alice")) == set() and found(store, acl, who(None, "hr")) == {"a.md"}
+
+    put(tmp_path, "a.md.grants", "group:legal\n")  # the source changes after the reset: it alone counts
+    store.sync(tmp_path, collection=acl)
+    assert store.grants(doc_id) == ["group:legal"]
+
+
+def test_details_and_reset_are_refused_where_grants_are_not_enforced_or_not_administered(
+    store: Store, collection_name: str
+) -> None:
+    from agentrag.errors import DocumentNotFoundError, InvalidInputError
+
+    store.create_collection(collection_name)
+    doc_id = store.ingest_text("Open terms.", collection=collection_name, source="o.md").document_ids["o.md"]
+    for call in (store.grant_details, store.reset_grants):
+        with pytest.raises(InvalidInputError, match="acl=True"):
+            call(doc_id)
+        with pytest.raises(DocumentNotFoundError):
+            call("doc_missing")

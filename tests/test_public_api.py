@@ -34,6 +34,7 @@ PINNED = [
     "ExtensionMissingError",
     "FilterError",
     "Filters",
+    "GrantDetails",
     "Hit",
     "IngestError",
     "IngestReport",

@@ -1,4 +1,6 @@
-"""``agentrag acl grant | revoke | show | share``: document permissions (docs/how-to/permissions.md)."""
+"""``agentrag acl grant | revoke | show | reset | share``: document permissions
+
+The how-to: docs/how-to/permissions.md."""
 
 from __future__ import annotations
 
@@ -45,9 +47,43 @@ def cmd_acl_revoke(args: argparse.Namespace) -> int:
     return _show(args, args.document, store.revoke(args.document, args.grants, scope=_scope(args)))
 
 
+def _listed(grants: list[str]) -> str:
+    return ", ".join(grants) if grants else "-"
+
+
+def _show_details(args: argparse.Namespace, details: Any) -> int:
+    """The grants and where they come from: the source's, and what was changed by hand."""
+    if args.json:
+        print_json(
+            {
+                "document_id": details.document_id,
+                "grants": details.grants,
+                "source": details.source,
+                "granted": details.granted,
+                "revoked": details.revoked,
+            }
+        )
+        return 0
+    print(f"{details.document_id}: {', '.join(details.grants) or '(no grant: admins only)'}")
+    print(f"  from its source: {_listed(details.source)}")
+    if details.by_hand:
+        print(f"  granted by hand: {_listed(details.granted)}")
+        print(f"  revoked by hand: {_listed(details.revoked)}")
+        print(f"  (agentrag acl reset {details.document_id} undoes what was changed by hand)")
+    return 0
+
+
 def cmd_acl_show(args: argparse.Namespace) -> int:
     store = common.open_store(args)
-    return _show(args, args.document, store.grants(args.document, scope=_scope(args)))
+    grants = store.grants(args.document, scope=_scope(args))
+    if grants is None:
+        return _show(args, args.document, grants)
+    return _show_details(args, store.grant_details(args.document, scope=_scope(args)))
+
+
+def cmd_acl_reset(args: argparse.Namespace) -> int:
+    store = common.open_store(args)
+    return _show_details(args, store.reset_grants(args.document, scope=_scope(args)))
 
 
 def cmd_acl_share(args: argparse.Namespace) -> int:
@@ -63,7 +99,7 @@ def _where(p: argparse.ArgumentParser) -> None:
 
 
 def register(sub: Any, add: AddCommand) -> None:
-    acl = sub.add_parser("acl", help="grant, revoke, show who may read a document").add_subparsers(
+    acl = sub.add_parser("acl", help="grant, revoke, show, reset who may read a document").add_subparsers(
         dest="acl_command", required=True
     )
     grant_help = "user:NAME, group:NAME or everyone"
@@ -75,9 +111,13 @@ def register(sub: Any, add: AddCommand) -> None:
         p.add_argument("document", help="the document id (agentrag documents list)")
         p.add_argument("grants", nargs="+", metavar="GRANT", help=grant_help)
         _where(p)
-    p = add(acl, "show", cmd_acl_show, "a document's grants")
-    p.add_argument("document")
-    _where(p)
+    for name, handler, what in (
+        ("show", cmd_acl_show, "a document's grants: its source's, granted and revoked by hand"),
+        ("reset", cmd_acl_reset, "undo what was granted or revoked by hand: the source's grants again"),
+    ):
+        p = add(acl, name, handler, what)
+        p.add_argument("document")
+        _where(p)
     p = add(acl, "share", cmd_acl_share, "promote a private session upload to the tenant's shared documents")
     p.add_argument("document")
     p.add_argument("--tenant", help="the document's tenant (required on scoped collections)")

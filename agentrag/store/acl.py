@@ -27,6 +27,7 @@ upload, in its session (docs/how-to/permissions-admin.md).
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -49,17 +50,20 @@ if TYPE_CHECKING:
 __all__ = [
     "GRANTS_KEY",
     "SIDECAR_SUFFIX",
+    "GrantDetails",
     "check_owner",
     "document_grants",
     "enforced",
     "enforced_sql",
     "grant",
+    "grant_details",
     "grant_tokens",
     "grants",
     "owner",
     "parse_sidecar",
     "read_sidecar",
     "regrant",
+    "reset_grants",
     "revoke",
     "share",
     "with_grants",
@@ -295,11 +299,7 @@ def _change(
     grants = enforced_sql("source_grants", granted, revoked)  # SET reads the old values: the new ones here
     merged = f"granted = {granted}, revoked = {revoked}, grants = {grants}"
     with store.engine.begin() as conn:
-        row = _administered(conn, document_id, scope)
-        if not row.acl:
-            raise InvalidInputError(
-                f"collection {row.name!r} does not enforce grants: create it with acl=True to use them"
-            )
+        _acl_only(_administered(conn, document_id, scope))
         stored = conn.execute(
             text(f"UPDATE agentrag.documents SET {merged} WHERE id = :id RETURNING grants"),
             {"id": document_id, "tokens": tokens},
@@ -339,6 +339,85 @@ def grants(store: Store, document_id: str, *, scope: Scope | None = None) -> lis
             text("SELECT grants FROM agentrag.documents WHERE id = :id"), {"id": document_id}
         ).scalar_one()
     return None if stored is None else [grant_text(t) for t in stored]
+
+
+@dataclass(frozen=True, slots=True)
+class GrantDetails:
+    """Where a document's grants come from: ``grants`` = (``source`` + ``granted``) - ``revoked``.
+
+    ``source``: what its source says (sidecar, front matter, ``ingest(grants=...)``, sync metadata);
+    ``granted`` / ``revoked``: what :func:`grant` / :func:`revoke` changed by hand, which outlives
+    any change of the source's. Grants read as users write them (``group:hr``)."""
+
+    document_id: str
+    grants: list[str]
+    source: list[str]
+    granted: list[str]
+    revoked: list[str]
+
+    @property
+    def by_hand(self) -> bool:
+        """Whether anything was granted or revoked by hand (:func:`reset_grants` undoes it)."""
+        return bool(self.granted or self.revoked)
+
+    def __repr__(self) -> str:
+        hand = f", granted={self.granted}, revoked={self.revoked}" if self.by_hand else ""
+        return f"GrantDetails({self.document_id!r}, grants={self.grants}, source={self.source}{hand})"
+
+
+def _details(document_id: str, row: Any) -> GrantDetails:
+    from agentrag.scope import grant_text
+
+    def words(tokens: Iterable[str] | None) -> list[str]:
+        return [grant_text(t) for t in tokens or ()]
+
+    return GrantDetails(
+        document_id, words(row.grants), words(row.source_grants), words(row.granted), words(row.revoked)
+    )
+
+
+_DETAIL_COLUMNS = "grants, source_grants, granted, revoked"
+
+
+def _acl_only(row: Any) -> None:
+    if not row.acl:
+        raise InvalidInputError(
+            f"collection {row.name!r} does not enforce grants: create it with acl=True to use them"
+        )
+
+
+@guarded("reading grants")
+def grant_details(store: Store, document_id: str, *, scope: Scope | None = None) -> GrantDetails:
+    """A document's grants and where they come from (:class:`GrantDetails`): the source's, and what
+    was granted or revoked by hand. InvalidInputError on a collection without grants."""
+    from sqlalchemy import text
+
+    with store.engine.begin() as conn:
+        _acl_only(_administered(conn, document_id, scope))
+        row = conn.execute(
+            text(f"SELECT {_DETAIL_COLUMNS} FROM agentrag.documents WHERE id = :id"), {"id": document_id}
+        ).one()
+    return _details(document_id, row)
+
+
+@guarded("resetting grants", retry=False)
+def reset_grants(store: Store, document_id: str, *, scope: Scope | None = None) -> GrantDetails:
+    """Undo every grant and revoke made by hand: the document's grants become its source's again
+    (the next query obeys). Returns the details after the reset."""
+    from sqlalchemy import text
+
+    none = "CAST('{}' AS text[])"
+    with store.engine.begin() as conn:
+        _acl_only(_administered(conn, document_id, scope))
+        row = conn.execute(
+            text(
+                f"UPDATE agentrag.documents SET granted = {none}, revoked = {none},"
+                f" grants = {enforced_sql('source_grants', none, none)}"
+                f" WHERE id = :id RETURNING {_DETAIL_COLUMNS}"
+            ),
+            {"id": document_id},
+        ).one()
+    return _details(document_id, row)
 
 
 @guarded("sharing a document", retry=False)

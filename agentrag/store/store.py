@@ -522,6 +522,7 @@ class Store(EmbedderMethods, SyncMethods, TenantIndexMethods, ReplicaRouting):
     # ---- permissions (docs/how-to/permissions.md; agentrag/store/acl.py) ---------------------------
     grant, revoke = permissions.grant, permissions.revoke
     grants, share = permissions.grants, permissions.share
+    grant_details, reset_grants = permissions.grant_details, permissions.reset_grants
 
     # ---- relations (knowledge graph) and the query log: see their modules -----------------
     @guarded("adding relations")
