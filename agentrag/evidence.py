@@ -475,7 +475,7 @@ def score_units(
             )
             score = (
                 -weights.pointer * bool(_POINTER.search(unit.text))
-                - weights.sibling * sibling(question, unit.text)
+                - weights.sibling * sibling(question, unit.text, unit.context)
                 - contrary
                 + weights.semantic * max(sim, 0.0)
                 + weights.passage * max(passage, 0.0)
