@@ -232,9 +232,7 @@ def sibling(question: str, text: str, context: str = "") -> bool:
     return False
 
 
-def _pronoun_for_another(
-    after: dict[str, str], acronyms: frozenset[str], text: str, named: set[str]
-) -> bool:
+def _pronoun_for_another(after: dict[str, str], acronyms: frozenset[str], text: str, named: set[str]) -> bool:
     """Whether a term of the question stands before a pronoun in ``text`` ("reset it") while the term
     that follows it in the question is named neither in the text nor around it (``named``): the
     pronoun stands for another thing. An acronym of the question may be written out around it."""

@@ -270,7 +270,9 @@ def test_the_openai_chat_endpoint(lumen: dict[str, Any], real_server: Server) ->
     assert "30 days" in r.json()["choices"][0]["message"]["content"]
 
 
-def test_a_password_reset_through_the_openai_chat_endpoint(lumen: dict[str, Any], real_server: Server) -> None:
+def test_a_password_reset_through_the_openai_chat_endpoint(
+    lumen: dict[str, Any], real_server: Server
+) -> None:
     import httpx
 
     tenant, names = lumen["tenant"], lumen["names"]
