@@ -162,6 +162,8 @@ def _table_units(hit: Hit, rank: int, first_block: int) -> list[Unit]:
     previous_table = False
     heading = hit.section or ""
     lead = ""  # a heading line of this chunk with no paragraph after it yet
+    # a chunk that starts below a Markdown table's header has it in its locator (readers.chunking)
+    inherited = str((hit.locator or {}).get("table_header") or "").split("\n", 1)[0].strip()
     for i, raw in enumerate(lines):
         at = offset
         offset += len(raw)
@@ -184,6 +186,8 @@ def _table_units(hit: Hit, rank: int, first_block: int) -> list[Unit]:
             previous_table = True
             if header:
                 continue
+            if i == 0 and inherited:  # the chunk's first rows: their header is above the chunk
+                header, header_line = _cells(inherited), inherited
         if _TABLE_RULE.match(line):
             continue
         cells = _cells(line)
@@ -475,7 +479,7 @@ def score_units(
             )
             score = (
                 -weights.pointer * bool(_POINTER.search(unit.text))
-                - weights.sibling * sibling(question, unit.text)
+                - weights.sibling * sibling(question, unit.text, unit.context)
                 - contrary
                 + weights.semantic * max(sim, 0.0)
                 + weights.passage * max(passage, 0.0)

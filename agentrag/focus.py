@@ -187,19 +187,31 @@ def without_controls(text: str) -> str:
     return _EMPHASIS.sub(label, text)
 
 
-def sibling(question: str, text: str) -> bool:
-    """Whether ``text`` sets apart, by emphasis, another thing in the place of the question's own:
-    a term of the question followed by an emphasised word the question does not use, while the
-    term that follows it in the question is not in the text ("A deleted **workspace** is kept for
-    30 days" for "How long is a deleted note kept?"; "chooses **Reset two-factor authentication**"
-    for "How do I reset my password?"). The unit answers a sibling question, not this one."""
+# a pronoun in the place of a thing ("to reset *it*"): what it stands for was named before the unit
+_PRONOUN = re.compile(r"([\w'’-]+)\s+(?:it|them)\b(?!['’])", re.IGNORECASE)
+
+
+def sibling(question: str, text: str, context: str = "") -> bool:
+    """Whether ``text`` sets apart another thing in the place of the question's own: a term of the
+    question followed by an emphasised word the question does not use, while the term that follows
+    it in the question is not in the text ("A deleted **workspace** is kept for 30 days" for "How long
+    is a deleted note kept?"; "chooses **Reset two-factor authentication**" for "How do I reset my
+    password?"); or followed by a pronoun ("reset it") when neither the text nor its ``context`` (the
+    sentence before it and its heading, where the pronoun's antecedent is) names the question's thing
+    ("Contact your IT department to reset it." after a sentence about 2FA, for "How do I reset my
+    password?"). Without a context the pronoun's antecedent is unknown and is not judged. The unit
+    answers a sibling question, not this one."""
     from agentrag.steps._common import terms
 
     asked, pairs_of, acronyms = _asked(question, _language())
     after = dict(pairs_of)
-    if not after or ("*" not in text and "_" not in text):
+    if not after:
         return False
     held = set(terms(text))
+    if context and _pronoun_for_another(after, acronyms, text, held | set(terms(context))):
+        return True
+    if "*" not in text and "_" not in text:
+        return False
     for match in _EMPHASIS.finditer(text):
         if len(match.group(2).split()) > 4 or re.search(r"\d", match.group(2)):
             continue  # a statement or an amount set apart (the answer itself), not a thing's name
@@ -217,4 +229,19 @@ def sibling(question: str, text: str) -> bool:
                 and follows not in held
             ):
                 return True
+    return False
+
+
+def _pronoun_for_another(after: dict[str, str], acronyms: frozenset[str], text: str, named: set[str]) -> bool:
+    """Whether a term of the question stands before a pronoun in ``text`` ("reset it") while the term
+    that follows it in the question is named neither in the text nor around it (``named``): the
+    pronoun stands for another thing. An acronym of the question may be written out around it."""
+    from agentrag.evidence import has_term
+    from agentrag.steps._common import terms
+
+    for match in _PRONOUN.finditer(text):
+        stems = terms(match.group(1))
+        follows = after.get(stems[-1]) if stems else None
+        if follows and follows not in acronyms and not has_term(named, follows):
+            return True
     return False

@@ -165,6 +165,16 @@ class PackedContext:
         return frozenset(self.labels) | {alias for alias, _ in self.aliases}
 
 
+def _joined_locator(kept: Hit, first: Hit) -> dict[str, Any] | None:
+    """The merged chunk's locator: the kept chunk's, with the table header of the chunk its text
+    now starts with (a chunk starting below a Markdown table's header carries it, readers.chunking)."""
+    header = (first.locator or {}).get("table_header")
+    if first is kept or (kept.locator or {}).get("table_header") == header:
+        return kept.locator
+    locator = {k: v for k, v in (kept.locator or {}).items() if k != "table_header"}
+    return {**locator, "table_header": header} if header else locator or None
+
+
 def _merge_adjacent(hits: Sequence[Hit]) -> tuple[list[Hit], list[tuple[str, str]]]:
     """Merge chunks of one document whose spans overlap or touch, keeping the better rank.
 
@@ -190,6 +200,7 @@ def _merge_adjacent(hits: Sequence[Hit]) -> tuple[list[Hit], list[tuple[str, str
                     start_char=first.start_char,
                     end_char=max(first.end_char, second.end_char),
                     chunk_sha256=None,  # no longer one stored chunk
+                    locator=_joined_locator(kept, first),
                 )
                 aliases.append((hit.chunk_id, kept.chunk_id))
                 break

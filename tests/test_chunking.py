@@ -1,4 +1,4 @@
-"""Chunking: exact offsets (property), overlap, sections and pages."""
+"""Chunking: exact offsets (property), overlap, sections and pages, Markdown tables cut between rows."""
 
 from __future__ import annotations
 
@@ -11,7 +11,19 @@ from agentrag.store.chunking import chunk_text
 from agentrag.store.readers import parse_front_matter
 
 texts = st.lists(
-    st.sampled_from([*"abc xyz.!?\n\t#é中🙂", "\n\n", "# Head\n", ". ", "word ", "\r"]), max_size=800
+    st.sampled_from(
+        [
+            *"abc xyz.!?\n\t#é中🙂|",
+            "\n\n",
+            "# Head\n",
+            ". ",
+            "word ",
+            "\r",
+            "\n| A | B |\n|---|---|\n",
+            "| x. y | z |\n",
+        ]
+    ),
+    max_size=800,
 ).map("".join)
 
 
@@ -73,3 +85,49 @@ def test_front_matter_is_split_from_body() -> None:
     assert meta == {"title": "A", "tags": ["x", "y"]} and body == "# A\n"
     meta, body = parse_front_matter("---\nnot front matter at all\n---\nbody")
     assert meta == {} and body.startswith("---")
+
+
+# ---- Markdown tables in prose (session 17) ------------------------------------------------------------
+HEADER = "| Plan | Seats | SSO |\n|---|---|---|"
+TABLE = (
+    "# Plans\n\nWhat each plan includes.\n\n"
+    + HEADER
+    + "\n"
+    + "".join(
+        f"| Plan {i} with a longer name | {i * 10} seats. Then more words | {'Yes' if i % 2 else 'No'} |\n"
+        for i in range(40)
+    )
+    + "\nAfter the table, prose again. "
+    + "word " * 80
+)
+
+
+def test_a_markdown_table_is_cut_between_rows_and_its_header_travels_in_the_locator() -> None:
+    chunks = chunk_text(TABLE, size=400, overlap=60)
+    body = TABLE.index("| Plan 0 ")
+    end = TABLE.index("\nAfter the table")
+    inside = [c for c in chunks if c.start_char < end and c.end_char > body]
+    assert len(inside) > 3
+    for c in inside:
+        lines = [line for line in c.text.split("\n") if line.startswith("|")]
+        assert all(line.endswith("|") for line in lines), c.text  # whole rows only
+        assert TABLE[c.start_char : c.end_char] == c.text  # the file's own text
+        if c.start_char >= body:  # below the header: the header, as written, in the locator
+            assert c.text.startswith("| Plan ") and c.locator["table_header"] == HEADER
+        else:
+            assert "table_header" not in (c.locator or {})
+            assert not c.text.endswith(("| SSO |", "|---|")), c.text  # a header stays with a row
+    assert chunks[-1].locator == {"section": ["Plans"]}  # prose after the table: no header
+
+
+def test_a_table_that_fits_is_not_cut() -> None:
+    text = "Intro.\n\n" + HEADER + "\n| Team | 50 | No |\n| Business | 1,000 | Yes |\n\n" + "tail " * 60
+    chunks = chunk_text(text, size=150, overlap=20)
+    assert any(HEADER in c.text and c.text.rstrip().endswith("| Business | 1,000 | Yes |") for c in chunks)
+
+
+def test_pipes_in_plain_text_or_a_code_fence_are_not_a_table() -> None:
+    fence = "```\n" + HEADER + "\n" + "| a | b | c |\n" * 40 + "```\n"
+    assert all("table_header" not in (c.locator or {}) for c in chunk_text(fence, size=200, overlap=20))
+    plain = "| a | b |\n" * 60  # no rule under a header line
+    assert all(c.locator is None for c in chunk_text(plain, size=200, overlap=20))

@@ -176,6 +176,42 @@ def test_text_without_emphasis_is_never_a_sibling(text: str) -> None:
     assert not sibling("How long is a deleted note kept in the trash?", text)
 
 
+# ---- a pronoun standing for another thing (session 17) ---------------------------------------------------
+SSO_USERS = "If your workspace uses single sign-on, 2FA is handled by your company's identity provider."
+
+
+def test_a_pronoun_for_another_thing_in_the_place_of_the_questions_own_marks_a_sibling() -> None:
+    from agentrag.focus import sibling
+
+    it = "Contact your IT department to reset it."
+    assert sibling("How do I reset my password?", it, f"SSO users {SSO_USERS}")  # "it" is the 2FA
+    # the sentence before it names the question's thing: the pronoun may well stand for it
+    assert not sibling("How do I reset my password?", it, "Forgot password Your password expired.")
+    assert not sibling("How do I reset 2FA?", it, f"SSO users {SSO_USERS}")  # the question's own thing
+    assert not sibling("How do I reset my password?", it)  # no context: its antecedent is unknown
+    assert not sibling("How do I reset my password?", "If it fails, reset your password.", "Passwords")
+    assert not sibling("How do I reset my password?", "Reset it's done here.", "SSO users")  # not a pronoun
+
+
+PASSWORD = hit(
+    "# Two-factor authentication reset\n\n## SSO users\n\n" + SSO_USERS + " Contact your IT department "
+    "to reset it.\n\n## Changing a password\n\nChange your password from **Settings → Account**.\n",
+    "chk_p",
+)
+
+
+def test_the_unit_whose_pronoun_stands_for_another_thing_loses() -> None:
+    from agentrag.evidence import score_units
+
+    units = units_of([PASSWORD])
+    ranked = [s.unit.text for s in score_units(["How do I reset my password?"], units)[0]]
+    assert ranked.index("Change your password from **Settings → Account**.") < ranked.index(
+        "Contact your IT department to reset it."
+    )
+    ranked = [s.unit.text for s in score_units(["How do I reset 2FA?"], units)[0]]
+    assert ranked[0] == "Contact your IT department to reset it."
+
+
 TRASH = hit(
     "# Deleted notes\n\n## Restore from the trash\n\nDeleted notes are moved to the trash.\n\n"
     "Deleted items stay in the trash for **30 days** on every plan.\n\n## Workspaces\n\n"

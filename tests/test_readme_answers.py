@@ -3,8 +3,8 @@ plans include SSO?", ``make demo``'s questions and the LangGraph follow-up, thro
 the front ends they appear in (``agentrag ask``, the service's ``/ask`` and ``/v1/chat/completions``), over
 the sample corpus embedded with the real all-MiniLM-L6-v2, no LLM.
 
-An example the answer step still gets wrong is an ``xfail(strict=True)`` naming what it answers instead:
-it fails the suite the day it is fixed, so the marker goes with it. The chat tutorial's follow-up ("how
+An example the answer step gets wrong would be an ``xfail(strict=True)`` naming what it answers instead
+(none is left since session 17). The chat tutorial's follow-up ("how
 long is it kept there?" after "Restore it from the trash.") is asserted through each chat front end: the
 library, ``agentrag.chat.retrieve_turn``, ``agentrag chat``'s session, the LangGraph example and the
 playground's request (``/v1/chat/completions``, streamed, over a real server process)."""
@@ -91,19 +91,19 @@ def test_the_quickstart_question_states_its_fact(lumen: dict[str, Any]) -> None:
     assert any("30 days" in line and "trash" in line.lower() for line in lines), ctx.answer_text
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the samples have no password-reset article (the quickstart asks about the trash since issue "
-    "#36); since session 15 the two-factor reset step loses (it sets apart another thing to reset), but "
-    "'Contact your IT department to reset it.' (the 2FA article's SSO users) is quoted at 0.79",
-)
+def _reset_right(said: str, abstained: bool) -> bool:
+    """A password reset over the samples (no article covers it): a refusal, or the phishing article's
+    "Change your Lumen password immediately from **Settings → Account → Security**"; never the two-factor
+    article's reset (its steps, or "Contact your IT department to reset it.", where "it" is the 2FA)."""
+    wrong = "two-factor" in said.lower() or "IT department" in said
+    return not wrong and (abstained or "Settings → Account → Security" in said)
+
+
 def test_a_password_reset_is_not_answered_with_the_two_factor_reset(lumen: dict[str, Any]) -> None:
     names = lumen["names"]
     ctx = _new(lumen, RESET, [names["docs"], names["support"]])
     ctx = ctx | ar.search(self_correct=True) | ar.rerank() | ar.answer()
-    said = ctx.answer_text or ""
-    assert "two-factor" not in said.lower()
-    assert ctx.mode == "abstained" or "Settings → Account → Security" in said
+    assert _reset_right(ctx.answer_text or "", ctx.mode == "abstained"), ctx.answer_text
 
 
 def test_which_plans_include_sso_through_the_pipeline_and_the_fastapi_example(lumen: dict[str, Any]) -> None:
@@ -207,6 +207,18 @@ def test_the_quickstart_question_on_the_command_line(lumen: dict[str, Any]) -> N
     assert fact_hit(done.stdout.split("\nSources:")[0], expected), done.stdout
 
 
+def test_a_password_reset_on_the_command_line(lumen: dict[str, Any]) -> None:
+    env = {**os.environ, "AGENTRAG_DATABASE_URL": lumen["url"]}
+    names = lumen["names"]
+    done = run_cli(
+        env, "ask", RESET, "--collection", names["docs"], "--collection", names["support"],
+        "--tenant", lumen["tenant"],
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    answer = done.stdout.split("\nSources:")[0]
+    assert _reset_right(answer, "does not seem to cover" in answer), done.stdout
+
+
 @pytest.fixture(scope="module")
 def real_server(lumen: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     """``agentrag serve`` with the real query embedder (the documents were embedded with it)."""
@@ -256,6 +268,28 @@ def test_the_openai_chat_endpoint(lumen: dict[str, Any], real_server: Server) ->
     )
     assert r.status_code == 200, r.text
     assert "30 days" in r.json()["choices"][0]["message"]["content"]
+
+
+def test_a_password_reset_through_the_openai_chat_endpoint(
+    lumen: dict[str, Any], real_server: Server
+) -> None:
+    import httpx
+
+    tenant, names = lumen["tenant"], lumen["names"]
+    body = {
+        "model": f"agentrag/{names['docs']}+{names['support']}",
+        "messages": [{"role": "user", "content": RESET}],
+    }
+    r = httpx.post(
+        f"{real_server.url}/v1/chat/completions",
+        json=body,
+        headers={"Authorization": f"Bearer {token(tenant)}"},
+        timeout=60,
+    )
+    assert r.status_code == 200, r.text
+    reply = r.json()
+    content = reply["choices"][0]["message"]["content"].split("\n\nSources:")[0]
+    assert _reset_right(content, bool(reply.get("agentrag", {}).get("abstained"))), content
 
 
 # ---- the chat front ends: the documentation's follow-up (chatbot-backend.md) -------------------------

@@ -151,12 +151,12 @@ def test_a_bumped_version_with_the_same_chunks_embeds_nothing(  # type: ignore[n
     write(src, "long.md", LONG)
     store.sync(src, collection=coll)
     before = rows(store, coll)
-    monkeypatch.setattr("agentrag.store.sync_layout.CHUNKER_VERSION", 2)
+    monkeypatch.setattr("agentrag.store.sync_layout.CHUNKER_VERSION", CHUNKER_VERSION + 1)
     calls = len(fake_embedder.calls)
     report = store.sync(src, collection=coll)
     assert report.read == 1 and report.unchanged == ("long.md",) and not report.changed
     assert len(fake_embedder.calls) == calls and report.chunks_embedded == 0
-    assert layouts(store, coll)["long.md"][1:] == (1000, 150, 2)
+    assert layouts(store, coll)["long.md"][1:] == (1000, 150, CHUNKER_VERSION + 1)
     assert rows(store, coll)["chunks"] == before["chunks"]
 
 

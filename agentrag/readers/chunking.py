@@ -12,6 +12,11 @@ Invariant (tested as a property): ``text[chunk.start_char:chunk.end_char] == chu
   before each piece, so the invariant holds and every chunk reads on its own. The locator names
   the rows (``{"sheet": "Q3", "rows": [2, 40]}``).
 * Slides: one chunk each, unless a slide alone is larger than a chunk.
+* Markdown pipe tables inside prose (a ``.md`` or ``.txt`` file, stored exactly as read): cut between
+  rows, never inside one nor between the header and the first row (unless one row alone is larger
+  than a chunk); a chunk that starts below a table's header carries that header, as written, in its
+  locator (``{"table_header": "| Plan | SSO |\n|---|---|"}``), so its rows still read on their own
+  (the answer step renders each row with it) while the chunk's text stays the file's.
 """
 
 from __future__ import annotations
@@ -33,9 +38,10 @@ DEFAULT_CHUNK_OVERLAP = 150
 # a boundary rule, a reader's layout, a locator or section. ``store.sync`` then re-chunks the
 # unchanged files whose chunks differ (agentrag.store.sync_layout); files whose chunks come out the
 # same only have the new version recorded, nothing re-embedded.
-CHUNKER_VERSION = 1
+CHUNKER_VERSION = 2  # 2: Markdown pipe tables cut between rows, their header in the locator
 
 _HEADING = re.compile(r"^(#{1,6})[ \t]+(.+?)[ \t#]*$", re.MULTILINE)
+_TABLE_RULE = re.compile(r"^[ \t]*\|?\s*:?-{2,}:?\s*(\|\s*:?-{2,}:?\s*)*\|?\s*$")
 _BREAKS = (re.compile(r"\n[ \t]*\n"), re.compile(r"[.!?][\"')\]]?\s"), re.compile(r"\s"))
 BLOCK_SEPARATOR = "\n\n"
 
@@ -93,6 +99,87 @@ def _headings(text: str) -> tuple[list[int], list[tuple[str, ...]]]:
     return starts, paths
 
 
+@dataclass(frozen=True, slots=True)
+class _Table:
+    """A Markdown pipe table in prose: where it starts (its header line), where its first row
+    starts and where it ends (after its last row), the header (header line and rule, as written)
+    and where each row line starts."""
+
+    start: int
+    body: int
+    end: int
+    header: str
+    rows: tuple[int, ...]
+
+
+def _tables(text: str) -> list[_Table]:
+    """The pipe tables of Markdown ``text`` (a header line, its rule, the ``|`` lines under it;
+    none inside a code fence)."""
+    lines = [(m.start(), m.end(), m.group(0)) for m in re.finditer(r"^.*$", text, re.MULTILINE)]
+    out: list[_Table] = []
+    in_fence = False
+    i = 0
+    while i < len(lines):
+        at, _, line = lines[i]
+        if line.lstrip().startswith("```"):
+            in_fence = not in_fence
+        elif (
+            not in_fence
+            and line.lstrip().startswith("|")
+            and i + 1 < len(lines)
+            and _TABLE_RULE.match(lines[i + 1][2])
+        ):
+            j = i + 2
+            while j < len(lines) and lines[j][2].lstrip().startswith("|"):
+                j += 1
+            if j > i + 2:  # a header without rows is not a table to cut
+                rows = tuple(lines[k][0] for k in range(i + 2, j))
+                out.append(_Table(at, rows[0], lines[j - 1][1], text[at : lines[i + 1][1]], rows))
+            i = j
+            continue
+        i += 1
+    return out
+
+
+def _table_at(tables: list[_Table], offset: int) -> _Table | None:
+    """The table whose lines hold ``offset`` (from its header line's start to its last row's end)."""
+    for table in tables:
+        if table.start <= offset < table.end:
+            return table
+    return None
+
+
+def _row_cut(tables: list[_Table], start: int, end: int, size: int) -> int:
+    """``end`` moved off a table's inside: to the last row start (or the table's start) in the
+    chunk's second half when one is there, else to the start of the row ``end`` falls in (a table's
+    header stays with its first row); a row larger than a chunk alone keeps ``end``."""
+    floor = start + size // 2
+    for table in tables:
+        if table.end <= start or table.start >= end:
+            continue
+        if end >= table.end:
+            continue  # the whole table (from here) fits
+        bounds = [table.start, *table.rows[1:]]
+        inside = [b for b in bounds if floor <= b <= end and b > start]
+        if inside:
+            return max(inside)
+        earlier = [b for b in bounds if start < b <= end]
+        return max(earlier) if earlier else end
+    return end
+
+
+def _row_start(tables: list[_Table], start: int, offset: int) -> int:
+    """A next chunk's start at ``offset`` moved back to the start of the table row (or header) it
+    falls in, when that is after the previous chunk's ``start``."""
+    table = _table_at(tables, offset)
+    if table is None:
+        return offset
+    line = max([table.start, *(r for r in table.rows if r <= offset)])
+    if offset < table.body:
+        line = table.start
+    return line if line > start else offset
+
+
 def _own_section(starts: list[int], start: int, end: int) -> int:
     """The heading whose section holds most of ``[start, end)`` (-1: the text before any heading)."""
     first = bisect.bisect_right(starts, start) - 1
@@ -123,6 +210,7 @@ def chunk_text(
     if not 0 <= overlap < size:
         raise ValueError(f"chunk overlap must be in [0, size), got {overlap}")
     heading_starts, heading_paths = _headings(text) if markdown else ([], [])
+    tables = _tables(text) if markdown and "|" in text else []
     chunks: list[Chunk] = []
     start, n = 0, len(text)
     while start < n:
@@ -132,6 +220,8 @@ def chunk_text(
         if start >= n:
             break
         end = _cut(text, start, n, size)
+        if tables:
+            end = _row_cut(tables, start, end, size)
         body_end = end
         while body_end > start and text[body_end - 1].isspace():
             body_end -= 1
@@ -150,6 +240,9 @@ def chunk_text(
                     locator["page_end"] = last
             if path:
                 locator["section"] = list(path)
+            table = _table_at(tables, start) if tables else None
+            if table is not None and start >= table.body:  # below its header: the header travels with it
+                locator["table_header"] = table.header
             chunks.append(
                 Chunk(
                     index=len(chunks),
@@ -169,6 +262,8 @@ def chunk_text(
             space = text.find(" ", next_start, end)
             if space != -1:
                 next_start = space + 1
+        if tables:
+            next_start = _row_start(tables, start, next_start)
         start = next_start
     return chunks
 
