@@ -46,7 +46,6 @@ __all__ = [
     "answering_in",
     "loosely_held",
     "plainly_english",
-    "question_words",
     "semantic_threshold",
     "unknown_bigrams",
 ]
@@ -170,16 +169,14 @@ QUESTION_WORDS: dict[str, frozenset[str]] = {
         "ru": "кто что какой какая какое какие когда где куда откуда почему зачем как сколько и или в во на с"
         " со к по из у о об от до за для был была было были является это",
         "el": "ποιος ποια ποιο ποιοι ποιες ποια τι πότε πού γιατί πώς πόσο πόσα πόσοι πόσες ο η το οι τα του"
-        " της των τον την και ή σε στο στη στην στον με από για είναι ήταν ποιον ποιου ποιας ποιων ποιους"
-        " πόσων πόσους να θα στα στις στους",
+        " της των τον την και ή σε στο στη στην στον με από για είναι ήταν",
         "tr": "kim ne neyi hangi hangisi ne zaman nerede nereye neden niçin nasıl kaç kadar ve veya ile bir bu"
         " şu için mi mı mu mü idi nedir neydi nelerdir neler nereden neresi kimdir kimdi kimin kimler kaçtır"
         " kaçıncı hangileri hangisidir midir mıdır mudur müdür",
         "vi": "ai gì cái nào khi nào ở đâu tại sao vì sao như thế bao nhiêu mấy là của và hoặc trong với cho"
         " được có các những một",
         "ar": "من ما ماذا أي متى أين لماذا كيف كم في على إلى عن مع و أو هل هو هي كان كانت التي الذي",
-        "hi": "कौन क्या कौनसा कब कहाँ कहां क्यों कैसे कितना कितने कितनी का की के में पर से और या है हैं था थी थे"
-        " किस किसे किसने किसको किसका किसकी किसके किन किनके ने को लिए हुआ हुए हुई गया गई गए किया किए",
+        "hi": "कौन क्या कौनसा कब कहाँ कहां क्यों कैसे कितना कितने कितनी का की के में पर से और या है हैं था थी थे",
         # scripts without spaces: a word here drops the question's bigrams equal to it, and its
         # characters are known to :func:`unknown_bigrams` (never a term the documents lack)
         "zh": "什么 什麼 谁 誰 哪 哪里 哪儿 哪个 哪些 哪一 几 多少 多久 多长 多大 多高 多远 怎么 怎样 如何 为什么"
@@ -190,22 +187,6 @@ QUESTION_WORDS: dict[str, frozenset[str]] = {
         " より です ます でした ました する します される ある あります いる います こと もの",
     }.items()
 }
-
-
-#: Whether a question in a language with Snowball stop words (:mod:`agentrag.retrieval.stopwords`:
-#: de, es, ru, tr, fr, ...) also drops them from its terms, as English's tokenizer drops English's.
-FUNCTION_WORDS_DROPPED = True
-
-
-def question_words(language: str) -> frozenset[str]:
-    """What a question in ``language`` says of no topic: its question words (:data:`QUESTION_WORDS`)
-    and its stop words (``um``, ``ihr``, ``als`` ...: a word every text may lack)."""
-    words = QUESTION_WORDS.get(language, frozenset())
-    if not FUNCTION_WORDS_DROPPED:
-        return words
-    from agentrag.retrieval.stopwords import stop_words
-
-    return words | stop_words(language)
 
 
 #: The shortest stem that holds a longer one loosely (:func:`loosely_held`); 0: off.

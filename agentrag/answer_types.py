@@ -82,51 +82,8 @@ _QUESTION_TYPES: tuple[tuple[re.Pattern[str], str], ...] = (
 )
 
 
-# "how many / how much" and "when" in the languages of agentrag.answer_languages: a question in one
-# of them asks for a number or a time, which a unit states in digits in every script (a year, a date,
-# an amount); the other kinds (a duration's unit, a place, steps) are words of the language: none
-_LANGUAGE_TYPES: dict[str, tuple[tuple[str, str], ...]] = {
-    "de": ((r"\bwie viele?\b|\bwieviele?\b", "number"), (r"^\W*wann\b|\bin welchem jahr\b", "time")),
-    "es": ((r"\bcu[aá]nt[oa]s?\b", "number"), (r"\bcu[aá]ndo\b|\ben qu[eé] a[nñ]o\b", "time")),
-    "fr": ((r"\bcombien\b", "number"), (r"\bquand\b|\ben quelle ann[eé]e\b", "time")),
-    "it": ((r"\bquant[oaie]\b", "number"), (r"\bquando\b|\bin che anno\b", "time")),
-    "pt": ((r"\bquant[oa]s?\b", "number"), (r"\bquando\b|\bem que ano\b", "time")),
-    "ro": ((r"\bc[âa]t[eăi]?\b|\bc[âa][țţ]i\b", "number"), (r"\bc[âa]nd\b|\b[îi]n ce an\b", "time")),
-    "ru": ((r"сколько", "number"), (r"когда|в каком году", "time")),
-    "el": ((r"πόσ[οαηι]", "number"), (r"πότε", "time")),
-    "tr": ((r"\bkaç(?:ı|ta|tır|ıncı)?\b", "number"), (r"\bne zaman\b|\bhangi y[ıi]l", "time")),
-    "vi": ((r"bao nhiêu|\bmấy\b", "number"), (r"khi nào|năm nào", "time")),
-    "ar": ((r"(?<!\w)كم(?!\w)", "number"), (r"(?<!\w)متى(?!\w)", "time")),
-    "hi": ((r"कितन", "number"), (r"(?<!\w)कब(?!\w)", "time")),
-    "zh": ((r"多少|几", "number"), (r"什么时候|何时|哪年|哪一年", "time")),
-    "ja": ((r"いくつ|いくら|何人|何回|何個|何本", "number"), (r"いつ(?!も)|何年", "time")),
-}
-_LANGUAGE_PATTERNS = {
-    code: tuple((re.compile(p, re.IGNORECASE), kind) for p, kind in cues)
-    for code, cues in _LANGUAGE_TYPES.items()
-}
-#: Whether a question in another language than English reads its language's cues (else: none).
-LANGUAGE_CUES = True
-
-
 def answer_type(question: str) -> str | None:
-    """What kind of answer ``question`` wants: duration, time, number, place, steps or None. In
-    another language than English (:data:`agentrag.answer_languages.ANSWER_LANGUAGE`): number or
-    time from the language's cues (:data:`_LANGUAGE_TYPES`), else None: the cues step aside."""
-    from agentrag.answer_languages import ANSWER_LANGUAGE
-
-    language = ANSWER_LANGUAGE.get()
-    if language is not None:
-        if not LANGUAGE_CUES:
-            return _english_type(question)
-        for pattern, kind in _LANGUAGE_PATTERNS.get(language, ()):
-            if pattern.search(question):
-                return kind
-        return None
-    return _english_type(question)
-
-
-def _english_type(question: str) -> str | None:
+    """What kind of answer ``question`` wants: duration, time, number, place, steps or None."""
     for pattern, kind in _QUESTION_TYPES:
         if pattern.search(question):
             return kind

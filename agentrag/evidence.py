@@ -34,7 +34,6 @@ orders them readably: the best unit's document first, document order within a do
 
 from __future__ import annotations
 
-import functools
 import math
 import re
 from collections.abc import Sequence
@@ -283,31 +282,15 @@ _ANSWER_NEUTRAL = frozenset("make makes made making longer longest".split())  # 
 _REQUEST = re.compile(r"^\W*(compare|contrast|describe|summari[sz]e|list|outline|define|show|give)\b", re.I)
 
 
-@functools.lru_cache(maxsize=64)
-def _dropped_in(language: str) -> frozenset[str]:
-    """The terms of a question in ``language`` that say nothing of its topic: English's question
-    words and the language's own (:func:`agentrag.answer_languages.question_words`), analysed in it."""
-    from agentrag.answer_languages import question_words
-    from agentrag.steps._common import language_terms
-
-    return frozenset(
-        t for w in _QUESTION_WORDS | question_words(language) for t in language_terms(w, language)
-    )
-
-
 def question_terms(question: str, *, scoring: bool = False) -> list[str]:
     """The stemmed content terms of a question (question words and stop words removed); ``scoring``:
     as evidence is scored, without what an answer need not say (``_ANSWER_NEUTRAL``, a request's
     leading verb)."""
-    from agentrag.answer_languages import ANSWER_LANGUAGE
+    from agentrag.answer_languages import ANSWER_LANGUAGE, QUESTION_WORDS
     from agentrag.steps._common import terms
 
-    language = ANSWER_LANGUAGE.get()
-    if language is not None:  # the language's question and function words (answer_languages)
-        drop = _dropped_in(language)
-        return [t for t in dict.fromkeys(terms(question)) if t not in drop]
-    words = _QUESTION_WORDS
-    english = scoring
+    words = _QUESTION_WORDS | QUESTION_WORDS.get(ANSWER_LANGUAGE.get() or "", frozenset())
+    english = scoring and ANSWER_LANGUAGE.get() is None
     words = words | _ANSWER_NEUTRAL if english else words
     request = _REQUEST.match(question) if english else None
     words = words | {request.group(1).lower()} if request else words
