@@ -7,7 +7,7 @@ import pytest
 
 from agentrag.abstain import found_share
 from agentrag.answer_languages import answering_in, loosely_held
-from agentrag.evidence import units_of
+from agentrag.evidence import _pool, lexical_scores, units_of
 from agentrag.extractive import gather
 from agentrag.focus import focus
 from tests.test_evidence import hit
@@ -57,3 +57,15 @@ def test_a_word_the_documents_lack_stays_unknown() -> None:
 def test_loosely_held(language: str | None, present: set[str], term: str, held: bool) -> None:
     with answering_in(language):
         assert loosely_held(present, term) is held
+
+
+def test_a_unit_holding_a_compounds_part_scores_above_one_that_does_not() -> None:
+    # both say "ersetzt"; only the first says "Dienstwagen", the part "Dienstwagenflotte" is built on
+    hits = [
+        hit("# Fuhrpark\n\nDie Dienstwagen werden alle vier Jahre ersetzt.\n", "chk_f1"),
+        hit("# Kantine\n\nDie Kaffeemaschine wurde im Mai ersetzt.\n", "chk_f2"),
+    ]
+    with answering_in("de"):
+        pool = _pool(units_of(hits))
+        first, second = lexical_scores("Wann wurde die Dienstwagenflotte ersetzt?", pool)
+    assert first > second
