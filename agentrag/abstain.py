@@ -150,7 +150,10 @@ def found_share(question: str, texts: Sequence[str]) -> float:
     # the rarer a term among the chunks, the more its absence says: weigh by 1 + length (a proxy
     # for specificity that needs no corpus statistics); found terms count fully
     weights = {t: 1.0 + min(len(t), 10) / 10 for t in asked}
-    return sum(w for t, w in weights.items() if has_term(present, t)) / sum(weights.values())
+    from agentrag.answer_languages import loosely_held
+
+    held = {t for t in weights if has_term(present, t) or loosely_held(present, t)}
+    return sum(weights[t] for t in held) / sum(weights.values())
 
 
 def signals(

@@ -22,7 +22,7 @@ language they find none and step aside (no bonus, no penalty).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Sequence, Set
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
@@ -44,6 +44,7 @@ __all__ = [
     "answer_language",
     "answer_language_placed",
     "answering_in",
+    "loosely_held",
     "plainly_english",
     "semantic_threshold",
     "unknown_bigrams",
@@ -186,6 +187,35 @@ QUESTION_WORDS: dict[str, frozenset[str]] = {
         " より です ます でした ました する します される ある あります いる います こと もの",
     }.items()
 }
+
+
+#: The shortest stem that holds a longer one loosely (:func:`loosely_held`); 0: off.
+LOOSE_MIN_CHARS = 5
+
+
+def loosely_held(present: Set[str], term: str) -> bool:
+    """Whether ``term`` is in ``present`` up to what a stemmer leaves of a word's form in a spaced
+    language other than English: one of two stems of at least :data:`LOOSE_MIN_CHARS` characters
+    begins or ends the other (German compounds, "eisenbahnstreck" / "streck", "prozentsatz" /
+    "prozent"; Greek and Hindi inflections the stemmer cuts apart, "εξαπλωσ" / "εξαπλ"). Exactly
+    ``term in present`` in English and in the languages analysed as bigrams."""
+    if term in present:
+        return True
+    language = ANSWER_LANGUAGE.get()
+    if not LOOSE_MIN_CHARS or language is None or len(term) < LOOSE_MIN_CHARS:
+        return False
+    from agentrag.languages import LANGUAGES
+
+    known = LANGUAGES.get(language)
+    if known is None or known.segment != "words":
+        return False
+    for other in present:
+        if len(other) < LOOSE_MIN_CHARS or (other[0] != term[0] and other[-1] != term[-1]):
+            continue
+        short, long = (term, other) if len(term) <= len(other) else (other, term)
+        if long.startswith(short) or long.endswith(short):
+            return True
+    return False
 
 
 def unknown_bigrams(asked: Sequence[str], df: dict[str, int], language: str | None) -> list[str]:

@@ -392,14 +392,22 @@ def lexical_scores(question: str, pool: _Pool, *, lead: bool = False) -> list[fl
     from agentrag.focus import kind_instances, names_one
 
     kind, names = kind_instances(question, pool.units)
+    # in another language, a compound's part or another form of the term too (answer_languages)
+    from agentrag.answer_languages import ANSWER_LANGUAGE, loosely_held
+
+    loose = ANSWER_LANGUAGE.get() is not None
+
+    def held(present: set[str], t: str) -> bool:
+        return has_term(present, t) or (loose and loosely_held(present, t))
+
     out = []
     rows = zip(pool.units, pool.unit_terms, pool.context_terms, pool.lead_terms, strict=True)
     for unit, ts, cs, ls in rows:
         ts = ts | ls if lead else ts
         if kind and names_one(unit, names):
             ts = ts | {kind}  # "Team" answers "which plans"
-        got = sum(w for t, w in weights.items() if has_term(ts, t)) + 0.5 * sum(
-            w for t, w in weights.items() if not has_term(ts, t) and has_term(cs, t)
+        got = sum(w for t, w in weights.items() if held(ts, t)) + 0.5 * sum(
+            w for t, w in weights.items() if not held(ts, t) and held(cs, t)
         )
         out.append(got / total)
     return out

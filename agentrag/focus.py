@@ -101,11 +101,14 @@ def focus(question: str, best: Unit, units: Sequence[Unit]) -> tuple[float, floa
         asked = unknown_bigrams(asked, df, ANSWER_LANGUAGE.get())
         if not asked:
             return 0.0, 0.0
+    from agentrag.answer_languages import loosely_held
+
     n = len(units)
     rare = math.log(1.0 + (n + 1) / 0.5)
     weights = {}
     for t in asked:
         count = df.get(t, 0) or df.get(t + "s", 0) or (df.get(t[:-1], 0) if t.endswith("s") else 0)
+        count = count or int(loosely_held(df.keys(), t))  # a compound's part, another form
         weights[t] = math.log(1.0 + (n + 1) / (count + 0.5)) if count else rare
     total = sum(weights.values())
     # a document's title on its first step restates a task, not a fact (see evidence.score_units)
@@ -116,8 +119,9 @@ def focus(question: str, best: Unit, units: Sequence[Unit]) -> tuple[float, floa
     kind, names = kind_instances(question, units)
     if kind and names_one(best, names):
         held.add(kind)  # "which plans": a unit naming plans holds them
-    covered = sum(w for t, w in weights.items() if has_term(held, t)) / total
-    unknown = sum(w for t, w in weights.items() if w == rare and not has_term(held, t)) / total
+    inside = {t for t in weights if has_term(held, t) or loosely_held(held, t)}
+    covered = sum(weights[t] for t in inside) / total
+    unknown = sum(w for t, w in weights.items() if w == rare and t not in inside) / total
     return covered, unknown
 
 

@@ -1,0 +1,71 @@
+"""The terms of a question in another language, read in that language (issue #40): a German compound or
+a Greek form the stemmer leaves apart is held loosely; English and the bigram languages read none of it."""
+
+from __future__ import annotations
+
+import pytest
+
+from agentrag.abstain import found_share
+from agentrag.answer_languages import answering_in, loosely_held
+from agentrag.evidence import _pool, lexical_scores, units_of
+from agentrag.extractive import gather
+from agentrag.focus import focus
+from tests.test_evidence import hit
+
+DE_FLEET = [
+    hit("# Fuhrpark\n\nDie Dienstwagen der Firma werden alle vier Jahre ersetzt.\n", "chk_d1"),
+    hit("# Kantine\n\nDie Kantine im Erdgeschoss öffnet werktags um halb zwölf.\n", "chk_d2"),
+]
+
+
+def _de(question: str) -> tuple[float, float, float]:
+    """``(covered, unknown, found)`` of a German question over :data:`DE_FLEET`."""
+    with answering_in("de"):
+        answer = gather([question], DE_FLEET)
+        covered, unknown = focus(question, answer.ranked[0][0].unit, units_of(DE_FLEET))
+        return covered, unknown, found_share(question, [h.text for h in DE_FLEET])
+
+
+def test_a_german_compound_is_held_by_the_word_it_is_built_on() -> None:
+    # "Dienstwagenflotte" is written nowhere, "Dienstwagen" is: before, the compound counted as a
+    # term no unit holds (unknown 0.5) and the question's evidence as half missing
+    covered, unknown, found = _de("Wann wurde die Dienstwagenflotte ersetzt?")
+    assert unknown == 0.0
+    assert covered == 1.0 and found == 1.0
+
+
+def test_a_word_the_documents_lack_stays_unknown() -> None:
+    # interns' bicycles: neither word begins or ends one the units write
+    _, unknown, found = _de("Wann wurden die Fahrräder der Praktikanten ersetzt?")
+    assert unknown > 0.5 and found < 0.5
+
+
+@pytest.mark.parametrize(
+    ("language", "present", "term", "held"),
+    [
+        ("de", {"eisenbahn"}, "eisenbahnstreck", True),  # a compound's first part
+        ("de", {"strass"}, "landstrass", True),  # its head
+        ("de", {"ostanatoli"}, "anatoli", True),  # the question's word inside a longer one
+        ("el", {"εξαπλ"}, "εξαπλωσ", True),  # a form the stemmer cut apart
+        ("de", {"gehalt"}, "halt", False),  # too short to say
+        ("de", {"prakt"}, "praktikant", True),
+        ("de", {"praktikum"}, "praktikant", False),  # a shared start is not enough
+        (None, {"notebook"}, "notebooks", False),  # English: exactly as before
+        ("zh", {"年假"}, "年假期", False),  # bigrams: exactly as before
+    ],
+)
+def test_loosely_held(language: str | None, present: set[str], term: str, held: bool) -> None:
+    with answering_in(language):
+        assert loosely_held(present, term) is held
+
+
+def test_a_unit_holding_a_compounds_part_scores_above_one_that_does_not() -> None:
+    # both say "ersetzt"; only the first says "Dienstwagen", the part "Dienstwagenflotte" is built on
+    hits = [
+        hit("# Fuhrpark\n\nDie Dienstwagen werden alle vier Jahre ersetzt.\n", "chk_f1"),
+        hit("# Kantine\n\nDie Kaffeemaschine wurde im Mai ersetzt.\n", "chk_f2"),
+    ]
+    with answering_in("de"):
+        pool = _pool(units_of(hits))
+        first, second = lexical_scores("Wann wurde die Dienstwagenflotte ersetzt?", pool)
+    assert first > second
