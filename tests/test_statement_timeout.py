@@ -66,11 +66,11 @@ def test_each_statement_of_a_search_gets_the_time_left_at_its_start(
 
 
 def test_a_budget_never_raises_the_connections_own_statement_timeout(
-    database_url: str, own_timeout: Store, collection_name: str
+    database_url: str, store: Store, own_timeout: Store, collection_name: str
 ) -> None:
     """With 5 s of budget left, a statement blocked on a lock is cancelled by the connection's own
     300 ms: StatementTimeoutError naming the setting, not the budget's error 5 s later."""
-    _lock_corpus(own_timeout, collection_name)
+    _lock_corpus(store, collection_name)  # set up without the 300 ms
     budget = ar.Budget(max_seconds=5)
     question = {"store": own_timeout, "budget": budget, "collections": [collection_name], "mode": "vector"}
     with _chunks_locked(database_url) as holder:
@@ -86,10 +86,10 @@ def test_a_budget_never_raises_the_connections_own_statement_timeout(
 
 
 def test_the_budget_still_cancels_when_it_is_the_shorter(
-    database_url: str, own_timeout: Store, collection_name: str
+    database_url: str, store: Store, own_timeout: Store, collection_name: str
 ) -> None:
     """0.1 s of budget against the connection's own 300 ms: the budget's cancel, BudgetExceededError."""
-    _lock_corpus(own_timeout, collection_name)
+    _lock_corpus(store, collection_name)  # set up without the 300 ms
     with _chunks_locked(database_url) as holder:
         with deadline_scope(time.time() + 0.1, 0.1), pytest.raises(BudgetExceededError):
             own_timeout.search("orbit", collections=[collection_name], mode="vector")
@@ -97,9 +97,9 @@ def test_the_budget_still_cancels_when_it_is_the_shorter(
 
 
 def test_the_connections_own_statement_timeout_without_a_budget_is_a_typed_error(
-    database_url: str, own_timeout: Store, collection_name: str
+    database_url: str, store: Store, own_timeout: Store, collection_name: str
 ) -> None:
-    _lock_corpus(own_timeout, collection_name)
+    _lock_corpus(store, collection_name)  # set up without the 300 ms
     with _chunks_locked(database_url) as holder:
         with pytest.raises(StatementTimeoutError, match="statement_timeout") as caught:
             own_timeout.search("orbit", collections=[collection_name], mode="lexical_sql")
