@@ -52,7 +52,7 @@ from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any
 
 from agentrag.retrieval.bm25 import first_ranked
-from agentrag.retrieval.predicate import TextArray
+from agentrag.retrieval.predicate import TextArray, grants_by_index
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Connection
@@ -70,6 +70,7 @@ __all__ = [
     "LegPlan",
     "ScopeCount",
     "count_scope",
+    "count_sql",
     "estimate_share",
     "exact_wins",
     "plan_collection",
@@ -185,6 +186,19 @@ class ScopeCount:
     chunks: int | None = None  # the scope's chunks, uncapped (None: more than the cap's documents)
 
 
+def count_sql(collection_id: int, where: str) -> str:
+    """:func:`count_scope`'s statement: the grant test in it reads the GIN index
+    (:func:`~agentrag.retrieval.predicate.grants_by_index`), planned alike for every principal."""
+    cap = max(EXACT_MAX_ROWS, SCOPE_MAX_DOCS, 0) + 1
+    return (
+        "SELECT count(*) AS docs, coalesce(sum(n), 0) AS chunks,"
+        f" CASE WHEN count(*) <= {int(SCOPE_MAX_DOCS)} THEN coalesce(string_agg(id, ','), '')"
+        " END AS ids FROM ("
+        "SELECT d.id, d.chunk_count AS n FROM agentrag.documents d"
+        f" WHERE d.collection_id = {int(collection_id)} AND ({grants_by_index(where)}) LIMIT {cap}) s"
+    )
+
+
 def count_scope(conn: Connection, collection_id: int, where: str, params: dict[str, Any]) -> ScopeCount:
     """The scope of ``collection_id`` under ``where``, from ``documents`` only (``chunk_count``):
     reads at most ``max(EXACT_MAX_ROWS, SCOPE_MAX_DOCS) + 1`` documents, whatever the scope, and
@@ -192,15 +206,7 @@ def count_scope(conn: Connection, collection_id: int, where: str, params: dict[s
     from sqlalchemy import text
 
     cap = max(EXACT_MAX_ROWS, SCOPE_MAX_DOCS, 0) + 1
-    cid = int(collection_id)
-    sql = (
-        "SELECT count(*) AS docs, coalesce(sum(n), 0) AS chunks,"
-        f" CASE WHEN count(*) <= {int(SCOPE_MAX_DOCS)} THEN coalesce(string_agg(id, ','), '')"
-        " END AS ids FROM ("
-        "SELECT d.id, d.chunk_count AS n FROM agentrag.documents d"
-        f" WHERE d.collection_id = {cid} AND ({where}) LIMIT {cap}) s"
-    )
-    row = conn.execute(text(sql), params).one()
+    row = conn.execute(text(count_sql(collection_id, where)), params).one()
     rows = EXACT_MAX_ROWS + 1 if row.docs >= cap else min(int(row.chunks), EXACT_MAX_ROWS + 1)
     # the ids joined by commas (document ids are "doc_" + hex): psycopg parses a text[] of thousands
     # of elements one by one
@@ -394,7 +400,7 @@ def scope_bm25_leg(
     if documents is None:
         sql = (
             "SELECT d.id FROM agentrag.documents d"
-            f" WHERE d.collection_id = {int(collection_id)} AND ({where})"
+            f" WHERE d.collection_id = {int(collection_id)} AND ({grants_by_index(where)})"
         )
         documents = tuple(conn.execute(text(sql), params).scalars())
     positions, scores = cached.index.match(query)
