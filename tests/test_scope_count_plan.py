@@ -27,7 +27,9 @@ def many_groups(store: Store) -> Iterator[dict[str, Any]]:
     """An acl collection of the benchmark's shape (benchmarks/acl.py), smaller: one chunk a document."""
     name = f"count_plan_{uuid.uuid4().hex[:8]}"
     store.create_collection(name, acl=True)
-    items = [(f"doc-{i:05d}", f"note {i} words", {"grants": [f"group:g{i % GROUPS:03d}"]}) for i in range(DOCS)]
+    items = [
+        (f"doc-{i:05d}", f"note {i} words", {"grants": [f"group:g{i % GROUPS:03d}"]}) for i in range(DOCS)
+    ]
     report = ingest_texts(store, items, collection=name, bulk=True)
     assert report.chunks_written == DOCS
     with store.engine.begin() as conn:
@@ -45,7 +47,9 @@ def _count_plan(store: Store, cid: int, principal: ar.Principal) -> tuple[str, s
     where = predicate.where(acl=True)
     with store.engine.begin() as conn:
         # EXPLAIN with the parameters bound: a custom plan, the tokens known to the planner
-        plan = "\n".join(conn.execute(text("EXPLAIN " + scoped.count_sql(cid, where)), predicate.params).scalars())
+        plan = "\n".join(
+            conn.execute(text("EXPLAIN " + scoped.count_sql(cid, where)), predicate.params).scalars()
+        )
         counted = scoped.count_scope(conn, cid, where, predicate.params)
     return plan, counted
 
@@ -82,7 +86,11 @@ def test_a_search_counts_exactly_what_it_returns(store: Store, many_groups: dict
     """The count's rows through a search: exact scan at 10 %, every hit visible, exactly top_k."""
     principal = _principal(30)
     result = store.search(
-        "note words", collections=many_groups["name"], mode="vector", scope=Scope(principal=principal), top_k=10
+        "note words",
+        collections=many_groups["name"],
+        mode="vector",
+        scope=Scope(principal=principal),
+        top_k=10,
     )
     assert result.plan[0].endswith("rows=300")
     assert len(result) == 10

@@ -29,14 +29,16 @@ The two legs decide separately, from one statement over ``documents`` (:func:`co
   collection (:func:`holds_every_document`, same snapshot) runs the same way (``LegPlan.whole``): the
   only tenant of a scoped collection, a principal granted everything.
 
-The scope's size comes from ``documents.chunk_count`` under the same WHERE clause (the documents'
-scope index for a tenant, the GIN indexes for a metadata filter or grants), reading at most
-``max(EXACT_MAX_ROWS, SCOPE_MAX_DOCS) + 1`` documents. One count is not bounded by that: the GIN
-overlap of a principal's grant tokens costs per token and per match (5,000 documents for a principal
-in 500 groups: 17-25 ms), so a predicate of more than :data:`COUNT_MAX_TOKENS` tokens is first
-estimated from PostgreSQL's statistics (:func:`estimate_share`, one ``EXPLAIN``, 0.8 ms), and not
-counted when the estimated share is at least :data:`UNCOUNTED_MIN_SHARE`: the walk filters in the same
-statement and BM25's ranking goes in slices, both cheap for a large share (``share~39%`` on the plan).
+The scope's size comes from ``documents.chunk_count`` under the same WHERE clause (the documents' scope
+index for a tenant, the GIN indexes for a metadata filter or grants: the grant test reads the tokens
+through a subquery, :func:`~agentrag.retrieval.predicate.grants_by_index`, so that every plan takes the
+GIN index), reading at most ``max(EXACT_MAX_ROWS, SCOPE_MAX_DOCS) + 1`` documents. One count is not
+bounded by that: the GIN overlap of a principal's grant tokens costs per token and per match (5,000
+documents for a principal in 500 groups: 17-25 ms), so a predicate of more than :data:`COUNT_MAX_TOKENS`
+tokens is first estimated from PostgreSQL's statistics (:func:`estimate_share`, one ``EXPLAIN``, 0.8
+ms), and not counted when the estimated share is at least :data:`UNCOUNTED_MIN_SHARE`: the walk filters
+in the same statement and BM25's ranking goes in slices, both cheap for a large share (``share~39%`` on
+the plan).
 Scope, filter and grant predicates are one WHERE clause and go through the same plan. Every choice
 returns the same rows (exactly ``min(k, matches)``, the same order but for ties and the HNSW walk's
 approximation on large scopes); only the cost differs. The choice is on
