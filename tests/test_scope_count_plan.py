@@ -61,7 +61,7 @@ def test_the_count_reads_the_grants_index_for_every_principal(
     """1 %, 10 % and 20 % of the documents (5, 32 and 62 tokens): with the tokens in the plan, the
     planner costs the overlap on each of the collection's rows as one operator and the GIN scan per
     token, and scanned the collection's documents for the larger principals (14-170 ms for 102 tokens
-    on 10,000 documents against 1.3-12 through the index); every plan now reads documents_grants."""
+    on 10,000 documents against 1.3-15 through the index); every plan now reads documents_grants."""
     plan, counted = _count_plan(store, many_groups["id"], _principal(groups))
     assert "documents_grants" in plan, plan
     assert "Seq Scan" not in plan, plan

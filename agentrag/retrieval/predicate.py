@@ -164,7 +164,7 @@ def grants_by_index(where: str) -> str:
     switches a prepared one to its generic plan, on the connection's 11th run or so), the planner
     estimates the GIN scan per token (102 tokens: cost 899) but the overlap tested on each of the
     collection's rows as one operator (10,000 rows: cost 1,095), so it scans the collection's
-    documents and tests each: 14-170 ms for a principal in 100 of 1,000 groups, against 1.3-12 ms
+    documents and tests each: 14-170 ms for a principal in 100 of 1,000 groups, against 1.3-15 ms
     for the GIN scan (benchmarks/RESULTS.md, "Permissions"). Behind a subquery the tokens are a
     value the planner cannot see, as in the generic plan: the overlap's selectivity is its default
     and the GIN scan is costed for an unknown array, so the index is read in every plan, for every
