@@ -29,14 +29,16 @@ The two legs decide separately, from one statement over ``documents`` (:func:`co
   collection (:func:`holds_every_document`, same snapshot) runs the same way (``LegPlan.whole``): the
   only tenant of a scoped collection, a principal granted everything.
 
-The scope's size comes from ``documents.chunk_count`` under the same WHERE clause (the documents'
-scope index for a tenant, the GIN indexes for a metadata filter or grants), reading at most
-``max(EXACT_MAX_ROWS, SCOPE_MAX_DOCS) + 1`` documents. One count is not bounded by that: the GIN
-overlap of a principal's grant tokens costs per token and per match (5,000 documents for a principal
-in 500 groups: 17-25 ms), so a predicate of more than :data:`COUNT_MAX_TOKENS` tokens is first
-estimated from PostgreSQL's statistics (:func:`estimate_share`, one ``EXPLAIN``, 0.8 ms), and not
-counted when the estimated share is at least :data:`UNCOUNTED_MIN_SHARE`: the walk filters in the same
-statement and BM25's ranking goes in slices, both cheap for a large share (``share~39%`` on the plan).
+The scope's size comes from ``documents.chunk_count`` under the same WHERE clause (the documents' scope
+index for a tenant, the GIN indexes for a metadata filter or grants: the grant test reads the tokens
+through a subquery, :func:`~agentrag.retrieval.predicate.grants_by_index`, so that every plan takes the
+GIN index), reading at most ``max(EXACT_MAX_ROWS, SCOPE_MAX_DOCS) + 1`` documents. One count is not
+bounded by that: the GIN overlap of a principal's grant tokens costs per token and per match (5,000
+documents for a principal in 500 groups: 17-25 ms), so a predicate of more than :data:`COUNT_MAX_TOKENS`
+tokens is first estimated from PostgreSQL's statistics (:func:`estimate_share`, one ``EXPLAIN``, 0.8
+ms), and not counted when the estimated share is at least :data:`UNCOUNTED_MIN_SHARE`: the walk filters
+in the same statement and BM25's ranking goes in slices, both cheap for a large share (``share~39%`` on
+the plan).
 Scope, filter and grant predicates are one WHERE clause and go through the same plan. Every choice
 returns the same rows (exactly ``min(k, matches)``, the same order but for ties and the HNSW walk's
 approximation on large scopes); only the cost differs. The choice is on
@@ -52,7 +54,7 @@ from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any
 
 from agentrag.retrieval.bm25 import first_ranked
-from agentrag.retrieval.predicate import TextArray
+from agentrag.retrieval.predicate import TextArray, grants_by_index
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Connection
@@ -70,6 +72,7 @@ __all__ = [
     "LegPlan",
     "ScopeCount",
     "count_scope",
+    "count_sql",
     "estimate_share",
     "exact_wins",
     "plan_collection",
@@ -185,6 +188,19 @@ class ScopeCount:
     chunks: int | None = None  # the scope's chunks, uncapped (None: more than the cap's documents)
 
 
+def count_sql(collection_id: int, where: str) -> str:
+    """:func:`count_scope`'s statement: the grant test in it reads the GIN index
+    (:func:`~agentrag.retrieval.predicate.grants_by_index`), planned alike for every principal."""
+    cap = max(EXACT_MAX_ROWS, SCOPE_MAX_DOCS, 0) + 1
+    return (
+        "SELECT count(*) AS docs, coalesce(sum(n), 0) AS chunks,"
+        f" CASE WHEN count(*) <= {int(SCOPE_MAX_DOCS)} THEN coalesce(string_agg(id, ','), '')"
+        " END AS ids FROM ("
+        "SELECT d.id, d.chunk_count AS n FROM agentrag.documents d"
+        f" WHERE d.collection_id = {int(collection_id)} AND ({grants_by_index(where)}) LIMIT {cap}) s"
+    )
+
+
 def count_scope(conn: Connection, collection_id: int, where: str, params: dict[str, Any]) -> ScopeCount:
     """The scope of ``collection_id`` under ``where``, from ``documents`` only (``chunk_count``):
     reads at most ``max(EXACT_MAX_ROWS, SCOPE_MAX_DOCS) + 1`` documents, whatever the scope, and
@@ -192,15 +208,7 @@ def count_scope(conn: Connection, collection_id: int, where: str, params: dict[s
     from sqlalchemy import text
 
     cap = max(EXACT_MAX_ROWS, SCOPE_MAX_DOCS, 0) + 1
-    cid = int(collection_id)
-    sql = (
-        "SELECT count(*) AS docs, coalesce(sum(n), 0) AS chunks,"
-        f" CASE WHEN count(*) <= {int(SCOPE_MAX_DOCS)} THEN coalesce(string_agg(id, ','), '')"
-        " END AS ids FROM ("
-        "SELECT d.id, d.chunk_count AS n FROM agentrag.documents d"
-        f" WHERE d.collection_id = {cid} AND ({where}) LIMIT {cap}) s"
-    )
-    row = conn.execute(text(sql), params).one()
+    row = conn.execute(text(count_sql(collection_id, where)), params).one()
     rows = EXACT_MAX_ROWS + 1 if row.docs >= cap else min(int(row.chunks), EXACT_MAX_ROWS + 1)
     # the ids joined by commas (document ids are "doc_" + hex): psycopg parses a text[] of thousands
     # of elements one by one
@@ -394,7 +402,7 @@ def scope_bm25_leg(
     if documents is None:
         sql = (
             "SELECT d.id FROM agentrag.documents d"
-            f" WHERE d.collection_id = {int(collection_id)} AND ({where})"
+            f" WHERE d.collection_id = {int(collection_id)} AND ({grants_by_index(where)})"
         )
         documents = tuple(conn.execute(text(sql), params).scalars())
     positions, scores = cached.index.match(query)
