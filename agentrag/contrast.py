@@ -157,7 +157,5 @@ def contrast(question: str, text: str, context: str = "") -> int:
     if asked_numbers:
         stated, around = kinds(text), numbers(text) | numbers(context)
         # a number of the question's kind in its place: a year for a year, a count for a count
-        found += any(
-            (values - around) and stated.get(kind, set()) - values for kind, values in asked_numbers
-        )
+        found += any((values - around) and stated.get(kind, set()) - values for kind, values in asked_numbers)
     return found
