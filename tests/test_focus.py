@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from agentrag.abstain import DEFAULT_CALIBRATION, confidence
 from agentrag.evidence import lexical_scores, units_of
 from agentrag.extractive import gather
-from agentrag.focus import focus, kind_instances, topic_acronyms
+from agentrag.focus import category_terms, focus, kind_instances, topic_acronyms
 from agentrag.steps._common import terms
 from tests.test_evidence import hit
 
@@ -215,3 +215,29 @@ def test_phrase_pairs_end_at_a_preposition() -> None:
     assert phrase_pairs("How do I reset my password?") == {"reset": "password"}
     assert phrase_pairs("What happens when I exceed the API rate limits on the Team plan?")["team"] == "plan"
     assert "limit" not in phrase_pairs("What happens when I exceed the API rate limits on the Team plan?")
+
+
+# ---- the answer's kind named by the question (session 17) -------------------------------------------------
+CONCERT = [
+    hit(
+        "# The gala\n\nThe soprano Anna Lindqvist opened the gala, while the violinist Omar Haddad closed it "
+        "with a sonata.\n",
+        "chk_g1",
+    ),
+    hit("# Tickets\n\nTickets for the gala cost 40 euros and sold out in two days.\n", "chk_g2"),
+]
+
+
+def test_the_kind_of_answer_a_wh_question_names_is_not_a_focus_the_documents_lack() -> None:
+    """ "What *performer* opened the gala?" is answered by a sentence naming the soprano, not the word
+    "performer": the noun after "what" / "which" (and "the name of", "what type of") names the answer's
+    kind, so no unit saying it is no missing focus. A qualifier elsewhere in the question still counts."""
+    assert category_terms("What performer opened the gala?") == frozenset(terms("performer"))
+    assert category_terms("In which year did the gala open?") == frozenset(terms("year"))
+    assert category_terms("What is the last name of the singer who opened the gala?") >= set(terms("name"))
+    assert category_terms("What is the hotel limit for interns?") == frozenset()  # no noun after "what"
+    named = gather(["What performer opened the gala?"], CONCERT)
+    assert "Lindqvist" in named.ranked[0][0].unit.text
+    assert named.signals.unknown == 0.0 and named.signals.found == 1.0
+    qualified = gather(["What performer opened the gala for the interns?"], CONCERT)
+    assert qualified.signals.unknown > 0.0
