@@ -47,16 +47,23 @@ def respelled(question: str, texts: Iterable[str]) -> str:
 
     if unspaced():
         return question
+    texts = list(texts)
+    whole = "\n".join(texts).lower()
+    if all(w.lower() in whole for w in _WORD.findall(question)):
+        return question  # every long word is there as written (or inside a longer one): nothing to read
     vocabulary: set[str] = set()
     for text in texts:
         vocabulary.update(w.lower() for w in _WORD.findall(text))
+    by_length: dict[int, list[str]] = {}
+    for w in vocabulary:
+        by_length.setdefault(len(w), []).append(w)
 
     def fix(match: re.Match[str]) -> str:
         word = match.group(0)
         lower = word.lower()
         if lower in vocabulary:
             return word
-        near = [w for w in vocabulary if abs(len(w) - len(lower)) <= 1 and one_edit(lower, w)]
+        near = [w for n in (-1, 0, 1) for w in by_length.get(len(lower) + n, ()) if one_edit(lower, w)]
         if len(near) != 1:
             return word
         stems = set(terms(lower))  # another form of a word the texts hold ("registered", "register")
