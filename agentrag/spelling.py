@@ -49,8 +49,8 @@ def respelled(question: str, texts: Iterable[str]) -> str:
         return question
     texts = list(texts)
     whole = "\n".join(texts).lower()
-    if all(w.lower() in whole for w in _WORD.findall(question)):
-        return question  # every long word is there as written (or inside a longer one): nothing to read
+    if all(re.search(rf"(?<!\w){re.escape(w.lower())}(?!\w)", whole) for w in _WORD.findall(question)):
+        return question  # every long word is there as written: nothing to read
     vocabulary: set[str] = set()
     for text in texts:
         vocabulary.update(w.lower() for w in _WORD.findall(text))

@@ -262,6 +262,10 @@ def test_a_misspelled_word_is_read_as_the_documents_spell_it_not_as_a_focus_they
     assert respelled("What did the Parliment hear?", texts) == "What did the Parliament hear?"
     assert respelled("What did the senate hear?", texts) == "What did the senate hear?"  # nothing near
     assert respelled("Who heard it?", texts) == "Who heard it?"  # the same word in another form: kept
+    # a word inside a longer one of the text is not the text's word: "Maastrich" is "Maastricht"
+    treaty = ["The Maastricht treaty was signed in 1992."]
+    asked = respelled("When was the Maastrich treaty signed?", treaty)
+    assert asked == "When was the Maastricht treaty signed?"
     typed = gather(["What did the parliment hear about the tariff?"], [hit(texts[0], "chk_p")])
     spelled = gather(["What did the parliament hear about the tariff?"], [hit(texts[0], "chk_p")])
     assert typed.signals == spelled.signals and typed.confidence == spelled.confidence
