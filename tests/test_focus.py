@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agentrag.abstain import DEFAULT_CALIBRATION, confidence
+from agentrag.answer_languages import ANSWER_LANGUAGE
 from agentrag.evidence import lexical_scores, units_of
 from agentrag.extractive import gather
 from agentrag.focus import category_terms, focus, kind_instances, topic_acronyms
@@ -266,6 +267,13 @@ def test_a_misspelled_word_is_read_as_the_documents_spell_it_not_as_a_focus_they
     treaty = ["The Maastricht treaty was signed in 1992."]
     asked = respelled("When was the Maastrich treaty signed?", treaty)
     assert asked == "When was the Maastricht treaty signed?"
+    token = ANSWER_LANGUAGE.set("de")  # measured on English only: another language is read as typed
+    try:
+        assert respelled("Was hat das Parlamnet gehört?", ["Das Parlament hat es gehört."]) == (
+            "Was hat das Parlamnet gehört?"
+        )
+    finally:
+        ANSWER_LANGUAGE.reset(token)
     typed = gather(["What did the parliment hear about the tariff?"], [hit(texts[0], "chk_p")])
     spelled = gather(["What did the parliament hear about the tariff?"], [hit(texts[0], "chk_p")])
     assert typed.signals == spelled.signals and typed.confidence == spelled.confidence
