@@ -37,7 +37,7 @@ from collections.abc import Sequence, Set
 from dataclasses import dataclass, replace
 
 from agentrag.errors import InvalidInputError
-from agentrag.evidence import Scored, Unit, has_term, question_terms
+from agentrag.evidence import Scored, Unit, has_term
 from agentrag.focus import focus
 
 __all__ = [
@@ -139,9 +139,10 @@ class Signals:
 
 def found_share(question: str, texts: Sequence[str]) -> float:
     """The share of ``question``'s content terms (rarer terms weigh more) found in ``texts``."""
+    from agentrag.focus import answer_terms
     from agentrag.steps._common import terms
 
-    asked = question_terms(question, scoring=True)
+    asked = answer_terms(question)
     if not asked:
         return 1.0
     present: set[str] = set()

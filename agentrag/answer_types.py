@@ -128,7 +128,8 @@ def _counts(text: str, focus: tuple[str, ...], row: bool) -> float:
     from agentrag.steps._common import terms
 
     words = _WORD.findall(text)
-    numeric = [bool(_NUMBER.fullmatch(w) or w[0].isdigit()) for w in words]
+    # a number word heading a compound counts too: "Six-time Grammy winner", "a two-year contract"
+    numeric = [bool(_NUMBER.fullmatch(w.split("-")[0]) or w[0].isdigit()) for w in words]
     if not any(numeric):
         return -1.0
     named = [i for i, w in enumerate(words) if any(t in focus or t + "s" in focus for t in terms(w))]

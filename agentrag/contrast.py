@@ -11,7 +11,9 @@ here, because a word-overlap score and a sentence embedding both miss them:
   rephrase freely);
 * **a changed number**: the question names a number (a year, a count, an ordinal such as "10th",
   a regnal numeral such as "Henry II") that neither the unit nor its context says, while the unit
-  says a number of its own ("Henry III", "in April 1191" for "in the 11th century").
+  says another number of the same kind in its place ("Henry III", "in April 1191" for "in the
+  11th century"); a count does not contradict a year ("the Panthers' interceptions in 2015" over
+  "leading the NFL in interceptions with 24": the season is the passage's, not the sentence's).
 
 :func:`contrast` returns how many of the two a unit shows (0, 1 or 2);
 :func:`agentrag.evidence.score_units` subtracts ``EvidenceWeights.contrast`` per pattern. Other
@@ -23,7 +25,7 @@ from __future__ import annotations
 import functools
 import re
 
-__all__ = ["OPPOSITES", "contrast", "numbers"]
+__all__ = ["OPPOSITES", "contrast", "kinds", "numbers"]
 
 #: pairs of opposites, read both ways (stemmed as the answer step stems terms)
 OPPOSITES = (
@@ -80,11 +82,39 @@ def numbers(text: str, *, spelled: bool = True) -> set[str]:
     """The numbers ``text`` states: digits (commas dropped, "1990s" as "1990"), ordinals as
     written ("10th"), regnal numerals after a word ("Henry II"), and (``spelled``) "one" to
     "twelve" as digits and "first" to "twelfth" as ordinals ("tenth" as "10th")."""
-    out = {m.group(0).replace(",", "").removesuffix("s") for m in _NUMBER.finditer(text)}
+    return {n for kind in kinds(text, spelled=spelled).values() for n in kind}
+
+
+_YEAR = re.compile(r"^(?:1\d{3}|20\d\d)$")
+_CENTURY = re.compile(r"^\W*(?:century|centuries|millenni)", re.IGNORECASE)
+
+
+def kinds(text: str, *, spelled: bool = True) -> dict[str, set[str]]:
+    """:func:`numbers` by kind: ``time`` (a year "1191", a decade "1190s", a century "11th
+    century"), ``ordinal`` ("10th", "tenth"), ``regnal`` ("Henry II") and ``count`` (any other
+    amount). A changed number is one of the same kind in its place: a question's year is not
+    contradicted by a sentence's count ("in 2015" over "leading the NFL with 24")."""
+    out: dict[str, set[str]] = {}
+    for m in _NUMBER.finditer(text):
+        raw = m.group(0)
+        value = raw.replace(",", "").removesuffix("s")
+        if raw[0].isalpha():
+            kind = "regnal"
+        elif _YEAR.match(value) and "," not in raw:
+            kind = "time"
+        elif value[-2:] in ("st", "nd", "rd", "th"):
+            kind = "time" if _CENTURY.match(text[m.end() :]) else "ordinal"
+        else:
+            kind = "count"
+        out.setdefault(kind, set()).add(value)
     if spelled:
-        words = _WORD.findall(text.lower())
-        out.update(_SPELLED[w] for w in words if w in _SPELLED)
-        out.update(_ORDINAL[w] for w in words if w in _ORDINAL)
+        for m in _WORD.finditer(text.lower()):
+            w = m.group(0)
+            if w in _SPELLED:
+                out.setdefault("count", set()).add(_SPELLED[w])
+            elif w in _ORDINAL:
+                kind = "time" if _CENTURY.match(text[m.end() :]) else "ordinal"
+                out.setdefault(kind, set()).add(_ORDINAL[w])
     return out
 
 
@@ -93,14 +123,17 @@ _HOW = re.compile(r"\bhow\s+\w+", re.IGNORECASE)
 
 
 @functools.lru_cache(maxsize=512)
-def _asked(question: str) -> tuple[tuple[tuple[str, frozenset[str]], ...], frozenset[str]]:
-    """``(the question's terms that have opposites, with them; the numbers it names)``."""
+def _asked(
+    question: str,
+) -> tuple[tuple[tuple[str, frozenset[str]], ...], tuple[tuple[str, frozenset[str]], ...]]:
+    """``(the question's terms that have opposites, with them; the numbers it names, by kind)``."""
     from agentrag.steps._common import terms
 
     table = _opposites()
     asked = dict.fromkeys(terms(_HOW.sub(" ", question)))
     flips = tuple((t, table[t]) for t in asked if t in table)
-    return flips, frozenset(numbers(question, spelled=False))
+    named = kinds(question, spelled=False)
+    return flips, tuple((kind, frozenset(values)) for kind, values in sorted(named.items()))
 
 
 def contrast(question: str, text: str, context: str = "") -> int:
@@ -122,6 +155,7 @@ def contrast(question: str, text: str, context: str = "") -> int:
         held = set(terms(text))
         found += any(not has_term(held, t) and opposite & held for t, opposite in flips)
     if asked_numbers:
-        stated = numbers(text)
-        found += bool(stated and asked_numbers - stated - numbers(context))
+        stated, around = kinds(text), numbers(text) | numbers(context)
+        # a number of the question's kind in its place: a year for a year, a count for a count
+        found += any((values - around) and stated.get(kind, set()) - values for kind, values in asked_numbers)
     return found

@@ -21,7 +21,15 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from agentrag.evidence import Unit
 
-__all__ = ["focus", "kind_instances", "names_one", "topic_acronyms", "unspaced"]
+__all__ = [
+    "answer_terms",
+    "category_terms",
+    "focus",
+    "kind_instances",
+    "names_one",
+    "topic_acronyms",
+    "unspaced",
+]
 
 
 def unspaced() -> bool:
@@ -82,13 +90,52 @@ def names_one(unit: Unit, names: frozenset[str]) -> bool:
     return bool(names) and any(re.search(rf"\b{re.escape(n)}\b", unit.text) for n in names)
 
 
+# the noun a wh-determiner asks about ("what *actress*", "in which *year*", "which *player*"), and the
+# nouns that name an answer's form ("the *name* of", "what *type* of", "the last *name*")
+_CATEGORY = re.compile(
+    r"(?:^|[,;:]\s*|\b(?:in|on|at|to|from|by|for|during|of|with|under|after|before)\s+)(?:what|which)\s+"
+    r"([a-z]{3,})\b(?!'s)|\b(type|kind|sort|form|name|term|title|word)s?\s+(?:of|for)\b|"
+    r"\b(?:last|first|full|family|given)\s+(name)s?\b",
+    re.IGNORECASE,
+)
+_NOT_CATEGORY = frozenset(
+    """is are was were be been did does do has have had can could will would should shall may might must
+    about if when where who whom whose which what the a an this that these those""".split()  # noqa: SIM905
+)
+
+
+def category_terms(question: str) -> frozenset[str]:
+    """The stems of the words of an English ``question`` that name the kind of its answer, not a
+    fact the answer must restate: the noun a wh-determiner asks about ("What *actress* did the
+    translation?" is answered by "Marlee Matlin provided the translation"), a form of answer ("the
+    *name* of", "what *type* of", "the last *name*"). Empty in other languages."""
+    from agentrag.answer_languages import ANSWER_LANGUAGE
+    from agentrag.steps._common import terms
+
+    if ANSWER_LANGUAGE.get() is not None:
+        return frozenset()
+    words = [w for m in _CATEGORY.finditer(question) for w in m.groups() if w]
+    return frozenset(t for w in words if w.lower() not in _NOT_CATEGORY for t in terms(w))
+
+
+def answer_terms(question: str) -> list[str]:
+    """The question's content terms a unit answering it should hold (:func:`focus`, the abstention's
+    ``found``): its scoring terms without :func:`category_terms`, unless nothing else is left."""
+    from agentrag.evidence import question_terms
+
+    asked = question_terms(question, scoring=True)
+    category = category_terms(question)
+    rest = [t for t in asked if t not in category]
+    return rest or asked
+
+
 def focus(question: str, best: Unit, units: Sequence[Unit]) -> tuple[float, float]:
     """``(covered, unknown)`` of ``question`` against its best unit among ``units``
     (see the module docstring): the question's terms weighted by their rarity among the units."""
-    from agentrag.evidence import has_term, question_terms
+    from agentrag.evidence import has_term
     from agentrag.steps._common import terms
 
-    asked = question_terms(question, scoring=True)
+    asked = answer_terms(question)
     if not asked:
         return 1.0, 0.0
     df: dict[str, int] = {}

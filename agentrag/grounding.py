@@ -46,7 +46,7 @@ _ATTEMPT = re.compile(r"^(?:(?:chk|rel|source|doc)\b|(?:chk|rel)_|\d+$)", re.IGN
 # a new sentence too, so an uncited claim cannot hide behind one), or at a line break.
 _SENTENCE_END = re.compile(r"(?<=[.!?])[\"'”’)\]*_]*(?:\s*\[[^\[\]\n]+\])*\s+(?=[^\s\[])|\n+")
 _ABBREVIATION = re.compile(
-    r"(?:^|[\s(])(?:e\.g|i\.e|etc|vs|cf|approx|dr|mr|mrs|ms|no|fig|incl|[a-z])\.$", re.I
+    r"(?:^|[\s(])(?:e\.g|i\.e|etc|vs|cf|approx|dr|mr|mrs|ms|no|fig|incl|st|u\.s|u\.k|[a-z])\.$", re.I
 )
 _PRESENTS = re.compile(
     r"\b(here|following|below|as follows|these|those|the sources?|the documents?|what i found|summary|"

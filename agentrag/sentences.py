@@ -48,12 +48,15 @@ _QUOTE = re.compile(r"^\s{0,3}>\s?")
 _INDENTED_CODE = re.compile(r"^( {4,}|\t)")
 # A sentence ends at . ! ? (plus closing quotes / brackets / emphasis marks), then whitespace,
 # then something that can start a sentence.
-_END = re.compile(r"[.!?][\"'”’)\]*_]*(?=\s+[\"'“‘(*_`\[]*[A-Z0-9])")
+# A reference mark after the full stop belongs to the sentence it ends ("in 2010.[note 1]",
+# "Galilee.[citation needed]", "[12]"), as a closing quote does.
+_REFERENCE = r"\[[^\[\]\n]{1,30}\]"
+_END = re.compile(rf"[.!?](?:[\"'”’)\]*_]|{_REFERENCE})*(?=\s+[\"'“‘(*_`\[]*[A-Z0-9])")
 _ABBREVIATIONS = frozenset(
     "e.g i.e etc vs cf al approx dr mr mrs ms prof fig eq inc ltd jr sr mt".split()  # noqa: SIM905
-)
+) | frozenset("st ave gen col lt sgt capt rev gov u.s u.k".split())  # noqa: SIM905  (Wikipedia's: "St. Gallen")
 _STARTS_WELL = re.compile(r"^[\"'“‘(*_`\[]*[A-Z0-9]")
-_ENDS_WELL = re.compile(r"[.!?][\"'”’)\]*_`]*$")
+_ENDS_WELL = re.compile(rf"[.!?](?:[\"'”’)\]*_`]|{_REFERENCE})*$")
 MIN_WORDS = 4
 # Every script (a language other than English): see the module docstring.
 _END_ANY = re.compile(r"[.!?\u0964\u0965][\"'”’)\]*_]*(?=\s+[\"'“‘(*_`\[]*\w)|[。！？][\"'”’)\]」』]*")
@@ -232,6 +235,8 @@ def _is_abbreviation(joined: str, dot: int) -> bool:
     while start > 0 and (joined[start - 1].isalpha() or joined[start - 1] == "."):
         start -= 1
     word = joined[start:dot].lower()
+    if start > 0 and joined[start - 1].isdigit():
+        return False  # "finished 1st." ends a sentence
     return word in _ABBREVIATIONS or (len(word) == 1 and word.isalpha() and word.isupper() is False)
 
 

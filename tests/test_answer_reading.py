@@ -265,3 +265,23 @@ def test_sentence_offsets_point_into_the_text(lines: list[str]) -> None:
         span = text[s.start : s.end]
         assert " ".join(span.split()).replace("\n", " ").endswith(s.text[-1])
         assert s.text.split()[0] in span
+
+
+def test_wikipedia_abbreviations_and_reference_marks_do_not_cut_sentences() -> None:
+    """ "St. Gallen" and "the U.S. Army" are inside a sentence; a reference mark after the full stop
+    ("in 2010.[note 1]", "[citation needed]") ends it, as a closing quote does (the sentence was a
+    fragment, never quoted, or ran on into the next)."""
+    text = (
+        "The river flows past the cantons of Thurgau and St. Gallen. The length was given as 1,232 "
+        "kilometres in 2010.[note 1] The U.S. Army crossed it in March. He retired from the sport "
+        "for good.[citation needed]"
+    )
+    assert [(s.text, s.complete) for s in sentences(text)] == [
+        ("The river flows past the cantons of Thurgau and St. Gallen.", True),
+        ("The length was given as 1,232 kilometres in 2010.[note 1]", True),
+        ("The U.S. Army crossed it in March.", True),
+        ("He retired from the sport for good.[citation needed]", True),
+    ]
+    assert [s.text for s in sentences("She finished 1st. Then she retired from the sport.")][-1] == (
+        "Then she retired from the sport."
+    )

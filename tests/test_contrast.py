@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from agentrag.abstain import DEFAULT_CALIBRATION
 from agentrag.answer_languages import ANSWER_LANGUAGE
-from agentrag.contrast import OPPOSITES, contrast, numbers
+from agentrag.contrast import OPPOSITES, contrast, kinds, numbers
 from agentrag.evidence import score_units, units_of
 from agentrag.extractive import gather
 from tests.test_evidence import hit
@@ -31,6 +31,21 @@ def test_a_changed_number_is_the_contrary_a_missing_one_is_not() -> None:
     assert contrast("Who left Messina in the 11th century?", text) == 1
     assert contrast("Who left Messina in 1191?", text) == 0
     assert contrast("Who left Messina in 1191?", "He left Messina with a fleet of 200.", "In 1191") == 0
+
+
+def test_a_changed_number_is_one_of_the_same_kind_a_count_does_not_contradict_a_year() -> None:
+    # the season is the passage's frame; the sentence's number is the count asked for
+    question = "How many goals did the club's defence concede in 2019?"
+    assert contrast(question, "The defence conceded just 21 goals, the fewest in the league.") == 0
+    assert contrast(question, "The defence conceded 30 goals in 2017.") == 1  # another year
+    assert contrast("How many goals were scored in the 3rd round?", "Only 12 goals came in the final.") == 0
+    assert contrast("How many goals were scored in the 3rd round?", "The 2nd round saw 12 goals.") == 1
+    assert kinds("Henry III paid 1,000 florins in 1190 in the 12th century, his 4th visit") == {
+        "regnal": {"III"},
+        "count": {"1000"},
+        "time": {"1190", "12th"},
+        "ordinal": {"4th"},
+    }
 
 
 def test_numbers_read_digits_ordinals_regnal_numerals_and_small_words() -> None:

@@ -131,6 +131,14 @@ def test_a_number_answers_a_counting_question_when_it_counts_the_thing_asked(tex
                     question="How many webhook endpoints does Team allow?") == 1.0  # fmt: skip
 
 
+def test_a_number_word_heading_a_compound_counts_the_thing_it_qualifies() -> None:
+    # "Three-time champion" states a count of championships as surely as "three championships"
+    question = "How many championships has the club won?"
+    assert type_fit("number", "The three-time championship winner opened the season at home.",
+                    question=question) == 1.0  # fmt: skip
+    assert type_fit("number", "The championship winner opened the season at home.", question=question) == -1.0
+
+
 def test_a_count_of_something_else_is_not_quoted_as_the_count_asked_for() -> None:
     text = (
         "# Donations\n\nDonated books are accepted at the Central branch during opening hours, up to two "
