@@ -66,11 +66,8 @@ def gather(
     follow-up as the user typed it (a heading may restate that, see :func:`score_units`)."""
     import numpy as np
 
-    from agentrag.spelling import respelled
-
     calibration = calibration or DEFAULT_CALIBRATION
     units = units_of(hits)
-    questions = [respelled(q, [h.text for h in hits]) for q in questions]  # "parliment": as written there
     question_vectors = unit_vectors = lead_vectors = typed_vectors = None
     fallback = None
     if embedder is not None and units:

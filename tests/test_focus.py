@@ -10,11 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agentrag.abstain import DEFAULT_CALIBRATION, confidence
-from agentrag.answer_languages import ANSWER_LANGUAGE
 from agentrag.evidence import lexical_scores, units_of
 from agentrag.extractive import gather
 from agentrag.focus import category_terms, focus, kind_instances, topic_acronyms
-from agentrag.spelling import one_edit, respelled
 from agentrag.steps._common import terms
 from tests.test_evidence import hit
 
@@ -279,38 +277,3 @@ def test_the_kind_of_answer_a_wh_question_names_is_not_a_focus_the_documents_lac
     assert named.signals.unknown == 0.0 and named.signals.found == 1.0
     qualified = gather(["What performer opened the gala for the interns?"], CONCERT)
     assert qualified.signals.unknown > 0.0
-
-
-# ---- a misspelled word read as the documents spell it (session 17) ----------------------------------------
-def test_one_edit_is_an_insertion_a_deletion_a_change_or_a_swap_of_neighbours() -> None:
-    assert one_edit("parliment", "parliament") and one_edit("recieve", "receive") and one_edit("cat", "cut")
-    assert not one_edit("parental", "paternal") and not one_edit("same", "same")
-    assert not one_edit("ab", "abcd")
-
-
-def test_a_misspelled_word_is_read_as_the_documents_spell_it_not_as_a_focus_they_lack() -> None:
-    """ "the UK parliment" is the documents' "parliament": read as typed it is a term no unit holds, the
-    signal a near-miss's qualifier gives, and the answer abstained. A word one edit from two of the
-    documents' words, a short word, and a word no document is near stay as typed."""
-    texts = ["The parliament heard that the tariff was often damaging. Tariffs were reviewed in a hearing."]
-    assert respelled("What did the parliment hear about the tariff?", texts) == (
-        "What did the parliament hear about the tariff?"
-    )
-    assert respelled("What did the Parliment hear?", texts) == "What did the Parliament hear?"
-    assert respelled("What did the senate hear?", texts) == "What did the senate hear?"  # nothing near
-    assert respelled("Who heard it?", texts) == "Who heard it?"  # the same word in another form: kept
-    # a word inside a longer one of the text is not the text's word: "Maastrich" is "Maastricht"
-    treaty = ["The Maastricht treaty was signed in 1992."]
-    asked = respelled("When was the Maastrich treaty signed?", treaty)
-    assert asked == "When was the Maastricht treaty signed?"
-    token = ANSWER_LANGUAGE.set("de")  # measured on English only: another language is read as typed
-    try:
-        assert respelled("Was hat das Parlamnet gehört?", ["Das Parlament hat es gehört."]) == (
-            "Was hat das Parlamnet gehört?"
-        )
-    finally:
-        ANSWER_LANGUAGE.reset(token)
-    typed = gather(["What did the parliment hear about the tariff?"], [hit(texts[0], "chk_p")])
-    spelled = gather(["What did the parliament hear about the tariff?"], [hit(texts[0], "chk_p")])
-    assert typed.signals == spelled.signals and typed.confidence == spelled.confidence
-    assert typed.signals.unknown == 0.0
