@@ -240,55 +240,45 @@ def test_the_service_ask_endpoint(lumen: dict[str, Any], real_server: Server) ->
     assert fact_hit(answer, ["Free or Team", *expected]) and "GDPR" not in answer, answer
 
 
-def test_the_openai_chat_endpoint(lumen: dict[str, Any], real_server: Server) -> None:
+def _completion(server: Server, tenant: str, model: str, messages: list[dict[str, str]]) -> dict[str, Any]:
+    """One ``/v1/chat/completions`` request (not streamed) over the real server: its JSON reply."""
     import httpx
 
-    tenant = lumen["tenant"]
-    headers = {"Authorization": f"Bearer {token(tenant)}"}
-    messages = [{"role": "user", "content": SSO[0]}]
     r = httpx.post(
-        f"{real_server.url}/v1/chat/completions",
-        json={"model": "agentrag", "messages": messages},
-        headers=headers,
+        f"{server.url}/v1/chat/completions",
+        json={"model": model, "messages": messages},
+        headers={"Authorization": f"Bearer {token(tenant)}"},
         timeout=60,
     )
     assert r.status_code == 200, r.text
-    content = r.json()["choices"][0]["message"]["content"].split("\n\nSources:")[0]
+    return dict(r.json())
+
+
+def _reply(reply: dict[str, Any]) -> str:
+    """The reply's text without its sources."""
+    return str(reply["choices"][0]["message"]["content"]).split("\n\nSources:")[0]
+
+
+def test_the_openai_chat_endpoint(lumen: dict[str, Any], real_server: Server) -> None:
+    tenant = lumen["tenant"]
+    messages = [{"role": "user", "content": SSO[0]}]
+    content = _reply(_completion(real_server, tenant, "agentrag", messages))
     assert fact_hit(content, ["Free or Team", *SSO[1]]), content
     # the chat's second turn, condensed with the conversation
     messages += [
         {"role": "assistant", "content": content},
         {"role": "user", "content": "and how long do deleted notes stay in the trash?"},
     ]
-    r = httpx.post(
-        f"{real_server.url}/v1/chat/completions",
-        json={"model": "agentrag", "messages": messages},
-        headers=headers,
-        timeout=60,
-    )
-    assert r.status_code == 200, r.text
-    assert "30 days" in r.json()["choices"][0]["message"]["content"]
+    assert "30 days" in _reply(_completion(real_server, tenant, "agentrag", messages))
 
 
 def test_a_password_reset_through_the_openai_chat_endpoint(
     lumen: dict[str, Any], real_server: Server
 ) -> None:
-    import httpx
-
-    tenant, names = lumen["tenant"], lumen["names"]
-    body = {
-        "model": f"agentrag/{names['docs']}+{names['support']}",
-        "messages": [{"role": "user", "content": RESET}],
-    }
-    r = httpx.post(
-        f"{real_server.url}/v1/chat/completions",
-        json=body,
-        headers={"Authorization": f"Bearer {token(tenant)}"},
-        timeout=60,
-    )
-    assert r.status_code == 200, r.text
-    reply = r.json()
-    content = reply["choices"][0]["message"]["content"].split("\n\nSources:")[0]
+    names = lumen["names"]
+    model = f"agentrag/{names['docs']}+{names['support']}"
+    reply = _completion(real_server, lumen["tenant"], model, [{"role": "user", "content": RESET}])
+    content = _reply(reply)
     assert _reset_right(content, bool(reply.get("agentrag", {}).get("abstained"))), content
 
 
@@ -492,21 +482,10 @@ def test_the_research_notebook_questions(lumen: dict[str, Any]) -> None:
 
 def test_the_openai_client_example_resets_two_factor(lumen: dict[str, Any], real_server: Server) -> None:
     """docs/how-to/clients.md: the OpenAI client's "How do I reset 2FA?" to ``agentrag/<support>``."""
-    import httpx
-
-    tenant = lumen["tenant"]
-    body = {
-        "model": f"agentrag/{lumen['names']['support']}",
-        "messages": [{"role": "user", "content": "How do I reset 2FA?"}],
-    }
-    r = httpx.post(
-        f"{real_server.url}/v1/chat/completions",
-        json=body,
-        headers={"Authorization": f"Bearer {token(tenant)}"},
-        timeout=60,
+    messages = [{"role": "user", "content": "How do I reset 2FA?"}]
+    content = _reply(
+        _completion(real_server, lumen["tenant"], f"agentrag/{lumen['names']['support']}", messages)
     )
-    assert r.status_code == 200, r.text
-    content = r.json()["choices"][0]["message"]["content"].split("\n\nSources:")[0]
     assert fact_hit(content, ["Reset two-factor authentication"]), content
 
 
