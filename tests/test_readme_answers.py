@@ -186,37 +186,30 @@ def test_the_langgraph_follow_up_reads_as_typed_and_retrieves_the_reset_article(
 
 
 # ---- the front ends -----------------------------------------------------------------------------
-def test_agentrag_ask_on_the_command_line(lumen: dict[str, Any]) -> None:
+def _ask(lumen: dict[str, Any], question: str, *collections: str) -> str:
+    """``agentrag ask`` in a process of its own over the lumen collections: the answer without sources."""
     env = {**os.environ, "AGENTRAG_DATABASE_URL": lumen["url"]}
-    names = lumen["names"]
-    question, expected = SSO
-    done = run_cli(
-        env, "ask", question, "--collection", names["docs"], "--collection", names["support"],
-        "--tenant", lumen["tenant"],
-    )  # fmt: skip
+    where = [arg for name in collections for arg in ("--collection", lumen["names"][name])]
+    done = run_cli(env, "ask", question, *where, "--tenant", lumen["tenant"])
     assert done.returncode == 0, done.stderr
-    answer = done.stdout.split("\nSources:")[0]
-    assert fact_hit(answer, ["Free or Team", *expected]), done.stdout
+    return str(done.stdout).split("\nSources:")[0]
+
+
+def test_agentrag_ask_on_the_command_line(lumen: dict[str, Any]) -> None:
+    question, expected = SSO
+    answer = _ask(lumen, question, "docs", "support")
+    assert fact_hit(answer, ["Free or Team", *expected]), answer
 
 
 def test_the_quickstart_question_on_the_command_line(lumen: dict[str, Any]) -> None:
-    env = {**os.environ, "AGENTRAG_DATABASE_URL": lumen["url"]}
     question, expected = QUICKSTART
-    done = run_cli(env, "ask", question, "--collection", lumen["names"]["docs"], "--tenant", lumen["tenant"])
-    assert done.returncode == 0, done.stderr
-    assert fact_hit(done.stdout.split("\nSources:")[0], expected), done.stdout
+    answer = _ask(lumen, question, "docs")
+    assert fact_hit(answer, expected), answer
 
 
 def test_a_password_reset_on_the_command_line(lumen: dict[str, Any]) -> None:
-    env = {**os.environ, "AGENTRAG_DATABASE_URL": lumen["url"]}
-    names = lumen["names"]
-    done = run_cli(
-        env, "ask", RESET, "--collection", names["docs"], "--collection", names["support"],
-        "--tenant", lumen["tenant"],
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    answer = done.stdout.split("\nSources:")[0]
-    assert _reset_right(answer, "does not seem to cover" in answer), done.stdout
+    answer = _ask(lumen, RESET, "docs", "support")
+    assert _reset_right(answer, "does not seem to cover" in answer), answer
 
 
 @pytest.fixture(scope="module")
