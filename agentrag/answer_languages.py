@@ -48,6 +48,7 @@ __all__ = [
     "plainly_english",
     "semantic_threshold",
     "unknown_bigrams",
+    "without_suffixes",
 ]
 
 #: The language of the answer being built in this context (None: English, as always).
@@ -218,6 +219,20 @@ def loosely_held(present: Set[str], term: str) -> bool:
         if long.startswith(short) or long.endswith(short):
             return True
     return False
+
+
+#: Languages whose apostrophe separates a proper noun from its case suffixes ("Temuçin'in",
+#: "Broncos'u", "50'de"): the suffixes are no words of their own, and read as terms ("in", "de",
+#: "da") they are held by nearly every text of the language. Turkish orthography.
+SUFFIX_APOSTROPHE = frozenset({"tr"})
+_SUFFIX = re.compile(r"(?<=\w)['’]\w+")
+
+
+def without_suffixes(text: str, language: str) -> str:
+    """``text`` without the case suffixes an apostrophe attaches to a proper noun in ``language``
+    (:data:`SUFFIX_APOSTROPHE`): what the answer step's terms read (the search's analysis is
+    unchanged). Other languages: ``text`` itself."""
+    return _SUFFIX.sub("", text) if language in SUFFIX_APOSTROPHE else text
 
 
 def unknown_bigrams(asked: Sequence[str], df: dict[str, int], language: str | None) -> list[str]:

@@ -69,3 +69,34 @@ def test_a_unit_holding_a_compounds_part_scores_above_one_that_does_not() -> Non
         pool = _pool(units_of(hits))
         first, second = lexical_scores("Wann wurde die Dienstwagenflotte ersetzt?", pool)
     assert first > second
+
+
+# ---- Turkish: an apostrophe's case suffixes are no terms of the answer step (session 18) ----------
+
+
+def test_a_turkish_proper_noun_s_suffixes_are_no_terms() -> None:
+    from agentrag.answer_languages import answering_in
+    from agentrag.focus import answer_terms
+
+    with answering_in("tr"):
+        asked = answer_terms("Temuçin'in 16 yaşlarında evlendiği kadının kabilesi neydi?")
+        assert "in" not in asked and "16" in asked and any(t.startswith("temu") for t in asked)
+        assert "de" not in answer_terms("Super Bowl 50’de Ulusal Marş'ı kim yapmıştır?")
+
+
+def test_a_turkish_question_s_suffixes_hold_nothing_in_the_found_share() -> None:
+    """Before: "Temuçin'in" gave the term "in", held by any text with a genitive after an apostrophe
+    ("Paris'in"), and a question about a name no text holds found half its terms."""
+    from agentrag.abstain import found_share
+    from agentrag.answer_languages import answering_in
+
+    with answering_in("tr"):
+        assert found_share("Temuçin'in kabilesi?", ["Ankara'nın ve Paris'in nüfusu büyüktür."]) == 0.0
+
+
+def test_other_languages_keep_their_apostrophes() -> None:
+    from agentrag.answer_languages import without_suffixes
+
+    assert without_suffixes("Ankara'nın", "tr") == "Ankara"
+    for language in ("de", "es", "fr", "ro", "zh"):
+        assert without_suffixes("l'homme d'Ankara'nın", language) == "l'homme d'Ankara'nın"

@@ -129,9 +129,10 @@ def english_terms(text: str) -> tuple[str, ...]:
 
 @functools.lru_cache(maxsize=8192)
 def language_terms(text: str, language: str) -> tuple[str, ...]:
+    from agentrag.answer_languages import without_suffixes
     from agentrag.languages import analyze
 
-    return tuple(analyze(text, language))
+    return tuple(analyze(without_suffixes(text, language), language))
 
 
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9-]{2,}")
