@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field, fields
-from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -112,7 +111,7 @@ class Proof:
         out["collections"] = list(self.collections)
         out["degradations"] = list(self.degradations)
         out["skipped_collections"] = [{"collection": c, "reason": r} for c, r in self.skipped_collections]
-        out["chunks"] = [dict(zip(_CHUNK_FIELDS, _CHUNK_GETTER(c), strict=True)) for c in self.chunks]
+        out["chunks"] = [{name: getattr(c, name) for name in _CHUNK_FIELDS} for c in self.chunks]
         if self.generation is not None:
             g = {name: getattr(self.generation, name) for name in _GENERATION_FIELDS}
             for key in ("cited_chunks", "ungrounded_claims", "invalid_citations", "context_chunks"):
@@ -137,7 +136,6 @@ class Proof:
 
 _PROOF_FIELDS = tuple(f.name for f in fields(Proof))
 _CHUNK_FIELDS = tuple(f.name for f in fields(ProofChunk))
-_CHUNK_GETTER = attrgetter(*_CHUNK_FIELDS)
 _GENERATION_FIELDS = tuple(f.name for f in fields(Generation))
 
 
@@ -150,24 +148,35 @@ def _filename(hit: Hit) -> str | None:
     return name if isinstance(name, str) else None
 
 
-# Each ProofChunk field read from the Hit attribute of the same name, but for these two (and
-# original_filename, which _filename completes from the metadata).
-_HIT_ATTRIBUTE = {"doc_id": "document_id", "similarity_score": "vector_score"}
-_CHUNK_VALUES = attrgetter(*(_HIT_ATTRIBUTE.get(name, name) for name in _CHUNK_FIELDS))
-_FILENAME = _CHUNK_FIELDS.index("original_filename")
-
-
-def _chunk_values(hit: Hit) -> list[Any]:
-    """A hit's ProofChunk fields, in their order: one C call for the attributes, then positional
-    arguments (21 keyword arguments cost more than the rest of the proof together)."""
-    values = list(_CHUNK_VALUES(hit))
-    values[_FILENAME] = _filename(hit)
-    return values
-
-
 def build_proof(ctx: Context) -> Proof:
     """The :class:`Proof` of ``ctx`` (what ``ctx.proof()`` returns)."""
-    chunks = tuple(ProofChunk(*_chunk_values(h)) for h in ctx.hits)
+    hits = ctx.hits
+    chunks = tuple(
+        ProofChunk(
+            chunk_id=h.chunk_id,
+            doc_id=h.document_id,
+            collection=h.collection,
+            original_filename=_filename(h),
+            source=h.source,
+            text=h.text,
+            page=h.page,
+            section=h.section,
+            start_char=h.start_char,
+            end_char=h.end_char,
+            rank=h.rank,
+            score=h.score,
+            similarity_score=h.vector_score,
+            classification=h.classification,
+            embed_model=h.embed_model,
+            embed_version=h.embed_version,
+            source_sha256=h.source_sha256,
+            chunk_sha256=h.chunk_sha256,
+            locator=h.locator,
+            revision=h.revision,
+            grant=h.grant,
+        )
+        for h in hits
+    )
     generation = None
     if ctx.answer_text is not None or ctx.mode is not None:
         answer_calls = [c for c in ctx.llm_calls if c.purpose == "answer"]
