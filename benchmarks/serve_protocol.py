@@ -29,7 +29,7 @@ PROTOCOL = "agentrag.server.protocol:GuardedHttpToolsProtocol"
 
 
 def canned_body() -> bytes:
-    chunk = {"chunk_id": "c" * 32, "doc_id": "d" * 32, "collection": "bench_serve", "text": "x" * 1150}
+    chunk = {"chunk_id": "c" * 32, "doc_id": "d" * 32, "collection": "bench_serve", "text": "x" * 1215}
     return json.dumps({"query_id": "q" * 32, "chunks": [chunk] * 10, "warnings": []}).encode()
 
 
