@@ -27,7 +27,8 @@ every side alike. Query vectors are cached on both sides after the warm-up (the 
 so both sides time retrieval, not embedding. At concurrency 1 each HTTP request is also paired with
 the floor's request of the same query sent just before it: the median of those per-request
 differences, with a seeded 95% bootstrap interval, is printed beside the difference of the p50s
-(pairing cancels the spread between queries that the two p50s carry).
+(pairing cancels the spread between queries that the two p50s carry); with ``--against``, the two
+servers' requests of the same query are paired too (this checkout's minus the other's).
 
 Per request the server does more than the floor: JWT check, the tenant + rate-limit statement,
 the pipeline's search step, the proof, the JSON body and the hand-off to the audit writer.
@@ -238,8 +239,12 @@ def measure_level(sides: dict[str, Any], c: int, n: int, rounds: int) -> list[di
     totals: dict[str, list[Any]] = {name: [[], 0.0, 0] for name in sides}
     for r in range(rounds):
         ids = range(r * per_round, (r + 1) * per_round)
-        for name, block in sides.items():
-            latencies, elapsed, errors = block(ids)
+        order = list(sides)
+        if r % 2 and HTTP in order and AGAINST in order:  # the two servers take the later turn in turn
+            i, j = order.index(HTTP), order.index(AGAINST)
+            order[i], order[j] = order[j], order[i]
+        for name in order:
+            latencies, elapsed, errors = sides[name](ids)
             total = totals[name]
             total[0] += latencies
             total[1] += elapsed
@@ -251,6 +256,10 @@ def measure_level(sides: dict[str, Any], c: int, n: int, rounds: int) -> list[di
             lat, _, errors = totals[name]
             if name not in (FLOOR, BARE) and errors == 0 and floor[2] == 0 and len(lat) == len(floor[0]):
                 row["paired"] = paired_overhead(lat, floor[0])
+        this, other = totals.get(HTTP), totals.get(AGAINST)
+        if this and other and this[2] == other[2] == 0 and len(this[0]) == len(other[0]):
+            # this checkout's server minus the other's, request by request (the same query, adjacent)
+            rows[list(sides).index(AGAINST)]["paired_this_minus_against"] = paired_overhead(this[0], other[0])
     return rows
 
 
@@ -471,6 +480,10 @@ def main() -> int:
             if "paired" in h:
                 mid, low, high = h["paired"]
                 line += f"; paired per-request overhead median {mid:+.2f} ms (95% CI {low:+.2f}, {high:+.2f})"
+            if "paired_this_minus_against" in h:
+                mid, low, high = h["paired_this_minus_against"]
+                line += f"; this checkout's server minus this one, paired: {mid:+.2f} ms"
+                line += f" (95% CI {low:+.2f}, {high:+.2f})"
             print(line)
     return 0
 

@@ -472,3 +472,53 @@ def test_a_body_sent_in_chunks_is_served_or_replayed_whole(client: Any, corpus: 
     assert r.json()["chunks"]
     r = client.post(url, content=chunked(body(corpus, top_k=2, mode="semantic")), headers=headers)
     assert r.status_code == 422 and error_of(r)["field"] == "mode"
+
+
+def _exchange(server: Server, request: bytes, until: bytes | None = None) -> tuple[bytes, int]:
+    """``request`` on a fresh connection; the response (to its Content-Length, or until ``until``
+    is in it) and how many TCP segments carrying data this client received (Linux ``tcp_info``)."""
+    import socket
+    import struct
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(server.url)
+    with socket.create_connection((parts.hostname, parts.port), timeout=30) as sock:
+        sock.sendall(request)
+        reply = b""
+        while True:
+            head, _, rest = reply.partition(b"\r\n\r\n")
+            length = next((int(v) for k, _, v in (line.partition(b":") for line in head.split(b"\r\n"))
+                           if k.strip().lower() == b"content-length"), None)  # fmt: skip
+            if (until is not None and until in reply) or (length is not None and len(rest) >= length):
+                break
+            chunk = sock.recv(65536)
+            assert chunk, reply
+            reply += chunk
+        info = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 160)
+    if len(info) < 156:  # tcpi_data_segs_in: Linux 4.6 and later
+        pytest.skip("this kernel's tcp_info has no data segment count")
+    return reply, struct.unpack_from("I", info, 152)[0]
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="counts segments with Linux's TCP_INFO")
+def test_a_response_leaves_in_one_segment_and_a_stream_sends_its_head_first(
+    server: Server, corpus: dict[str, Any]
+) -> None:
+    """The head and body of a JSON response go in one write (one segment: the client wakes once);
+    a streamed response still sends its head before its events, and each response is intact."""
+    host = server.url.removeprefix("http://")
+    reply, segments = _exchange(server, f"GET /healthz HTTP/1.1\r\nHost: {host}\r\n\r\n".encode())
+    assert reply.startswith(b"HTTP/1.1 200 OK\r\n") and reply.endswith(b'\r\n\r\n{"status":"ok"}')
+    assert segments == 1
+    tenant, data = corpus["a"], json.dumps(body(corpus, top_k=2)).encode()
+    head = f"POST /api/v1/query/{tenant}/{{}} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
+    head += f"Authorization: {auth(tenant)['Authorization']}\r\nContent-Length: {len(data)}\r\n"
+    reply, segments = _exchange(server, head.format("search").encode() + b"\r\n" + data)
+    assert reply.startswith(b"HTTP/1.1 200 OK\r\n") and segments == 1
+    assert json.loads(reply.partition(b"\r\n\r\n")[2])["chunks"]
+    sse = head.format("ask") + "Accept: text/event-stream\r\n"
+    reply, segments = _exchange(server, sse.encode() + b"\r\n" + data, until=b"event: done")
+    head_of_stream, _, chunked = reply.partition(b"\r\n\r\n")
+    assert head_of_stream.startswith(b"HTTP/1.1 200 OK\r\n") and b"text/event-stream" in head_of_stream
+    size, _, events = chunked.partition(b"\r\n")  # chunked encoding: the chunk's size line first
+    assert int(size, 16) > 0 and events.startswith(b"event: retrieval")

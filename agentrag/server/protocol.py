@@ -8,6 +8,13 @@ metric (:func:`agentrag.server.limits.head_refused`: route ``(request head)``). 
 from the worker's :class:`~agentrag.server.config.ServerConfig` (``AGENTRAG_*``). The idle
 keep-alive timeout is uvicorn's own (``keep_alive_s``). Imports uvicorn: only the server process
 loads this module.
+
+A response's head and body leave in one ``send()`` (:class:`_HeadWithBody`): uvicorn writes the
+status line and headers when the app sends ``http.response.start`` and the body when it sends
+``http.response.body``, two writes, so two TCP segments and two wake-ups of the client for a
+plain JSON response. The head is held until the end of the event loop's turn instead, and goes
+with the body written in that turn (the same bytes, in the same order); a streamed response's
+head still leaves in that turn, before its first event.
 """
 
 from __future__ import annotations
@@ -86,7 +93,10 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         self.in_head, self.head_bytes = False, 0
         self._disarm()
         if not self.refused:
+            before = self.cycle
             super().on_headers_complete()
+            if self.cycle is not None and self.cycle is not before:  # its task has not run yet
+                self.cycle.transport = _HeadWithBody(self.transport, self.loop)  # type: ignore[assignment]
 
     def on_body(self, body: bytes) -> None:
         if not self.refused:
@@ -124,3 +134,38 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         self.transport.close()
         _log.info("request refused at the HTTP layer: %d %s", status, reason)
         head_refused(status)
+
+
+class _HeadWithBody:
+    """A response cycle's view of the connection's transport: its first write (the response head)
+    is held until the next write in the same turn of the event loop (the body), and both are sent
+    in one ``write``; a first write alone is sent at the end of that turn, ``close`` sends it first.
+    Everything else is the transport's own."""
+
+    __slots__ = ("_first", "_held", "_loop", "_transport")
+
+    def __init__(self, transport: Any, loop: Any) -> None:
+        self._transport, self._loop = transport, loop
+        self._held: bytes | None = None
+        self._first = True
+
+    def write(self, data: bytes) -> None:
+        if self._held is not None:
+            data, self._held = self._held + data, None
+        elif self._first:
+            self._first, self._held = False, bytes(data)
+            self._loop.call_soon(self._flush)
+            return
+        self._transport.write(data)
+
+    def _flush(self) -> None:
+        held, self._held = self._held, None
+        if held is not None and not self._transport.is_closing():
+            self._transport.write(held)
+
+    def close(self) -> None:
+        self._flush()
+        self._transport.close()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._transport, name)
