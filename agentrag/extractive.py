@@ -99,7 +99,13 @@ def gather(
     chosen = select(ranked, units, threshold=calibration.select, max_units=max_units, questions=questions)
     chosen, filled = widen(chosen, units, ranked, questions)
     vector = max((h.vector_score for h in hits if h.vector_score is not None), default=None)
-    sig = signals(questions, ranked, [h.text for h in hits], vector, filled=filled)
+    again: dict[int, frozenset[str]] = {}
+    if question_vectors is not None:
+        try:
+            again = _restated(questions, ranked, embedder, cache)
+        except (AgentragError, ValueError) as exc:
+            fallback = f"{type(exc).__name__}: question words said otherwise in the evidence not checked"
+    sig = signals(questions, ranked, [h.text for h in hits], vector, filled=filled, restated=again)
     return Evidence(
         tuple(units),
         tuple(tuple(r) for r in ranked),
@@ -109,6 +115,33 @@ def gather(
         question_vectors is not None,
         fallback,
     )
+
+
+def _restated(
+    questions: Sequence[str], ranked: Sequence[Sequence[Scored]], embedder: Any, cache: VectorCache
+) -> dict[int, frozenset[str]]:
+    """Per question, the terms its best unit does not hold but says in other words
+    (:func:`agentrag.paraphrase.restated`; English only)."""
+    from agentrag.answer_languages import ANSWER_LANGUAGE
+
+    if ANSWER_LANGUAGE.get() is not None:
+        return {}
+    from agentrag.evidence import has_term
+    from agentrag.focus import answer_terms
+    from agentrag.paraphrase import restated
+    from agentrag.steps._common import terms
+
+    out: dict[int, frozenset[str]] = {}
+    for qi, (question, scored) in enumerate(zip(questions, ranked, strict=False)):
+        if not scored:
+            continue
+        best = scored[0].unit
+        held = set(terms(best.text)) | set(terms(best.context)) | set(terms(best.lead))
+        missing = [t for t in answer_terms(question) if not has_term(held, t)]
+        found = restated(question, best, missing, embedder, cache)
+        if found:
+            out[qi] = frozenset(found)
+    return out
 
 
 _ENDED = re.compile(r"[.!?。！？\u0964][\"'”’)\]*_`」』]*$")
