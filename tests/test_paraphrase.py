@@ -89,6 +89,7 @@ def test_a_restated_word_counts_as_held_in_the_confidence(local_embedder: Any) -
     assert evidence.signals.unknown < plain.unknown
     assert evidence.signals.found > plain.found
     assert evidence.fallback is None
+    assert evidence.restated == ("flee -> fled",)  # what was read in other words, for the answer's span
 
 
 class _WordsFail:
