@@ -33,7 +33,7 @@ your own (``agentrag eval answers --calibrate``).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence, Set
+from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass, replace
 
 from agentrag.errors import InvalidInputError
@@ -137,8 +137,9 @@ class Signals:
         )
 
 
-def found_share(question: str, texts: Sequence[str]) -> float:
-    """The share of ``question``'s content terms (rarer terms weigh more) found in ``texts``."""
+def found_share(question: str, texts: Sequence[str], restated: Set[str] = frozenset()) -> float:
+    """The share of ``question``'s content terms (rarer terms weigh more) found in ``texts``
+    (``restated``: terms the best unit says in other words, :mod:`agentrag.paraphrase`, found)."""
     from agentrag.focus import answer_terms
     from agentrag.steps._common import terms
 
@@ -153,7 +154,7 @@ def found_share(question: str, texts: Sequence[str]) -> float:
     weights = {t: 1.0 + min(len(t), 10) / 10 for t in asked}
     from agentrag.answer_languages import loosely_held
 
-    held = {t for t in weights if has_term(present, t) or loosely_held(present, t)}
+    held = {t for t in weights if has_term(present, t) or loosely_held(present, t) or t in restated}
     return sum(weights[t] for t in held) / sum(weights.values())
 
 
@@ -164,20 +165,28 @@ def signals(
     vector: float | None,
     *,
     filled: Set[int] = frozenset(),
+    restated: Mapping[int, Set[str]] | None = None,
 ) -> Signals:
     """The signals of one answer: ``ranked`` from :func:`agentrag.evidence.score_units`, ``texts``
     the retrieved chunks' texts, ``vector`` the best raw vector-leg similarity (None if none),
     ``filled`` the questions whose quoted window holds the kind of answer asked for
-    (:func:`agentrag.answer_window.widen`: the best unit's neighbour may hold it)."""
+    (:func:`agentrag.answer_window.widen`: the best unit's neighbour may hold it), ``restated`` per
+    question the terms its best unit says in other words (:func:`agentrag.paraphrase.restated`)."""
     bests = [r[0] for r in ranked if r]
     if not bests:
         return Signals(0.0, None, 0.0, vector)
     evidence = sum(b.score for b in bests) / len(bests)
     semantic = sum(b.semantic for b in bests) / len(bests)
-    found = sum(found_share(q, texts) for q in questions) / max(1, len(questions))
+    again = restated or {}
+    found = sum(found_share(q, texts, again.get(i, frozenset())) for i, q in enumerate(questions))
+    found /= max(1, len(questions))
     mismatch = sum(1.0 for qi, b in enumerate(bests) if b.type_fit < 0 and qi not in filled) / len(bests)
     units = [s.unit for s in ranked[0]] if ranked else []
-    foci = [focus(questions[b.question], b.unit, units) for b in bests if b.question < len(questions)]
+    foci = [
+        focus(questions[b.question], b.unit, units, again.get(b.question, frozenset()))
+        for b in bests
+        if b.question < len(questions)
+    ]
     covered, unknown = (sum(f[i] for f in foci) / max(1, len(foci)) for i in range(2))
     contrary = sum(_contrary(r) for r in ranked if r) / len(bests)
     return Signals(evidence, semantic, found, vector, mismatch, covered, unknown, contrary)

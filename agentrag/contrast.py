@@ -25,7 +25,7 @@ from __future__ import annotations
 import functools
 import re
 
-__all__ = ["OPPOSITES", "contrast", "kinds", "numbers"]
+__all__ = ["OPPOSITES", "contrast", "kinds", "numbers", "opposites"]
 
 #: pairs of opposites, read both ways (stemmed as the answer step stems terms)
 OPPOSITES = (
@@ -63,6 +63,11 @@ _POLAR = re.compile(
 )
 _NUMBER = re.compile(r"\b\d[\d,]*(?:\.\d+)?(?:st|nd|rd|th|s)?\b|(?<=[A-Za-z] )[IVX]{2,5}\b")
 _WORD = re.compile(r"[a-z]+")
+
+
+def opposites() -> dict[str, frozenset[str]]:
+    """:data:`OPPOSITES` as a table: each stemmed term with the stems of its opposites."""
+    return _opposites()
 
 
 @functools.lru_cache(maxsize=1)

@@ -36,6 +36,7 @@ class Evidence:
     confidence: float
     semantic: bool  # whether unit vectors were used
     fallback: str | None = None  # why they were not, when an embedder failed
+    restated: tuple[str, ...] = ()  # "question term -> the unit's word" held in other words (paraphrase)
 
     def closest(self, count: int = 3) -> list[Unit]:
         """The best unit of each of the ``count`` closest documents (for an abstention's pointer)."""
@@ -99,7 +100,14 @@ def gather(
     chosen = select(ranked, units, threshold=calibration.select, max_units=max_units, questions=questions)
     chosen, filled = widen(chosen, units, ranked, questions)
     vector = max((h.vector_score for h in hits if h.vector_score is not None), default=None)
-    sig = signals(questions, ranked, [h.text for h in hits], vector, filled=filled)
+    said: dict[int, dict[str, str]] = {}
+    if question_vectors is not None:
+        try:
+            said = _restated(questions, ranked, embedder, cache)
+        except (AgentragError, ValueError) as exc:
+            fallback = f"{type(exc).__name__}: question words said otherwise in the evidence not checked"
+    again = {qi: frozenset(found) for qi, found in said.items()}
+    sig = signals(questions, ranked, [h.text for h in hits], vector, filled=filled, restated=again)
     return Evidence(
         tuple(units),
         tuple(tuple(r) for r in ranked),
@@ -108,7 +116,35 @@ def gather(
         confidence(sig, calibration),
         question_vectors is not None,
         fallback,
+        tuple(f"{term} -> {word}" for found in said.values() for term, word in found.items()),
     )
+
+
+def _restated(
+    questions: Sequence[str], ranked: Sequence[Sequence[Scored]], embedder: Any, cache: VectorCache
+) -> dict[int, dict[str, str]]:
+    """Per question, the terms its best unit does not hold but says in other words, each with the
+    unit's word (:func:`agentrag.paraphrase.restated`; English only)."""
+    from agentrag.answer_languages import ANSWER_LANGUAGE
+
+    if ANSWER_LANGUAGE.get() is not None:
+        return {}
+    from agentrag.evidence import has_term
+    from agentrag.focus import answer_terms
+    from agentrag.paraphrase import restated
+    from agentrag.steps._common import terms
+
+    out: dict[int, dict[str, str]] = {}
+    for qi, (question, scored) in enumerate(zip(questions, ranked, strict=False)):
+        if not scored:
+            continue
+        best = scored[0].unit
+        held = set(terms(best.text)) | set(terms(best.context)) | set(terms(best.lead))
+        missing = [t for t in answer_terms(question) if not has_term(held, t)]
+        found = restated(question, best, missing, embedder, cache)
+        if found:
+            out[qi] = found
+    return out
 
 
 _ENDED = re.compile(r"[.!?。！？\u0964][\"'”’)\]*_`」』]*$")

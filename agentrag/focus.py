@@ -15,7 +15,7 @@ from __future__ import annotations
 import functools
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Sequence, Set
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -129,9 +129,12 @@ def answer_terms(question: str) -> list[str]:
     return rest or asked
 
 
-def focus(question: str, best: Unit, units: Sequence[Unit]) -> tuple[float, float]:
+def focus(
+    question: str, best: Unit, units: Sequence[Unit], restated: Set[str] = frozenset()
+) -> tuple[float, float]:
     """``(covered, unknown)`` of ``question`` against its best unit among ``units``
-    (see the module docstring): the question's terms weighted by their rarity among the units."""
+    (see the module docstring): the question's terms weighted by their rarity among the units.
+    ``restated``: terms the best unit says in other words (:mod:`agentrag.paraphrase`), held."""
     from agentrag.evidence import has_term
     from agentrag.steps._common import terms
 
@@ -166,7 +169,7 @@ def focus(question: str, best: Unit, units: Sequence[Unit]) -> tuple[float, floa
     kind, names = kind_instances(question, units)
     if kind and names_one(best, names):
         held.add(kind)  # "which plans": a unit naming plans holds them
-    inside = {t for t in weights if has_term(held, t) or loosely_held(held, t)}
+    inside = {t for t in weights if has_term(held, t) or loosely_held(held, t) or t in restated}
     covered = sum(weights[t] for t in inside) / total
     unknown = sum(w for t, w in weights.items() if w == rare and t not in inside) / total
     return covered, unknown

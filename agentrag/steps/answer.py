@@ -280,6 +280,7 @@ def prepare(
                 **plan.attributes,
                 "answer_confidence": confidence,
                 **({"answer_language": language} if language else {}),
+                **({"answer_restated": ", ".join(evidence.restated)} if evidence.restated else {}),
             },
         )
         if (
