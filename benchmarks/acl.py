@@ -95,17 +95,22 @@ def _raw(store: Any) -> Any:
     return conn
 
 
-def floor_sql(cid: int, restricted: bool, exact: bool = False, vector_type: str = "vector") -> str:
+def floor_sql(
+    cid: int, restricted: bool, exact: bool = False, vector_type: str = "vector", *, clusters: bool = False
+) -> str:
     """The vector leg written by hand: the same expression, index predicate, ORDER BY and LIMIT depth.
 
     Every ``depth`` candidate comes back (the library's leg returns them all for the fusion): an outer
-    ``LIMIT k`` over the walk's CTE would let PostgreSQL stop the walk after ``k`` rows."""
+    ``LIMIT k`` over the walk's CTE would let PostgreSQL stop the walk after ``k`` rows. ``clusters``:
+    only the rows of the probed clusters (``%(probes)s``) and those without one (migration 0056)."""
     from agentrag.retrieval.catalog import vector_expr
 
     expr = f"{vector_expr(384, vector_type, 'c.')} <=> %(q)s::vector(384)::{vector_type}(384)"
     same = " AND d.collection_id = c.collection_id" if exact else ""
     join = f" JOIN agentrag.documents d ON d.id = c.document_id{same}" if restricted else ""
     where = " AND d.grants && %(tokens)s::text[]" if restricted else ""
+    if clusters:
+        where += " AND (c.cluster = ANY(%(probes)s::smallint[]) OR c.cluster IS NULL)"
     order = f"({expr}) + 0" if exact else expr
     return (
         f"WITH hits AS MATERIALIZED (SELECT c.id, {expr} AS distance FROM agentrag.chunks c{join}"
@@ -134,14 +139,24 @@ def run_floor(
     ef: int,
     plan: tuple[str, int | None],
     vector_type: str = "vector",
+    centroids: np.ndarray | None = None,
 ) -> list[str]:
-    """The library's plan for this principal (``(vector plan, max_scan_tuples)``), by hand: the
-    depth candidates, then the top_k hits' rows."""
+    """The library's plan for this principal (``(vector plan, max_scan_tuples or probes)``), by hand:
+    the depth candidates, then the top_k hits' rows."""
     restricted = tokens is not None
     kind, max_scan = plan
     params = {"q": vector, "tokens": tokens, "depth": DEPTH}
     with conn.transaction():
-        if kind == "exact":
+        if kind == "clusters" and centroids is not None and max_scan is not None:
+            from agentrag.retrieval.clusters import nearest_clusters
+
+            probed = {**params, "probes": nearest_clusters(centroids, vector, int(max_scan))}
+            rows = conn.execute(
+                floor_sql(cid, restricted, True, vector_type, clusters=True), probed
+            ).fetchall()
+            if len(rows) < DEPTH:
+                rows = conn.execute(floor_sql(cid, restricted, True, vector_type), params).fetchall()
+        elif kind in ("exact", "clusters"):
             rows = conn.execute(floor_sql(cid, restricted, True, vector_type), params).fetchall()
         else:
             conn.execute(
@@ -162,6 +177,20 @@ def run_floor(
         ids = [r[0] for r in rows[:TOP_K]]
         fetched = {r[0] for r in conn.execute(FETCH_SQL, {"ids": ids})}
     return [i for i in ids if i in fetched]
+
+
+def _centroids(store: Any, collection_id: int) -> np.ndarray | None:
+    """The collection's centroids (Store.optimize), for the floor of the clusters plan."""
+    from sqlalchemy import text
+
+    with store.engine.connect() as conn:
+        row = conn.execute(
+            text("SELECT k, dimensions, centroids FROM agentrag.vector_clusters WHERE collection_id = :c"),
+            {"c": int(collection_id)},
+        ).first()
+    if row is None:
+        return None
+    return np.frombuffer(bytes(row.centroids), dtype="<f4").reshape(int(row.k), int(row.dimensions))
 
 
 def _pct(values: list[float], q: float) -> float:
@@ -190,7 +219,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     import agentrag as ar
-    from agentrag.retrieval import scoped
+    from agentrag.retrieval import clusters, scoped
     from benchmarks._db import bench_store
 
     print(f"benchmarks.acl: load average {os.getloadavg()[0]:.1f} at the start (shared machine)", flush=True)
@@ -233,13 +262,18 @@ def main(argv: Sequence[str] | None = None) -> int:
                 queries[0], collections=name, mode="vector", scope=ar.Scope(principal=principal), explain=True
             ).explain
             leg = (explained or ({},))[0]
-            floor_plans[(who, vt)] = (str(leg.get("vector", "hnsw")), leg.get("max_scan_tuples"))
+            kind = str(leg.get("vector", "hnsw"))
+            extra = leg.get("probes") if kind == "clusters" else leg.get("max_scan_tuples")
+            floor_plans[(who, vt)] = (kind, extra)
             _log(f"  {who} ({vt}): the floor runs the library's vector plan {floor_plans[(who, vt)]}")
+    centroids = {vt: _centroids(store, colls[vt].id) for vt in types}
     conn = _raw(store)
     times: dict[tuple[str, str, str], list[float]] = {}
     recall: dict[tuple[str, str], list[float]] = {}
     systems = [(kind, vt) for vt in types for kind in ("vector", "hybrid", "floor")]
     systems += [("vector off", types[0]), ("hybrid off", types[0])]
+    # the plain exact scan where the library reads clusters (clusters.ENABLED off): main's plan
+    systems += [(kind, vt) for vt in types for kind in ("vector exact", "hybrid exact")]
     plans: dict[str, set[str]] = {}
     legs: dict[tuple[str, str, str], list[dict[str, float]]] = {}  # the library's own timings, per system
     for qi, (query, vec) in enumerate(zip(queries, qvecs, strict=True)):
@@ -251,11 +285,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             for system, vt in order:
                 if tokens is None and system.endswith(" off"):
                     continue  # no predicate: nothing to plan
+                if system.endswith(" exact") and floor_plans[(who, vt)][0] != "clusters":
+                    continue  # the same plan as "vector" / "hybrid"
                 t = time.perf_counter()
                 if system == "floor":
-                    ids = run_floor(conn, colls[vt].id, vec, tokens, ef, floor_plans[(who, vt)], vt)
+                    plan = floor_plans[(who, vt)]
+                    ids = run_floor(conn, colls[vt].id, vec, tokens, ef, plan, vt, centroids[vt])
                 else:
                     scoped.ENABLED = not system.endswith(" off")
+                    clusters.ENABLED = not system.endswith(" exact")
                     try:
                         result = store.search(
                             query,
@@ -265,7 +303,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                             scope=ar.Scope(principal=principal),
                         )
                     finally:
-                        scoped.ENABLED = True
+                        scoped.ENABLED = clusters.ENABLED = True
                     ids = [h.chunk_id for h in result.hits]
                     legs.setdefault((who, system, vt), []).append(result.timings_ms)
                     if system == "hybrid":
@@ -313,9 +351,10 @@ def _report(
     )
     print(
         "| principal | visible chunks | storage | mode | plan | p50 ms | p95 ms | p50 / unfiltered"
-        " | floor p50 ms | p50 / floor | planner off p50 ms | planner off / unfiltered | recall@10 |"
+        " | floor p50 ms | p50 / floor | planner off p50 ms | planner off / unfiltered"
+        " | whole exact scan (clusters off) p50 ms | / unfiltered | recall@10 |"
     )
-    print("|---|---:|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---|---:|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for vt in types:
         base_p50 = {s: statistics.median(times[(principals[0][0], s, vt)]) for s in ("vector", "hybrid")}
         for who, _p, _tokens, visible in principals:
@@ -329,10 +368,16 @@ def _report(
                 if off:
                     off50 = statistics.median(off)
                     off_cols = f"{off50:.2f} | {off50 / base_p50[system]:.2f}x"
+                whole = times.get((who, f"{system} exact", vt))
+                whole_cols = "- | -"
+                if whole:
+                    w50 = statistics.median(whole)
+                    whole_cols = f"{w50:.2f} | {w50 / base_p50[system]:.2f}x"
                 print(
                     f"| {who} | {visible:,} | {vt} | {system} | {floor_plans[(who, vt)][0]} | {p50:.2f} | "
                     f"{_pct(values, 95):.2f} | "
-                    f"{p50 / base_p50[system]:.2f}x | {floor:.2f} | {p50 / floor:.2f}x | {off_cols} | {rec} |"
+                    f"{p50 / base_p50[system]:.2f}x | {floor:.2f} | {p50 / floor:.2f}x | {off_cols}"
+                    f" | {whole_cols} | {rec} |"
                 )
     print("\nWhere the time goes (SearchResult.timings_ms, p50 ms; other: total less legs and fetch)\n")
     print(

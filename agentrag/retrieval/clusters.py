@@ -51,8 +51,8 @@ MIN_SCOPE_ROWS = 4_000
 #: reaching recall@10 >= 0.96 within other principals' scopes (2-20 % of a 100k-chunk collection)
 #: for other queries than the ones reported (benchmarks/cluster_probes.py). Within a smaller scope
 #: the ten nearest are farther and spread over more clusters, so P grows as the share shrinks.
-PROBE_SHARE = 0.0115
-PROBE_POWER = 0.5
+PROBE_SHARE = 0.0185
+PROBE_POWER = 0.4
 MIN_PROBES = 4
 #: The most of the scope's rows a cluster read may expect to read (P / K): above it, the whole scan.
 MAX_PROBE_SHARE = 0.5

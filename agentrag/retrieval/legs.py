@@ -334,11 +334,16 @@ def with_clusters(leg: LegPlan, c: CollectionInfo, plan: SearchPlan) -> LegPlan:
         or not c.clusters_k
         or leg.documents is None
         or leg.scope_rows is None
-        or leg.share is None
     ):
         return leg
     k = int(c.clusters_k)
-    p = clusters.probes(k, leg.share)
+    # the share of the HNSW index's rows, else (no index yet) of the chunks at the fit
+    share = (
+        leg.share
+        if leg.share is not None
+        else leg.scope_rows / max(c.clusters_chunks or 0, leg.scope_rows, 1)
+    )
+    p = clusters.probes(k, share)
     if not clusters.worth_it(k, p, leg.scope_rows, plan.leg_depth):
         return leg
     why = f"{leg.reason}; the {p} of {k} clusters nearest the query read (the collection's fit)"

@@ -78,6 +78,7 @@ class CollectionInfo:
     vector_type: str = "vector"  # how its vectors are stored: "vector" (float32) or "halfvec" (float16)
     clusters_fit: int | None = None  # its centroids' fit id (Store.optimize, migration 0056; None: none)
     clusters_k: int | None = None  # how many centroids
+    clusters_chunks: int | None = None  # the collection's chunks at the fit
 
 
 def load_collections(conn: Connection, names: tuple[str, ...]) -> list[CollectionInfo]:
@@ -90,7 +91,8 @@ def load_collections(conn: Connection, names: tuple[str, ...]) -> list[Collectio
             " WHERE i.oid = to_regclass('agentrag.chunks_hnsw_' || id)), -1) AS indexed_rows,"
             " acl, private_documents, tenant_id, tsv_version, vector_type,"
             " (SELECT v.fit FROM agentrag.vector_clusters v WHERE v.collection_id = collections.id),"
-            " (SELECT v.k FROM agentrag.vector_clusters v WHERE v.collection_id = collections.id)"
+            " (SELECT v.k FROM agentrag.vector_clusters v WHERE v.collection_id = collections.id),"
+            " (SELECT v.chunks FROM agentrag.vector_clusters v WHERE v.collection_id = collections.id)"
             " FROM agentrag.collections WHERE name = ANY(CAST(:names AS text[]))"
         ),
         {"names": list(names)},
