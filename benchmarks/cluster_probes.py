@@ -78,7 +78,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         rows = conn.execute(
             text(
                 "SELECT c.embedding_half::vector AS h, c.embedding AS v, c.cluster, d.grants[1]"
-                " FROM agentrag.chunks c JOIN agentrag.documents d ON d.id = c.document_id WHERE c.collection_id = :c"
+                " FROM agentrag.chunks c JOIN agentrag.documents d ON d.id = c.document_id"
+                " WHERE c.collection_id = :c"
             ),
             {"c": cid},
         ).all()

@@ -23,10 +23,40 @@ from agentrag.store.store import Store
 DOCS = 60
 CHUNKS_PER_DOC = 5
 GROUPS = 4
-WORDS = (
-    "amber basalt cedar delta ember fjord garnet harbor iris jade kelp lotus marble nectar onyx pearl quartz"
-    " reef saffron tundra umber violet willow xenon yarrow zephyr anchor beacon canyon dune estuary fern"
-).split()
+WORDS = [
+    "amber",
+    "basalt",
+    "cedar",
+    "delta",
+    "ember",
+    "fjord",
+    "garnet",
+    "harbor",
+    "iris",
+    "jade",
+    "kelp",
+    "lotus",
+    "marble",
+    "nectar",
+    "onyx",
+    "pearl",
+    "quartz",
+    "reef",
+    "saffron",
+    "tundra",
+    "umber",
+    "violet",
+    "willow",
+    "xenon",
+    "yarrow",
+    "zephyr",
+    "anchor",
+    "beacon",
+    "canyon",
+    "dune",
+    "estuary",
+    "fern",
+]
 
 
 def _chunk(d: int, i: int) -> str:
