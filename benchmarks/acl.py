@@ -95,22 +95,32 @@ def _raw(store: Any) -> Any:
     return conn
 
 
-def floor_sql(
-    cid: int, restricted: bool, exact: bool = False, vector_type: str = "vector", *, clusters: bool = False
-) -> str:
+def cluster_floor_sql(vector_type: str) -> str:
+    """The clusters plan's statement by hand (agentrag.retrieval.clusters.cluster_sql, psycopg style)."""
+    from agentrag.retrieval.catalog import vector_expr
+
+    expr = f"{vector_expr(384, vector_type, 'c.')} <=> %(q)s::vector(384)::{vector_type}(384)"
+    docs = "c.document_id COLLATE \"C\" = ANY(string_to_array(%(docs)s, ','))"
+    return (
+        f"WITH hits AS MATERIALIZED (SELECT id, distance FROM (SELECT c.id, {expr} AS distance"
+        f" FROM agentrag.chunks c WHERE c.cluster = ANY(%(probes)s::smallint[]) AND {docs} UNION ALL"
+        f" SELECT c.id, {expr} AS distance FROM agentrag.chunks c WHERE c.cluster IS NULL AND {docs}"
+        " OFFSET 0) s ORDER BY distance + 0 LIMIT %(depth)s)"
+        ' SELECT id FROM hits ORDER BY distance, id COLLATE "C"'
+    )
+
+
+def floor_sql(cid: int, restricted: bool, exact: bool = False, vector_type: str = "vector") -> str:
     """The vector leg written by hand: the same expression, index predicate, ORDER BY and LIMIT depth.
 
     Every ``depth`` candidate comes back (the library's leg returns them all for the fusion): an outer
-    ``LIMIT k`` over the walk's CTE would let PostgreSQL stop the walk after ``k`` rows. ``clusters``:
-    only the rows of the probed clusters (``%(probes)s``) and those without one (migration 0056)."""
+    ``LIMIT k`` over the walk's CTE would let PostgreSQL stop the walk after ``k`` rows."""
     from agentrag.retrieval.catalog import vector_expr
 
     expr = f"{vector_expr(384, vector_type, 'c.')} <=> %(q)s::vector(384)::{vector_type}(384)"
     same = " AND d.collection_id = c.collection_id" if exact else ""
     join = f" JOIN agentrag.documents d ON d.id = c.document_id{same}" if restricted else ""
     where = " AND d.grants && %(tokens)s::text[]" if restricted else ""
-    if clusters:
-        where += " AND (c.cluster = ANY(%(probes)s::smallint[]) OR c.cluster IS NULL)"
     order = f"({expr}) + 0" if exact else expr
     return (
         f"WITH hits AS MATERIALIZED (SELECT c.id, {expr} AS distance FROM agentrag.chunks c{join}"
@@ -147,13 +157,18 @@ def run_floor(
     kind, max_scan = plan
     params = {"q": vector, "tokens": tokens, "depth": DEPTH}
     with conn.transaction():
-        if kind == "clusters" and centroids is not None and max_scan is not None:
+        if kind == "clusters" and centroids is not None and max_scan is not None and restricted:
+            # as the library: the scope's document ids, then its rows in the probed clusters
             from agentrag.retrieval.clusters import nearest_clusters
 
-            probed = {**params, "probes": nearest_clusters(centroids, vector, int(max_scan))}
-            rows = conn.execute(
-                floor_sql(cid, restricted, True, vector_type, clusters=True), probed
-            ).fetchall()
+            docs = conn.execute(
+                "SELECT coalesce(string_agg(id, ','), '') FROM agentrag.documents"
+                f" WHERE collection_id = {int(cid)} AND grants && %(tokens)s::text[]",
+                params,
+            ).fetchone()[0]
+            probes = nearest_clusters(centroids, vector, int(max_scan))
+            bound = {"q": vector, "depth": DEPTH, "docs": docs, "probes": probes}
+            rows = conn.execute(cluster_floor_sql(vector_type), bound).fetchall()
             if len(rows) < DEPTH:
                 rows = conn.execute(floor_sql(cid, restricted, True, vector_type), params).fetchall()
         elif kind in ("exact", "clusters"):

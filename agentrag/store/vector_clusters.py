@@ -73,10 +73,16 @@ class ClusterFit:
     chunks: int = 0
     seconds: float = 0.0
     reason: str = ""
+    #: of ``seconds``: reading the vectors, k-means and the assignment, the rows' rewrite, the HNSW build
+    parts: tuple[float, float, float, float] = (0.0, 0.0, 0.0, 0.0)
 
     def __str__(self) -> str:
         if self.action == "fitted":
-            return f"clusters fitted: K={self.k} over {self.chunks} chunks in {self.seconds:.1f} s"
+            read, fit, rewrite, index = self.parts
+            return (
+                f"clusters fitted: K={self.k} over {self.chunks} chunks in {self.seconds:.1f} s"
+                f" (read {read:.1f}, k-means {fit:.1f}, rows {rewrite:.1f}, HNSW index {index:.1f})"
+            )
         return f"clusters {self.action}: {self.reason}"
 
 
@@ -224,6 +230,7 @@ def fit_clusters(store: Store, coll: Collection, *, enabled: bool = True) -> Clu
     with store.engine.connect() as conn:
         ids, vectors = _read_vectors(conn, coll)
         conn.rollback()
+    read = time.perf_counter() - started
     if len(ids) < MIN_FIT_CHUNKS:
         return ClusterFit("none", reason=f"{len(ids)} chunks read (< {MIN_FIT_CHUNKS})")
     import numpy as np
@@ -233,12 +240,17 @@ def fit_clusters(store: Store, coll: Collection, *, enabled: bool = True) -> Clu
     centroids = kmeans(unit, k)
     assigned = nearest(centroids, unit)
     del unit, vectors
-    _rewrite(store, coll, ids, assigned, centroids, EXCLUSIVE_WRITE_LOCK_SQL, write_lock_params)
-    return ClusterFit("fitted", k, len(ids), time.perf_counter() - started)
+    fitted_at = time.perf_counter()
+    rewrite, index = _rewrite(
+        store, coll, ids, assigned, centroids, EXCLUSIVE_WRITE_LOCK_SQL, write_lock_params
+    )
+    parts = (read, fitted_at - started - read, rewrite, index)
+    return ClusterFit("fitted", k, len(ids), time.perf_counter() - started, parts=parts)
 
 
-def _rewrite(store, coll, ids, assigned, centroids, lock_sql, lock_params) -> None:  # type: ignore[no-untyped-def]
-    """The HNSW index dropped, the fit and every row's cluster in one transaction, the index built."""
+def _rewrite(store, coll, ids, assigned, centroids, lock_sql, lock_params) -> tuple[float, float]:  # type: ignore[no-untyped-def]
+    """The HNSW index dropped, the fit and every row's cluster in one transaction, the index built;
+    (seconds of the rows' rewrite, of the index build)."""
     import functools
 
     from sqlalchemy import text
@@ -247,6 +259,7 @@ def _rewrite(store, coll, ids, assigned, centroids, lock_sql, lock_params) -> No
     from agentrag.store.reembed import drop_vector_indexes
     from agentrag.store.vector_index import build_index, index_exists
 
+    started = time.perf_counter()
     dropped = index_exists(store, coll)
     retrying("dropping the vector index to fit clusters", functools.partial(drop_vector_indexes, store, coll))
     try:
@@ -293,7 +306,9 @@ def _rewrite(store, coll, ids, assigned, centroids, lock_sql, lock_params) -> No
                 },
             )
     finally:
+        rewritten = time.perf_counter()
         if dropped:
             build_index(store, coll, bulk_load=True)
     with store.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
         conn.execute(text("ANALYZE agentrag.chunks"))
+    return rewritten - started, time.perf_counter() - rewritten

@@ -293,7 +293,8 @@ def copy_chunks(
         for (doc_id, doc), assigned in zip(documents, clusters, strict=True):
             ready = doc.copy_rows is not None and doc.copy_rows[0] == doc_id
             rows = doc.copy_rows[1] if ready else chunk_rows(coll.id, doc_id, doc, coll.vector_type)  # type: ignore[index]
-            if assigned is None or len(assigned) != len(rows):
-                assigned = [None] * len(rows)
-            for row, cluster in zip(rows, assigned, strict=True):
+            ids: list[int | None] = [None] * len(rows)
+            if assigned is not None and len(assigned) == len(rows):
+                ids = list(assigned)
+            for row, cluster in zip(rows, ids, strict=True):
                 copy.write_row((*row, tenant, cluster))
