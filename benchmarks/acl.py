@@ -18,6 +18,10 @@
   or the exact scan), the same predicate (``d.grants && %s``, in the same statement), all ``depth``
   candidates ranked and returned (no outer LIMIT that would let the walk stop after ``top_k``), then
   the ``top_k`` hits' rows fetched as the library fetches them (no predicate for the unfiltered row).
+* ``whole exact scan (clusters off)``: where the library reads the scope's nearest clusters (a collection
+  fitted by ``Store.optimize``: ``vector=clusters``), the same searches with ``clusters.ENABLED = False``
+  (the whole exact scan, the plan before migration 0056), in the same run; the floor of the clusters
+  plan reads the scope's document ids, then its rows in the same probed clusters.
 * ``planner off``: the same searches with the scope planner disabled (``scoped.ENABLED = False``:
   the iterative HNSW walk and the BM25 ranking sent to SQL in slices, the path before the grant
   predicate went through the planner), in the same run.

@@ -16,6 +16,9 @@ The two legs decide separately, from one statement over ``documents`` (:func:`co
   with pgvector's iterative scan (``relaxed_order``), ``hnsw.max_scan_tuples`` raised so that the
   walk can visit the ``depth / selectivity`` tuples it needs (at least pgvector's 20,000); a short
   result is still re-run exactly (:func:`agentrag.retrieval.vector.vector_leg`).
+  In a collection fitted by ``Store.optimize``, a large exact scope reads only its rows in the
+  clusters nearest the query (``vector=clusters``, :mod:`agentrag.retrieval.clusters`, decided after
+  this plan by :func:`agentrag.retrieval.legs.with_clusters`).
 * **Lexical leg.** A scope of at most :data:`SCOPE_MAX_DOCS` documents is ranked over its own
   chunks (``bm25-scope``): the count's statement also returns the documents' ids, and the BM25
   index, which knows each position's document, keeps the chunks of those documents (a mask, at C

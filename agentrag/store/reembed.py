@@ -20,6 +20,10 @@ converts the collection:
    (:class:`~agentrag.errors.EmbeddingMismatchError`), nothing of it written.
 4. **Build the HNSW index** again.
 
+The swap also empties the chunks' coarse clusters and deletes the collection's fit (migration 0056,
+:mod:`agentrag.store.vector_clusters`): they were of the old vectors. Its scopes are scanned whole until
+the next ``Store.optimize`` fits them again.
+
 ``vector_type`` converts the storage in the same swap (migration 0050): the staged float32 vectors
 go to ``embedding`` (``"vector"``) or, cast by pgvector, to ``embedding_half`` (``"halfvec"``), the
 other column emptied, and the collection records the new type with its model.
