@@ -224,3 +224,29 @@ def test_the_admin_and_a_small_scope_keep_their_plans(store: Store, fitted: str,
     assert "vector=clusters" not in admin.plan[0]
     monkeypatch.setattr(clusters, "MIN_SCOPE_ROWS", DOCS * CHUNKS_PER_DOC)
     assert "vector=exact" in _search(store, fitted, _chunk(1, 1)).plan[0]
+
+
+def test_a_tenant_scope_reads_its_clusters_and_only_its_own(store: Store, collection_name: str) -> None:
+    store.create_collection(collection_name, scoped=True)
+    try:
+        for t in range(4):
+            docs = [(s, body, {}) for s, body, _meta in _docs()[t::4]]
+            ingest_texts(
+                store, docs, collection=collection_name, tenant=f"t{t}", chunk_size=80, chunk_overlap=0
+            )
+        assert store.optimize(collection_name).clusters.startswith("clusters fitted: K=32")
+        for d in (1, 5, 9):  # documents of tenant t1
+            result = store.search(
+                _chunk(d, 4),
+                collections=collection_name,
+                mode="vector",
+                top_k=3,
+                depth=3,
+                scope=ar.Scope(tenant="t1"),
+            )
+            assert "vector=clusters" in result.plan[0], result.plan
+            assert result.hits[0].text.strip().startswith(_chunk(d, 4)[:20])
+            sources = {h.source for h in result.hits}
+            assert all(int(s[3:6]) % 4 == 1 for s in sources), sources
+    finally:
+        store.delete_collection(collection_name)
