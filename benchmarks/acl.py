@@ -104,10 +104,11 @@ def cluster_floor_sql(vector_type: str) -> str:
     from agentrag.retrieval.catalog import vector_expr
 
     expr = f"{vector_expr(384, vector_type, 'c.')} <=> %(q)s::vector(384)::{vector_type}(384)"
+    docs = "c.document_id COLLATE \"C\" = ANY(string_to_array(%(docs)s, ','))"
     return (
         f"WITH hits AS MATERIALIZED (SELECT id, distance FROM (SELECT c.id, {expr} AS distance"
-        " FROM agentrag.chunks c WHERE (c.cluster = ANY(%(probes)s::smallint[]) OR c.cluster IS NULL)"
-        " AND c.document_id COLLATE \"C\" = ANY(string_to_array(%(docs)s, ','))"
+        f" FROM agentrag.chunks c WHERE c.cluster = ANY(%(probes)s::smallint[]) AND {docs} UNION ALL"
+        f" SELECT c.id, {expr} AS distance FROM agentrag.chunks c WHERE c.cluster IS NULL AND {docs}"
         " OFFSET 0) s ORDER BY distance + 0 LIMIT %(depth)s)"
         ' SELECT id FROM hits ORDER BY distance, id COLLATE "C"'
     )
