@@ -115,7 +115,7 @@ def cluster_sql(dimensions: int, distance: str, vector_type: str = "vector") -> 
     ids) over the scope's rows in the probed clusters (``:probes``) and its rows with no cluster:
     two branches, each through ``chunks_cluster_c`` (migration 0056). PostgreSQL may run them as a
     parallel append; the same rows as one ORed bitmap took 0.35-0.43x the whole scan's time against
-    0.26-0.31x for this form (benchmarks.acl, three runs and four)."""
+    0.26-0.38x for this form (benchmarks.acl, three runs and six)."""
     _opclass, op, similarity = DISTANCES[distance]
     dims = int(dimensions)
     expr = f"{vector_expr(dims, vector_type, 'c.')} {op} CAST(:qvec AS {vector_type}({dims}))"
