@@ -18,6 +18,10 @@
   or the exact scan), the same predicate (``d.grants && %s``, in the same statement), all ``depth``
   candidates ranked and returned (no outer LIMIT that would let the walk stop after ``top_k``), then
   the ``top_k`` hits' rows fetched as the library fetches them (no predicate for the unfiltered row).
+* ``whole exact scan (clusters off)``: where the library reads the scope's nearest clusters (a collection
+  fitted by ``Store.optimize``: ``vector=clusters``), the same searches with ``clusters.ENABLED = False``
+  (the whole exact scan, the plan before migration 0056), in the same run; the floor of the clusters
+  plan reads the scope's document ids, then its rows in the same probed clusters.
 * ``planner off``: the same searches with the scope planner disabled (``scoped.ENABLED = False``:
   the iterative HNSW walk and the BM25 ranking sent to SQL in slices, the path before the grant
   predicate went through the planner), in the same run.
@@ -95,6 +99,21 @@ def _raw(store: Any) -> Any:
     return conn
 
 
+def cluster_floor_sql(vector_type: str) -> str:
+    """The clusters plan's statement by hand (agentrag.retrieval.clusters.cluster_sql, psycopg style)."""
+    from agentrag.retrieval.catalog import vector_expr
+
+    expr = f"{vector_expr(384, vector_type, 'c.')} <=> %(q)s::vector(384)::{vector_type}(384)"
+    docs = "c.document_id COLLATE \"C\" = ANY(string_to_array(%(docs)s, ','))"
+    return (
+        f"WITH hits AS MATERIALIZED (SELECT id, distance FROM (SELECT c.id, {expr} AS distance"
+        f" FROM agentrag.chunks c WHERE c.cluster = ANY(%(probes)s::smallint[]) AND {docs} UNION ALL"
+        f" SELECT c.id, {expr} AS distance FROM agentrag.chunks c WHERE c.cluster IS NULL AND {docs}"
+        " OFFSET 0) s ORDER BY distance + 0 LIMIT %(depth)s)"
+        ' SELECT id FROM hits ORDER BY distance, id COLLATE "C"'
+    )
+
+
 def floor_sql(cid: int, restricted: bool, exact: bool = False, vector_type: str = "vector") -> str:
     """The vector leg written by hand: the same expression, index predicate, ORDER BY and LIMIT depth.
 
@@ -134,14 +153,29 @@ def run_floor(
     ef: int,
     plan: tuple[str, int | None],
     vector_type: str = "vector",
+    centroids: np.ndarray | None = None,
 ) -> list[str]:
-    """The library's plan for this principal (``(vector plan, max_scan_tuples)``), by hand: the
-    depth candidates, then the top_k hits' rows."""
+    """The library's plan for this principal (``(vector plan, max_scan_tuples or probes)``), by hand:
+    the depth candidates, then the top_k hits' rows."""
     restricted = tokens is not None
     kind, max_scan = plan
     params = {"q": vector, "tokens": tokens, "depth": DEPTH}
     with conn.transaction():
-        if kind == "exact":
+        if kind == "clusters" and centroids is not None and max_scan is not None and restricted:
+            # as the library: the scope's document ids, then its rows in the probed clusters
+            from agentrag.retrieval.clusters import nearest_clusters
+
+            docs = conn.execute(
+                "SELECT coalesce(string_agg(id, ','), '') FROM agentrag.documents"
+                f" WHERE collection_id = {int(cid)} AND grants && %(tokens)s::text[]",
+                params,
+            ).fetchone()[0]
+            probes = nearest_clusters(centroids, vector, int(max_scan))
+            bound = {"q": vector, "depth": DEPTH, "docs": docs, "probes": probes}
+            rows = conn.execute(cluster_floor_sql(vector_type), bound).fetchall()
+            if len(rows) < DEPTH:
+                rows = conn.execute(floor_sql(cid, restricted, True, vector_type), params).fetchall()
+        elif kind in ("exact", "clusters"):
             rows = conn.execute(floor_sql(cid, restricted, True, vector_type), params).fetchall()
         else:
             conn.execute(
@@ -162,6 +196,20 @@ def run_floor(
         ids = [r[0] for r in rows[:TOP_K]]
         fetched = {r[0] for r in conn.execute(FETCH_SQL, {"ids": ids})}
     return [i for i in ids if i in fetched]
+
+
+def _centroids(store: Any, collection_id: int) -> np.ndarray | None:
+    """The collection's centroids (Store.optimize), for the floor of the clusters plan."""
+    from sqlalchemy import text
+
+    with store.engine.connect() as conn:
+        row = conn.execute(
+            text("SELECT k, dimensions, centroids FROM agentrag.vector_clusters WHERE collection_id = :c"),
+            {"c": int(collection_id)},
+        ).first()
+    if row is None:
+        return None
+    return np.frombuffer(bytes(row.centroids), dtype="<f4").reshape(int(row.k), int(row.dimensions))
 
 
 def _pct(values: list[float], q: float) -> float:
@@ -190,7 +238,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     import agentrag as ar
-    from agentrag.retrieval import scoped
+    from agentrag.retrieval import clusters, scoped
     from benchmarks._db import bench_store
 
     print(f"benchmarks.acl: load average {os.getloadavg()[0]:.1f} at the start (shared machine)", flush=True)
@@ -233,13 +281,18 @@ def main(argv: Sequence[str] | None = None) -> int:
                 queries[0], collections=name, mode="vector", scope=ar.Scope(principal=principal), explain=True
             ).explain
             leg = (explained or ({},))[0]
-            floor_plans[(who, vt)] = (str(leg.get("vector", "hnsw")), leg.get("max_scan_tuples"))
+            kind = str(leg.get("vector", "hnsw"))
+            extra = leg.get("probes") if kind == "clusters" else leg.get("max_scan_tuples")
+            floor_plans[(who, vt)] = (kind, extra)
             _log(f"  {who} ({vt}): the floor runs the library's vector plan {floor_plans[(who, vt)]}")
+    centroids = {vt: _centroids(store, colls[vt].id) for vt in types}
     conn = _raw(store)
     times: dict[tuple[str, str, str], list[float]] = {}
     recall: dict[tuple[str, str], list[float]] = {}
     systems = [(kind, vt) for vt in types for kind in ("vector", "hybrid", "floor")]
     systems += [("vector off", types[0]), ("hybrid off", types[0])]
+    # the plain exact scan where the library reads clusters (clusters.ENABLED off): main's plan
+    systems += [(kind, vt) for vt in types for kind in ("vector exact", "hybrid exact")]
     plans: dict[str, set[str]] = {}
     legs: dict[tuple[str, str, str], list[dict[str, float]]] = {}  # the library's own timings, per system
     for qi, (query, vec) in enumerate(zip(queries, qvecs, strict=True)):
@@ -251,11 +304,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             for system, vt in order:
                 if tokens is None and system.endswith(" off"):
                     continue  # no predicate: nothing to plan
+                if system.endswith(" exact") and floor_plans[(who, vt)][0] != "clusters":
+                    continue  # the same plan as "vector" / "hybrid"
                 t = time.perf_counter()
                 if system == "floor":
-                    ids = run_floor(conn, colls[vt].id, vec, tokens, ef, floor_plans[(who, vt)], vt)
+                    plan = floor_plans[(who, vt)]
+                    ids = run_floor(conn, colls[vt].id, vec, tokens, ef, plan, vt, centroids[vt])
                 else:
                     scoped.ENABLED = not system.endswith(" off")
+                    clusters.ENABLED = not system.endswith(" exact")
                     try:
                         result = store.search(
                             query,
@@ -265,7 +322,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                             scope=ar.Scope(principal=principal),
                         )
                     finally:
-                        scoped.ENABLED = True
+                        scoped.ENABLED = clusters.ENABLED = True
                     ids = [h.chunk_id for h in result.hits]
                     legs.setdefault((who, system, vt), []).append(result.timings_ms)
                     if system == "hybrid":
@@ -313,9 +370,10 @@ def _report(
     )
     print(
         "| principal | visible chunks | storage | mode | plan | p50 ms | p95 ms | p50 / unfiltered"
-        " | floor p50 ms | p50 / floor | planner off p50 ms | planner off / unfiltered | recall@10 |"
+        " | floor p50 ms | p50 / floor | planner off p50 ms | planner off / unfiltered"
+        " | whole exact scan (clusters off) p50 ms | / unfiltered | recall@10 |"
     )
-    print("|---|---:|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---|---:|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for vt in types:
         base_p50 = {s: statistics.median(times[(principals[0][0], s, vt)]) for s in ("vector", "hybrid")}
         for who, _p, _tokens, visible in principals:
@@ -329,10 +387,16 @@ def _report(
                 if off:
                     off50 = statistics.median(off)
                     off_cols = f"{off50:.2f} | {off50 / base_p50[system]:.2f}x"
+                whole = times.get((who, f"{system} exact", vt))
+                whole_cols = "- | -"
+                if whole:
+                    w50 = statistics.median(whole)
+                    whole_cols = f"{w50:.2f} | {w50 / base_p50[system]:.2f}x"
                 print(
                     f"| {who} | {visible:,} | {vt} | {system} | {floor_plans[(who, vt)][0]} | {p50:.2f} | "
                     f"{_pct(values, 95):.2f} | "
-                    f"{p50 / base_p50[system]:.2f}x | {floor:.2f} | {p50 / floor:.2f}x | {off_cols} | {rec} |"
+                    f"{p50 / base_p50[system]:.2f}x | {floor:.2f} | {p50 / floor:.2f}x | {off_cols}"
+                    f" | {whole_cols} | {rec} |"
                 )
     print("\nWhere the time goes (SearchResult.timings_ms, p50 ms; other: total less legs and fetch)\n")
     print(

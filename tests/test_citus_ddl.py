@@ -41,6 +41,9 @@ PLAN: dict[str, str] = {
     "document_revisions": "distributed",  # a document's history, read with the document (migration 0020)
     "sync_sources": "distributed",  # a synced folder per (collection, tenant, workspace) (0021)
     "sync_files": "distributed",  # its files' state, co-located with their source
+    # a collection's k-means centroids (0056): one small row per collection, read by its searches and
+    # writes, written by Store.optimize only
+    "vector_clusters": "reference",
 }
 DISTRIBUTION_COLUMN = {"rate_limits": "tenant_id"}  # the others: KEY
 

@@ -325,12 +325,9 @@ def test_the_cli_optimizes_with_the_same_report(
     monkeypatch.setattr(cli.common, "open_store", lambda args: store)
     store.optimize(tenants["name"])
     assert cli.main(["collections", "optimize", tenants["name"], "--json"]) == 0
-    assert json.loads(capsys.readouterr().out) == {
-        "collection": tenants["name"],
-        "built": [],
-        "kept": [BIG],
-        "dropped": 0,
-    }
+    report = json.loads(capsys.readouterr().out)
+    assert report.pop("clusters").startswith("clusters none: ")  # too small for vector clusters
+    assert report == {"collection": tenants["name"], "built": [], "kept": [BIG], "dropped": 0}
     assert cli.main(["collections", "optimize", tenants["name"], "--maintenance-work-mem", "lots"]) == 2
     assert "maintenance_work_mem must look like '512MB'" in capsys.readouterr().err
 

@@ -61,7 +61,9 @@ def cmd_collections_tune(args: argparse.Namespace) -> int:
 
 
 def cmd_collections_optimize(args: argparse.Namespace) -> int:
-    report = common.open_store(args).optimize(args.name, maintenance_work_mem=args.maintenance_work_mem)
+    report = common.open_store(args).optimize(
+        args.name, maintenance_work_mem=args.maintenance_work_mem, clusters=not args.no_clusters
+    )
     print_json(report.to_dict()) if args.json else print(report)
     return 0
 
@@ -146,10 +148,16 @@ def register(sub: Any, add: AddCommand) -> None:
         col,
         "optimize",
         cmd_collections_optimize,
-        "give each tenant of >= 5,000 chunks its own HNSW index (drop it under 2,500)",
+        "coarse vector clusters for a collection of >= 20,000 chunks; each tenant of >= 5,000 chunks"
+        " its own HNSW index (dropped under 2,500)",
     )
     p.add_argument("name")
     p.add_argument("--maintenance-work-mem", default="512MB", help="for each build (default 512MB)")
+    p.add_argument(
+        "--no-clusters",
+        action="store_true",
+        help="drop the collection's vector clusters: its scoped searches scan their rows exactly",
+    )
     p = add(col, "delete", cmd_collections_delete, "delete a collection and its documents", json_flag=False)
     p.add_argument("name")
     p.add_argument(

@@ -11,9 +11,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
+from dataclasses import replace
+from functools import partial
 from typing import TYPE_CHECKING
 
 from agentrag.errors import EmbeddingError
+from agentrag.retrieval import clusters
 from agentrag.retrieval.fusion import merge_by_score, relative_score, rrf
 from agentrag.retrieval.lexical import (
     OverBudget,
@@ -314,9 +317,37 @@ def plan_legs(
         )
         for c in colls
     }
+    by_id = {c.id: c for c in colls}
     return {
-        cid: tenant_leg(conn, leg, plan.predicate.scope, cid, plan.leg_depth) for cid, leg in planned.items()
+        cid: with_clusters(tenant_leg(conn, leg, plan.predicate.scope, cid, plan.leg_depth), by_id[cid], plan)
+        for cid, leg in planned.items()
     }
+
+
+def with_clusters(leg: LegPlan, c: CollectionInfo, plan: SearchPlan) -> LegPlan:
+    """An exact scan of a fitted collection's scope as a read of its nearest clusters
+    (:mod:`agentrag.retrieval.clusters`) when the scope is large enough for it to pay."""
+    if (
+        not clusters.ENABLED
+        or leg.vector != "exact"
+        or c.clusters_fit is None
+        or not c.clusters_k
+        or leg.documents is None
+        or leg.scope_rows is None
+    ):
+        return leg
+    k = int(c.clusters_k)
+    # the share of the HNSW index's rows, else (no index yet) of the chunks at the fit
+    share = (
+        leg.share
+        if leg.share is not None
+        else leg.scope_rows / max(c.clusters_chunks or 0, leg.scope_rows, 1)
+    )
+    p = clusters.probes(k, share)
+    if not clusters.worth_it(k, p, leg.scope_rows, plan.leg_depth):
+        return leg
+    why = f"{leg.reason}; the {p} of {k} clusters nearest the query read (the collection's fit)"
+    return replace(leg, vector="clusters", probes=p, clusters=k, fit=c.clusters_fit, reason=why)
 
 
 def vector_ranked(
@@ -335,6 +366,40 @@ def vector_ranked(
     per_collection = []
     for c in colls:
         leg = plan_of(leg_plans, c)
+        if leg is not None and leg.vector == "clusters" and leg_plans is not None:
+            if before_statement is not None:
+                before_statement()
+                before_statement = None
+            rows, fell_back = clusters.cluster_vector_leg(
+                conn,
+                collection_id=c.id,
+                dimensions=c.dimensions,
+                distance=c.distance,
+                query_vector=query_vectors[c.id],
+                depth=plan.leg_depth,
+                documents=leg.documents or (),
+                vector_type=c.vector_type,
+                fit=int(leg.fit or 0),
+                p=int(leg.probes or 0),
+                exact=partial(
+                    exact_vector_leg,
+                    conn,
+                    collection_id=c.id,
+                    dimensions=c.dimensions,
+                    distance=c.distance,
+                    query_vector=query_vectors[c.id],
+                    where=where_for(plan.predicate, c, leg),
+                    params=plan.params,
+                    depth=plan.leg_depth,
+                    documents=leg.documents,
+                    vector_type=c.vector_type,
+                ),
+            )
+            if fell_back:  # on the plan: the clusters came back short (or went), the scope was scanned whole
+                why = f"{leg.reason}; the clusters read came back short: re-run exactly"
+                leg_plans[c.id] = replace(leg, vector="exact", reason=why)
+            per_collection.append(rows)
+            continue
         if leg is not None and leg.exact:
             if before_statement is not None:
                 before_statement()

@@ -16,6 +16,9 @@ The two legs decide separately, from one statement over ``documents`` (:func:`co
   with pgvector's iterative scan (``relaxed_order``), ``hnsw.max_scan_tuples`` raised so that the
   walk can visit the ``depth / selectivity`` tuples it needs (at least pgvector's 20,000); a short
   result is still re-run exactly (:func:`agentrag.retrieval.vector.vector_leg`).
+  In a collection fitted by ``Store.optimize``, a large exact scope reads only its rows in the
+  clusters nearest the query (``vector=clusters``, :mod:`agentrag.retrieval.clusters`, decided after
+  this plan by :func:`agentrag.retrieval.legs.with_clusters`).
 * **Lexical leg.** A scope of at most :data:`SCOPE_MAX_DOCS` documents is ranked over its own
   chunks (``bm25-scope``): the count's statement also returns the documents' ids, and the BM25
   index, which knows each position's document, keeps the chunks of those documents (a mask, at C
@@ -122,7 +125,7 @@ class LegPlan:
     """How one collection's legs run in one search (see the module docstring)."""
 
     collection: str
-    vector: str  # "hnsw" | "hnsw-iterative" | "exact" | "scan" (no index yet) | "hnsw-tenant"
+    vector: str  # "hnsw" | "hnsw-iterative" | "exact" | "clusters" | "scan" (no index yet) | "hnsw-tenant"
     lexical: str  # "bm25-top" | "bm25-scope" | "bm25-slices"
     scope_rows: int | None = None  # chunks in the scope (None: unrestricted); EXACT_MAX_ROWS + 1: more
     indexed_rows: int = -1  # the HNSW index's reltuples (-1: unknown or no index)
@@ -137,6 +140,11 @@ class LegPlan:
     #: the scope holds every document of the collection (counted in this snapshot): the legs run
     #: unrestricted, as they would with no scope at all
     whole: bool = False
+    #: vector="clusters" (agentrag.retrieval.clusters): the clusters read of the collection's K, the
+    #: fit's K and id
+    probes: int | None = None
+    clusters: int | None = None
+    fit: int | None = field(default=None, repr=False, compare=False)
 
     @property
     def exact(self) -> bool:
@@ -151,7 +159,10 @@ class LegPlan:
         rows = "" if self.scope_rows is None else f" rows={self.rows_text()}"
         if self.scope_rows is None and self.share is not None:
             rows = f" share~{self.share:.0%}"
-        return f"{self.collection}: vector={self.vector} lexical={self.lexical}{rows}"
+        vector = self.vector
+        if vector == "clusters":
+            vector += f" probes={self.probes}/{self.clusters}"
+        return f"{self.collection}: vector={vector} lexical={self.lexical}{rows}"
 
     def rows_text(self) -> str:
         if self.scope_rows is None:
@@ -168,7 +179,7 @@ class LegPlan:
         )
 
     def as_dict(self) -> dict[str, Any]:
-        shown = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "documents"}
+        shown = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("documents", "fit")}
         return {
             **shown,
             "exact_max_rows": EXACT_MAX_ROWS,

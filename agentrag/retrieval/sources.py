@@ -76,6 +76,9 @@ class CollectionInfo:
     tenant: str | None = None  # the tenant that owns it (None: shared with every tenant)
     tsv_version: int | None = None  # the version its tsvectors were synced to, as this snapshot sees it
     vector_type: str = "vector"  # how its vectors are stored: "vector" (float32) or "halfvec" (float16)
+    clusters_fit: int | None = None  # its centroids' fit id (Store.optimize, migration 0056; None: none)
+    clusters_k: int | None = None  # how many centroids
+    clusters_chunks: int | None = None  # the collection's chunks at the fit
 
 
 def load_collections(conn: Connection, names: tuple[str, ...]) -> list[CollectionInfo]:
@@ -86,7 +89,10 @@ def load_collections(conn: Connection, names: tuple[str, ...]) -> list[Collectio
             "SELECT id, name, embed_model, embed_version, dimensions, distance, scoped, version,"
             " hnsw_ef_search, COALESCE((SELECT i.reltuples FROM pg_class i"
             " WHERE i.oid = to_regclass('agentrag.chunks_hnsw_' || id)), -1) AS indexed_rows,"
-            " acl, private_documents, tenant_id, tsv_version, vector_type"
+            " acl, private_documents, tenant_id, tsv_version, vector_type,"
+            " (SELECT v.fit FROM agentrag.vector_clusters v WHERE v.collection_id = collections.id),"
+            " (SELECT v.k FROM agentrag.vector_clusters v WHERE v.collection_id = collections.id),"
+            " (SELECT v.chunks FROM agentrag.vector_clusters v WHERE v.collection_id = collections.id)"
             " FROM agentrag.collections WHERE name = ANY(CAST(:names AS text[]))"
         ),
         {"names": list(names)},

@@ -20,6 +20,10 @@ converts the collection:
    (:class:`~agentrag.errors.EmbeddingMismatchError`), nothing of it written.
 4. **Build the HNSW index** again.
 
+The swap also empties the chunks' coarse clusters and deletes the collection's fit (migration 0056,
+:mod:`agentrag.store.vector_clusters`): they were of the old vectors. Its scopes are scanned whole until
+the next ``Store.optimize`` fits them again.
+
 ``vector_type`` converts the storage in the same swap (migration 0050): the staged float32 vectors
 go to ``embedding`` (``"vector"``) or, cast by pgvector, to ``embedding_half`` (``"halfvec"``), the
 other column emptied, and the collection records the new type with its model.
@@ -44,6 +48,7 @@ from agentrag.store.collections import (
     validate_vector_type,
     write_lock_params,
 )
+from agentrag.store.vector_clusters import drop_clusters
 
 if TYPE_CHECKING:
     import numpy as np
@@ -60,9 +65,9 @@ _STAGING = "agentrag_reembed_vectors"  # a temporary table: this session only
 _STAGE_COPY = f"COPY {_STAGING} (id, sha256, embedding) FROM STDIN WITH (FORMAT BINARY)"
 # the swap's SET, by the vector type the collection is stored as afterwards (one column set, the other NULL)
 _NEW_VECTORS = {
-    "vector": "embedding = s.embedding, embedding_half = NULL",
-    "halfvec": "embedding = NULL, embedding_half = s.embedding::halfvec",
-}
+    "vector": "embedding = s.embedding, embedding_half = NULL, cluster = NULL",
+    "halfvec": "embedding = NULL, embedding_half = s.embedding::halfvec, cluster = NULL",
+}  # the clusters of the old vectors go with them, and the fit in the same swap (migration 0056)
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,8 +206,9 @@ def reembed(
             embed_seconds = time.perf_counter() - started
 
             # 2. the HNSW index goes (rebuilt in 4, or below on failure)
-            dropped = index_exists(store, old)  # the tenants' indexes go either way (_drop_index)
-            retrying("dropping the vector index to re-embed", functools.partial(_drop_index, store, old))
+            dropped = index_exists(store, old)  # the tenants' indexes go either way (drop_vector_indexes)
+            drop = functools.partial(drop_vector_indexes, store, old)
+            retrying("dropping the vector index to re-embed", drop)
 
             # 3. the swap, under the collection's write lock
             swap_started = time.perf_counter()
@@ -297,7 +303,7 @@ def _stage(conn: Connection, rows: Sequence[Any], vectors: np.ndarray) -> None:
             copy.write_row((row[0], row[1], vector))
 
 
-def _drop_index(store: Store, coll: Collection) -> None:
+def drop_vector_indexes(store: Store, coll: Collection) -> None:
     """The collection's HNSW index and its tenants' (their expression casts to the old dimensions;
     the next ``Store.optimize`` builds them again)."""
     from sqlalchemy import text
@@ -354,6 +360,7 @@ def _swap(
                 f"re-embedding {old.name!r}: {updated} of {total} chunks matched their staged vectors; "
                 "nothing was changed"
             )
+        drop_clusters(conn, old.id)  # the new vectors' clusters: the next Store.optimize fits them
         conn.execute(
             text(
                 "UPDATE agentrag.collections SET embed_model = :model, embed_version = :version,"

@@ -79,11 +79,12 @@ def write_moves(
     conn.execute(
         text(
             "INSERT INTO agentrag.chunks (id, document_id, collection_id, chunk_index, text,"
-            " start_char, end_char, page, section, sha256, embedding, embedding_half, locator, tenant_id)"
+            " start_char, end_char, page, section, sha256, embedding, embedding_half, locator, tenant_id,"
+            " cluster)"
             " SELECT 'chk_' || left(encode(sha256(convert_to(m.new_id || chr(31) || c.chunk_index::text,"
             " 'UTF8')), 'hex'), 16), m.new_id, c.collection_id, c.chunk_index, c.text, c.start_char,"
             " c.end_char, c.page, c.section, c.sha256, c.embedding, c.embedding_half, c.locator,"
-            " nd.tenant_id"
+            " nd.tenant_id, c.cluster"
             f" FROM {pairs} JOIN agentrag.chunks c ON c.document_id = m.old_id"
             " JOIN agentrag.documents nd ON nd.id = m.new_id"
         ),

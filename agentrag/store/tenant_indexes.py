@@ -48,6 +48,7 @@ class OptimizeReport:
     built: tuple[str, ...]  # tenants given an index now
     kept: tuple[str, ...]  # tenants whose index was there and stays
     dropped: int  # indexes of tenants under the keep line, gone, or left invalid by a failed build
+    clusters: str = ""  # what became of its coarse clusters (agentrag.store.vector_clusters.ClusterFit)
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -55,12 +56,14 @@ class OptimizeReport:
             "built": list(self.built),
             "kept": list(self.kept),
             "dropped": self.dropped,
+            "clusters": self.clusters,
         }
 
     def __str__(self) -> str:
+        clusters = f"; {self.clusters}" if self.clusters else ""
         return (
             f"optimized {self.collection!r}: {len(self.built)} tenant index(es) built,"
-            f" {len(self.kept)} kept, {self.dropped} dropped"
+            f" {len(self.kept)} kept, {self.dropped} dropped{clusters}"
         )
 
 
@@ -197,13 +200,23 @@ class TenantIndexMethods:
     engine: Engine
 
     @guarded("optimizing a collection", retry=False)
-    def optimize(self, collection: str, *, maintenance_work_mem: str = "512MB") -> OptimizeReport:
+    def optimize(
+        self, collection: str, *, maintenance_work_mem: str = "512MB", clusters: bool = True
+    ) -> OptimizeReport:
         """Give every tenant of ``collection`` holding at least ``TENANT_INDEX_MIN_ROWS`` (5,000) chunks
         its own partial HNSW index, which its tenant-scoped searches then walk, and drop the index of a
         tenant fallen under ``TENANT_INDEX_KEEP_ROWS`` (2,500); run after large loads or on a schedule.
-        The builds are concurrent (writes go on). Returns what was built, kept and dropped
-        (:class:`OptimizeReport`); CollectionNotFoundError for an unknown collection."""
+        The builds are concurrent (writes go on). First, a cosine collection of at least 20,000 chunks
+        gets coarse clusters (:mod:`agentrag.store.vector_clusters`: k-means centroids and each chunk's
+        nearest, which its large scoped exact scans then read in part), fitted again when it has changed
+        by half; ``clusters=False`` drops them (its scopes are scanned whole). Returns what was built,
+        kept and dropped (:class:`OptimizeReport`); CollectionNotFoundError for an unknown collection."""
+        from dataclasses import replace
+
         from agentrag.store.collections import read_collection
+        from agentrag.store.vector_clusters import fit_clusters
 
         coll = read_collection(self.engine, collection)
-        return optimize_collection(self.engine, coll, maintenance_work_mem=maintenance_work_mem)
+        fit = fit_clusters(self, coll, enabled=clusters)  # type: ignore[arg-type]
+        report = optimize_collection(self.engine, coll, maintenance_work_mem=maintenance_work_mem)
+        return replace(report, clusters=str(fit))

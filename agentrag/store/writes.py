@@ -37,10 +37,11 @@ __all__ = [
 # The locator (jsonb) goes in through psycopg's binary jsonb dumper.
 _COPY_TYPES = [
     "text", "text", "int8", "int4", "text", "int4", "int4", "int4", "text", "text", "bytea", "jsonb", "text",
+    "int2",
 ]  # fmt: skip
 _COPY_SQL = (
     "COPY agentrag.chunks (id, document_id, collection_id, chunk_index, text, start_char, end_char,"
-    " page, section, sha256, {column}, locator, tenant_id) FROM STDIN WITH (FORMAT BINARY)"
+    " page, section, sha256, {column}, locator, tenant_id, cluster) FROM STDIN WITH (FORMAT BINARY)"
 )
 
 
@@ -278,14 +279,22 @@ def copy_chunks(
     conn: Connection, coll: Collection, tenant: str | None, documents: list[tuple[str, PreparedDocument]]
 ) -> None:
     """One binary COPY of the chunks of ``(document id, document)`` pairs, each carrying the
-    documents' ``tenant`` (migration 0046: a large tenant's partial HNSW index reads it)."""
+    documents' ``tenant`` (migration 0046: a large tenant's partial HNSW index reads it) and its
+    nearest centroid when the collection has clusters (migration 0056,
+    :func:`agentrag.store.vector_clusters.assign`; NULL otherwise, which every search reads)."""
+    from agentrag.store.vector_clusters import assign
+
     raw = conn.connection.driver_connection
     assert raw is not None
+    clusters = assign(conn, coll.id, [doc.vectors for _doc_id, doc in documents])
     sql = _COPY_SQL.format(column=VECTOR_TYPES[coll.vector_type])
     with raw.cursor() as cur, cur.copy(sql) as copy:
         copy.set_types(_COPY_TYPES)
-        for doc_id, doc in documents:
+        for (doc_id, doc), assigned in zip(documents, clusters, strict=True):
             ready = doc.copy_rows is not None and doc.copy_rows[0] == doc_id
             rows = doc.copy_rows[1] if ready else chunk_rows(coll.id, doc_id, doc, coll.vector_type)  # type: ignore[index]
-            for row in rows:
-                copy.write_row((*row, tenant))
+            ids: list[int | None] = [None] * len(rows)
+            if assigned is not None and len(assigned) == len(rows):
+                ids = list(assigned)
+            for row, cluster in zip(rows, ids, strict=True):
+                copy.write_row((*row, tenant, cluster))
