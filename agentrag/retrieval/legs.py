@@ -366,10 +366,26 @@ def vector_ranked(
     per_collection = []
     for c in colls:
         leg = plan_of(leg_plans, c)
-        if leg is not None and leg.vector == "clusters" and leg_plans is not None:
+        if leg is not None and (leg.exact or leg.vector == "clusters"):
             if before_statement is not None:
                 before_statement()
                 before_statement = None
+            exact = partial(
+                exact_vector_leg,
+                conn,
+                collection_id=c.id,
+                dimensions=c.dimensions,
+                distance=c.distance,
+                query_vector=query_vectors[c.id],
+                where=where_for(plan.predicate, c, leg),
+                params=plan.params,
+                depth=plan.leg_depth,
+                documents=leg.documents,
+                vector_type=c.vector_type,
+            )
+            if leg.exact or leg_plans is None:
+                per_collection.append(exact())
+                continue
             rows, fell_back = clusters.cluster_vector_leg(
                 conn,
                 collection_id=c.id,
@@ -381,43 +397,12 @@ def vector_ranked(
                 vector_type=c.vector_type,
                 fit=int(leg.fit or 0),
                 p=int(leg.probes or 0),
-                exact=partial(
-                    exact_vector_leg,
-                    conn,
-                    collection_id=c.id,
-                    dimensions=c.dimensions,
-                    distance=c.distance,
-                    query_vector=query_vectors[c.id],
-                    where=where_for(plan.predicate, c, leg),
-                    params=plan.params,
-                    depth=plan.leg_depth,
-                    documents=leg.documents,
-                    vector_type=c.vector_type,
-                ),
+                exact=exact,
             )
             if fell_back:  # on the plan: the clusters came back short (or went), the scope was scanned whole
                 why = f"{leg.reason}; the clusters read came back short: re-run exactly"
                 leg_plans[c.id] = replace(leg, vector="exact", reason=why)
             per_collection.append(rows)
-            continue
-        if leg is not None and leg.exact:
-            if before_statement is not None:
-                before_statement()
-                before_statement = None
-            per_collection.append(
-                exact_vector_leg(
-                    conn,
-                    collection_id=c.id,
-                    dimensions=c.dimensions,
-                    distance=c.distance,
-                    query_vector=query_vectors[c.id],
-                    where=where_for(plan.predicate, c, leg),
-                    params=plan.params,
-                    depth=plan.leg_depth,
-                    documents=leg.documents,
-                    vector_type=c.vector_type,
-                )
-            )
             continue
         ef = ef_search_for(plan.ef_search, c, plan.leg_depth)
         where = where_for(plan.predicate, c, leg)
