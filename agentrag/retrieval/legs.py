@@ -53,6 +53,7 @@ if TYPE_CHECKING:
 
     from agentrag.embedders import Embedder
     from agentrag.retrieval.lexical import CachedBM25
+    from agentrag.retrieval.scope_cache import ScopeCache
 
 __all__ = [
     "CachesStale",
@@ -298,10 +299,16 @@ def plan_of(leg_plans: dict[int, LegPlan] | None, c: CollectionInfo) -> LegPlan 
 
 
 def plan_legs(
-    conn: Connection, plan: SearchPlan, colls: list[CollectionInfo], *, count: bool
+    conn: Connection,
+    plan: SearchPlan,
+    colls: list[CollectionInfo],
+    *,
+    count: bool,
+    cache: ScopeCache | None = None,
 ) -> dict[int, LegPlan]:
     """Each collection's :class:`~agentrag.retrieval.scoped.LegPlan` (``count``: a vector or BM25 leg
-    will run, so a scope's size matters); a large tenant's own HNSW index replaces the collection's
+    will run, so a scope's size matters; ``cache``: the store's counts of scopes by collection state);
+    a large tenant's own HNSW index replaces the collection's
     (:func:`~agentrag.retrieval.tenant_walk.tenant_leg`)."""
     planned = {
         c.id: plan_collection(
@@ -314,6 +321,8 @@ def plan_legs(
             depth=plan.leg_depth,
             ef_search=ef_search_for(plan.ef_search, c, plan.leg_depth),
             count=count,
+            cache=cache,
+            versions=(c.version, c.acl_version),
         )
         for c in colls
     }

@@ -56,6 +56,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any
 
+from agentrag.retrieval import scope_cache
 from agentrag.retrieval.bm25 import first_ranked
 from agentrag.retrieval.predicate import TextArray, grants_by_index
 
@@ -63,6 +64,7 @@ if TYPE_CHECKING:
     from sqlalchemy.engine import Connection
 
     from agentrag.retrieval.lexical import CachedBM25
+    from agentrag.retrieval.scope_cache import ScopeCache
 
 __all__ = [
     "COUNT_MAX_TOKENS",
@@ -145,6 +147,9 @@ class LegPlan:
     probes: int | None = None
     clusters: int | None = None
     fit: int | None = field(default=None, repr=False, compare=False)
+    #: the scope's count (and document ids) came from the store's ScopeCache: this collection's state
+    #: is the one it was read in (agentrag.retrieval.scope_cache)
+    cached: bool = False
 
     @property
     def exact(self) -> bool:
@@ -291,26 +296,42 @@ def plan_collection(
     depth: int,
     ef_search: int,
     count: bool,
+    cache: ScopeCache | None = None,
+    versions: tuple[int, int] | None = None,
 ) -> LegPlan:
-    """The legs' plan for one collection (``count``: whether a leg needs the scope's size)."""
+    """The legs' plan for one collection (``count``: whether a leg needs the scope's size). With
+    ``cache`` and the collection's ``(version, acl_version)`` as this snapshot reads them, the scope's
+    count is read from the cache when it holds it for that state (:mod:`agentrag.retrieval.scope_cache`)."""
     indexed = int(indexed_rows)
     if where.strip() == "TRUE" or not count:
         vector = "hnsw" if indexed >= 0 else "scan"
         return LegPlan(name, vector, "bm25-top", None, indexed, ef_search, None, "no scope or filter")
     if not ENABLED:
         return LegPlan(name, "hnsw-iterative", "bm25-slices", None, indexed, ef_search, None, "planner off")
+    key = None
+    if cache is not None and versions is not None and scope_cache.ENABLED:
+        key = scope_cache.scope_key(collection_id, *versions, count_sql(collection_id, where), params)
+    found = cache.get(key) if cache is not None and key is not None else None
     tokens = grant_tokens(where, params)
-    if tokens > COUNT_MAX_TOKENS:
+    if found is None and tokens > COUNT_MAX_TOKENS:
         estimated = estimate_share(conn, collection_id, where, params)
         if estimated >= UNCOUNTED_MIN_SHARE:
             return uncounted_plan(name, indexed, ef_search, depth, estimated, tokens)
-    scope = count_scope(conn, collection_id, where, params)
+    scope = found.count if found is not None else count_scope(conn, collection_id, where, params)
     rows = scope.rows
     near_all = indexed > 0 and scope.chunks is not None and scope.chunks >= WHOLE_MIN_SHARE * indexed
-    if near_all and holds_every_document(conn, collection_id, scope.documents):
+    whole = found.whole if found is not None else None
+    if near_all and whole is None:
+        whole = holds_every_document(conn, collection_id, scope.documents)
+    if cache is not None and key is not None and found is None:
+        cache.put(key, scope_cache.CachedScope(scope, whole))
+    cached = found is not None
+    if near_all and whole:
         # e.g. the only tenant of a scoped collection: nothing to test per row (near_all: an index)
         why = f"the scope holds all {scope.documents} documents of the collection: searched unrestricted"
-        return LegPlan(name, "hnsw", "bm25-top", rows, indexed, ef_search, None, why, 1.0, whole=True)
+        return LegPlan(
+            name, "hnsw", "bm25-top", rows, indexed, ef_search, None, why, 1.0, whole=True, cached=cached
+        )
     share = rows / max(indexed, rows, 1) if indexed > 0 else None
     lexical = "bm25-scope" if scope.ids is not None else "bm25-slices"
     lexical_why = (
@@ -318,16 +339,23 @@ def plan_collection(
         if scope.ids is not None
         else f"more than {SCOPE_MAX_DOCS} documents: BM25 ranking sent in slices"
     )
+    if cached:
+        lexical_why += "; the scope's count cached (the collection unchanged since)"
     if exact_wins(rows, indexed, depth):
         why = f"scope of {rows} chunks: exact vector scan; {lexical_why}"
-        return LegPlan(name, "exact", lexical, rows, indexed, None, None, why, share, scope.ids)
+        return LegPlan(
+            name, "exact", lexical, rows, indexed, None, None, why, share, scope.ids, cached=cached
+        )
     if indexed < 0:
         why = f"no HNSW index yet: the vector leg scans; {lexical_why}"
-        return LegPlan(name, "scan", lexical, rows, indexed, ef_search, None, why, share, scope.ids)
+        return LegPlan(
+            name, "scan", lexical, rows, indexed, ef_search, None, why, share, scope.ids, cached=cached
+        )
     tuples = scan_tuples(depth, rows / max(indexed, rows, 1))
     size = f"more than {EXACT_MAX_ROWS}" if rows > EXACT_MAX_ROWS else f"{rows}"
     why = f"scope of {size} chunks ({rows / max(indexed, rows, 1):.1%}): iterative HNSW scan; {lexical_why}"
-    return LegPlan(name, "hnsw-iterative", lexical, rows, indexed, ef_search, tuples, why, share, scope.ids)
+    walk = LegPlan(name, "hnsw-iterative", lexical, rows, indexed, ef_search, tuples, why, share, scope.ids)
+    return replace(walk, cached=cached)
 
 
 def scan_tuples(depth: int, share: float) -> int:

@@ -100,6 +100,7 @@ from agentrag.retrieval.legs import (
     prepare_lexical,
     snapshot_indexes,
     vector_ranked,
+    where_for,
 )
 from agentrag.retrieval.plan import MAX_DEPTH, MAX_QUERY_CHARS, MODES, SearchPlan, make_plan, preprocess_query
 from agentrag.retrieval.predicate import check_owners, check_principal, grant_of
@@ -167,6 +168,7 @@ class _Ranked:
     lexical_fallback: str | None
     empty_reason: str | None
     leg_plans: list[LegPlan]
+    left_out: str | None = None  # hits the fetch's re-test of the predicate refused (never expected)
 
 
 class VectorsStale(Exception):
@@ -223,7 +225,7 @@ def _rank(
             mixed = mixed_models(embedders, colls)
 
     bm25 = used_mode in ("lexical", "hybrid")  # (an over-budget collection's leg runs lexical_sql)
-    leg_plans = plan_legs(conn, plan, colls, count=by_collection is not None or bm25)
+    leg_plans = plan_legs(conn, plan, colls, count=by_collection is not None or bm25, cache=store.scope_cache)
     lexical_fallback: str | None = None
     if used_mode in ("lexical", "hybrid", "lexical_sql"):
         # A collection over the BM25 memory budget: the leg is SQL full text, on record.
@@ -243,7 +245,9 @@ def _rank(
     timings["fuse"] = (time.perf_counter() - t) * 1000
 
     t = time.perf_counter()
-    rows = _fetch(conn, [i for i, _ in final])
+    retest = _retest(plan, colls, leg_plans)
+    rows = _fetch(conn, [i for i, _ in final], retest, plan.params)
+    left_out = _refused(store, rows) if retest else None
     timings["fetch"] = (time.perf_counter() - t) * 1000
     why: str | None = None
     if not rows:  # only an empty result pays for the counts that explain it
@@ -261,7 +265,17 @@ def _rank(
     lexical_ran = ("sql" if sql else "bm25") if used_mode != "vector" else None
     legs = [p.ran(vector=by_collection is not None, lexical=lexical_ran) for p in leg_plans.values()]
     return _Ranked(
-        used_mode, vector, lexical, final, rows, version_warnings, mixed, lexical_fallback, why, legs
+        used_mode,
+        vector,
+        lexical,
+        final,
+        rows,
+        version_warnings,
+        mixed,
+        lexical_fallback,
+        why,
+        legs,
+        left_out,
     )
 
 
@@ -318,13 +332,45 @@ def _run_legs(
 _SNAPSHOT_ATTEMPTS = 4  # snapshots a search takes at most while writes move its lexical caches
 
 
-def _fetch(conn: Connection, ids: list[str]) -> dict[str, Any]:
-    """The hits' text and provenance by chunk id (a chunk deleted since ranking is missing)."""
+def _retest(plan: SearchPlan, colls: list[CollectionInfo], leg_plans: dict[int, LegPlan]) -> str | None:
+    """The predicate of each collection whose legs ran on a cached scope (``LegPlan.cached``), for the
+    fetch to test again on the hits' documents (None: no leg did): a row the scope may not read is
+    never returned, even from a cache entry gone wrong."""
+    parts = [
+        f"(c.collection_id <> {int(c.id)} OR ({where_for(plan.predicate, c)}))"
+        for c in colls
+        if (leg := leg_plans.get(c.id)) is not None and leg.cached
+    ]
+    return " AND ".join(parts) if parts else None
+
+
+def _fetch(
+    conn: Connection, ids: list[str], retest: str | None = None, params: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """The hits' text and provenance by chunk id (a chunk deleted since ranking is missing); with
+    ``retest`` (:func:`_retest`), each row's ``visible``: whether its document passes the predicate."""
     if not ids:
         return {}
     from sqlalchemy import text
 
-    return {row.id: row for row in conn.execute(text(_FETCH_SQL), {"ids": ids}).all()}
+    sql, bound = _FETCH_SQL, {"ids": ids}
+    if retest is not None:
+        sql = sql.replace("\nFROM agentrag.chunks c", f", ({retest}) AS visible\nFROM agentrag.chunks c", 1)
+        bound = {**(params or {}), **bound}
+    return {row.id: row for row in conn.execute(text(sql), bound).all()}
+
+
+def _refused(store: SearchSource, rows: dict[str, Any]) -> str | None:
+    """Drop the rows the fetch's re-test refused (a cached scope out of date: never expected, since every
+    writer bumps the collection's counters), forget the store's cached scopes, and say so."""
+    refused = [chunk_id for chunk_id, row in rows.items() if not row.visible]
+    if not refused:
+        return None
+    for chunk_id in refused:
+        del rows[chunk_id]
+    store.scope_cache.clear()
+    _log.warning("%d hit(s) failed the scope's predicate on fetch: cached scopes dropped", len(refused))
+    return f"{len(refused)} hit(s) left out: outside the scope (a cached scope count was out of date)"
 
 
 def _hits(ranked: _Ranked, scope: Scope | None) -> tuple[Hit, ...]:
@@ -482,6 +528,8 @@ def search(
         raise  # the connection's own statement_timeout: guarded raises StatementTimeoutError
 
     warnings = [*plan.warnings, *([degraded] if degraded else []), *ranked.version_warnings]
+    if ranked.left_out is not None:
+        warnings.append(ranked.left_out)
     if ranked.mixed_models is not None:
         warnings.append(ranked.mixed_models)
     if ranked.lexical_fallback is not None:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from agentrag.errors import EmbeddingError, EmbeddingMismatchError, InvalidInputError
 from agentrag.retrieval.lexical import BM25Cache
+from agentrag.retrieval.scope_cache import ScopeCache
 
 if TYPE_CHECKING:
     import numpy as np
@@ -58,6 +59,9 @@ class SearchSource(Protocol):
 
     def ensure_text_index(self, collection_id: int, version: int | None = None) -> None: ...
 
+    @property
+    def scope_cache(self) -> ScopeCache: ...
+
 
 @dataclass(frozen=True, slots=True)
 class CollectionInfo:
@@ -79,6 +83,7 @@ class CollectionInfo:
     clusters_fit: int | None = None  # its centroids' fit id (Store.optimize, migration 0056; None: none)
     clusters_k: int | None = None  # how many centroids
     clusters_chunks: int | None = None  # the collection's chunks at the fit
+    acl_version: int = 0  # bumped by every change of who may see its documents but a write (migration 0057)
 
 
 def load_collections(conn: Connection, names: tuple[str, ...]) -> list[CollectionInfo]:
@@ -92,8 +97,8 @@ def load_collections(conn: Connection, names: tuple[str, ...]) -> list[Collectio
             " acl, private_documents, tenant_id, tsv_version, vector_type,"
             " (SELECT v.fit FROM agentrag.vector_clusters v WHERE v.collection_id = collections.id),"
             " (SELECT v.k FROM agentrag.vector_clusters v WHERE v.collection_id = collections.id),"
-            " (SELECT v.chunks FROM agentrag.vector_clusters v WHERE v.collection_id = collections.id)"
-            " FROM agentrag.collections WHERE name = ANY(CAST(:names AS text[]))"
+            " (SELECT v.chunks FROM agentrag.vector_clusters v WHERE v.collection_id = collections.id),"
+            " acl_version FROM agentrag.collections WHERE name = ANY(CAST(:names AS text[]))"
         ),
         {"names": list(names)},
     ).all()

@@ -51,6 +51,7 @@ __all__ = [
     "GRANTS_KEY",
     "SIDECAR_SUFFIX",
     "GrantDetails",
+    "bump_acl_version",
     "check_owner",
     "document_grants",
     "enforced",
@@ -164,6 +165,20 @@ def parse_sidecar(text: str) -> list[str]:
     return [line.strip() for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
 
 
+def bump_acl_version(conn: Connection, collection_id: int) -> None:
+    """Record in the caller's transaction that who may see the collection's documents changed
+    without a write of its documents (``collections.acl_version``, migration 0057): the scope
+    planner's cached counts of the state before are not read again
+    (:mod:`agentrag.retrieval.scope_cache`). Every writer of ``grants``, ``private``, the metadata
+    or the session links that does not bump ``collections.version`` calls it."""
+    from sqlalchemy import text
+
+    conn.execute(
+        text("UPDATE agentrag.collections SET acl_version = acl_version + 1 WHERE id = :id"),
+        {"id": int(collection_id)},
+    )
+
+
 def regrant(conn: Connection, coll: Collection, changes: list[tuple[str, dict[str, Any], str]]) -> list[str]:
     """``store.sync``: documents whose file changed its grants only (a sidecar, the front matter's
     ``grants``), as ``(document id, the file's metadata, key)``: each row's metadata and grants set
@@ -212,6 +227,8 @@ def regrant(conn: Connection, coll: Collection, changes: list[tuple[str, dict[st
         ),
         {"ids": updated},
     )
+    if updated:
+        bump_acl_version(conn, coll.id)
     return updated
 
 
@@ -299,11 +316,13 @@ def _change(
     grants = enforced_sql("source_grants", granted, revoked)  # SET reads the old values: the new ones here
     merged = f"granted = {granted}, revoked = {revoked}, grants = {grants}"
     with store.engine.begin() as conn:
-        _acl_only(_administered(conn, document_id, scope))
+        row = _administered(conn, document_id, scope)
+        _acl_only(row)
         stored = conn.execute(
             text(f"UPDATE agentrag.documents SET {merged} WHERE id = :id RETURNING grants"),
             {"id": document_id, "tokens": tokens},
         ).scalar_one()
+        bump_acl_version(conn, row.cid)
     return [grant_text(t) for t in stored]
 
 
@@ -408,7 +427,8 @@ def reset_grants(store: Store, document_id: str, *, scope: Scope | None = None) 
 
     none = "CAST('{}' AS text[])"
     with store.engine.begin() as conn:
-        _acl_only(_administered(conn, document_id, scope))
+        owner = _administered(conn, document_id, scope)
+        _acl_only(owner)
         row = conn.execute(
             text(
                 f"UPDATE agentrag.documents SET granted = {none}, revoked = {none},"
@@ -417,6 +437,7 @@ def reset_grants(store: Store, document_id: str, *, scope: Scope | None = None) 
             ),
             {"id": document_id},
         ).one()
+        bump_acl_version(conn, owner.cid)
     return _details(document_id, row)
 
 
@@ -437,7 +458,7 @@ def share(
         compile_scope(Scope(workspace=workspace))  # the value's checks
     try:
         with store.engine.begin() as conn:
-            _administered(conn, document_id, scope)
+            owner = _administered(conn, document_id, scope)
             conn.execute(
                 text(
                     "UPDATE agentrag.documents SET private = false, updated_at = now(),"
@@ -445,6 +466,7 @@ def share(
                 ),
                 {"id": document_id, "w": workspace},
             )
+            bump_acl_version(conn, owner.cid)
     except IntegrityError as exc:
         raise InvalidInputError(
             f"workspace {workspace!r} already holds a document with the same source: delete or rename one"

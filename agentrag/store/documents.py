@@ -181,14 +181,19 @@ def link_session(engine: Engine, document_id: str, session: str) -> None:
     from sqlalchemy import text
     from sqlalchemy.exc import IntegrityError
 
+    from agentrag.store.acl import bump_acl_version
+
     try:
         with engine.begin() as conn:
-            conn.execute(
+            linked = conn.execute(
                 text(
                     "INSERT INTO agentrag.document_sessions (session_id, document_id) VALUES (:s, :d)"
-                    " ON CONFLICT DO NOTHING"
+                    " ON CONFLICT DO NOTHING RETURNING (SELECT collection_id FROM agentrag.documents"
+                    " WHERE id = :d)"
                 ),
                 {"s": session, "d": document_id},
-            )
+            ).scalar()
+            if linked is not None:  # the session's scope now reads it (migration 0057)
+                bump_acl_version(conn, linked)
     except IntegrityError as exc:
         raise DocumentNotFoundError(f"no document with id {document_id!r}") from exc

@@ -49,6 +49,7 @@ if TYPE_CHECKING:
     from agentrag.embedders import Embedder
     from agentrag.retrieval.lexical import BM25Cache
     from agentrag.retrieval.result import SearchResult
+    from agentrag.retrieval.scope_cache import ScopeCache
     from agentrag.retrieval.sources import SearchSource
 
 __all__ = ["READ_URLS_ENV", "ReadReplicas", "ReplicaRouting", "open_read_replicas", "read_urls_from"]
@@ -108,6 +109,11 @@ class _ReplicaSource:
     @property
     def bm25_cache(self) -> BM25Cache:
         cache: BM25Cache = self._store.bm25_cache
+        return cache
+
+    @property
+    def scope_cache(self) -> ScopeCache:
+        cache: ScopeCache = self._store.scope_cache  # keyed by the state this replica's snapshot reads
         return cache
 
     def embed_queries(self, texts: Sequence[str], embedder: Embedder | None = None) -> np.ndarray:

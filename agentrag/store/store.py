@@ -20,6 +20,7 @@ from agentrag.errors import (
 from agentrag.retrieval.dberrors import database_error, guarded
 from agentrag.retrieval.lexical import DEFAULT_BM25_MEMORY_BUDGET, BM25Cache
 from agentrag.retrieval.missing import missing_collections_error
+from agentrag.retrieval.scope_cache import ScopeCache
 from agentrag.retrieval.vector import DEFAULT_HNSW_EF_CONSTRUCTION, DEFAULT_HNSW_M, hnsw_parameters
 from agentrag.store import acl as permissions
 from agentrag.store.collections import (
@@ -114,6 +115,7 @@ class Store(EmbedderMethods, SyncMethods, TenantIndexMethods, ReplicaRouting):
         # index tagged with the collection version it was built at; one build lock per collection;
         # the collections over the memory budget.
         self._bm25 = bm25
+        self._scopes = ScopeCache()  # the scope planner's counts by collection state (retrieval.scope_cache)
         self._text_synced: dict[int, int] = {}  # collection id -> version its tsvectors were synced to
         # describe(max_age=...) answers: name -> (monotonic time fetched, Collection)
         self._described: dict[str, tuple[float, Collection]] = {}
@@ -270,6 +272,7 @@ class Store(EmbedderMethods, SyncMethods, TenantIndexMethods, ReplicaRouting):
         collection = self.collection(name)
         drop_collection(self.engine, collection)
         self._bm25.drop(collection.id)
+        self._scopes.drop(collection.id)
         self._text_synced.pop(collection.id, None)
         self._described.pop(name, None)
         self.forget_record(name)
@@ -579,6 +582,11 @@ class Store(EmbedderMethods, SyncMethods, TenantIndexMethods, ReplicaRouting):
     def bm25_cache(self) -> BM25Cache:
         """The lexical leg's BM25 indexes, per collection (:class:`~agentrag.retrieval.lexical.BM25Cache`)."""
         return self._bm25
+
+    @property
+    def scope_cache(self) -> ScopeCache:
+        """The scope planner's counts, by collection state (:mod:`agentrag.retrieval.scope_cache`)."""
+        return self._scopes
 
 
 def connect(url: str | None = None, **options: Any) -> Store:
