@@ -42,6 +42,9 @@ tokens is first estimated from PostgreSQL's statistics (:func:`estimate_share`, 
 ms), and not counted when the estimated share is at least :data:`UNCOUNTED_MIN_SHARE`: the walk filters
 in the same statement and BM25's ranking goes in slices, both cheap for a large share (``share~39%`` on
 the plan).
+A principal's next search in the same state of the collection reads the count's answer from the store's
+:class:`~agentrag.retrieval.scope_cache.ScopeCache` instead (keyed by the collection's ``version`` and
+``acl_version`` as its snapshot reads them: ``LegPlan.cached``).
 Scope, filter and grant predicates are one WHERE clause and go through the same plan. Every choice
 returns the same rows (exactly ``min(k, matches)``, the same order but for ties and the HNSW walk's
 approximation on large scopes); only the cost differs. The choice is on
