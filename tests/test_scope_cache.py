@@ -253,3 +253,26 @@ def test_the_key_tells_every_bound_value_and_counter_apart() -> None:
         scope_key(1, 2, 3, "sql", {"t": "1", "f": [2, 1]}),
     ):
         assert other != base
+
+
+def test_a_large_scope_s_estimate_is_cached_for_the_plan_only(
+    store: Store, acl: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A scope estimated from the statistics and not counted (many grant tokens, a large share): the next
+    search in the same state plans from the cached estimate (no EXPLAIN); the walk still tests the predicate
+    in its own statement, so a grant between the two is seen at once."""
+    from agentrag.retrieval import scoped
+
+    monkeypatch.setattr(scoped, "COUNT_MAX_TOKENS", 2)
+    monkeypatch.setattr(scoped, "UNCOUNTED_MIN_SHARE", 0.0)
+    scope = ar.Scope(principal=ar.Principal(user="ann", groups=["g0", "g1"]))
+    first, _, first_sent = _search(store, acl["name"], scope)
+    again, _, again_sent = _search(store, acl["name"], scope)
+    assert first == again == {f"doc-{i}" for i in range(12) if i % 3 != 2}
+    assert [
+        sum(s.startswith("EXPLAIN (FORMAT JSON)") for s in sent) for sent in (first_sent, again_sent)
+    ] == [1, 0]
+    assert not _counted(first_sent) and not _counted(again_sent)
+    store.grant(acl["ids"]["doc-2"], "user:ann")
+    after, _, after_sent = _search(store, acl["name"], scope)
+    assert after == first | {"doc-2"} and sum(s.startswith("EXPLAIN (FORMAT JSON)") for s in after_sent) == 1

@@ -19,6 +19,10 @@ entry is exactly what the statement would return: it is used as the statement's 
 Any other state is another key (the old entries age out, least recently used first). Bounded by
 entries and by the document ids held.
 
+A scope the plan does not count (more than ``COUNT_MAX_TOKENS`` grant tokens and a large share estimated
+from PostgreSQL's statistics: one ``EXPLAIN``, ~0.8 ms) keeps its estimate the same way; that only plans
+(the walk tests the predicate in its own statement), so the estimate may be as old as the statistics.
+
 Visibility stays decided in SQL: the entries were read under the predicate, and a search that used one
 re-tests the predicate on the rows it returns (:func:`agentrag.retrieval.search`'s fetch), so even an
 entry gone wrong could not show a row the scope may not read. ``ENABLED`` False counts every time.
@@ -48,10 +52,17 @@ MAX_IDS = 200_000
 @dataclass(frozen=True, slots=True)
 class CachedScope:
     """A scope as the plan read it: the count's answer, and whether it held every document of the
-    collection (:func:`agentrag.retrieval.scoped.holds_every_document`; None: not asked)."""
+    collection (:func:`agentrag.retrieval.scoped.holds_every_document`; None: not asked); or, for a scope
+    not counted (many grant tokens, a large share), only its share estimated from the statistics
+    (``count`` None), which the plan alone uses: the walk tests the predicate in its own statement."""
 
-    count: ScopeCount
+    count: ScopeCount | None
     whole: bool | None
+    estimate: float | None = None
+
+    @property
+    def ids(self) -> int:
+        return len(self.count.ids or ()) if self.count is not None else 0
 
 
 def _frozen(value: Any) -> Any:
@@ -100,28 +111,28 @@ class ScopeCache:
             return found
 
     def put(self, key: tuple[Any, ...], entry: CachedScope) -> None:
-        size = len(entry.count.ids or ())
+        size = entry.ids
         if size > self.max_ids:
             return
         with self._lock:
             old = self._entries.pop(key, None)
             if old is not None:
-                self._ids -= len(old.count.ids or ())
+                self._ids -= old.ids
             # the same collection in another state: its entries can only be read by older snapshots
             stale = [k for k in self._entries if k[0] == key[0] and k[1:3] != key[1:3]]
             for k in stale:
-                self._ids -= len(self._entries.pop(k).count.ids or ())
+                self._ids -= self._entries.pop(k).ids
             self._entries[key] = entry
             self._ids += size
             while len(self._entries) > self.max_entries or self._ids > self.max_ids:
                 _k, dropped = self._entries.popitem(last=False)
-                self._ids -= len(dropped.count.ids or ())
+                self._ids -= dropped.ids
 
     def drop(self, collection_id: int) -> None:
         """Forget a collection's scopes (a deleted collection)."""
         with self._lock:
             for k in [k for k in self._entries if k[0] == int(collection_id)]:
-                self._ids -= len(self._entries.pop(k).count.ids or ())
+                self._ids -= self._entries.pop(k).ids
 
     def clear(self) -> None:
         with self._lock:

@@ -316,19 +316,26 @@ def plan_collection(
         key = scope_cache.scope_key(collection_id, *versions, count_sql(collection_id, where), params)
     found = cache.get(key) if cache is not None and key is not None else None
     tokens = grant_tokens(where, params)
-    if found is None and tokens > COUNT_MAX_TOKENS:
-        estimated = estimate_share(conn, collection_id, where, params)
+    counted = found.count if found is not None else None
+    if counted is None and tokens > COUNT_MAX_TOKENS:
+        estimate = found.estimate if found is not None else None
+        estimated = estimate_share(conn, collection_id, where, params) if estimate is None else estimate
         if estimated >= UNCOUNTED_MIN_SHARE:
-            return uncounted_plan(name, indexed, ef_search, depth, estimated, tokens)
-    scope = found.count if found is not None else count_scope(conn, collection_id, where, params)
+            if estimate is None and cache is not None and key is not None:
+                cache.put(key, scope_cache.CachedScope(None, None, estimated))  # plans only: see CachedScope
+            known = estimate is not None
+            return uncounted_plan(name, indexed, ef_search, depth, estimated, tokens, cached=known)
+    scope = counted
+    if scope is None:
+        scope = count_scope(conn, collection_id, where, params)
     rows = scope.rows
     near_all = indexed > 0 and scope.chunks is not None and scope.chunks >= WHOLE_MIN_SHARE * indexed
-    whole = found.whole if found is not None else None
+    cached = counted is not None
+    whole = found.whole if found is not None and cached else None
     if near_all and whole is None:
         whole = holds_every_document(conn, collection_id, scope.documents)
-    if cache is not None and key is not None and found is None:
+    if cache is not None and key is not None and not cached:
         cache.put(key, scope_cache.CachedScope(scope, whole))
-    cached = found is not None
     if near_all and whole:
         # e.g. the only tenant of a scoped collection: nothing to test per row (near_all: an index)
         why = f"the scope holds all {scope.documents} documents of the collection: searched unrestricted"
@@ -368,12 +375,15 @@ def scan_tuples(depth: int, share: float) -> int:
     return max(MIN_MAX_SCAN_TUPLES, min(MAX_MAX_SCAN_TUPLES, need))
 
 
-def uncounted_plan(name: str, indexed: int, ef_search: int, depth: int, share: float, tokens: int) -> LegPlan:
+def uncounted_plan(
+    name: str, indexed: int, ef_search: int, depth: int, share: float, tokens: int, *, cached: bool = False
+) -> LegPlan:
     """A large share, estimated, not counted: the walk tests the predicate in the same statement (it
-    stops early and re-runs exactly when the estimate was too high), BM25's ranking in slices."""
+    stops early and re-runs exactly when the estimate was too high), BM25's ranking in slices.
+    ``cached``: the estimate is the store's, of this state of the collection (the plan only)."""
     why = (
         f"{tokens} grant tokens (> {COUNT_MAX_TOKENS}) and an estimated share of {share:.0%}"
-        f" (>= {UNCOUNTED_MIN_SHARE:.0%}): not counted; "
+        f" (>= {UNCOUNTED_MIN_SHARE:.0%}{', cached' if cached else ''}): not counted; "
     )
     if indexed < 0:
         return LegPlan(
