@@ -22,6 +22,9 @@
   fitted by ``Store.optimize``: ``vector=clusters``), the same searches with ``clusters.ENABLED = False``
   (the whole exact scan, the plan before migration 0056), in the same run; the floor of the clusters
   plan reads the scope's document ids, then its rows in the same probed clusters.
+* ``count cache off``: the same searches with the store's cached scope counts bypassed
+  (``scope_cache.ENABLED = False``: the plan counts the scope in every search, as before migration 0057), in
+  the same run; "vector" and "hybrid" read a principal's scope from the cache after its first search.
 * ``planner off``: the same searches with the scope planner disabled (``scoped.ENABLED = False``:
   the iterative HNSW walk and the BM25 ranking sent to SQL in slices, the path before the grant
   predicate went through the planner), in the same run.
@@ -238,7 +241,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     import agentrag as ar
-    from agentrag.retrieval import clusters, scoped
+    from agentrag.retrieval import clusters, scope_cache, scoped
     from benchmarks._db import bench_store
 
     print(f"benchmarks.acl: load average {os.getloadavg()[0]:.1f} at the start (shared machine)", flush=True)
@@ -293,6 +296,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     systems += [("vector off", types[0]), ("hybrid off", types[0])]
     # the plain exact scan where the library reads clusters (clusters.ENABLED off): main's plan
     systems += [(kind, vt) for vt in types for kind in ("vector exact", "hybrid exact")]
+    # every search counting its scope (scope_cache.ENABLED off): the plan before migration 0057
+    systems += [(kind, vt) for vt in types for kind in ("vector nocache", "hybrid nocache")]
     plans: dict[str, set[str]] = {}
     legs: dict[tuple[str, str, str], list[dict[str, float]]] = {}  # the library's own timings, per system
     for qi, (query, vec) in enumerate(zip(queries, qvecs, strict=True)):
@@ -306,6 +311,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                     continue  # no predicate: nothing to plan
                 if system.endswith(" exact") and floor_plans[(who, vt)][0] != "clusters":
                     continue  # the same plan as "vector" / "hybrid"
+                if system.endswith(" nocache") and tokens is None:
+                    continue  # nothing counted
                 t = time.perf_counter()
                 if system == "floor":
                     plan = floor_plans[(who, vt)]
@@ -313,6 +320,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 else:
                     scoped.ENABLED = not system.endswith(" off")
                     clusters.ENABLED = not system.endswith(" exact")
+                    scope_cache.ENABLED = not system.endswith(" nocache")
                     try:
                         result = store.search(
                             query,
@@ -322,7 +330,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                             scope=ar.Scope(principal=principal),
                         )
                     finally:
-                        scoped.ENABLED = clusters.ENABLED = True
+                        scoped.ENABLED = clusters.ENABLED = scope_cache.ENABLED = True
                     ids = [h.chunk_id for h in result.hits]
                     legs.setdefault((who, system, vt), []).append(result.timings_ms)
                     if system == "hybrid":
@@ -371,9 +379,10 @@ def _report(
     print(
         "| principal | visible chunks | storage | mode | plan | p50 ms | p95 ms | p50 / unfiltered"
         " | floor p50 ms | p50 / floor | planner off p50 ms | planner off / unfiltered"
-        " | whole exact scan (clusters off) p50 ms | / unfiltered | recall@10 |"
+        " | whole exact scan (clusters off) p50 ms | / unfiltered | count cache off p50 ms | / unfiltered"
+        " | recall@10 |"
     )
-    print("|---|---:|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---|---:|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for vt in types:
         base_p50 = {s: statistics.median(times[(principals[0][0], s, vt)]) for s in ("vector", "hybrid")}
         for who, _p, _tokens, visible in principals:
@@ -392,6 +401,12 @@ def _report(
                 if whole:
                     w50 = statistics.median(whole)
                     whole_cols = f"{w50:.2f} | {w50 / base_p50[system]:.2f}x"
+                uncached = times.get((who, f"{system} nocache", vt))
+                if uncached:
+                    n50 = statistics.median(uncached)
+                    whole_cols += f" | {n50:.2f} | {n50 / base_p50[system]:.2f}x"
+                else:
+                    whole_cols += " | - | -"
                 print(
                     f"| {who} | {visible:,} | {vt} | {system} | {floor_plans[(who, vt)][0]} | {p50:.2f} | "
                     f"{_pct(values, 95):.2f} | "
