@@ -42,7 +42,7 @@ OPPOSITES = (
     "deep shallow|thick thin|upstream downstream|enable disable|upload download|encrypt decrypt|"
     "install uninstall|connect disconnect|lock unlock|online offline|paid unpaid|full part|"
     "upward downward|min max|gain loss|attack defend|input output|inbound outbound|male female|"
-    "men women|younger older|youngest oldest|minimum maximum"
+    "men women|younger older|youngest oldest|minimum maximum|most least"
 )
 
 _SPELLED = {
@@ -81,6 +81,19 @@ def _opposites() -> dict[str, frozenset[str]]:
             for tx in tokenize(x):
                 out.setdefault(tx, set()).update(tokenize(y))
     return {k: frozenset(v) for k, v in out.items()}
+
+
+# a negating prefix ("significant" / "insignificant", "legal" / "illegal"): the word without it, or with it
+_NEGATING = ("un", "in", "im", "il", "ir", "non", "dis")
+
+
+def _negations(term: str) -> frozenset[str]:
+    """The stems that negate ``term`` or that it negates: a prefix of :data:`_NEGATING` added, or
+    taken off when at least five letters remain ("insignific" / "signific"; not "cover" from
+    "discover", which is read by the unit holding "cover" *without* "discover" only)."""
+    out = {p + term for p in _NEGATING}
+    out.update(term[len(p) :] for p in _NEGATING if term.startswith(p) and len(term) - len(p) >= 5)
+    return frozenset(out)
 
 
 def numbers(text: str, *, spelled: bool = True) -> set[str]:
@@ -136,7 +149,8 @@ def _asked(
 
     table = _opposites()
     asked = dict.fromkeys(terms(_HOW.sub(" ", question)))
-    flips = tuple((t, table[t]) for t in asked if t in table)
+    flips = tuple((t, table.get(t, frozenset()) | _negations(t)) for t in asked)
+    flips = tuple((t, o) for t, o in flips if o)
     named = kinds(question, spelled=False)
     return flips, tuple((kind, frozenset(values)) for kind, values in sorted(named.items()))
 
