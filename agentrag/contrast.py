@@ -177,4 +177,33 @@ def contrast(question: str, text: str, context: str = "") -> int:
         stated, around = kinds(text), numbers(text) | numbers(context)
         # a number of the question's kind in its place: a year for a year, a count for a count
         found += any((values - around) and stated.get(kind, set()) - values for kind, values in asked_numbers)
+    swapped = _stranded(question)
+    if swapped is not None and swapped.search(text):
+        found += 1
     return found
+
+
+# "What does the Atlantic Ocean flow *into*?": a do-question whose preposition waits for the answer
+_STRANDED = re.compile(
+    r"\b(?:do|does|did)\s+(?:the\s+|a\s+|an\s+)?(?P<x>[\w'’-]+(?:\s+[A-Z][\w'’-]*)*)\s+[a-z][\w'’-]*\b"
+    r"[^?]*?\s(?P<p>into|to|onto|on|upon|from|at|in|for)\s*\?\s*$"
+)
+_SAME_PLACE = {
+    "into": "into|to|onto",
+    "to": "into|to|onto",
+    "onto": "into|to|onto",
+    "on": "on|upon",
+    "upon": "on|upon",
+}
+
+
+@functools.lru_cache(maxsize=512)
+def _stranded(question: str) -> re.Pattern[str] | None:
+    """For a do-question ending on its preposition ("What does the Atlantic Ocean flow into?"), a
+    pattern of a text that puts the question's own subject after that preposition ("... to the
+    Atlantic Ocean"): the subject is what the relation reaches, not where it starts; roles swapped."""
+    asked = _STRANDED.search(question)
+    if asked is None:
+        return None
+    place = _SAME_PLACE.get(asked.group("p"), asked.group("p"))
+    return re.compile(rf"\b(?:{place})\s+(?:the\s+)?{re.escape(asked.group('x'))}\b", re.IGNORECASE)
