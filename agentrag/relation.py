@@ -83,12 +83,40 @@ def _verb_like(words: list[str], i: int) -> bool:
     return i >= 2 and before in _PRONOUNS and words[i - 2].lower() in _MODALS  # "can I *reserve*"
 
 
+_STOPS = frozenset(
+    """of in on at to for from by with about into over under as than that which who whom whose where when
+    against through toward towards across after before during without within per like near off out up
+    down the a an this these those and or but""".split()  # noqa: SIM905
+)
+
+
+def _after_auxiliary(words: list[str]) -> set[int]:
+    """The verb after "do" or a modal and its subject ("What does the word Rheinrinne *translate*
+    to?", "Which battle did Temüjin *lose* to ...?"): the last lower-case word of the run that follows
+    the auxiliary up to the first preposition, article or conjunction past its first word."""
+    out: set[int] = set()
+    for i, word in enumerate(words):
+        if word.lower() not in _MODALS:
+            continue
+        last = None
+        for j in range(i + 1, len(words)):
+            low = words[j].lower()
+            if j > i + 1 and low in _STOPS:
+                break
+            if words[j][0].islower() and low not in _DETERMINERS and low not in _FUNCTION:
+                last = j
+        if last is not None and last > i + 1:
+            out.add(last)
+    return out
+
+
 @functools.lru_cache(maxsize=512)
 def _verbs(question: str) -> frozenset[str]:
     from agentrag.steps._common import terms
 
     words = _TOKEN.findall(question)
-    return frozenset(t for i in range(len(words)) if _verb_like(words, i) for t in terms(words[i]))
+    found = {i for i in range(len(words)) if _verb_like(words, i)} | _after_auxiliary(words)
+    return frozenset(t for i in sorted(found) for t in terms(words[i]))
 
 
 def event_verbs(question: str) -> frozenset[str]:
