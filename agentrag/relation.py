@@ -13,7 +13,8 @@ qualifier the documents lack: :func:`event_verbs` finds the question's verbs by 
 candidate unit holds it (:func:`said_otherwise`). A verb some unit holds still counts (a changed
 event within the passage), and so does every verb of a question asking *when*: a time is the time of
 one event, and a sentence dating another event of the same thing does not answer ("When was the
-Treaty *written*?" over the sentence on when it was *signed*).
+Treaty *written*?" over the sentence on when it was *signed*), and of a question asking for steps
+(the task is what it asks: "How do I *reset* my password?").
 """
 
 from __future__ import annotations
@@ -136,5 +137,10 @@ def asks_time(question: str) -> bool:
 
 def said_otherwise(question: str) -> frozenset[str]:
     """The verbs of ``question`` that may be said in other words where no retrieved text says them
-    (:func:`event_verbs`), none for a question asking when (module docstring)."""
-    return frozenset() if asks_time(question) else event_verbs(question)
+    (:func:`event_verbs`); none for a question asking when (module docstring) nor for one asking how
+    to do something ("How do I *reset* my password?": the task is what is asked)."""
+    from agentrag.answer_types import answer_type
+
+    if asks_time(question) or answer_type(question) == "steps":
+        return frozenset()
+    return event_verbs(question)

@@ -6,7 +6,7 @@
 ``collect`` asks, as ``benchmarks.answers_loco`` does (gate, condense, search, rerank; limit 5; its
 collections), every answerable question of XQuAD-dev English articles 0-11 that the loco collection
 keeps (articles 12-23 are the held-out half), the whole SQuAD 2.0 subset (answerable and adversarial)
-and the near-misses and answerable questions of the four other loco corpora, and saves each retrieved
+and every question of the four other loco corpora, and saves each retrieved
 context. ``score`` runs the answer step of *this* checkout over the saved contexts (no retrieval: a
 candidate rule is measured in seconds) and prints, per group, fact hit / refused / answered and ECE.
 """
@@ -60,8 +60,10 @@ def _fit_items(root: Path) -> list[tuple[str, Path, dict[str, Any]]]:
             kind = item["kind"]
             if kind in ("answerable", "followup"):
                 out.append((f"{corpus.name}_ans", corpus.folder, item))
-            elif kind == "unanswerable" and item.get("why", "near_miss") == "near_miss":
-                out.append((f"{corpus.name}_near", corpus.folder, item))
+            elif kind == "unanswerable":
+                out.append((f"{corpus.name}_{item.get('why', 'near_miss')[:4]}", corpus.folder, item))
+            elif kind == "out_of_domain":
+                out.append((f"{corpus.name}_abse", corpus.folder, item))
     return out
 
 
