@@ -152,7 +152,7 @@ def focus(
         if not asked:
             return 0.0, 0.0
     from agentrag.answer_languages import loosely_held
-    from agentrag.relation import said_otherwise
+    from agentrag.verbs import said_otherwise
 
     n = len(units)
     rare = math.log(1.0 + (n + 1) / 0.5)
@@ -162,7 +162,7 @@ def focus(
         count = df.get(t, 0) or df.get(t + "s", 0) or (df.get(t[:-1], 0) if t.endswith("s") else 0)
         count = count or int(loosely_held(df.keys(), t))  # a compound's part, another form
         if not count and t in verbs and t not in restated:
-            continue  # the relation said in other words (agentrag.relation), not a missing qualifier
+            continue  # the relation said in other words (agentrag.verbs), not a missing qualifier
         weights[t] = math.log(1.0 + (n + 1) / (count + 0.5)) if count else rare
     if not weights:
         return 1.0, 0.0
