@@ -94,7 +94,7 @@ def names_one(unit: Unit, names: frozenset[str]) -> bool:
 # nouns that name an answer's form ("the *name* of", "what *type* of", "the last *name*")
 _CATEGORY = re.compile(
     r"(?:^|[,;:]\s*|\b(?:in|on|at|to|from|by|for|during|of|with|under|after|before)\s+)(?:what|which)\s+"
-    r"([a-z]{3,})\b(?!'s)|\b(type|kind|sort|form|name|term|title|word)s?\s+(?:of|for)\b|"
+    r"([a-z]{3,})\b(?!'s)|\b(type|kind|sort|form|name|nickname|term|title|word|translation|meaning)s?\s+(?:of|for)\b|"
     r"\b(?:last|first|full|family|given)\s+(name)s?\b",
     re.IGNORECASE,
 )
