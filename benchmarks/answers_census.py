@@ -6,9 +6,10 @@
 ``collect`` asks, as ``benchmarks.answers_loco`` does (gate, condense, search, rerank; limit 5; its
 collections), every answerable question of XQuAD-dev English articles 0-11 that the loco collection
 keeps (articles 12-23 are the held-out half), the whole SQuAD 2.0 subset (answerable and adversarial)
-and every question of the four other loco corpora, and saves each retrieved
-context. ``score`` runs the answer step of *this* checkout over the saved contexts (no retrieval: a
-candidate rule is measured in seconds) and prints, per group, fact hit / refused / answered and ECE.
+and every question of the four other loco corpora, and saves each retrieved context (``--held-out``:
+only XQuAD-en articles 12-23, to report once at the end). ``score`` runs the answer step of *this*
+checkout over the saved contexts (no retrieval: a candidate rule is measured in seconds) and prints,
+per group, fact hit / refused / answered and ECE.
 """
 
 from __future__ import annotations
@@ -26,6 +27,27 @@ from typing import Any
 from benchmarks.answers_loco import SHARED, ece, own_corpora, samples_corpora, squad_corpus, xquad_corpus
 
 
+def _xquad_items(root: Path, articles: range, group: str) -> list[tuple[str, Path, dict[str, Any]]]:
+    """Every answerable question of the XQuAD-dev English ``articles`` the loco collection keeps."""
+    out: list[tuple[str, Path, dict[str, Any]]] = []
+    xquad = xquad_corpus(root, 120, 0)
+    data = json.loads((SHARED / "xquad-dev/xquad-dev.en.json").read_text())["data"]
+    kept = {p.name.rsplit("-", 1)[0] for p in (xquad.folder / "xquad_en").glob("*.md")}
+    for index in articles:
+        article = data[index]
+        if article["title"] not in kept:
+            continue
+        for paragraph in article["paragraphs"]:
+            for qa in paragraph["qas"]:
+                item = {
+                    "id": f"x{index}-{qa['id']}",
+                    "question": qa["question"].strip(),
+                    "expected": [a["text"] for a in qa["answers"]],
+                }
+                out.append((group, xquad.folder, item))
+    return out
+
+
 def _fit_items(root: Path) -> list[tuple[str, Path, dict[str, Any]]]:
     """(group, collection folder, item) of every fit question."""
     out: list[tuple[str, Path, dict[str, Any]]] = []
@@ -41,20 +63,7 @@ def _fit_items(root: Path) -> list[tuple[str, Path, dict[str, Any]]]:
                     "expected": [a["text"] for a in qa.get("answers", [])],
                 }
                 out.append(("squad_adv" if impossible else "squad_ans", squad.folder, item))
-    xquad = xquad_corpus(root, 120, 0)
-    data = json.loads((SHARED / "xquad-dev/xquad-dev.en.json").read_text())["data"]
-    kept = {p.name.rsplit("-", 1)[0] for p in (xquad.folder / "xquad_en").glob("*.md")}
-    for index, article in enumerate(data[:12]):
-        if article["title"] not in kept:
-            continue
-        for paragraph in article["paragraphs"]:
-            for qa in paragraph["qas"]:
-                item = {
-                    "id": f"x{index}-{qa['id']}",
-                    "question": qa["question"].strip(),
-                    "expected": [a["text"] for a in qa["answers"]],
-                }
-                out.append(("xquad_fit", xquad.folder, item))
+    out += _xquad_items(root, range(12), "xquad_fit")
     for corpus in [*samples_corpora(), *own_corpora()]:
         for item in corpus.items:
             kind = item["kind"]
@@ -78,7 +87,8 @@ def collect(args: argparse.Namespace) -> int:
     names: dict[Path, list[str]] = {}
     saved = []
     started = time.perf_counter()
-    for group, folder, item in _fit_items(root):
+    asked = _xquad_items(root, range(12, 24), "xquad_held_out") if args.held_out else _fit_items(root)
+    for group, folder, item in asked:
         if folder not in names:
             names[folder] = ingest_corpus(store, folder)
         ctx = ar.new(
@@ -143,6 +153,11 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     one = sub.add_parser("collect")
     one.add_argument("--out", default="census.pkl")
+    one.add_argument(
+        "--held-out",
+        action="store_true",
+        help="only XQuAD-en articles 12-23 (issue #40's held-out half: report once, never tune on it)",
+    )
     two = sub.add_parser("score")
     two.add_argument("contexts")
     two.add_argument("--json")
