@@ -153,8 +153,13 @@ def found_share(question: str, texts: Sequence[str], restated: Set[str] = frozen
     # for specificity that needs no corpus statistics); found terms count fully
     weights = {t: 1.0 + min(len(t), 10) / 10 for t in asked}
     from agentrag.answer_languages import loosely_held
+    from agentrag.verbs import said_otherwise
 
     held = {t for t in weights if has_term(present, t) or loosely_held(present, t) or t in restated}
+    # a verb no text says is the relation said in other words (agentrag.verbs): neither found nor not
+    weights = {t: w for t, w in weights.items() if t in held or t not in said_otherwise(question)}
+    if not weights:
+        return 1.0
     return sum(weights[t] for t in held) / sum(weights.values())
 
 

@@ -42,7 +42,7 @@ OPPOSITES = (
     "deep shallow|thick thin|upstream downstream|enable disable|upload download|encrypt decrypt|"
     "install uninstall|connect disconnect|lock unlock|online offline|paid unpaid|full part|"
     "upward downward|min max|gain loss|attack defend|input output|inbound outbound|male female|"
-    "men women|younger older|youngest oldest|minimum maximum"
+    "men women|younger older|youngest oldest|minimum maximum|most least"
 )
 
 _SPELLED = {
@@ -81,6 +81,19 @@ def _opposites() -> dict[str, frozenset[str]]:
             for tx in tokenize(x):
                 out.setdefault(tx, set()).update(tokenize(y))
     return {k: frozenset(v) for k, v in out.items()}
+
+
+# a negating prefix ("significant" / "insignificant", "legal" / "illegal"): the word without it, or with it
+_NEGATING = ("un", "in", "im", "il", "ir", "non", "dis")
+
+
+def _negations(term: str) -> frozenset[str]:
+    """The stems that negate ``term`` or that it negates: a prefix of :data:`_NEGATING` added, or
+    taken off when at least five letters remain ("insignific" / "signific"; not "cover" from
+    "discover", which is read by the unit holding "cover" *without* "discover" only)."""
+    out = {p + term for p in _NEGATING}
+    out.update(term[len(p) :] for p in _NEGATING if term.startswith(p) and len(term) - len(p) >= 5)
+    return frozenset(out)
 
 
 def numbers(text: str, *, spelled: bool = True) -> set[str]:
@@ -136,7 +149,8 @@ def _asked(
 
     table = _opposites()
     asked = dict.fromkeys(terms(_HOW.sub(" ", question)))
-    flips = tuple((t, table[t]) for t in asked if t in table)
+    flips = tuple((t, table.get(t, frozenset()) | _negations(t)) for t in asked)
+    flips = tuple((t, o) for t, o in flips if o)
     named = kinds(question, spelled=False)
     return flips, tuple((kind, frozenset(values)) for kind, values in sorted(named.items()))
 
@@ -163,4 +177,33 @@ def contrast(question: str, text: str, context: str = "") -> int:
         stated, around = kinds(text), numbers(text) | numbers(context)
         # a number of the question's kind in its place: a year for a year, a count for a count
         found += any((values - around) and stated.get(kind, set()) - values for kind, values in asked_numbers)
+    swapped = _stranded(question)
+    if swapped is not None and swapped.search(text):
+        found += 1
     return found
+
+
+# "What does the Atlantic Ocean flow *into*?": a do-question whose preposition waits for the answer
+_STRANDED = re.compile(
+    r"\b(?:do|does|did)\s+(?:the\s+|a\s+|an\s+)?(?P<x>[\w'’-]+(?:\s+[A-Z][\w'’-]*)*)\s+[a-z][\w'’-]*\b"
+    r"[^?]*?\s(?P<p>into|to|onto|on|upon|from|at|in|for)\s*\?\s*$"
+)
+_SAME_PLACE = {
+    "into": "into|to|onto",
+    "to": "into|to|onto",
+    "onto": "into|to|onto",
+    "on": "on|upon",
+    "upon": "on|upon",
+}
+
+
+@functools.lru_cache(maxsize=512)
+def _stranded(question: str) -> re.Pattern[str] | None:
+    """For a do-question ending on its preposition ("What does the Atlantic Ocean flow into?"), a
+    pattern of a text that puts the question's own subject after that preposition ("... to the
+    Atlantic Ocean"): the subject is what the relation reaches, not where it starts; roles swapped."""
+    asked = _STRANDED.search(question)
+    if asked is None:
+        return None
+    place = _SAME_PLACE.get(asked.group("p"), asked.group("p"))
+    return re.compile(rf"\b(?:{place})\s+(?:the\s+)?{re.escape(asked.group('x'))}\b", re.IGNORECASE)

@@ -94,7 +94,7 @@ def names_one(unit: Unit, names: frozenset[str]) -> bool:
 # nouns that name an answer's form ("the *name* of", "what *type* of", "the last *name*")
 _CATEGORY = re.compile(
     r"(?:^|[,;:]\s*|\b(?:in|on|at|to|from|by|for|during|of|with|under|after|before)\s+)(?:what|which)\s+"
-    r"([a-z]{3,})\b(?!'s)|\b(type|kind|sort|form|name|term|title|word)s?\s+(?:of|for)\b|"
+    r"([a-z]{3,})\b(?!'s)|\b(type|kind|sort|form|name|nickname|term|title|word|translation|meaning)s?\s+(?:of|for)\b|"
     r"\b(?:last|first|full|family|given)\s+(name)s?\b",
     re.IGNORECASE,
 )
@@ -152,14 +152,20 @@ def focus(
         if not asked:
             return 0.0, 0.0
     from agentrag.answer_languages import loosely_held
+    from agentrag.verbs import said_otherwise
 
     n = len(units)
     rare = math.log(1.0 + (n + 1) / 0.5)
+    verbs = said_otherwise(question)
     weights = {}
     for t in asked:
         count = df.get(t, 0) or df.get(t + "s", 0) or (df.get(t[:-1], 0) if t.endswith("s") else 0)
         count = count or int(loosely_held(df.keys(), t))  # a compound's part, another form
+        if not count and t in verbs and t not in restated:
+            continue  # the relation said in other words (agentrag.verbs), not a missing qualifier
         weights[t] = math.log(1.0 + (n + 1) / (count + 0.5)) if count else rare
+    if not weights:
+        return 1.0, 0.0
     total = sum(weights.values())
     # a document's title on its first step restates a task, not a fact (see evidence.score_units)
     from agentrag.answer_types import answer_type

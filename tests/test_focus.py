@@ -272,6 +272,7 @@ def test_the_kind_of_answer_a_wh_question_names_is_not_a_focus_the_documents_lac
     assert category_terms("In which year did the gala open?") == frozenset(terms("year"))
     assert category_terms("What is the last name of the singer who opened the gala?") >= set(terms("name"))
     assert category_terms("What is the hotel limit for interns?") == frozenset()  # no noun after "what"
+    assert category_terms("What is the English translation of Het Scheur?") == frozenset(terms("translation"))
     named = gather(["What performer opened the gala?"], CONCERT)
     assert "Lindqvist" in named.ranked[0][0].unit.text
     assert named.signals.unknown == 0.0 and named.signals.found == 1.0

@@ -46,7 +46,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
                "agentrag.extractive", "agentrag.abstain", "agentrag.focus", "agentrag.support",
                "agentrag.answer_languages", "agentrag.answer_types", "agentrag.answer_window",
                "agentrag.restated", "agentrag.unit_vectors", "agentrag.abstention", "agentrag.contrast",
-               "agentrag.paraphrase")),
+               "agentrag.paraphrase", "agentrag.verbs")),
     ("presentation", ("agentrag.display",)),
     ("application", ("agentrag", "agentrag.__main__", "agentrag.cli", "agentrag.demo", "agentrag.samples",
                      "agentrag.eval")),

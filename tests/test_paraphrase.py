@@ -77,19 +77,25 @@ def test_other_languages_and_no_embedder_restate_nothing(local_embedder: Any) ->
 
 
 MONKS = [hit("# Abbey\n\nAfter the raid of 1003 the monks fled to Italy with the relics.\n")]
+MARGARET = [hit("# Margaret of Wessex\n\nMargaret married Malcolm III of Scotland in 1070.\n")]
 
 
 def test_a_restated_word_counts_as_held_in_the_confidence(local_embedder: Any) -> None:
-    question = "Where did the monks flee to?"
-    evidence = gather([question], MONKS, embedder=local_embedder, cache=VectorCache())
-    units = units_of(MONKS)
+    # a noun (a verb no text says is not held against the unit at all: agentrag.verbs)
+    question = "Who was Margaret's husband?"
+    evidence = gather([question], MARGARET, embedder=local_embedder, cache=VectorCache())
+    units = units_of(MARGARET)
     ranked = score_units([question], units)
-    plain = signals([question], ranked, [h.text for h in MONKS], None)
+    plain = signals([question], ranked, [h.text for h in MARGARET], None)
     assert evidence.signals.covered > plain.covered
     assert evidence.signals.unknown < plain.unknown
     assert evidence.signals.found > plain.found
     assert evidence.fallback is None
-    assert evidence.restated == ("flee -> fled",)  # what was read in other words, for the answer's span
+    assert evidence.restated == ("husband -> married",)  # what was read in other words, for the answer's span
+    # the verb "flee" is restated as "fled", and would not have counted against the unit anyway
+    flee = gather(["Where did the monks flee to?"], MONKS, embedder=local_embedder, cache=VectorCache())
+    assert flee.restated == ("flee -> fled",)
+    assert flee.signals.found == 1.0 and flee.signals.unknown == 0.0
 
 
 class _WordsFail:
