@@ -40,9 +40,10 @@ class SearchFastPath:
     app's handlers write; an unexpected exception propagates like the app's own.
     """
 
-    def __init__(self, app: Any, *, run: Any, verifier: TokenVerifier) -> None:
+    def __init__(self, app: Any, *, run: Any, verifier: TokenVerifier, handoff: Any = None) -> None:
         self.app = app
         self.run = run
+        self.handoff = handoff  # a Handoff: the worker threads (None: asyncio.to_thread)
         self.verifier = verifier
         self.route: Any = None  # the FastAPI route, for ObserveMiddleware's http.route
 
@@ -79,7 +80,10 @@ class SearchFastPath:
             self.route = _route_of(scope, "/api/v1/query/{tenant_id}/search")
         scope["route"], scope["path_params"] = self.route, {"tenant_id": tenant_id}
         started = time.perf_counter()
-        result = await asyncio.to_thread(self.run, body, who, started)
+        if self.handoff is not None:
+            result = await self.handoff.run(self.run, body, who, started)
+        else:
+            result = await asyncio.to_thread(self.run, body, who, started)
         if isinstance(result, ApiError):
             state = scope.get("state") or {}
             response: Response = JSONResponse(
