@@ -21,6 +21,7 @@ from agentrag.server.models import SearchRequest
 __all__ = ["SearchFastPath", "json_bytes", "json_response"]
 
 _SEARCH_PATH = re.compile(r"/api/v1/query/([^/]+)/search")
+_JSON_TYPE = (b"content-type", b"application/json")
 
 
 class SearchFastPath:
@@ -86,12 +87,13 @@ class SearchFastPath:
             result = await asyncio.to_thread(self.run, body, who, started)
         if isinstance(result, ApiError):
             state = scope.get("state") or {}
-            response: Response = JSONResponse(
-                result.body(state.get("request_id")), result.status, result.headers
-            )
-        else:
-            response = json_response(result)
-        await response(scope, receive, send)
+            response = JSONResponse(result.body(state.get("request_id")), result.status, result.headers)
+            await response(scope, receive, send)
+            return
+        # what ``json_response(result)`` sends, without building the Response: the same two messages
+        headers = [(b"content-length", str(len(result)).encode("latin-1")), _JSON_TYPE]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": result})
 
 
 def _replay(messages: list[dict[str, Any]], receive: Any) -> Any:

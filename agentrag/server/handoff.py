@@ -80,11 +80,11 @@ class Handoff:
                 raise RuntimeError("the hand-off is closed")
             if self._idle:
                 worker = self._idle.pop()
-                worker.call = call  # type: ignore[assignment]
+                worker.call = call
                 worker.wake.release()
                 return
             if self._started >= self.max_workers:
-                self._backlog.append(call)  # type: ignore[arg-type]
+                self._backlog.append(call)
                 return
             self._started += 1
             number = self._started - 1
@@ -96,6 +96,7 @@ class Handoff:
         while call is not None:
             loop, future, context, fn, args = call
             del call
+            answer: tuple[Any, Any, BaseException | None]
             try:
                 answer = (future, context.run(fn, *args), None)
             except BaseException as exc:  # raised where the call is awaited; the worker serves on
