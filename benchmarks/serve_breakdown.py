@@ -115,6 +115,7 @@ def cpu_per_request(
     for name, (_, base) in servers.items():
         sides[name] = serve.raw_side(base, token, queries, c, rounds * per_round)
     totals = {name: [0.0, 0.0, 0] for name in sides}  # CPU s, wall s, requests
+    loops = dict.fromkeys(servers, 0)  # ns of each server's event loop thread
     try:
         for block in sides.values():
             block(range(100))
@@ -123,8 +124,11 @@ def cpu_per_request(
             for name, block in sides.items():
                 pid = servers[name][0].pid if name in servers else None
                 before = _process_cpu(pid) if pid else _own_cpu()
+                loop_before = _thread_cpu(pid).get(pid, 0) if pid else 0
                 _, elapsed, _ = block(ids)
                 totals[name][0] += (_process_cpu(pid) if pid else _own_cpu()) - before
+                if pid:
+                    loops[name] += _thread_cpu(pid).get(pid, 0) - loop_before
                 totals[name][1] += elapsed
                 totals[name][2] += len(ids)
     finally:
@@ -133,9 +137,9 @@ def cpu_per_request(
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     print(f"\nc=16, {rounds} interleaved rounds of {per_round} requests per side; load average {load}")
     for name, (cpu, wall, requests) in totals.items():
-        print(
-            f"  {name:40s} {1000 * cpu / requests:5.2f} ms process CPU/request, {requests / wall:6.1f} req/s"
-        )
+        loop = f" (event loop {loops[name] / 1e6 / requests:4.2f})" if name in loops else ""
+        rate = f"{requests / wall:6.1f} req/s"
+        print(f"  {name:40s} {1000 * cpu / requests:5.2f} ms process CPU/request{loop}, {rate}")
 
 
 def _thread_cpu(pid: int) -> dict[int, int]:
