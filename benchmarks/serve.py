@@ -28,7 +28,9 @@ so both sides time retrieval, not embedding. At concurrency 1 each HTTP request 
 the floor's request of the same query sent just before it: the median of those per-request
 differences, with a seeded 95% bootstrap interval, is printed beside the difference of the p50s
 (pairing cancels the spread between queries that the two p50s carry); with ``--against``, the two
-servers' requests of the same query are paired too (this checkout's minus the other's).
+servers' requests of the same query are paired too (this checkout's minus the other's; the two servers
+take the later turn in turn, and each query is asked in both orders over its two passes: the figure
+for each order alone is printed beside it).
 
 Per request the server does more than the floor: JWT check, the tenant + rate-limit statement,
 the pipeline's search step, the proof, the JSON body and the hand-off to the audit writer.
@@ -40,6 +42,7 @@ import argparse
 import asyncio
 import json
 import os
+import statistics
 import sys
 import tempfile
 import time
@@ -228,19 +231,33 @@ async def _httpx_block(url: str, token: str, queries: list[str], c: int, ids: ra
     return latencies, elapsed, errors
 
 
-def measure_level(sides: dict[str, Any], c: int, n: int, rounds: int) -> list[dict[str, Any]]:
+def against_first(r: int, period: int) -> bool:
+    """Whether round ``r`` asks the ``--against`` server before this checkout's. The two take the
+    later turn in turn, and the query of round ``r`` being ``r % period`` (c=1: one request a round,
+    ``period`` queries), each query's next pass flips its order: every query is asked in both orders.
+    (Flipping on ``r % 2`` alone gave a query the same order in every pass whenever ``period`` is
+    even, so any cost of the turn stayed with the queries of one parity.)"""
+    return bool((r % period + r // period) % 2)
+
+
+def measure_level(
+    sides: dict[str, Any], c: int, n: int, rounds: int, period: int | None = None
+) -> list[dict[str, Any]]:
     """Every side at concurrency ``c``: a warm-up of ``max(2c, 50)`` requests each (psycopg prepares
     a statement on its 5th run on a connection: 10 pooled connections need 50), then ``rounds``
     rounds in which each side in turn sends ``n / rounds`` requests. Interleaving keeps the sides
-    comparable on a shared machine whose load changes from one minute to the next."""
+    comparable on a shared machine whose load changes from one minute to the next. ``period``: the
+    number of distinct queries (c=1: rounds ``r`` and ``r + period`` ask the same query)."""
     for block in sides.values():
         block(range(min(n, max(2 * c, 50))))
     per_round = max(c, n // rounds)
     totals: dict[str, list[Any]] = {name: [[], 0.0, 0] for name in sides}
+    swapped: list[bool] = []  # per round: the --against server asked first
     for r in range(rounds):
         ids = range(r * per_round, (r + 1) * per_round)
         order = list(sides)
-        if r % 2 and HTTP in order and AGAINST in order:  # the two servers take the later turn in turn
+        swapped.append(HTTP in order and AGAINST in order and against_first(r, period or rounds))
+        if swapped[-1]:
             i, j = order.index(HTTP), order.index(AGAINST)
             order[i], order[j] = order[j], order[i]
         for name in order:
@@ -259,7 +276,13 @@ def measure_level(sides: dict[str, Any], c: int, n: int, rounds: int) -> list[di
         this, other = totals.get(HTTP), totals.get(AGAINST)
         if this and other and this[2] == other[2] == 0 and len(this[0]) == len(other[0]):
             # this checkout's server minus the other's, request by request (the same query, adjacent)
-            rows[list(sides).index(AGAINST)]["paired_this_minus_against"] = paired_overhead(this[0], other[0])
+            row = rows[list(sides).index(AGAINST)]
+            row["paired_this_minus_against"] = paired_overhead(this[0], other[0])
+            # the same, with each order alone: [this checkout's server asked first, the other first]
+            diffs = list(zip((a - b for a, b in zip(this[0], other[0], strict=True)), swapped, strict=True))
+            row["paired_by_order"] = [
+                round(statistics.median(d for d, s in diffs if s == k), 3) for k in (False, True)
+            ]
     return rows
 
 
@@ -268,7 +291,6 @@ def paired_overhead(latencies: list[float], floor: list[float], resamples: int =
     after the other) and its 95% bootstrap interval (seeded): [median, low, high] in ms. The
     difference of two p50s mixes the spread of the queries into the overhead; pairing cancels it."""
     import random
-    import statistics
 
     diffs = [a - b for a, b in zip(latencies, floor, strict=True)]
     rng = random.Random(0)
@@ -432,7 +454,7 @@ def main() -> int:
             if also_base is not None:
                 sides[also_side(args.also_workers)] = raw_side(also_base, token, queries, c, ids)
             # at c=1 the sides take turns request by request: paired, as close in time as can be
-            level = measure_level(sides, c, n, n if c == 1 else args.rounds)
+            level = measure_level(sides, c, n, n if c == 1 else args.rounds, len(queries) if c == 1 else None)
             for block in sides.values():
                 block.close()
             for row in level:
@@ -484,6 +506,8 @@ def main() -> int:
                 mid, low, high = h["paired_this_minus_against"]
                 line += f"; this checkout's server minus this one, paired: {mid:+.2f} ms"
                 line += f" (95% CI {low:+.2f}, {high:+.2f})"
+                first, second = h["paired_by_order"]
+                line += f" (this checkout's asked first: {first:+.2f}, the other first: {second:+.2f})"
             print(line)
     return 0
 

@@ -14,6 +14,11 @@ hybrid top_k 10). Two measurements:
   beside the floor's process CPU per request (``getrusage``) in the same rounds. On a machine whose
   cores are saturated, requests/s follow CPU per request: this is what bounds c=16's share of the
   floor. (PostgreSQL's own CPU is not counted on either side.)
+* **CPU per request at c=1, by thread**: each server's CPU per request (``/proc/PID/task/*/schedstat``)
+  split into its event loop and its other threads (the search's worker, the admission's side thread,
+  the BM25 leg's, the audit writer), each request after the floor's ``Store.search`` of the same query
+  in this process (its thread CPU: the search without the server around it). A lone request's code
+  runs cold here (the server sleeps while the floor searches), as in ``benchmarks.serve`` at c=1.
 """
 
 from __future__ import annotations
@@ -110,6 +115,7 @@ def cpu_per_request(
     for name, (_, base) in servers.items():
         sides[name] = serve.raw_side(base, token, queries, c, rounds * per_round)
     totals = {name: [0.0, 0.0, 0] for name in sides}  # CPU s, wall s, requests
+    loops = dict.fromkeys(servers, 0)  # ns of each server's event loop thread
     try:
         for block in sides.values():
             block(range(100))
@@ -118,8 +124,11 @@ def cpu_per_request(
             for name, block in sides.items():
                 pid = servers[name][0].pid if name in servers else None
                 before = _process_cpu(pid) if pid else _own_cpu()
+                loop_before = _thread_cpu(pid).get(pid, 0) if pid else 0
                 _, elapsed, _ = block(ids)
                 totals[name][0] += (_process_cpu(pid) if pid else _own_cpu()) - before
+                if pid:
+                    loops[name] += _thread_cpu(pid).get(pid, 0) - loop_before
                 totals[name][1] += elapsed
                 totals[name][2] += len(ids)
     finally:
@@ -128,9 +137,61 @@ def cpu_per_request(
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     print(f"\nc=16, {rounds} interleaved rounds of {per_round} requests per side; load average {load}")
     for name, (cpu, wall, requests) in totals.items():
-        print(
-            f"  {name:40s} {1000 * cpu / requests:5.2f} ms process CPU/request, {requests / wall:6.1f} req/s"
-        )
+        loop = f" (event loop {loops[name] / 1e6 / requests:4.2f})" if name in loops else ""
+        rate = f"{requests / wall:6.1f} req/s"
+        print(f"  {name:40s} {1000 * cpu / requests:5.2f} ms process CPU/request{loop}, {rate}")
+
+
+def _thread_cpu(pid: int) -> dict[int, int]:
+    """ns on a CPU per thread of ``pid`` (``/proc/PID/task/TID/schedstat``: finer than clock ticks)."""
+    out = {}
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            out[int(tid)] = int(Path(f"/proc/{pid}/task/{tid}/schedstat").read_text().split()[0])
+        except (OSError, ValueError, IndexError):  # the thread ended meanwhile
+            continue
+    return out
+
+
+def cpu_per_thread(url: str, store: ar.Store, queries: list[str], against: Path | None, n: int = 400) -> None:
+    """c=1 over HTTP: each server's CPU per request, its event loop apart from its other threads, each
+    request after the floor's ``Store.search`` of the same query (its thread CPU: the search alone)."""
+    import jwt
+
+    claims = {"tenant_id": serve.TENANT, "scope": "query", "exp": int(time.time()) + 7200}
+    token = jwt.encode(claims, serve.SECRET, algorithm="HS256")
+    logs = Path(tempfile.mkdtemp())
+    servers = {"HTTP /search": serve.start_server(url, 1, logs / "this1.log")}
+    if against is not None:
+        servers[f"HTTP /search, {against}"] = serve.start_server(url, 1, logs / "against1.log", against)
+    sides = {name: serve.raw_side(base, token, queries, 1, n + 50) for name, (_, base) in servers.items()}
+    scope = ar.Scope(tenant=serve.TENANT)
+    floor: list[float] = []
+    cpu = {name: [0, 0] for name in sides}  # ns: the event loop, the other threads
+    try:
+        for block in sides.values():
+            block(range(50))
+        for i in range(50, n + 50):
+            started = time.thread_time()
+            store.search(queries[i % len(queries)], collections=serve.COLLECTION, top_k=10, scope=scope)
+            floor.append(time.thread_time() - started)
+            for name in sorted(sides, reverse=bool(i % 2)):  # the servers take the first turn in turn
+                pid = servers[name][0].pid
+                before = _thread_cpu(pid)
+                sides[name](range(i, i + 1))
+                time.sleep(0.002)  # the work after the response (span, metrics) lands in this request
+                for tid, ns in _thread_cpu(pid).items():
+                    cpu[name][tid != pid] += ns - before.get(tid, 0)
+    finally:
+        for block in sides.values():
+            block.close()  # type: ignore[attr-defined]
+        for process, _ in servers.values():
+            serve._stop(process)
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    print(f"\nc=1 over HTTP, {n} requests per side, each after the floor's; load average {load}")
+    print(f"  floor: Store.search's thread CPU       median {1000 * statistics.median(floor):5.2f} ms")
+    for name, (loop, others) in cpu.items():
+        print(f"  {name:40s} {loop / 1e6 / n:5.2f} ms event loop + {others / 1e6 / n:5.2f} ms other threads")
 
 
 def main() -> None:
@@ -146,6 +207,7 @@ def main() -> None:
     queries = serve.prepare(store, args.docs)
     in_process(store, queries, args.requests)
     cpu_per_request(url, store, queries, args.against)
+    cpu_per_thread(url, store, queries, args.against)
 
 
 if __name__ == "__main__":

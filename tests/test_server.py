@@ -447,8 +447,10 @@ def test_the_search_fast_path_answers_like_the_fastapi_route(
         if "error" in data:
             assert data["error"].pop("request_id") == r.headers["x-request-id"]
         kept = ("content-type", "www-authenticate")
-        answers.append((data, {k: r.headers.get(k) for k in kept}, r.headers.get("retry-after")))
-    assert answers[0][:2] == answers[1][:2]
+        assert int(r.headers["content-length"]) == len(r.content)
+        names = list(r.headers.keys())  # the same headers, in the same order, on both paths
+        answers.append((data, {k: r.headers.get(k) for k in kept}, r.headers.get("retry-after"), names))
+    assert answers[0][:2] == answers[1][:2] and answers[0][3] == answers[1][3]
     if status == 429:  # whole seconds to the next slot: the two requests are a few ms apart
         assert abs(int(answers[0][2]) - int(answers[1][2])) <= 1
     if status == 200:

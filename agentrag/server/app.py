@@ -32,6 +32,7 @@ from agentrag.server.config import ServerConfig
 from agentrag.server.errors import ApiError, api_error_for, known_field, mapped_exceptions, safe_message
 from agentrag.server.fastpath import SearchFastPath
 from agentrag.server.gateway import Gateway
+from agentrag.server.handoff import Handoff
 from agentrag.server.interfaces import install as install_interfaces
 from agentrag.server.metrics import server_telemetry
 from agentrag.server.models import AskRequest, ErrorBody
@@ -146,7 +147,8 @@ def create_app(
     audit = _Audit(store.engine)
     guards: list[limits.RequestGuard] = []  # the outermost layer, once built: its count of requests in flight
     gateway = _gateway(store, config, telemetry, verifier, admit, audit, idle=lambda: _alone(guards))
-    close = [*(p.shutdown for p in owned), admit.close, gateway.speculation.close]
+    handoff = Handoff(_worker_threads(config))  # the search's worker threads (SearchFastPath)
+    close = [*(p.shutdown for p in owned), admit.close, gateway.speculation.close, handoff.close]
     close += [store.close] if close_store else []
     app = FastAPI(
         title="agentrag",
@@ -164,7 +166,14 @@ def create_app(
         app, gateway=gateway, config=config, llm=llm, metrics_reader=metrics_reader
     )  # /, /docs, /metrics, /v1/* (OpenAI), /mcp
     _install_middleware(
-        app, config, telemetry, flow=flow, verifier=verifier, refused=audit.refused, guards=guards
+        app,
+        config,
+        telemetry,
+        flow=flow,
+        verifier=verifier,
+        refused=audit.refused,
+        guards=guards,
+        handoff=handoff,
     )
     return app
 
@@ -195,6 +204,11 @@ def _gateway(
     )
 
 
+def _worker_threads(config: ServerConfig) -> int:
+    """Worker threads of the default executor, and of the search's hand-off: twice the pool."""
+    return max(8, 2 * config.pool_size)
+
+
 def _alone(guards: list[limits.RequestGuard]) -> bool:
     """Whether the request asking is the only one in flight (read from a worker thread: a snapshot)."""
     return not guards or guards[-1].in_flight <= 1
@@ -216,7 +230,7 @@ def _lifespan(
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         from concurrent.futures import ThreadPoolExecutor
 
-        pool = ThreadPoolExecutor(max_workers=max(8, 2 * config.pool_size), thread_name_prefix="agentrag")
+        pool = ThreadPoolExecutor(max_workers=_worker_threads(config), thread_name_prefix="agentrag")
         asyncio.get_running_loop().set_default_executor(pool)
         await asyncio.to_thread(store.embedder.embed, ["warm up"])  # load the model before serving
         if getattr(llm, "system", None) == "litellm":  # not on the event loop at the first /ask
@@ -330,9 +344,10 @@ def _install_middleware(
     verifier: TokenVerifier,
     refused: Callable[[int, Any], None],
     guards: list[limits.RequestGuard],
+    handoff: Handoff,
 ) -> None:
     # Inside ObserveMiddleware (added first = innermost): the span, metrics and body limit still apply.
-    app.add_middleware(SearchFastPath, run=flow.run_search_guarded, verifier=verifier)
+    app.add_middleware(SearchFastPath, run=flow.run_search_guarded, verifier=verifier, handoff=handoff)
     app.add_middleware(
         ObserveMiddleware,
         tracer=telemetry.tracer,

@@ -21,6 +21,7 @@ from agentrag.server.models import SearchRequest
 __all__ = ["SearchFastPath", "json_bytes", "json_response"]
 
 _SEARCH_PATH = re.compile(r"/api/v1/query/([^/]+)/search")
+_JSON_TYPE = (b"content-type", b"application/json")
 
 
 class SearchFastPath:
@@ -40,9 +41,10 @@ class SearchFastPath:
     app's handlers write; an unexpected exception propagates like the app's own.
     """
 
-    def __init__(self, app: Any, *, run: Any, verifier: TokenVerifier) -> None:
+    def __init__(self, app: Any, *, run: Any, verifier: TokenVerifier, handoff: Any = None) -> None:
         self.app = app
         self.run = run
+        self.handoff = handoff  # a Handoff: the worker threads (None: asyncio.to_thread)
         self.verifier = verifier
         self.route: Any = None  # the FastAPI route, for ObserveMiddleware's http.route
 
@@ -79,15 +81,19 @@ class SearchFastPath:
             self.route = _route_of(scope, "/api/v1/query/{tenant_id}/search")
         scope["route"], scope["path_params"] = self.route, {"tenant_id": tenant_id}
         started = time.perf_counter()
-        result = await asyncio.to_thread(self.run, body, who, started)
+        if self.handoff is not None:
+            result = await self.handoff.run(self.run, body, who, started)
+        else:
+            result = await asyncio.to_thread(self.run, body, who, started)
         if isinstance(result, ApiError):
             state = scope.get("state") or {}
-            response: Response = JSONResponse(
-                result.body(state.get("request_id")), result.status, result.headers
-            )
-        else:
-            response = json_response(result)
-        await response(scope, receive, send)
+            response = JSONResponse(result.body(state.get("request_id")), result.status, result.headers)
+            await response(scope, receive, send)
+            return
+        # what ``json_response(result)`` sends, without building the Response: the same two messages
+        headers = [(b"content-length", str(len(result)).encode("latin-1")), _JSON_TYPE]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": result})
 
 
 def _replay(messages: list[dict[str, Any]], receive: Any) -> Any:
