@@ -135,12 +135,41 @@ def asks_time(question: str) -> bool:
     return bool(_TIME.search(question))
 
 
+# general English words (the Glasgow IR stop list, as scikit-learn ships it), without its numbers,
+# negations and the words of agentrag.contrast.OPPOSITES: a question's "*most* sacks", "*back*",
+# "*toward*", "*name*", "*put*" are how its writer phrased it, not a thing the evidence must name
+_GENERAL = frozenset(
+    """about above across after afterwards again against all almost alone along already also although
+    always among amongst amount another any anyhow anyone anything anyway anywhere around back because
+    become becomes becoming before beforehand behind below beside besides between beyond both call
+    describe detail due during each either else elsewhere enough etc even ever every everyone everything
+    everywhere except few fill find former formerly found further get give go hence here hereafter hereby
+    herein hereupon however indeed interest keep latter latterly less made many meanwhile mill more
+    moreover most mostly move much namely next often once only other others otherwise own part perhaps
+    put rather same see seem seemed seeming seems several show side since some somehow someone something
+    sometime sometimes somewhere still such system take than then thence there thereafter thereby
+    therefore therein thereupon through throughout thru thus together toward towards upon very via well
+    whatever whence whenever whereafter whereas whereby wherein whereupon wherever whether while whither
+    whole within yet name""".split()  # noqa: SIM905
+)
+
+
+@functools.lru_cache(maxsize=512)
+def _general(question: str) -> frozenset[str]:
+    from agentrag.steps._common import terms
+
+    return frozenset(t for w in _TOKEN.findall(question) if w.lower() in _GENERAL for t in terms(w))
+
+
 def said_otherwise(question: str) -> frozenset[str]:
-    """The verbs of ``question`` that may be said in other words where no retrieved text says them
-    (:func:`event_verbs`); none for a question asking when (module docstring) nor for one asking how
-    to do something ("How do I *reset* my password?": the task is what is asked)."""
+    """The terms of ``question`` that may be said in other words where no retrieved text says them:
+    its verbs (:func:`event_verbs`), not for a question asking when (module docstring), and its
+    general words (``_GENERAL``); none for a question asking how to do something ("How do I *reset*
+    my password?": the task is what is asked). English only."""
+    from agentrag.answer_languages import ANSWER_LANGUAGE
     from agentrag.answer_types import answer_type
 
-    if asks_time(question) or answer_type(question) == "steps":
+    if ANSWER_LANGUAGE.get() is not None or answer_type(question) == "steps":
         return frozenset()
-    return event_verbs(question)
+    general = _general(question)
+    return general if asks_time(question) else event_verbs(question) | general
