@@ -158,7 +158,17 @@ _GENERAL = frozenset(
 def _general(question: str) -> frozenset[str]:
     from agentrag.steps._common import terms
 
-    return frozenset(t for w in _TOKEN.findall(question) if w.lower() in _GENERAL for t in terms(w))
+    words = [w for w in _TOKEN.findall(question) if w.lower() in _GENERAL or _manner(w)]
+    return frozenset(t for w in words for t in terms(w))
+
+
+# an adverb of manner or degree ("*usually*", "*generally*", "*shortly* after"): how it is said, not what
+_NOT_MANNER = frozenset("daily weekly monthly yearly hourly quarterly early family italy july supply apply reply assembly".split())  # noqa: SIM905
+
+
+def _manner(word: str) -> bool:
+    low = word.lower()
+    return word.islower() and len(low) >= 6 and low.endswith("ly") and low not in _NOT_MANNER
 
 
 def said_otherwise(question: str) -> frozenset[str]:
