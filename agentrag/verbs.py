@@ -15,6 +15,11 @@ event within the passage), and so does every verb of a question asking *when*: a
 one event, and a sentence dating another event of the same thing does not answer ("When was the
 Treaty *written*?" over the sentence on when it was *signed*), and of a question asking for steps
 (the task is what it asks: "How do I *reset* my password?").
+
+The same holds for a question's general words (``_GENERAL``: "Who had the *most* sacks?", "What is
+*usually* the goal?", "What *group* of *people* ...?"): they are how its writer phrased it, so where no
+retrieved text holds one it is neither held nor missing, in questions asking when too (not in
+how-to questions).
 """
 
 from __future__ import annotations
@@ -135,9 +140,10 @@ def asks_time(question: str) -> bool:
     return bool(_TIME.search(question))
 
 
-# general English words (the Glasgow IR stop list, as scikit-learn ships it), without its numbers,
-# negations and the words of agentrag.contrast.OPPOSITES: a question's "*most* sacks", "*back*",
-# "*toward*", "*name*", "*put*" are how its writer phrased it, not a thing the evidence must name
+# general English words: the Glasgow IR stop list (as scikit-learn ships it) without its numbers, negations
+# and pronouns, and a few general nouns ("people", "group", "thing", "way", "place"). A question's "the
+# *most* sacks", "*back*", "*toward*", "*name*", "*put*" are how its writer phrased it, not a thing the
+# evidence must name; an opposite a unit states instead ("least") is still read by agentrag.contrast
 _GENERAL = frozenset(
     """about above across after afterwards again against all almost alone along already also although
     always among amongst amount another any anyhow anyone anything anyway anywhere around back because

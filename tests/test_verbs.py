@@ -117,3 +117,26 @@ def test_a_stranded_prepositions_object_being_the_questions_subject_is_the_contr
     question: str, text: str, swapped: int
 ) -> None:
     assert contrast(question, text) == swapped
+
+
+def test_a_questions_general_words_are_phrasing_not_a_missing_qualifier() -> None:
+    assert {"most", "usual", "peopl", "group"} <= said_otherwise(
+        "What group of people usually sang the most songs?"
+    )
+    # a "when" question keeps its verbs but not its general words; numbers and negations are no phrasing
+    assert said_otherwise("When was the anthem usually sung?") == {"usual"}
+    assert said_otherwise("Who sang two songs without the band?") == {"sang"}
+    assert said_otherwise("How do I usually reset my password?") == frozenset()
+    units = units_of(ANTHEM)
+    question = "Which group of people usually performed the national anthem?"
+    assert focus(question, units[0], units) == (1.0, 0.0)
+    assert found_share(question, [h.text for h in ANTHEM]) == 1.0
+    # a content word no text says still counts
+    covered, unknown = focus("Who usually performed the national anthem in Spanish?", units[0], units)
+    assert covered < 1.0 and unknown > 0.0
+
+
+def test_a_general_word_raises_the_confidence_a_missing_qualifier_does_not() -> None:
+    asked = gather(["Who performed the most anthems at the game?"], ANTHEM)
+    near = gather(["Who performed the anthem at the Spanish game?"], ANTHEM)
+    assert asked.confidence >= 0.5 > near.confidence
