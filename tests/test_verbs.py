@@ -137,6 +137,6 @@ def test_a_questions_general_words_are_phrasing_not_a_missing_qualifier() -> Non
 
 
 def test_a_general_word_raises_the_confidence_a_missing_qualifier_does_not() -> None:
-    asked = gather(["Who performed the most anthems at the game?"], ANTHEM)
-    near = gather(["Who performed the anthem at the Spanish game?"], ANTHEM)
-    assert asked.confidence >= 0.5 > near.confidence
+    near = gather(["Who performed the national anthem in Spanish?"], ANTHEM)
+    for question in ("Who performed the most anthems?", "What group of people performed the national anthem?"):
+        assert gather([question], ANTHEM).confidence >= 0.5 > near.confidence
