@@ -156,7 +156,8 @@ _GENERAL = frozenset(
     sometime sometimes somewhere still such system take than then thence there thereafter thereby
     therefore therein thereupon through throughout thru thus together toward towards upon very via well
     whatever whence whenever whereafter whereas whereby wherein whereupon wherever whether while whither
-    whole within yet name be been being people person persons group groups thing things way ways place places""".split()  # noqa: SIM905
+    whole within yet name be been being people person persons group groups thing things way ways place
+    places""".split()  # noqa: SIM905
 )
 
 
@@ -169,7 +170,9 @@ def _general(question: str) -> frozenset[str]:
 
 
 # an adverb of manner or degree ("*usually*", "*generally*", "*shortly* after"): how it is said, not what
-_NOT_MANNER = frozenset("daily weekly monthly yearly hourly quarterly early family italy july supply apply reply assembly".split())  # noqa: SIM905
+_NOT_MANNER = frozenset(
+    "daily weekly monthly yearly hourly quarterly early family italy july supply apply reply assembly".split()  # noqa: SIM905
+)
 
 
 def _manner(word: str) -> bool:

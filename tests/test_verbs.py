@@ -138,5 +138,8 @@ def test_a_questions_general_words_are_phrasing_not_a_missing_qualifier() -> Non
 
 def test_a_general_word_raises_the_confidence_a_missing_qualifier_does_not() -> None:
     near = gather(["Who performed the national anthem in Spanish?"], ANTHEM)
-    for question in ("Who performed the most anthems?", "What group of people performed the national anthem?"):
+    for question in (
+        "Who performed the most anthems?",
+        "What group of people performed the national anthem?",
+    ):
         assert gather([question], ANTHEM).confidence >= 0.5 > near.confidence
