@@ -75,7 +75,7 @@ def _verb_like(words: list[str], i: int) -> bool:
         return False
     if low in _IRREGULAR:
         return True
-    if len(low) > 4 and low.endswith("ed") and not low.endswith("eed"):
+    if len(low) > 3 and low.endswith("ed") and not low.endswith("eed"):
         return True
     if len(low) > 5 and low.endswith("ing"):
         # "is soon *losing*?", "were *being* held"; not "are *staging* backups" (a noun follows)

@@ -26,6 +26,7 @@ from tests.test_evidence import hit
         ("Which battle did Temüjin lose to Jamukha?", {"lose"}),
         ("What type of plant is Victoria soon losing?", {"lose"}),
         ("Can I reserve a parking space?", {"reserv"}),
+        ("What sea lay west of the empire when Genghis Khan died?", {"die"}),
         # a noun after "what", a determiner or an "-ing" modifier is no verb
         ("What party won the election in the deleted district?", {"won"}),
         ("How long are staging backups kept?", {"kept"}),
