@@ -47,6 +47,7 @@ def test_other_languages_have_no_verbs_read() -> None:
     token = ANSWER_LANGUAGE.set("de")
     try:
         assert event_verbs("Who sang the national anthem?") == frozenset()
+        assert said_otherwise("Who usually sang the most anthems?") == frozenset()
     finally:
         ANSWER_LANGUAGE.reset(token)
 
