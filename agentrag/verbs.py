@@ -140,10 +140,11 @@ def asks_time(question: str) -> bool:
     return bool(_TIME.search(question))
 
 
-# general English words: the Glasgow IR stop list (as scikit-learn ships it) without its numbers, negations
-# and pronouns, and a few general nouns ("people", "group", "thing", "way", "place"). A question's "the
-# *most* sacks", "*back*", "*toward*", "*name*", "*put*" are how its writer phrased it, not a thing the
-# evidence must name; an opposite a unit states instead ("least") is still read by agentrag.contrast
+# general English words: the Glasgow IR stop list (as scikit-learn ships it) without its numbers,
+# negations and personal pronouns, and a few general nouns ("people", "group", "thing", "way", "place").
+# A question's "the *most* sacks", "*back*", "*toward*", "*name*", "*put*" are how its writer phrased it,
+# not a thing the evidence must name; an opposite a unit states instead ("least") is still read by
+# agentrag.contrast
 _GENERAL = frozenset(
     """about above across after afterwards again against all almost alone along already also although
     always among amongst amount another any anyhow anyone anything anyway anywhere around back because
