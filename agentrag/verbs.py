@@ -15,6 +15,11 @@ event within the passage), and so does every verb of a question asking *when*: a
 one event, and a sentence dating another event of the same thing does not answer ("When was the
 Treaty *written*?" over the sentence on when it was *signed*), and of a question asking for steps
 (the task is what it asks: "How do I *reset* my password?").
+
+The same holds for a question's general words (``_GENERAL``: "Who had the *most* sacks?", "What is
+*usually* the goal?", "What *group* of *people* ...?"): they are how its writer phrased it, so where no
+retrieved text holds one it is neither held nor missing, in questions asking when too (not in
+how-to questions).
 """
 
 from __future__ import annotations
@@ -70,7 +75,7 @@ def _verb_like(words: list[str], i: int) -> bool:
         return False
     if low in _IRREGULAR:
         return True
-    if len(low) > 4 and low.endswith("ed") and not low.endswith("eed"):
+    if len(low) > 3 and low.endswith("ed") and not low.endswith("eed"):
         return True
     if len(low) > 5 and low.endswith("ing"):
         # "is soon *losing*?", "were *being* held"; not "are *staging* backups" (a noun follows)
@@ -135,12 +140,56 @@ def asks_time(question: str) -> bool:
     return bool(_TIME.search(question))
 
 
+# general English words: the Glasgow IR stop list (as scikit-learn ships it) without its numbers,
+# negations and personal pronouns, and a few general nouns ("people", "group", "thing", "way", "place").
+# A question's "the *most* sacks", "*back*", "*toward*", "*name*", "*put*" are how its writer phrased it,
+# not a thing the evidence must name; an opposite a unit states instead ("least") is still read by
+# agentrag.contrast
+_GENERAL = frozenset(
+    """about above across after afterwards again against all almost alone along already also although
+    always among amongst amount another any anyhow anyone anything anyway anywhere around back because
+    become becomes becoming before beforehand behind below beside besides between beyond both call
+    describe detail due during each either else elsewhere enough etc even ever every everyone everything
+    everywhere except few fill find former formerly found further get give go hence here hereafter hereby
+    herein hereupon however indeed interest keep latter latterly less made many meanwhile mill more
+    moreover most mostly move much namely next often once only other others otherwise own part perhaps
+    put rather same see seem seemed seeming seems several show side since some somehow someone something
+    sometime sometimes somewhere still such system take than then thence there thereafter thereby
+    therefore therein thereupon through throughout thru thus together toward towards upon very via well
+    whatever whence whenever whereafter whereas whereby wherein whereupon wherever whether while whither
+    whole within yet name be been being people person persons group groups thing things way ways place
+    places""".split()  # noqa: SIM905
+)
+
+
+@functools.lru_cache(maxsize=512)
+def _general(question: str) -> frozenset[str]:
+    from agentrag.steps._common import terms
+
+    words = [w for w in _TOKEN.findall(question) if w.lower() in _GENERAL or _manner(w)]
+    return frozenset(t for w in words for t in terms(w))
+
+
+# an adverb of manner or degree ("*usually*", "*generally*", "*shortly* after"): how it is said, not what
+_NOT_MANNER = frozenset(
+    "daily weekly monthly yearly hourly quarterly early family italy july supply apply reply assembly".split()  # noqa: SIM905
+)
+
+
+def _manner(word: str) -> bool:
+    low = word.lower()
+    return word.islower() and len(low) >= 6 and low.endswith("ly") and low not in _NOT_MANNER
+
+
 def said_otherwise(question: str) -> frozenset[str]:
-    """The verbs of ``question`` that may be said in other words where no retrieved text says them
-    (:func:`event_verbs`); none for a question asking when (module docstring) nor for one asking how
-    to do something ("How do I *reset* my password?": the task is what is asked)."""
+    """The terms of ``question`` that may be said in other words where no retrieved text says them:
+    its verbs (:func:`event_verbs`), not for a question asking when (module docstring), and its
+    general words (``_GENERAL``); none for a question asking how to do something ("How do I *reset*
+    my password?": the task is what is asked). English only."""
+    from agentrag.answer_languages import ANSWER_LANGUAGE
     from agentrag.answer_types import answer_type
 
-    if asks_time(question) or answer_type(question) == "steps":
+    if ANSWER_LANGUAGE.get() is not None or answer_type(question) == "steps":
         return frozenset()
-    return event_verbs(question)
+    general = _general(question)
+    return general if asks_time(question) else event_verbs(question) | general

@@ -1,7 +1,7 @@
 """A failure census of the answer step on the *fit* data only (issue #36, #40's English line).
 
     .venv/bin/python -m benchmarks.answers_census collect [--database agentrag_loco] [--out F.pkl]
-    .venv/bin/python -m benchmarks.answers_census score F.pkl [--json rows.json]
+    .venv/bin/python -m benchmarks.answers_census score F.pkl [--json rows.json] [--where]
 
 ``collect`` asks, as ``benchmarks.answers_loco`` does (gate, condense, search, rerank; limit 5; its
 collections), every answerable question of XQuAD-dev English articles 0-11 that the loco collection
@@ -9,7 +9,9 @@ keeps (articles 12-23 are the held-out half), the whole SQuAD 2.0 subset (answer
 and every question of the four other loco corpora, and saves each retrieved context (``--held-out``:
 only XQuAD-en articles 12-23, to report once at the end). ``score`` runs the answer step of *this*
 checkout over the saved contexts (no retrieval: a candidate rule is measured in seconds) and prints,
-per group, fact hit / refused / answered and ECE.
+per group, fact hit / refused / answered and ECE; ``--where``: for each group's answerable questions not
+answered right, where the fact was (the rank of the first hit holding it) and whether the question was
+refused with the right quote, refused with a wrong one, or answered with a wrong one.
 """
 
 from __future__ import annotations
@@ -107,6 +109,8 @@ def collect(args: argparse.Namespace) -> int:
 
 
 def score(args: argparse.Namespace) -> int:
+    import importlib
+
     import agentrag as ar
     from agentrag.context import Deps
     from agentrag.eval.answers import abstained, fact_hit
@@ -115,22 +119,35 @@ def score(args: argparse.Namespace) -> int:
     store = ar.Store(database_url(args.database))
     saved = pickle.loads(Path(args.contexts).read_bytes())
     step = ar.answer()
+    module = importlib.import_module("agentrag.steps.answer")  # the module, not the Step it exports
+    gather, last = module.gather, {}
+
+    def recorded(*a: Any, **k: Any) -> Any:
+        last["evidence"] = gather(*a, **k)
+        return last["evidence"]
+
+    module.gather = recorded
     rows = []
-    for group, item, ctx in saved:
-        done = dataclasses.replace(ctx, deps=Deps(store=store)) | step
-        expected = item.get("expected") or []
-        refused = abstained(done)
-        rows.append(
-            {
-                "group": group,
-                "id": item["id"],
-                "question": item["question"],
-                "confidence": float(done.answer_confidence or 0.0),
-                "refused": refused,
-                "hit": bool(expected) and not refused and fact_hit(done.answer_text or "", expected),
-                "answer": (done.answer_text or "")[:400],
-            }
-        )
+    try:
+        for group, item, ctx in saved:
+            last.clear()
+            done = dataclasses.replace(ctx, deps=Deps(store=store)) | step
+            expected = item.get("expected") or []
+            refused = abstained(done)
+            rows.append(
+                {
+                    "group": group,
+                    "id": item["id"],
+                    "question": item["question"],
+                    "confidence": float(done.answer_confidence or 0.0),
+                    "refused": refused,
+                    "hit": bool(expected) and not refused and fact_hit(done.answer_text or "", expected),
+                    "answer": (done.answer_text or "")[:400],
+                    **_where(ctx, last.get("evidence"), expected, fact_hit),
+                }
+            )
+    finally:
+        module.gather = gather
     store.close()
     print(f"{'group':<16} {'n':>4} {'hit':>6} {'refused':>8} {'answered':>9} {'ECE':>6}")
     for group in dict.fromkeys(r["group"] for r in rows):
@@ -140,9 +157,42 @@ def score(args: argparse.Namespace) -> int:
         refused = sum(r["refused"] for r in mine) / n
         error = ece([r["confidence"] for r in mine], [r["hit"] for r in mine])
         print(f"{group:<16} {n:>4} {hit:>6.3f} {refused:>8.3f} {1 - refused:>9.3f} {error:>6.3f}")
+    if args.where:
+        _print_where(rows)
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))
     return 0
+
+
+def _where(ctx: Any, evidence: Any, expected: list[str], fact_hit: Any) -> dict[str, Any]:
+    """Where an answerable question's fact is: the rank of the first hit holding it (None: no hit
+    does), and whether what would be quoted holds it (the selected units, else the best one)."""
+    if not expected:
+        return {}
+    chunk = next((i for i, h in enumerate(ctx.hits) if fact_hit(h.text, expected)), None)
+    quoted = ""
+    if evidence is not None:
+        chosen = evidence.selected or [r[0] for r in evidence.ranked if r][:1]
+        quoted = " ".join(s.unit.text for s in chosen)
+    return {"fact_chunk": chunk, "quoted_right": bool(quoted) and fact_hit(quoted, expected)}
+
+
+def _print_where(rows: list[dict[str, Any]]) -> None:
+    """Per group of answerable questions, where the answers not given went (``score --where``)."""
+    print("\nanswerable questions not answered right: where the fact was, and what happened")
+    for group in dict.fromkeys(r["group"] for r in rows if "fact_chunk" in r):
+        lost = [r for r in rows if r["group"] == group and "fact_chunk" in r and not r["hit"]]
+        counts: dict[str, int] = {}
+        for r in lost:
+            if r["fact_chunk"] is None:
+                key = "fact in no hit"
+            else:
+                at = "top chunk" if r["fact_chunk"] == 0 else "top 3" if r["fact_chunk"] < 3 else "top 5"
+                what = "refused, right quote" if r["quoted_right"] else "refused, wrong quote"
+                key = f"{what if r['refused'] else 'answered, wrong quote'} ({at})"
+            counts[key] = counts.get(key, 0) + 1
+        parts = ", ".join(f"{k} {v}" for k, v in sorted(counts.items(), key=lambda kv: -kv[1]))
+        print(f"{group}: {len(lost)} lost: {parts}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -161,6 +211,9 @@ def main(argv: list[str] | None = None) -> int:
     two = sub.add_parser("score")
     two.add_argument("contexts")
     two.add_argument("--json")
+    two.add_argument(
+        "--where", action="store_true", help="where each lost answerable question's fact was (the census)"
+    )
     args = parser.parse_args(argv)
     return collect(args) if args.command == "collect" else score(args)
 

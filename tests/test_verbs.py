@@ -26,6 +26,7 @@ from tests.test_evidence import hit
         ("Which battle did Temüjin lose to Jamukha?", {"lose"}),
         ("What type of plant is Victoria soon losing?", {"lose"}),
         ("Can I reserve a parking space?", {"reserv"}),
+        ("What sea lay west of the empire when Genghis Khan died?", {"die"}),
         # a noun after "what", a determiner or an "-ing" modifier is no verb
         ("What party won the election in the deleted district?", {"won"}),
         ("How long are staging backups kept?", {"kept"}),
@@ -46,6 +47,7 @@ def test_other_languages_have_no_verbs_read() -> None:
     token = ANSWER_LANGUAGE.set("de")
     try:
         assert event_verbs("Who sang the national anthem?") == frozenset()
+        assert said_otherwise("Who usually sang the most anthems?") == frozenset()
     finally:
         ANSWER_LANGUAGE.reset(token)
 
@@ -117,3 +119,29 @@ def test_a_stranded_prepositions_object_being_the_questions_subject_is_the_contr
     question: str, text: str, swapped: int
 ) -> None:
     assert contrast(question, text) == swapped
+
+
+def test_a_questions_general_words_are_phrasing_not_a_missing_qualifier() -> None:
+    assert {"most", "usual", "peopl", "group"} <= said_otherwise(
+        "What group of people usually sang the most songs?"
+    )
+    # a "when" question keeps its verbs but not its general words; numbers and negations are no phrasing
+    assert said_otherwise("When was the anthem usually sung?") == {"usual"}
+    assert said_otherwise("Who sang two songs without the band?") == {"sang"}
+    assert said_otherwise("How do I usually reset my password?") == frozenset()
+    units = units_of(ANTHEM)
+    question = "Which group of people usually performed the national anthem?"
+    assert focus(question, units[0], units) == (1.0, 0.0)
+    assert found_share(question, [h.text for h in ANTHEM]) == 1.0
+    # a content word no text says still counts
+    covered, unknown = focus("Who usually performed the national anthem in Spanish?", units[0], units)
+    assert covered < 1.0 and unknown > 0.0
+
+
+def test_a_general_word_raises_the_confidence_a_missing_qualifier_does_not() -> None:
+    near = gather(["Who performed the national anthem in Spanish?"], ANTHEM)
+    for question in (
+        "Who performed the most anthems?",
+        "What group of people performed the national anthem?",
+    ):
+        assert gather([question], ANTHEM).confidence >= 0.5 > near.confidence
