@@ -126,9 +126,8 @@ def category_terms(question: str) -> frozenset[str]:
 def answer_terms(question: str) -> list[str]:
     """The question's content terms a unit answering it should hold (:func:`focus`, the abstention's
     ``found``): its scoring terms without :func:`category_terms`, unless nothing else is left."""
-    from agentrag.evidence import question_terms
-
     from agentrag.answer_languages import ANSWER_LANGUAGE
+    from agentrag.evidence import question_terms
 
     asked = question_terms(question, scoring=True)
     if ANSWER_LANGUAGE.get() is not None:  # kept, and held where a text lacks it (held_anyway)
