@@ -125,7 +125,8 @@ def category_terms(question: str) -> frozenset[str]:
 
 def answer_terms(question: str) -> list[str]:
     """The question's content terms a unit answering it should hold (:func:`focus`, the abstention's
-    ``found``): its scoring terms without :func:`category_terms`, unless nothing else is left."""
+    ``found``): its scoring terms without :func:`category_terms`, unless nothing else is left; in
+    another language all its scoring terms (the kind asked for is :func:`held_anyway`)."""
     from agentrag.answer_languages import ANSWER_LANGUAGE
     from agentrag.evidence import question_terms
 

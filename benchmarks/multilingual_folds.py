@@ -231,7 +231,7 @@ def report(by_language: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
             f" | {current:.3f} / {single:.3f} / {thresholds[lang]:.3f} / {fit_curve(rows):.3f} |"
             f" {neutrals[lang]:.4f} | " + " | ".join(f"{m:.3f}" for m in means) + " |"
         )
-    print("| summed | | | " + " | ".join(f"{m:.3f}" for m in sums) + " |")
+    print("| summed | | | | " + " | ".join(f"{m:.3f}" for m in sums) + " |")
     fitted = [v for k, v in thresholds.items() if k != "th"]
     if fitted:
         thresholds["*"] = round(statistics.median(fitted), 2)
