@@ -140,12 +140,13 @@ class Signals:
 def found_share(question: str, texts: Sequence[str], restated: Set[str] = frozenset()) -> float:
     """The share of ``question``'s content terms (rarer terms weigh more) found in ``texts``
     (``restated``: terms the best unit says in other words, :mod:`agentrag.paraphrase`, found)."""
-    from agentrag.focus import answer_terms
+    from agentrag.focus import answer_terms, held_anyway
     from agentrag.steps._common import terms
 
     asked = answer_terms(question)
     if not asked:
         return 1.0
+    restated = restated | held_anyway(question)  # the kind of the answer, in another language
     present: set[str] = set()
     for text in texts:
         present.update(terms(text))

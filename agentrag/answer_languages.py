@@ -44,6 +44,7 @@ __all__ = [
     "answer_language",
     "answer_language_placed",
     "answering_in",
+    "category_words",
     "loosely_held",
     "plainly_english",
     "semantic_threshold",
@@ -250,6 +251,98 @@ def unknown_bigrams(asked: Sequence[str], df: dict[str, int], language: str | No
     known = {ch for term in asked if df.get(term) for ch in term}
     known.update(ch for word in words for ch in word)
     return [t for t in asked if df.get(t) or not any(ch in known for ch in t)]
+
+
+#: The words that ask *which* thing is meant, by language: the word after one names the kind of the
+#: answer, not a fact the answer restates ("Welcher Spieler ...?" is answered by "Kurt Coleman
+#: fing ..."), as :func:`agentrag.focus.category_terms` reads English's "what" and "which". Surface
+#: forms, lower case; the word after one is taken unless it is a question or function word of the
+#: language (:data:`QUESTION_WORDS`: "¿Cuál es ...?", "Ποια είναι ...;" name no kind).
+WHICH_WORDS: dict[str, frozenset[str]] = {
+    code: frozenset(words.split())
+    for code, words in {
+        "de": "welche welcher welches welchen welchem",
+        "es": "qué cuál cuáles",
+        "pt": "qual quais",
+        "fr": "quel quelle quels quelles",
+        "it": "quale quali",
+        "ro": "ce care",
+        "ru": "какой какая какое какие каким какую каких каком какого какому которой который",
+        "el": "ποιος ποια ποιο ποιοι ποιες ποιον ποιας ποιου ποιων τι",
+        "tr": "hangi",
+        "ar": "أي أية بأي لأي وأي",
+        "hi": "किस किन",
+    }.items()
+}
+#: The nouns that name an answer's form ("the *name* of", "what *type* of" in English), by language.
+FORM_WORDS: dict[str, frozenset[str]] = {
+    code: frozenset(words.split())
+    for code, words in {
+        "de": "name namen begriff bezeichnung titel art typ",
+        "es": "nombre término tipo título apellido",
+        "ro": "nume numele termen termenul tip tipul titlu titlul",
+        "ru": "название названием имя термин тип фамилия",
+        "el": "όνομα ονομασία όρος όρο τύπος τύπο τίτλος",
+        "tr": "ad adı adını isim ismi ismini terim türü unvanı soyadı",
+        "ar": "اسم مصطلح نوع لقب",
+        "hi": "नाम प्रकार शब्द",
+        "zh": "名称 名字 称谓 称号 术语 类型 种类 姓名 名叫",
+    }.items()
+}
+#: Numerals a "which" word may take before the kind it asks about ("hangi *iki* organ", "welche *zwei*
+#: Städte"): how many, not what kind; the word after them is taken.
+NUMERALS: dict[str, frozenset[str]] = {
+    code: frozenset(words.split())
+    for code, words in {
+        "de": "zwei drei vier fünf sechs sieben acht neun zehn",
+        "es": "dos tres cuatro cinco seis siete ocho nueve diez",
+        "ro": "doi două trei patru cinci șase șapte opt nouă zece",
+        "ru": "два две три четыре пять шесть семь восемь девять десять",
+        "el": "δύο τρία τρεις τέσσερα τέσσερις πέντε έξι επτά οκτώ εννέα δέκα",
+        "tr": "iki üç dört beş altı yedi sekiz dokuz on",
+        "ar": "اثنين اثنان ثلاثة أربعة خمسة",
+        "hi": "दो तीन चार पांच पाँच छह सात आठ नौ दस",
+    }.items()
+}
+_HAN = "\u4e00-\u9fff"
+# Chinese: 哪 with a numeral and a measure word (哪个, 哪位, 哪一种, 哪两个) or 什么 (not 为什么), then a
+# word of two characters ("哪个球员", "什么观点"); 哪年, 哪天, 哪国 ask for the year, day, country themselves
+_WHICH_ZH = re.compile(
+    rf"(?:哪[一两二三四五六七八九十几]?(?![年天国里儿])[个位种些家次所座条支部本项名只张]?|(?<!为)什么)([{_HAN}]{{2}})"
+)
+_EDGE = re.compile(r"^[^\w]+|[^\w]+$")
+
+
+def category_words(question: str, language: str) -> list[str]:
+    """The words of ``question`` in ``language`` that name the kind of its answer (surface forms):
+    the word after a "which" word (:data:`WHICH_WORDS`; in Chinese the two characters after 哪 and
+    its measure word or after 什么) and the nouns of an answer's form (:data:`FORM_WORDS`). A
+    language without either: none."""
+    function = QUESTION_WORDS.get(language, frozenset())
+    found: list[str] = []
+    if language == "zh":
+        for match in _WHICH_ZH.finditer(question):
+            word = match.group(1)
+            if word not in function and word[0] not in function and word[0] not in "一年天国里儿":
+                found.append(word)
+        found += [w for w in FORM_WORDS["zh"] if w in question]
+        return found
+    which = WHICH_WORDS.get(language, frozenset())
+    forms = FORM_WORDS.get(language, frozenset())
+    words = [_EDGE.sub("", w).lower() for w in question.split()]
+    words = [w for w in words if w]
+    numerals = NUMERALS.get(language, frozenset())
+    for i, word in enumerate(words):
+        if word in forms:
+            found.append(word)
+        if word not in which:
+            continue
+        after = words[i + 1 : i + 3]
+        if after and (after[0] in numerals or after[0].isdigit()):
+            after = after[1:]  # "which two bodies": the bodies
+        if after and after[0] not in function:
+            found.append(after[0])
+    return found
 
 
 #: "The knowledge base does not seem to cover this question ..." and "The closest documents were ..."

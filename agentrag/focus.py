@@ -25,6 +25,7 @@ __all__ = [
     "answer_terms",
     "category_terms",
     "focus",
+    "held_anyway",
     "kind_instances",
     "names_one",
     "topic_acronyms",
@@ -108,25 +109,43 @@ def category_terms(question: str) -> frozenset[str]:
     """The stems of the words of an English ``question`` that name the kind of its answer, not a
     fact the answer must restate: the noun a wh-determiner asks about ("What *actress* did the
     translation?" is answered by "Marlee Matlin provided the translation"), a form of answer ("the
-    *name* of", "what *type* of", "the last *name*"). Empty in other languages."""
+    *name* of", "what *type* of", "the last *name*"). In another language, its "which" words and
+    form nouns (:func:`agentrag.answer_languages.category_words`)."""
     from agentrag.answer_languages import ANSWER_LANGUAGE
     from agentrag.steps._common import terms
 
-    if ANSWER_LANGUAGE.get() is not None:
-        return frozenset()
+    language = ANSWER_LANGUAGE.get()
+    if language is not None:  # the language's "which" words and form nouns
+        from agentrag.answer_languages import category_words
+
+        return frozenset(t for w in category_words(question, language) for t in terms(w))
     words = [w for m in _CATEGORY.finditer(question) for w in m.groups() if w]
     return frozenset(t for w in words if w.lower() not in _NOT_CATEGORY for t in terms(w))
 
 
 def answer_terms(question: str) -> list[str]:
     """The question's content terms a unit answering it should hold (:func:`focus`, the abstention's
-    ``found``): its scoring terms without :func:`category_terms`, unless nothing else is left."""
+    ``found``): its scoring terms without :func:`category_terms`, unless nothing else is left; in
+    another language all its scoring terms (the kind asked for is :func:`held_anyway`)."""
+    from agentrag.answer_languages import ANSWER_LANGUAGE
     from agentrag.evidence import question_terms
 
     asked = question_terms(question, scoring=True)
+    if ANSWER_LANGUAGE.get() is not None:  # kept, and held where a text lacks it (held_anyway)
+        return asked
     category = category_terms(question)
     rest = [t for t in asked if t not in category]
     return rest or asked
+
+
+def held_anyway(question: str) -> frozenset[str]:
+    """The terms of a question in another language than English that count as held by any text:
+    the words that name the kind of its answer (:func:`category_terms`; "Welcher *Spieler* ...?" is
+    answered by "Kurt Coleman ..."). A text that says one holds it as any term; one that does not
+    is not the worse for it. Empty in English, whose :func:`answer_terms` leave them out."""
+    from agentrag.answer_languages import ANSWER_LANGUAGE
+
+    return category_terms(question) if ANSWER_LANGUAGE.get() is not None else frozenset()
 
 
 def focus(
@@ -175,7 +194,10 @@ def focus(
     kind, names = kind_instances(question, units)
     if kind and names_one(best, names):
         held.add(kind)  # "which plans": a unit naming plans holds them
-    inside = {t for t in weights if has_term(held, t) or loosely_held(held, t) or t in restated}
+    anyway = held_anyway(question)
+    inside = {
+        t for t in weights if has_term(held, t) or loosely_held(held, t) or t in restated or t in anyway
+    }
     covered = sum(weights[t] for t in inside) / total
     unknown = sum(w for t, w in weights.items() if w == rare and t not in inside) / total
     return covered, unknown

@@ -100,3 +100,61 @@ def test_other_languages_keep_their_apostrophes() -> None:
     assert without_suffixes("Ankara'nın", "tr") == "Ankara"
     for language in ("de", "es", "fr", "ro", "zh"):
         assert without_suffixes("l'homme d'Ankara'nın", language) == "l'homme d'Ankara'nın"
+
+
+# ---- the kind of the answer, and fragments of words (session 20) ---------------------------------
+
+
+@pytest.mark.parametrize(
+    ("language", "question", "words"),
+    [
+        ("zh", "本赛季哪个球员拦截次数最多？", ["球员"]),  # 哪 + measure word + the kind asked for
+        ("zh", "格雷厄姆特威格对疾病的传播提出了什么观点？", ["观点"]),
+        ("zh", "成吉思汗陵原址的蒙古语名称是什么?", ["名称"]),  # a noun of the answer's form
+        ("zh", "与宋朝的冲突是哪一年结束的?", []),  # 哪一年 asks for the year itself
+        ("zh", "什么是图形编码的一种方式？", []),  # 什么是: no kind named
+        ("zh", "他为什么走了？", []),  # 为什么: why
+        ("de", "In welchem Jahr starb er?", ["jahr"]),
+        ("es", "¿Qué jugador ganó el partido?", ["jugador"]),
+        ("es", "¿Cuál es el río más largo?", []),  # a copula after "cuál" names no kind
+        ("tr", "Hangi parti en büyüğüdür?", ["parti"]),
+        ("tr", "Hangi iki organ veto hakkına sahiptir?", ["organ"]),  # how many is not what kind
+        ("zh", "议会首先必须通过哪两个机构？", ["机构"]),
+        ("ru", "Какой игрок забил гол?", ["игрок"]),
+        ("hi", "किस वर्ष में युद्ध हुआ?", ["वर्ष"]),
+        ("ja", "どの選手が勝った？", []),  # no list for Japanese: nothing, as before
+    ],
+)
+def test_the_words_naming_the_kind_of_the_answer(language: str, question: str, words: list[str]) -> None:
+    from agentrag.answer_languages import category_words
+
+    assert category_words(question, language) == words
+
+
+def test_a_unit_need_not_restate_the_kind_of_thing_asked_for() -> None:
+    """Before: "Spieler" (which player) counted as a term the answer lacks, and the sentence naming
+    the player found half the question; the kind asked for is held by any text, counted where said."""
+    text = "Kurt Coleman fing den Ball in der Endzone."
+    with answering_in("de"):
+        assert found_share("Welcher Spieler fing den Ball?", [text]) == 1.0
+        covered, unknown = focus("Welcher Spieler fing den Ball?", *_one(text))
+        assert covered == 1.0 and unknown == 0.0
+        # a term that is not the kind asked for still counts as missing
+        assert found_share("Welcher Spieler warf den Ball?", [text]) < 1.0
+    with answering_in("zh"):
+        asked, said = "哪位演员在超级碗上演唱了国歌？", "玛丽·麦特琳在超级碗上演唱了国歌。"
+        # the answer naming the actress without the word "actress" finds as much as one with it
+        assert found_share(asked, [said]) == found_share(asked, [said + "她是演员。"])
+
+
+def test_english_reads_the_kind_asked_for_as_before() -> None:
+    from agentrag.focus import answer_terms, held_anyway
+
+    assert held_anyway("Which actress signed the anthem?") == frozenset()
+    assert "actress" not in " ".join(answer_terms("Which actress signed the anthem?"))
+
+
+def _one(text: str) -> tuple:
+    hits = [hit(f"# T\n\n{text}\n", "chk_k1")]
+    units = units_of(hits)
+    return units[0], units
