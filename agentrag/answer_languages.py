@@ -151,10 +151,14 @@ def abstain_below(language: str, model_id: str | None) -> float:
     return by_language.get(language, by_language.get("*", ABSTAIN_BELOW))
 
 
+def _words(table: dict[str, str]) -> dict[str, frozenset[str]]:
+    """Each language's words, given as one space-separated string, as a set."""
+    return {code: frozenset(words.split()) for code, words in table.items()}
+
+
 #: Question words and the commonest function words, dropped from a question's terms (surface forms).
-QUESTION_WORDS: dict[str, frozenset[str]] = {
-    code: frozenset(words.split())
-    for code, words in {
+QUESTION_WORDS: dict[str, frozenset[str]] = _words(
+    {
         "de": "wer wen wem wessen was welche welcher welches welchen welchem wann wo wohin woher warum wieso"
         " weshalb wie viele viel vielen der die das den dem des ein eine einer eines einen einem und oder"
         " ist sind war waren wurde wurden hat hatte haben hatten in im am an auf aus bei mit von vom zu zum"
@@ -189,8 +193,8 @@ QUESTION_WORDS: dict[str, frozenset[str]] = {
         "ja": "何 なに なん 誰 だれ どこ どれ どの どんな いつ なぜ どう どうして どのくらい どれくらい どれだけ"
         " いくら いくつ 何時 何日 何年 何人 何回 ですか ますか でしょうか か は が を に で の と も へ や から まで"
         " より です ます でした ました する します される ある あります いる います こと もの",
-    }.items()
-}
+    }
+)
 
 
 #: The shortest stem that holds a longer one loosely (:func:`loosely_held`); 0: off.
@@ -258,9 +262,8 @@ def unknown_bigrams(asked: Sequence[str], df: dict[str, int], language: str | No
 #: fing ..."), as :func:`agentrag.focus.category_terms` reads English's "what" and "which". Surface
 #: forms, lower case; the word after one is taken unless it is a question or function word of the
 #: language (:data:`QUESTION_WORDS`: "¿Cuál es ...?", "Ποια είναι ...;" name no kind).
-WHICH_WORDS: dict[str, frozenset[str]] = {
-    code: frozenset(words.split())
-    for code, words in {
+WHICH_WORDS: dict[str, frozenset[str]] = _words(
+    {
         "de": "welche welcher welches welchen welchem",
         "es": "qué cuál cuáles",
         "pt": "qual quais",
@@ -272,12 +275,11 @@ WHICH_WORDS: dict[str, frozenset[str]] = {
         "tr": "hangi",
         "ar": "أي أية بأي لأي وأي",
         "hi": "किस किन",
-    }.items()
-}
+    }
+)
 #: The nouns that name an answer's form ("the *name* of", "what *type* of" in English), by language.
-FORM_WORDS: dict[str, frozenset[str]] = {
-    code: frozenset(words.split())
-    for code, words in {
+FORM_WORDS: dict[str, frozenset[str]] = _words(
+    {
         "de": "name namen begriff bezeichnung titel art typ",
         "es": "nombre término tipo título apellido",
         "ro": "nume numele termen termenul tip tipul titlu titlul",
@@ -287,13 +289,12 @@ FORM_WORDS: dict[str, frozenset[str]] = {
         "ar": "اسم مصطلح نوع لقب",
         "hi": "नाम प्रकार शब्द",
         "zh": "名称 名字 称谓 称号 术语 类型 种类 姓名 名叫",
-    }.items()
-}
+    }
+)
 #: Numerals a "which" word may take before the kind it asks about ("hangi *iki* organ", "welche *zwei*
 #: Städte"): how many, not what kind; the word after them is taken.
-NUMERALS: dict[str, frozenset[str]] = {
-    code: frozenset(words.split())
-    for code, words in {
+NUMERALS: dict[str, frozenset[str]] = _words(
+    {
         "de": "zwei drei vier fünf sechs sieben acht neun zehn",
         "es": "dos tres cuatro cinco seis siete ocho nueve diez",
         "ro": "doi două trei patru cinci șase șapte opt nouă zece",
@@ -302,8 +303,8 @@ NUMERALS: dict[str, frozenset[str]] = {
         "tr": "iki üç dört beş altı yedi sekiz dokuz on",
         "ar": "اثنين اثنان ثلاثة أربعة خمسة",
         "hi": "दो तीन चार पांच पाँच छह सात आठ नौ दस",
-    }.items()
-}
+    }
+)
 _HAN = "\u4e00-\u9fff"
 # Chinese: 哪 with a numeral and a measure word (哪个, 哪位, 哪一种, 哪两个) or 什么 (not 为什么), then a
 # word of two characters ("哪个球员", "什么观点"); 哪年, 哪天, 哪国 ask for the year, day, country themselves
