@@ -53,7 +53,7 @@ class Deferred:
 _CURRENT: ContextVar[Deferred | None] = ContextVar("agentrag_deferred_measurements", default=None)
 
 
-class deferring:  # noqa: N801 (a context manager, named as one)
+class deferring:  # a context manager, named as one
     """``with deferring() as deferred:`` measurements taken in this context (and in worker threads
     running a copy of it) wait for ``deferred.record()``, which the ``with`` block does not call."""
 

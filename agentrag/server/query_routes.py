@@ -78,7 +78,7 @@ class QueryFlow:
         return proof
 
     def respond_json(self, ctx: ar.Context, sink: Sink, started: float) -> bytes:
-        """``json_bytes(respond(...))``, the same bytes encoded from the proof itself (:func:`proof_bytes`)."""
+        """``json_bytes(respond(...))``: the same bytes, from the proof itself (:func:`proof_bytes`)."""
         proof = ctx.proof()
         self.gateway.audit(sink, started)
         return proof_bytes(proof)
