@@ -61,6 +61,11 @@ def test_measurements_inside_deferring_wait_for_record_then_land_unchanged() -> 
         ("h", (("step", "search"),)): (1, 2.5),
         ("c", (("mode", "hybrid"),)): 2,
     }
+    with deferring(False) as busy:  # the server under load: nothing waits
+        counter.add(1, {"mode": "hybrid"})
+        assert _points(reader)[("c", (("mode", "hybrid"),))] == 3
+    busy.record()
+    assert _points(reader)[("c", (("mode", "hybrid"),))] == 3
 
 
 def test_a_worker_thread_running_the_requests_context_defers_too_and_late_ones_are_not_lost() -> None:

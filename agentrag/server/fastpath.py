@@ -42,11 +42,14 @@ class SearchFastPath:
     app's handlers write; an unexpected exception propagates like the app's own.
     """
 
-    def __init__(self, app: Any, *, run: Any, verifier: TokenVerifier, handoff: Any = None) -> None:
+    def __init__(
+        self, app: Any, *, run: Any, verifier: TokenVerifier, handoff: Any = None, idle: Any = None
+    ) -> None:
         self.app = app
         self.run = run
         self.handoff = handoff  # a Handoff: the worker threads (None: asyncio.to_thread)
         self.verifier = verifier
+        self.idle = idle  # () -> bool: no other request in flight (None: never)
         self.route: Any = None  # the FastAPI route, for ObserveMiddleware's http.route
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
@@ -82,7 +85,10 @@ class SearchFastPath:
             self.route = _route_of(scope, "/api/v1/query/{tenant_id}/search")
         scope["route"], scope["path_params"] = self.route, {"tenant_id": tenant_id}
         started = time.perf_counter()
-        with deferring() as deferred:  # the work's metric measurements: recorded once the response is sent
+        # Alone in the process, the work's metric measurements are recorded once the response is sent
+        # (agentrag.server.deferred): the event loop has nothing else to do then. Busy, the worker
+        # records them as it goes, as ever: the event loop is what every other request waits for.
+        with deferring(self.idle is not None and self.idle()) as deferred:
             try:
                 if self.handoff is not None:
                     result = await self.handoff.run(self.run, body, who, started)
