@@ -20,17 +20,17 @@ def execute_on_driver(
 ) -> dict[str, Any] | None:
     """Run ``statement`` (prepared) with ``params``; the first row as a dict when ``fetch``, else None."""
     import psycopg
+    from psycopg.rows import dict_row
 
     for attempt in (1, 2):
         conn = engine.raw_connection()  # pooled; returned by close()
         driver: Any = conn.driver_connection  # the psycopg connection
         try:
-            cursor = driver.execute(statement, params, prepare=True)
-            row = None
-            if fetch:
-                first = cursor.fetchone()
-                names = [c.name for c in cursor.description or ()]
-                row = None if first is None else dict(zip(names, first, strict=True))
+            if fetch:  # dict_row names the columns from the result itself: no cursor.description
+                row = driver.cursor(row_factory=dict_row).execute(statement, params, prepare=True).fetchone()
+            else:
+                driver.execute(statement, params, prepare=True)
+                row = None
         except (psycopg.OperationalError, psycopg.InterfaceError):
             broken = driver.broken or driver.closed
             if broken:

@@ -347,7 +347,13 @@ def _install_middleware(
     handoff: Handoff,
 ) -> None:
     # Inside ObserveMiddleware (added first = innermost): the span, metrics and body limit still apply.
-    app.add_middleware(SearchFastPath, run=flow.run_search_guarded, verifier=verifier, handoff=handoff)
+    app.add_middleware(
+        SearchFastPath,
+        run=flow.run_search_guarded,
+        verifier=verifier,
+        handoff=handoff,
+        idle=lambda: _alone(guards),
+    )
     app.add_middleware(
         ObserveMiddleware,
         tracer=telemetry.tracer,

@@ -44,12 +44,14 @@ def server_telemetry(
     trace_file: str | None, *, metrics: bool = True, trace_max_bytes: int = 10_000_000
 ) -> tuple[Any, list[Any], Any]:
     """``(telemetry, providers to shut down, the /metrics reader or None)`` for a service given no
-    telemetry. Neither a trace file nor metrics: the global providers (no-op unless installed)."""
+    telemetry. Neither a trace file nor metrics: the global providers (no-op unless installed). The
+    meter provider's histograms and counters honour :func:`agentrag.server.deferred.deferring`."""
     from opentelemetry.sdk.metrics import MeterProvider
     from opentelemetry.sdk.metrics.export import InMemoryMetricReader, PeriodicExportingMetricReader
     from opentelemetry.sdk.metrics.view import ExplicitBucketHistogramAggregation, View
 
     import agentrag as ar
+    from agentrag.server.deferred import DeferringMeterProvider
 
     if not trace_file and not metrics:
         return ar.Telemetry(), [], None
@@ -72,7 +74,9 @@ def server_telemetry(
         aggregation=ExplicitBucketHistogramAggregation(boundaries=HTTP_SECONDS_BUCKETS),
     )
     meter_provider = MeterProvider(metric_readers=readers, views=[seconds])
-    telemetry = ar.Telemetry(tracer_provider=tracer_provider, meter_provider=meter_provider)
+    # a served search's measurements are recorded once its response is sent (agentrag.server.deferred)
+    deferring = DeferringMeterProvider(meter_provider)
+    telemetry = ar.Telemetry(tracer_provider=tracer_provider, meter_provider=deferring)  # type: ignore[arg-type]
     owned = [p for p in (tracer_provider, meter_provider) if p is not None]
     return telemetry, owned, reader
 
