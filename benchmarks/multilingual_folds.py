@@ -143,15 +143,18 @@ def census(rows: list[dict[str, Any]], threshold: float) -> None:
         print("   A:", (r.get("answer") or "").replace("\n", " ")[:200])
 
 
+def best_run(costs: list[float]) -> tuple[int, int]:
+    """The first and last index of the first run of least ``costs``."""
+    start = stop = costs.index(min(costs))
+    while stop + 1 < len(costs) and costs[stop + 1] == costs[start]:
+        stop += 1
+    return start, stop
+
+
 def fit_neutral(rows: list[dict[str, Any]], threshold: float) -> float:
     """The neutral point of least cost at the table's ``threshold``: the middle of the first best run
     of :data:`NEUTRAL_GRID`."""
-    costs = [round(cost(rows, threshold, neutral=g), 9) for g in NEUTRAL_GRID]
-    best = min(costs)
-    start = costs.index(best)
-    stop = start
-    while stop + 1 < len(costs) and costs[stop + 1] == best:
-        stop += 1
+    start, stop = best_run([round(cost(rows, threshold, neutral=g), 9) for g in NEUTRAL_GRID])
     return NEUTRAL_GRID[(start + stop) // 2]
 
 
@@ -161,12 +164,7 @@ def fit_curve(rows: list[dict[str, Any]], neutral: float | None = None) -> float
     grid points (ties: the lowest run)."""
     at = neutral_of() if neutral is None else neutral
     grid = [round(i * 0.005, 3) for i in range(201)]
-    costs = [round(cost(rows, t, neutral=at), 9) for t in grid]
-    best = min(costs)
-    start = costs.index(best)
-    stop = start
-    while stop + 1 < len(grid) and costs[stop + 1] == best:
-        stop += 1
+    start, stop = best_run([round(cost(rows, t, neutral=at), 9) for t in grid])
     return round((grid[start] + grid[stop]) / 2, 3)
 
 

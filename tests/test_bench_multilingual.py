@@ -3,49 +3,19 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-DATA = ROOT.parent / "shared" / "data" / "xquad-dev"
+from tests.xquad_support import DATA, run_benchmark
 
 
 @pytest.mark.skipif(not DATA.is_dir(), reason="XQuAD-dev is not beside the checkout (../shared/data)")
 def test_the_multilingual_benchmark_runs_on_a_slice(tmp_path: Path) -> None:
     out = tmp_path / "ml.json"
-    run = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "benchmarks.multilingual",
-            "--languages",
-            "de,zh",
-            "--articles",
-            "3",
-            "--left-out",
-            "1",
-            "--questions",
-            "4",
-            "--unanswerable",
-            "2",
-            "--cross",
-            "en:de",
-            "--bare",
-            "de",
-            "--json",
-            str(out),
-        ],
-        cwd=ROOT,
-        env={**os.environ, "AGENTRAG_BENCH_DATABASE": "agentrag_bench_multilingual_test"},
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert run.returncode == 0, run.stderr[-3000:]
+    argv = ["--languages", "de,zh", "--articles", "3", "--left-out", "1", "--questions", "4"]
+    argv += ["--unanswerable", "2", "--cross", "en:de", "--bare", "de", "--json", str(out)]
+    run = run_benchmark("multilingual", argv)
     results = json.loads(out.read_text(encoding="utf-8"))
     assert set(results["languages"]) == {"de", "zh"}
     for row in results["languages"].values():
@@ -64,15 +34,7 @@ def test_the_multilingual_benchmark_runs_on_a_slice(tmp_path: Path) -> None:
 def test_the_abstention_fit_runs_on_a_slice(tmp_path: Path) -> None:
     out = tmp_path / "fit.json"
     argv = ["--languages", "de", "--kept", "2", "--questions", "4", "--unanswerable", "3", "--json", str(out)]
-    run = subprocess.run(
-        [sys.executable, "-m", "benchmarks.multilingual_abstention", *argv],
-        cwd=ROOT,
-        env={**os.environ, "AGENTRAG_BENCH_DATABASE": "agentrag_bench_multilingual_test"},
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert run.returncode == 0, run.stderr[-3000:]
+    run = run_benchmark("multilingual_abstention", argv)
     row = json.loads(out.read_text(encoding="utf-8"))["languages"]["de"]
     assert 0.0 <= row["threshold"] <= 1.0
     assert len(row["confidences"]["fit"]) == len(row["confidences"]["report"]) == 7

@@ -3,17 +3,12 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from benchmarks.multilingual_folds import MODEL, census, cost, decide, decided, fit_curve, report
-
-ROOT = Path(__file__).resolve().parents[1]
-DATA = ROOT.parent / "shared" / "data" / "xquad-dev"
+from tests.xquad_support import DATA, run_benchmark
 
 
 def row(confidence: float, answerable: bool, fold: int = 0, semantic: float = 0.842) -> dict:
@@ -86,15 +81,7 @@ def test_the_census_names_what_was_refused_and_what_was_answered(capsys) -> None
 def test_the_folds_run_on_a_slice(tmp_path: Path) -> None:
     out = tmp_path / "folds.json"
     argv = ["--languages", "de", "--articles", "4", "--questions", "3", "--json", str(out)]
-    run = subprocess.run(
-        [sys.executable, "-m", "benchmarks.multilingual_folds", *argv],
-        cwd=ROOT,
-        env={**os.environ, "AGENTRAG_BENCH_DATABASE": "agentrag_bench_multilingual_test"},
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert run.returncode == 0, run.stderr[-3000:]
+    run = run_benchmark("multilingual_folds", argv)
     rows = json.loads(out.read_text(encoding="utf-8"))["languages"]["de"]
     assert {r["fold"] for r in rows} == {0, 1}
     # every question of the two articles a fold leaves out is asked, as unanswerable
