@@ -26,8 +26,22 @@ if TYPE_CHECKING:
 __all__ = ["fills", "prefer_typed", "slot", "widen"]
 
 _WHO = re.compile(r"^\W*(?:who|whom|whose)\b|\b(?:called|named|name of|the name|titled)\b", re.IGNORECASE)
+# "who" asking after an opening phrase ("Prior to Manning, who was ...?") or last ("... by the example of who?")
+_WHO_LATER = re.compile(
+    r"^(?:(?!\b(?:what|which|who|whom|whose|when|where|why|how)\b)[^,?])+,\s*(?:who|whom|whose)\b"
+    r"|\b(?:who|whom|whose)\s*\?\s*$",
+    re.IGNORECASE,
+)
+# a name opening a sentence: a capitalised word in the possessive ("Gandhi's acts ...")
+_NAME_OPENING = re.compile(r"^\W*([A-Z][a-z][\w-]*)['’]s\b")
 _NAME_WORD = re.compile(r"(?<![.?!:;]\s)(?<!^)(?<![\"'“(])\b[A-Z][\w'’-]*[a-z][\w'’-]*|\b[A-Z]{2,}\b")
 _DIGITS = re.compile(r"\d(?:[\d,.]*\d)?")
+
+
+def _english() -> bool:
+    from agentrag.answer_languages import ANSWER_LANGUAGE
+
+    return ANSWER_LANGUAGE.get() is None
 
 
 def slot(question: str) -> str | None:
@@ -36,7 +50,7 @@ def slot(question: str) -> str | None:
     kind = answer_type(question)
     if kind in ("number", "duration", "time"):
         return kind
-    if _WHO.search(question):
+    if _WHO.search(question) or (_english() and _WHO_LATER.search(question)):
         return "name"
     return None
 
@@ -45,11 +59,27 @@ def _new_names(question: str, text: str) -> bool:
     from agentrag.steps._common import terms
 
     asked = set(terms(question))
-    for match in _NAME_WORD.finditer(text):
-        stems = terms(match.group(0))
-        if stems and not any(s in asked or s + "s" in asked for s in stems):
-            return True
-    return False
+
+    def new(words: list[str]) -> bool:
+        stems = [s for w in words for s in terms(w)]
+        return bool(stems) and not any(s in asked or s + "s" in asked for s in stems)
+
+    matches = list(_NAME_WORD.finditer(text))
+    if not _english():
+        return any(new([m.group(0)]) for m in matches)
+    opening = _NAME_OPENING.match(text)
+    if opening and new([opening.group(1)]):
+        return True
+    # capitalised words in a row are one name: "Peyton Manning" is the question's "Manning"
+    names: list[list[str]] = []
+    end = -1
+    for m in matches:
+        if names and not text[end : m.start()].strip():
+            names[-1].append(m.group(0))
+        else:
+            names.append([m.group(0)])
+        end = m.end()
+    return any(new(name) for name in names)
 
 
 def fills(question: str, text: str) -> bool | None:
@@ -91,6 +121,8 @@ def widen(
         if not mine:
             continue
         best = max(mine, key=lambda s: s.score)
+        if _english():  # the question's best unit, not an antecedent select() quoted at its score
+            best = next((s for s in mine if s.unit is scored[0].unit), best)
         state = fills(question, best.unit.text)
         if state is not False:
             if state:
