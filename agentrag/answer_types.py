@@ -67,8 +67,8 @@ _QUESTION_TYPES: tuple[tuple[re.Pattern[str], str], ...] = (
     # not "When the Rhine emerges from Lake Constance, which way does it flow?": the clause sets the scene
     (
         re.compile(
-            r"^\s*(?:until when|by when|what time|when(?!\s+(?!(?:is|are|was|were|does|do|did|can|could|will|would|"
-            r"has|have|had|should|may|might|must)\b)\w+[^?]*\b(?:which|what|where|who|whom|how)\b))\b",
+            r"^\s*(?:until when|by when|what time|when(?!\s+(?!(?:is|are|was|were|does|do|did|can|could|will|"
+            r"would|has|have|had|should|may|might|must)\b)\w+[^?]*\b(?:which|what|where|who|whom|how)\b))\b",
             re.IGNORECASE,
         ),
         "time",

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 __all__ = ["fills", "prefer_typed", "slot", "widen"]
 
 _WHO = re.compile(r"^\W*(?:who|whom|whose)\b|\b(?:called|named|name of|the name|titled)\b", re.IGNORECASE)
-# "who" asking after an opening phrase ("Prior to Manning, who was ...?") or last ("... by the example of who?")
+# "who" asking after an opening phrase ("Prior to Manning, who was ...?") or last ("... the example of who?")
 _WHO_LATER = re.compile(
     r"^(?:(?!\b(?:what|which|who|whom|whose|when|where|why|how)\b)[^,?])+,\s*(?:who|whom|whose)\b"
     r"|\b(?:who|whom|whose)\s*\?\s*$",

@@ -111,8 +111,9 @@ def test_a_name_is_its_capitalised_words_in_a_row_and_a_possessive_opening_names
     question = "Prior to Manning, who was the oldest quarterback to play in the final?"
     assert fills(question, "Peyton Manning became the first quarterback to lead two teams.") is False
     assert fills(question, "The past record was held by John Elway at age 38.") is True
-    assert fills("Who is an example of it?", "Gandhi's acts have been described as civil disobedience.") is True
-    assert fills("Who is Gandhi?", "Gandhi's acts have been described as civil disobedience.") is False
+    acts = "Gandhi's acts have been described as civil disobedience."
+    assert fills("Who is an example of it?", acts) is True
+    assert fills("Who is Gandhi?", acts) is False
 
 
 def test_the_window_widens_from_the_best_sentence_not_from_its_quoted_antecedent() -> None:
