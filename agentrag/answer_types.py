@@ -75,6 +75,12 @@ _QUESTION_TYPES: tuple[tuple[re.Pattern[str], str], ...] = (
     ),
     (
         re.compile(
+            r"^\s*(?:in |by |since |until )?(?:what|which) (?:year|century|decade|date)\b", re.IGNORECASE
+        ),
+        "time",
+    ),
+    (
+        re.compile(
             r"\bhow (many|much|big|large|high|low)\b|^\s*(?:what|which)(?:'s| is| are| was| were)?\b"
             r"(?!\s+happens)[^?]*\b(maximum|minimum|max|min|limits?|sizes?|prices?|costs?|numbers? of|amount|"
             r"percentage|rates?|quotas?|fees?)\b",

@@ -35,6 +35,13 @@ _WHO_LATER = re.compile(
 # a name opening a sentence: a capitalised word in the possessive ("Gandhi's acts ...")
 _NAME_OPENING = re.compile(r"^\W*([A-Z][a-z][\w-]*)['’]s\b")
 _NAME_WORD = re.compile(r"(?<![.?!:;]\s)(?<!^)(?<![\"'“(])\b[A-Z][\w'’-]*[a-z][\w'’-]*|\b[A-Z]{2,}\b")
+# a year as prose dates a fact ("in 1954", "since the 1990s", "October 1954"): no amount or count
+_YEAR = re.compile(
+    r"\b(?:in|since|until|by|from|before|after|during|around|January|February|March|April|May|June|July|"
+    r"August|September|October|November|December)\s+(?:the\s+)?(?:early\s+|late\s+|mid-)?"
+    r"(?:1[0-9]{3}|20[0-9]{2})s?\b(?![,.]?\d)"
+)
+_YEARLY = re.compile(r"\byears?\b|\bcentur", re.IGNORECASE)
 _DIGITS = re.compile(r"\d(?:[\d,.]*\d)?")
 
 
@@ -90,6 +97,8 @@ def fills(question: str, text: str) -> bool | None:
         return None
     if kind == "name":
         return _new_names(question, text)
+    if kind == "number" and _english() and not _YEARLY.search(question):
+        text = _YEAR.sub(" ", text)
     if type_fit(kind, text, question=question) <= 0:
         return False
     given = set(_DIGITS.findall(question))

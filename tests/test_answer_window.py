@@ -138,3 +138,19 @@ def test_a_when_clause_setting_the_scene_does_not_ask_for_a_time() -> None:
     assert answer_type("When was the church consecrated?") == "time"
     assert answer_type("When did the man who built the church die?") == "time"
     assert answer_type("When year was the treaty signed?") == "time"
+
+
+def test_what_year_asks_for_a_time() -> None:
+    from agentrag.answer_types import answer_type
+
+    assert answer_type("What year did the storm hit the fleet?") == "time"
+    assert answer_type("In which century was the abbey founded?") == "time"
+    assert answer_type("What is the yearly fee?") == "number"
+
+
+def test_a_year_in_prose_is_no_amount() -> None:
+    question = "How much money was to go to the network under the merger plan?"
+    assert fills(question, "He proposed the merger in October 1954, with the network in trouble.") is False
+    assert fills(question, "The network would have received $5 million in cash.") is True
+    assert fills("How many requests per minute?", "Since 2020, Business allows 1,200 requests per minute.")
+    assert fills("How many ships were built?", "In 1954 the yard built 1200 ships.") is True
