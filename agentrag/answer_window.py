@@ -6,8 +6,10 @@ question's words ("He is also the oldest quarterback ever to play in a Super Bow
 its neighbour holds the answer ("Peyton Manning became the first quarterback ..."). :func:`fills`
 says whether a text holds something *new* of the kind the question asks for: a number, a date or
 a duration the question does not already give, or, for "who" and "what is it called" questions, a
-name the question does not already use. :func:`widen` adds, for each question whose best quoted
-unit does not fill its slot, the adjacent unit of the same chunk that does.
+name the question does not already use (capitalised words in a row are one name: "Peyton Manning"
+is the question's "Manning"; a year in prose, "in October 1954", is no amount). :func:`widen` adds,
+for each question whose best unit does not fill its slot, the adjacent unit of the same chunk that
+does (in English, from the best unit itself, not from an antecedent quoted beside it).
 
 The signals are structural (answer type, capitalisation, digits), not words of any corpus.
 """
