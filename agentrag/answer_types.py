@@ -64,7 +64,21 @@ _QUESTION_TYPES: tuple[tuple[re.Pattern[str], str], ...] = (
         ),
         "duration",
     ),
-    (re.compile(r"^\s*(when|until when|by when|what time)\b", re.IGNORECASE), "time"),
+    # not "When the Rhine emerges from Lake Constance, which way does it flow?": the clause sets the scene
+    (
+        re.compile(
+            r"^\s*(?:until when|by when|what time|when(?!\s+(?!(?:is|are|was|were|does|do|did|can|could|will|"
+            r"would|has|have|had|should|may|might|must)\b)\w+[^?]*\b(?:which|what|where|who|whom|how)\b))\b",
+            re.IGNORECASE,
+        ),
+        "time",
+    ),
+    (
+        re.compile(
+            r"^\s*(?:in |by |since |until )?(?:what|which) (?:year|century|decade|date)\b", re.IGNORECASE
+        ),
+        "time",
+    ),
     (
         re.compile(
             r"\bhow (many|much|big|large|high|low)\b|^\s*(?:what|which)(?:'s| is| are| was| were)?\b"

@@ -6,8 +6,10 @@ question's words ("He is also the oldest quarterback ever to play in a Super Bow
 its neighbour holds the answer ("Peyton Manning became the first quarterback ..."). :func:`fills`
 says whether a text holds something *new* of the kind the question asks for: a number, a date or
 a duration the question does not already give, or, for "who" and "what is it called" questions, a
-name the question does not already use. :func:`widen` adds, for each question whose best quoted
-unit does not fill its slot, the adjacent unit of the same chunk that does.
+name the question does not already use (capitalised words in a row are one name: "Peyton Manning"
+is the question's "Manning"; a year in prose, "in October 1954", is no amount). :func:`widen` adds,
+for each question whose best unit does not fill its slot, the adjacent unit of the same chunk that
+does (in English, from the best unit itself, not from an antecedent quoted beside it).
 
 The signals are structural (answer type, capitalisation, digits), not words of any corpus.
 """
@@ -26,8 +28,29 @@ if TYPE_CHECKING:
 __all__ = ["fills", "prefer_typed", "slot", "widen"]
 
 _WHO = re.compile(r"^\W*(?:who|whom|whose)\b|\b(?:called|named|name of|the name|titled)\b", re.IGNORECASE)
+# "who" asking after an opening phrase ("Prior to Manning, who was ...?") or last ("... the example of who?")
+_WHO_LATER = re.compile(
+    r"^(?:(?!\b(?:what|which|who|whom|whose|when|where|why|how)\b)[^,?])+,\s*(?:who|whom|whose)\b"
+    r"|\b(?:who|whom|whose)\s*\?\s*$",
+    re.IGNORECASE,
+)
+# a name opening a sentence: a capitalised word in the possessive ("Gandhi's acts ...")
+_NAME_OPENING = re.compile(r"^\W*([A-Z][a-z][\w-]*)['’]s\b")
 _NAME_WORD = re.compile(r"(?<![.?!:;]\s)(?<!^)(?<![\"'“(])\b[A-Z][\w'’-]*[a-z][\w'’-]*|\b[A-Z]{2,}\b")
+# a year as prose dates a fact ("in 1954", "since the 1990s", "October 1954"): no amount or count
+_YEAR = re.compile(
+    r"\b(?:in|since|until|by|from|before|after|during|around|January|February|March|April|May|June|July|"
+    r"August|September|October|November|December)\s+(?:the\s+)?(?:early\s+|late\s+|mid-)?"
+    r"(?:1[0-9]{3}|20[0-9]{2})s?\b(?![,.]?\d)"
+)
+_YEARLY = re.compile(r"\byears?\b|\bcentur", re.IGNORECASE)
 _DIGITS = re.compile(r"\d(?:[\d,.]*\d)?")
+
+
+def _english() -> bool:
+    from agentrag.answer_languages import ANSWER_LANGUAGE
+
+    return ANSWER_LANGUAGE.get() is None
 
 
 def slot(question: str) -> str | None:
@@ -36,7 +59,7 @@ def slot(question: str) -> str | None:
     kind = answer_type(question)
     if kind in ("number", "duration", "time"):
         return kind
-    if _WHO.search(question):
+    if _WHO.search(question) or (_english() and _WHO_LATER.search(question)):
         return "name"
     return None
 
@@ -45,11 +68,27 @@ def _new_names(question: str, text: str) -> bool:
     from agentrag.steps._common import terms
 
     asked = set(terms(question))
-    for match in _NAME_WORD.finditer(text):
-        stems = terms(match.group(0))
-        if stems and not any(s in asked or s + "s" in asked for s in stems):
-            return True
-    return False
+
+    def new(words: list[str]) -> bool:
+        stems = [s for w in words for s in terms(w)]
+        return bool(stems) and not any(s in asked or s + "s" in asked for s in stems)
+
+    matches = list(_NAME_WORD.finditer(text))
+    if not _english():
+        return any(new([m.group(0)]) for m in matches)
+    opening = _NAME_OPENING.match(text)
+    if opening and new([opening.group(1)]):
+        return True
+    # capitalised words in a row are one name: "Peyton Manning" is the question's "Manning"
+    names: list[list[str]] = []
+    end = -1
+    for m in matches:
+        if names and not text[end : m.start()].strip():
+            names[-1].append(m.group(0))
+        else:
+            names.append([m.group(0)])
+        end = m.end()
+    return any(new(name) for name in names)
 
 
 def fills(question: str, text: str) -> bool | None:
@@ -60,6 +99,8 @@ def fills(question: str, text: str) -> bool | None:
         return None
     if kind == "name":
         return _new_names(question, text)
+    if kind == "number" and _english() and not _YEARLY.search(question):
+        text = _YEAR.sub(" ", text)
     if type_fit(kind, text, question=question) <= 0:
         return False
     given = set(_DIGITS.findall(question))
@@ -91,6 +132,8 @@ def widen(
         if not mine:
             continue
         best = max(mine, key=lambda s: s.score)
+        if _english():  # the question's best unit, not an antecedent select() quoted at its score
+            best = next((s for s in mine if s.unit is scored[0].unit), best)
         state = fills(question, best.unit.text)
         if state is not False:
             if state:

@@ -98,3 +98,59 @@ def test_a_sentence_opening_with_he_is_quoted_with_its_antecedent() -> None:
     )
     said = render(gather(["Who became the first female conductor of the orchestra?"], [career]).selected)
     assert "Maria Lopez" in said and "first female conductor" in said
+
+
+def test_who_asks_for_a_name_after_an_opening_phrase_or_last() -> None:
+    assert slot("Prior to Manning, who was the oldest quarterback to play in the final?") == "name"
+    assert slot("Civil disobedience is highlighted by the example of who?") == "name"
+    # a relative "who" before the comma is no question word
+    assert slot("The man who built the church, what was his trade?") is None
+
+
+def test_a_name_is_its_capitalised_words_in_a_row_and_a_possessive_opening_names_one() -> None:
+    question = "Prior to Manning, who was the oldest quarterback to play in the final?"
+    assert fills(question, "Peyton Manning became the first quarterback to lead two teams.") is False
+    assert fills(question, "The past record was held by John Elway at age 38.") is True
+    acts = "Gandhi's acts have been described as civil disobedience."
+    assert fills("Who is an example of it?", acts) is True
+    assert fills("Who is Gandhi?", acts) is False
+
+
+def test_the_window_widens_from_the_best_sentence_not_from_its_quoted_antecedent() -> None:
+    final = hit(
+        "# Records\n\nPeyton Manning became the first quarterback to lead two different teams to the final. "
+        "He is also the oldest quarterback ever to play in the final at age 39. The past record was held by "
+        "John Elway, who won the final at age 38.\n",
+        "chk_o",
+    )
+    evidence = gather(["Prior to Manning, who was the oldest quarterback to play in the final?"], [final])
+    assert evidence.ranked[0][0].unit.text.startswith("He is also")  # the best sentence: no new name
+    said = render(evidence.selected)
+    assert "Peyton Manning" in said  # its antecedent, quoted for "He"
+    assert "John Elway" in said  # and the neighbour that names the one asked for
+
+
+def test_a_when_clause_setting_the_scene_does_not_ask_for_a_time() -> None:
+    from agentrag.answer_types import answer_type
+
+    assert answer_type("When the Rhine emerges from Lake Constance, which way does it flow?") is None
+    assert answer_type("When many people are arrested, what is a common tactic?") is None
+    assert answer_type("When was the church consecrated?") == "time"
+    assert answer_type("When did the man who built the church die?") == "time"
+    assert answer_type("When year was the treaty signed?") == "time"
+
+
+def test_what_year_asks_for_a_time() -> None:
+    from agentrag.answer_types import answer_type
+
+    assert answer_type("What year did the storm hit the fleet?") == "time"
+    assert answer_type("In which century was the abbey founded?") == "time"
+    assert answer_type("What is the yearly fee?") == "number"
+
+
+def test_a_year_in_prose_is_no_amount() -> None:
+    question = "How much money was to go to the network under the merger plan?"
+    assert fills(question, "He proposed the merger in October 1954, with the network in trouble.") is False
+    assert fills(question, "The network would have received $5 million in cash.") is True
+    assert fills("How many requests per minute?", "Since 2020, Business allows 1,200 requests per minute.")
+    assert fills("How many ships were built?", "In 1954 the yard built 1200 ships.") is True
