@@ -158,3 +158,32 @@ def _one(text: str) -> tuple:
     hits = [hit(f"# T\n\n{text}\n", "chk_k1")]
     units = units_of(hits)
     return units[0], units
+
+
+# ---- a stem the stemmer cut short is held only by a word that begins as the question's (session 21) ---
+
+
+def test_the_terms_a_stemmer_cut_short_with_the_prefixes_that_hold_them() -> None:
+    from agentrag.answer_languages import cut_short
+
+    cut = cut_short("Yüksek kule yangından önce kime göre yıkıldı?", "tr")
+    assert cut["yük"] == {"yüks"} and cut["ö"] == {"önce"} and cut["gör"] == {"göre"}
+    assert "kule" not in cut  # the stemmer kept it whole
+    assert "yük" not in cut_short("Hangi yük taşındı?", "tr")  # "yük" is a word of its own here
+    assert cut_short("Which new tower fell?", None) == {}  # English: nothing
+    assert cut_short("哪座新塔倒塌了？", "zh") == {}  # bigrams: nothing
+    assert cut_short("Ai đã xây tháp mới?", "vi") == {}  # no stemmer: nothing
+
+
+def test_a_turkish_text_holds_a_short_stem_only_by_the_question_s_word() -> None:
+    """Before: "yüksek" (high) was held by "yükü" (its load) and "göre" (according to) by "gördü"
+    (saw): the stems "yük" and "gör", and an unanswerable question found nearly all its terms."""
+    question = "Yüksek kule yangından önce kime göre yıkıldı?"
+    other = ["Kule yangında yıkıldı; bunu gördü ve yükü taşıdı."]
+    same = ["Yüksek kule, rapora göre yangından önce yıkıldı."]
+    with answering_in("tr"):
+        assert found_share(question, other) < 0.6  # 0.86 before
+        assert found_share(question, same) == pytest.approx(1.0)
+        units = units_of([hit(other[0], "chk_t1")])
+        covered, unknown = focus(question, units[0], units)
+        assert unknown > 0.3  # "yük", "gör", "ö": no unit says the question's words (0.13 before)
