@@ -181,7 +181,7 @@ def _answer_language() -> str | None:
 
 def _by_rarity(weights: dict[str, float], texts: Sequence[str], held: Set[str]) -> dict[str, float]:
     """``weights`` times each term's rarity among ``texts``: ``log(1 + (n + 1) / (df + 0.5))``, ``df``
-    the texts that hold it: none for a term not in ``held``, all for one held though no text says it
+    the texts that hold it: one for a term not in ``held``, all for one held though no text says it
     (the kind of the answer, a paraphrase: it weighs least)."""
     from agentrag.answer_languages import loosely_held
     from agentrag.steps._common import terms
@@ -191,7 +191,7 @@ def _by_rarity(weights: dict[str, float], texts: Sequence[str], held: Set[str]) 
     out = {}
     for t, w in weights.items():
         df = sum(1 for ts in each if has_term(ts, t) or loosely_held(ts, t)) if t in held else 0
-        df = df or (n if t in held else 0)
+        df = df or (n if t in held else 1)  # a term no text holds: as rare as the rarest held
         out[t] = w * math.log(1.0 + (n + 1) / (df + 0.5))
     return out
 
