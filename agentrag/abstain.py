@@ -170,7 +170,7 @@ def found_share(question: str, texts: Sequence[str], restated: Set[str] = frozen
 #: In another language than English, :func:`found_share` also weighs each term by its rarity among the
 #: retrieved texts (as :func:`agentrag.focus.focus` weighs among units): a word nearly every text says
 #: ("yeni", "iki", "önce") says little when found, one no text says the most.
-FOUND_BY_RARITY = True
+FOUND_BY_RARITY = False
 
 
 def _answer_language() -> str | None:

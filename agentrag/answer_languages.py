@@ -233,7 +233,7 @@ def loosely_held(present: Set[str], term: str) -> bool:
 #: A stem of at most this many characters cut from a longer word is over-stemmed (:func:`cut_short`):
 #: the stemmer left a piece nearly any text of the language holds ("yeni" -> "ye", "önce" -> "ö",
 #: "yüksek" -> "yük", "göre" -> "gör" in Turkish); 0: off.
-SHORT_STEM = 0
+SHORT_STEM = 2
 #: How many of the question word's first characters a text's word must share to hold an over-stemmed
 #: term: the stem's length and one more, at least this many (never more than the word's own).
 SHORT_STEM_PREFIX = 4
