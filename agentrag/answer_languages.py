@@ -259,11 +259,19 @@ def cut_short(question: str, language: str | None) -> dict[str, frozenset[str]]:
         if not stems:
             continue
         stem = stems[0]
-        if len(stem) > SHORT_STEM or len(run) <= len(stem):
+        if len(stem) > SHORT_STEM or len(run) <= len(stem) or _at_a_vowel_sign(run, stem):
             whole.add(stem)
             continue
         cut.setdefault(stem, set()).add(run[: min(len(run), max(len(stem) + 1, SHORT_STEM_PREFIX))])
     return {stem: frozenset(prefixes) for stem, prefixes in cut.items() if stem and stem not in whole}
+
+
+def _at_a_vowel_sign(word: str, stem: str) -> bool:
+    """Whether the stemmer cut ``word`` before a combining vowel sign (Devanagari "गाया" -> "ग"): the
+    place of an inflection inside a syllable, not a stem cut short."""
+    import unicodedata
+
+    return word.startswith(stem) and unicodedata.category(word[len(stem)]).startswith("M")
 
 
 @functools.lru_cache(maxsize=4096)
