@@ -158,8 +158,6 @@ def found_share(question: str, texts: Sequence[str], restated: Set[str] = frozen
 
     held = {t for t in weights if has_term(present, t) or loosely_held(present, t) or t in restated}
     held -= _not_surface_held(question, texts, held - restated)
-    if FOUND_BY_RARITY and len(texts) > 1 and _answer_language() is not None:
-        weights = _by_rarity(weights, texts, held)
     # a verb no text says is the relation said in other words (agentrag.verbs): neither found nor not
     weights = {t: w for t, w in weights.items() if t in held or t not in said_otherwise(question)}
     if not weights:
@@ -167,39 +165,10 @@ def found_share(question: str, texts: Sequence[str], restated: Set[str] = frozen
     return sum(weights[t] for t in held) / sum(weights.values())
 
 
-#: In another language than English, :func:`found_share` also weighs each term by its rarity among the
-#: retrieved texts (as :func:`agentrag.focus.focus` weighs among units): a word nearly every text says
-#: ("yeni", "iki", "önce") says little when found, one no text says the most.
-FOUND_BY_RARITY = False
-
-
-def _answer_language() -> str | None:
-    from agentrag.answer_languages import ANSWER_LANGUAGE
-
-    return ANSWER_LANGUAGE.get()
-
-
-def _by_rarity(weights: dict[str, float], texts: Sequence[str], held: Set[str]) -> dict[str, float]:
-    """``weights`` times each term's rarity among ``texts``: ``log(1 + (n + 1) / (df + 0.5))``, ``df``
-    the texts that hold it: one for a term not in ``held``, all for one held though no text says it
-    (the kind of the answer, a paraphrase: it weighs least)."""
-    from agentrag.answer_languages import loosely_held
-    from agentrag.steps._common import terms
-
-    each = [set(terms(text)) for text in texts]
-    n = len(each)
-    out = {}
-    for t, w in weights.items():
-        df = sum(1 for ts in each if has_term(ts, t) or loosely_held(ts, t)) if t in held else 0
-        df = df or (n if t in held else 1)  # a term no text holds: as rare as the rarest held
-        out[t] = w * math.log(1.0 + (n + 1) / (df + 0.5))
-    return out
-
-
 def _not_surface_held(question: str, texts: Sequence[str], held: Set[str]) -> set[str]:
     """The terms of ``held`` the stemmer cut short from a word of ``question`` that no word of
     ``texts`` begins as that word does (:func:`agentrag.answer_languages.cut_short`): "ye" of
-    "yeni" held by a text that says only "yemek". Empty in English."""
+    "yeni" (new) held by a text that says only "yendi" (defeated). Empty in English."""
     from agentrag.answer_languages import ANSWER_LANGUAGE, cut_short, surface_held, surface_words
 
     language = ANSWER_LANGUAGE.get()

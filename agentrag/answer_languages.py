@@ -230,12 +230,15 @@ def loosely_held(present: Set[str], term: str) -> bool:
     return False
 
 
-#: A stem of at most this many characters cut from a longer word is over-stemmed (:func:`cut_short`):
-#: the stemmer left a piece nearly any text of the language holds ("yeni" -> "ye", "önce" -> "ö",
-#: "yüksek" -> "yük", "göre" -> "gör" in Turkish); 0: off.
+#: A stem of at most this many characters cut from a longer word is cut short (:func:`cut_short`): the
+#: stemmer left a piece other words of the language give too ("yeni" (new) -> "ye", as "yendi"
+#: (defeated); "önce" (before) -> "ö", as "öyle"; "iki" (two) -> "ik", as "ikiz" in Turkish; "που" ->
+#: "π" in Greek). Three characters are a root as often ("году" -> "год", "المدني" -> "مدن"): measured
+#: at 3 on XQuAD-dev's fit half, Arabic, Hindi and Russian lost more answerable questions than Greek
+#: and Turkish gained (benchmarks/RESULTS.md, session 21). 0: off.
 SHORT_STEM = 2
-#: How many of the question word's first characters a text's word must share to hold an over-stemmed
-#: term: the stem's length and one more, at least this many (never more than the word's own).
+#: How many of the question word's first characters a text's word must share to hold a term cut
+#: short: the stem's length and one more, at least this many (never more than the word's own).
 SHORT_STEM_PREFIX = 4
 
 
