@@ -251,10 +251,15 @@ def cut_short(question: str, language: str | None) -> dict[str, frozenset[str]]:
     or analysed as bigrams, and with :data:`SHORT_STEM` 0."""
     from agentrag.languages import LANGUAGES, analyze, segment_scripts
 
-    known = LANGUAGES.get(language or "")
-    if not SHORT_STEM or known is None or known.stemmer is None or known.segment != "words":
+    known = LANGUAGES.get(language) if language else None
+    if (
+        not SHORT_STEM
+        or language is None
+        or known is None
+        or known.stemmer is None
+        or known.segment != "words"
+    ):
         return {}
-    assert language is not None
     cut: dict[str, set[str]] = {}
     whole: set[str] = set()
     for run, unspaced in segment_scripts(without_suffixes(question, language)):
