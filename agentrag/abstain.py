@@ -157,11 +157,27 @@ def found_share(question: str, texts: Sequence[str], restated: Set[str] = frozen
     from agentrag.verbs import said_otherwise
 
     held = {t for t in weights if has_term(present, t) or loosely_held(present, t) or t in restated}
+    held -= _not_surface_held(question, texts, held - restated)
     # a verb no text says is the relation said in other words (agentrag.verbs): neither found nor not
     weights = {t: w for t, w in weights.items() if t in held or t not in said_otherwise(question)}
     if not weights:
         return 1.0
     return sum(weights[t] for t in held) / sum(weights.values())
+
+
+def _not_surface_held(question: str, texts: Sequence[str], held: Set[str]) -> set[str]:
+    """The terms of ``held`` the stemmer cut short from a word of ``question`` that no word of
+    ``texts`` begins as that word does (:func:`agentrag.answer_languages.cut_short`): "ye" of
+    "yeni" (new) held by a text that says only "yendi" (defeated). Empty in English."""
+    from agentrag.answer_languages import ANSWER_LANGUAGE, cut_short, surface_held, surface_words
+
+    language = ANSWER_LANGUAGE.get()
+    cut = cut_short(question, language) if language else {}
+    asked = [t for t in held if t in cut]
+    if not asked or language is None:
+        return set()
+    words = frozenset().union(*(surface_words(text, language) for text in texts))
+    return {t for t in asked if not surface_held(words, cut[t])}
 
 
 def signals(

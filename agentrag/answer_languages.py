@@ -21,6 +21,7 @@ language they find none and step aside (no bonus, no penalty).
 # ruff: noqa: E501  (the messages read better unbroken)
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterator, Sequence, Set
 from contextlib import contextmanager
@@ -45,9 +46,12 @@ __all__ = [
     "answer_language_placed",
     "answering_in",
     "category_words",
+    "cut_short",
     "loosely_held",
     "plainly_english",
     "semantic_threshold",
+    "surface_held",
+    "surface_words",
     "unknown_bigrams",
     "without_suffixes",
 ]
@@ -224,6 +228,74 @@ def loosely_held(present: Set[str], term: str) -> bool:
         if long.startswith(short) or long.endswith(short):
             return True
     return False
+
+
+#: A stem of at most this many characters cut from a longer word is cut short (:func:`cut_short`): the
+#: stemmer left a piece other words of the language give too ("yeni" (new) -> "ye", as "yendi"
+#: (defeated); "önce" (before) -> "ö", as "öyle"; "iki" (two) -> "ik", as "ikiz" in Turkish; "που" ->
+#: "π" in Greek). Three characters are a root as often ("году" -> "год", "المدني" -> "مدن"): measured
+#: at 3 on XQuAD-dev's fit half, Arabic, Hindi and Russian lost more answerable questions than Greek
+#: and Turkish gained (benchmarks/RESULTS.md, session 21). 0: off.
+SHORT_STEM = 2
+#: How many of the question word's first characters a text's word must share to hold a term cut
+#: short: the stem's length and one more, at least this many (never more than the word's own).
+SHORT_STEM_PREFIX = 4
+
+
+@functools.lru_cache(maxsize=512)
+def cut_short(question: str, language: str | None) -> dict[str, frozenset[str]]:
+    """The question's terms the stemmer of ``language`` cut to :data:`SHORT_STEM` characters or fewer
+    from a longer word, each with the surface prefixes (of the question's words that gave it) a
+    text's word must begin with to hold it (:func:`surface_held`). A term some question word gives
+    whole (the word is its stem) is not cut short. Empty in English, in a language without a stemmer
+    or analysed as bigrams, and with :data:`SHORT_STEM` 0."""
+    from agentrag.languages import LANGUAGES, analyze, segment_scripts
+
+    known = LANGUAGES.get(language) if language else None
+    if (
+        not SHORT_STEM
+        or language is None
+        or known is None
+        or known.stemmer is None
+        or known.segment != "words"
+    ):
+        return {}
+    cut: dict[str, set[str]] = {}
+    whole: set[str] = set()
+    for run, unspaced in segment_scripts(without_suffixes(question, language)):
+        stems = [] if unspaced or len(run) < 2 else analyze(run, language)
+        if not stems:
+            continue
+        stem = stems[0]
+        if len(stem) > SHORT_STEM or len(run) <= len(stem) or _at_a_vowel_sign(run, stem):
+            whole.add(stem)
+            continue
+        cut.setdefault(stem, set()).add(run[: min(len(run), max(len(stem) + 1, SHORT_STEM_PREFIX))])
+    return {stem: frozenset(prefixes) for stem, prefixes in cut.items() if stem and stem not in whole}
+
+
+def _at_a_vowel_sign(word: str, stem: str) -> bool:
+    """Whether the stemmer cut ``word`` before a combining vowel sign (Devanagari "गाया" -> "ग"): the
+    place of an inflection inside a syllable, not a stem cut short."""
+    import unicodedata
+
+    return word.startswith(stem) and unicodedata.category(word[len(stem)]).startswith("M")
+
+
+@functools.lru_cache(maxsize=4096)
+def surface_words(text: str, language: str) -> frozenset[str]:
+    """The folded words of ``text`` (before stemming) that :func:`surface_held` reads."""
+    from agentrag.languages import segment_scripts
+
+    return frozenset(
+        run for run, unspaced in segment_scripts(without_suffixes(text, language)) if not unspaced
+    )
+
+
+def surface_held(words: Set[str], prefixes: Set[str]) -> bool:
+    """Whether one of ``words`` (:func:`surface_words`) begins with one of ``prefixes``
+    (:func:`cut_short`): a text holds an over-stemmed term only so."""
+    return any(word.startswith(prefix) for word in words for prefix in prefixes)
 
 
 #: Languages whose apostrophe separates a proper noun from its case suffixes ("Temuçin'in",

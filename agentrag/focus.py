@@ -173,6 +173,11 @@ def focus(
     from agentrag.answer_languages import loosely_held
     from agentrag.verbs import said_otherwise
 
+    cut = _cut_short(question, asked)
+    for t, prefixes in cut.items():  # held only where a word begins as the question's word does
+        df[t] = sum(1 for unit in units if _surface_held(unit.text, prefixes))
+        if not df[t]:
+            del df[t]
     n = len(units)
     rare = math.log(1.0 + (n + 1) / 0.5)
     verbs = said_otherwise(question)
@@ -198,9 +203,32 @@ def focus(
     inside = {
         t for t in weights if has_term(held, t) or loosely_held(held, t) or t in restated or t in anyway
     }
+    around = f"{best.text} {best.context} {lead}"
+    inside -= {
+        t
+        for t in inside & cut.keys()
+        if t not in restated and t not in anyway and not _surface_held(around, cut[t])
+    }
     covered = sum(weights[t] for t in inside) / total
     unknown = sum(w for t, w in weights.items() if w == rare and t not in inside) / total
     return covered, unknown
+
+
+def _cut_short(question: str, asked: Sequence[str]) -> dict[str, frozenset[str]]:
+    """The question's terms among ``asked`` the stemmer cut short, with the prefixes that hold them
+    (:func:`agentrag.answer_languages.cut_short`); empty in English."""
+    from agentrag.answer_languages import ANSWER_LANGUAGE, cut_short
+
+    language = ANSWER_LANGUAGE.get()
+    if language is None:
+        return {}
+    return {t: p for t, p in cut_short(question, language).items() if t in asked}
+
+
+def _surface_held(text: str, prefixes: frozenset[str]) -> bool:
+    from agentrag.answer_languages import ANSWER_LANGUAGE, surface_held, surface_words
+
+    return surface_held(surface_words(text, ANSWER_LANGUAGE.get() or ""), prefixes)
 
 
 # an emphasised span: **bold**, __bold__, *italic*, _italic_ (what the interface names, or the word

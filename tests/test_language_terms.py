@@ -158,3 +158,36 @@ def _one(text: str) -> tuple:
     hits = [hit(f"# T\n\n{text}\n", "chk_k1")]
     units = units_of(hits)
     return units[0], units
+
+
+# ---- a stem the stemmer cut short is held only by a word that begins as the question's (session 21) ---
+
+
+def test_the_terms_a_stemmer_cut_short_with_the_prefixes_that_hold_them() -> None:
+    from agentrag.answer_languages import cut_short
+
+    assert cut_short("Yeni stadyum iki yıl önce açıldı mı?", "tr") == {
+        "ye": {"yeni"},  # "yeni" (new) -> "ye", as "yendi" (defeated)
+        "ik": {"iki"},
+        "ö": {"önce"},
+    }  # "yıl", "stadyum", "açıl": roots the stemmer kept
+    assert cut_short("Ποιος ήταν που;", "el")["π"] == {"που"}
+    assert "ye" not in cut_short("Onları yeni ve ye dedi", "tr")  # "ye" is a word of its own here
+    assert cut_short("राष्ट्रगान किसने गाया?", "hi") == {}  # cut before a vowel sign: an inflection
+    assert cut_short("Which new tower fell?", None) == {}  # English: nothing
+    assert cut_short("哪座新塔倒塌了？", "zh") == {}  # bigrams: nothing
+    assert cut_short("Ai đã xây tháp mới?", "vi") == {}  # no stemmer: nothing
+
+
+def test_a_turkish_text_holds_a_short_stem_only_by_the_question_s_word() -> None:
+    """Before: "yeni" (new) was held by "yendi" (defeated) and "önce" (before) by "öyle" (so): the
+    stems "ye" and "ö", and a question about a new stadium found nearly all its terms."""
+    question = "Yeni stadyum iki yıl önce açıldı mı?"
+    other = ["Takım onları yendi; öyle ki stadyum bir yıl boyunca açıldı."]
+    same = ["Yeni stadyum iki yıl önce açıldı."]
+    with answering_in("tr"):
+        assert found_share(question, other) < 0.7  # 0.84 before
+        assert found_share(question, same) == pytest.approx(1.0)
+        units = units_of([hit(other[0], "chk_t1")])
+        _, unknown = focus(question, units[0], units)
+        assert unknown > 0.5  # "ye", "ik", "ö": no unit says the question's words (0.28 before)
