@@ -169,15 +169,10 @@ def _not_surface_held(question: str, texts: Sequence[str], held: Set[str]) -> se
     """The terms of ``held`` the stemmer cut short from a word of ``question`` that no word of
     ``texts`` begins as that word does (:func:`agentrag.answer_languages.cut_short`): "ye" of
     "yeni" (new) held by a text that says only "yendi" (defeated). Empty in English."""
-    from agentrag.answer_languages import ANSWER_LANGUAGE, cut_short, surface_held, surface_words
+    from agentrag.answer_languages import asked_cut_short, says_as_asked
 
-    language = ANSWER_LANGUAGE.get()
-    cut = cut_short(question, language) if language else {}
-    asked = [t for t in held if t in cut]
-    if not asked or language is None:
-        return set()
-    words = frozenset().union(*(surface_words(text, language) for text in texts))
-    return {t for t in asked if not surface_held(words, cut[t])}
+    cut = asked_cut_short(question, held)
+    return {t for t, prefixes in cut.items() if not any(says_as_asked(text, prefixes) for text in texts)}
 
 
 def signals(

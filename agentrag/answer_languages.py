@@ -45,10 +45,12 @@ __all__ = [
     "answer_language",
     "answer_language_placed",
     "answering_in",
+    "asked_cut_short",
     "category_words",
     "cut_short",
     "loosely_held",
     "plainly_english",
+    "says_as_asked",
     "semantic_threshold",
     "surface_held",
     "surface_words",
@@ -296,6 +298,21 @@ def surface_held(words: Set[str], prefixes: Set[str]) -> bool:
     """Whether one of ``words`` (:func:`surface_words`) begins with one of ``prefixes``
     (:func:`cut_short`): a text holds an over-stemmed term only so."""
     return any(word.startswith(prefix) for word in words for prefix in prefixes)
+
+
+def asked_cut_short(question: str, asked: Set[str] | Sequence[str]) -> dict[str, frozenset[str]]:
+    """:func:`cut_short` of ``question`` in the answer's language, only the terms among ``asked``;
+    empty in English (no answer language)."""
+    language = ANSWER_LANGUAGE.get()
+    if language is None:
+        return {}
+    return {t: p for t, p in cut_short(question, language).items() if t in asked}
+
+
+def says_as_asked(text: str, prefixes: frozenset[str]) -> bool:
+    """Whether ``text`` holds a term cut short (prefixes from :func:`asked_cut_short`), in the
+    answer's language: one of its words begins as the question's word does."""
+    return surface_held(surface_words(text, ANSWER_LANGUAGE.get() or ""), prefixes)
 
 
 #: Languages whose apostrophe separates a proper noun from its case suffixes ("Temuçin'in",

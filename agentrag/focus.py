@@ -170,12 +170,12 @@ def focus(
         asked = unknown_bigrams(asked, df, ANSWER_LANGUAGE.get())
         if not asked:
             return 0.0, 0.0
-    from agentrag.answer_languages import loosely_held
+    from agentrag.answer_languages import asked_cut_short, loosely_held, says_as_asked
     from agentrag.verbs import said_otherwise
 
-    cut = _cut_short(question, asked)
+    cut = asked_cut_short(question, asked)
     for t, prefixes in cut.items():  # held only where a word begins as the question's word does
-        df[t] = sum(1 for unit in units if _surface_held(unit.text, prefixes))
+        df[t] = sum(1 for unit in units if says_as_asked(unit.text, prefixes))
         if not df[t]:
             del df[t]
     n = len(units)
@@ -207,28 +207,11 @@ def focus(
     inside -= {
         t
         for t in inside & cut.keys()
-        if t not in restated and t not in anyway and not _surface_held(around, cut[t])
+        if t not in restated and t not in anyway and not says_as_asked(around, cut[t])
     }
     covered = sum(weights[t] for t in inside) / total
     unknown = sum(w for t, w in weights.items() if w == rare and t not in inside) / total
     return covered, unknown
-
-
-def _cut_short(question: str, asked: Sequence[str]) -> dict[str, frozenset[str]]:
-    """The question's terms among ``asked`` the stemmer cut short, with the prefixes that hold them
-    (:func:`agentrag.answer_languages.cut_short`); empty in English."""
-    from agentrag.answer_languages import ANSWER_LANGUAGE, cut_short
-
-    language = ANSWER_LANGUAGE.get()
-    if language is None:
-        return {}
-    return {t: p for t, p in cut_short(question, language).items() if t in asked}
-
-
-def _surface_held(text: str, prefixes: frozenset[str]) -> bool:
-    from agentrag.answer_languages import ANSWER_LANGUAGE, surface_held, surface_words
-
-    return surface_held(surface_words(text, ANSWER_LANGUAGE.get() or ""), prefixes)
 
 
 # an emphasised span: **bold**, __bold__, *italic*, _italic_ (what the interface names, or the word
