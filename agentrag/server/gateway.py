@@ -182,10 +182,12 @@ class Gateway:
         return claimed
 
     # ---- 2. admit ---------------------------------------------------------------------------------
-    def admit(self, who: Principal) -> Caller:
-        """The admitted :class:`Caller` of an authenticated principal (one statement; a worker thread)."""
+    def admit(self, who: Principal, *, lease: bool = False) -> Caller:
+        """The admitted :class:`Caller` of an authenticated principal (one statement, or with ``lease``,
+        a busy process, maybe a slot an earlier statement took ahead: :mod:`agentrag.server.leases`;
+        a worker thread)."""
         try:
-            admission = self.admitter(who.tenant)
+            admission = self.admitter(who.tenant, lease=lease)
         except Exception as exc:  # the database is down: 503, Retry-After
             raise (api_error_for(exc) or exc) from None
         tenant = admission.tenant

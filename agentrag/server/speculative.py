@@ -11,7 +11,8 @@ allowed the request, under three conditions that keep it safe:
 * **no other request is running in this process** (none in this object's hands, and ``idle()``,
   the server's count of requests in flight, agrees): speculative work only uses capacity that would
   otherwise idle, so a tenant over its rate limit can never take capacity from admitted requests
-  (under load, every request is admitted first, as before);
+  (under load, every request is admitted first, as before, maybe from a slot its tenant's earlier
+  statement took ahead: :mod:`agentrag.server.leases`);
 * **a refusal wins**: the admission's refusal is raised whatever the work did, and the work's
   result (its hits, its proof, its audit events: the request's sink is written by the caller only
   after this returns) is dropped; nothing retrieved leaves the process. Admitted with other
@@ -45,7 +46,7 @@ class Speculation:
 
     def __init__(
         self,
-        admit: Callable[[Principal], Caller],
+        admit: Callable[..., Caller],  # admit(who, lease=...): agentrag.server.leases
         *,
         idle: Callable[[], bool] | None = None,
         max_age_s: float = 5.0,
@@ -66,7 +67,7 @@ class Speculation:
         try:
             if alone and remembered is not None and time.monotonic() - remembered[1] <= self.max_age_s:
                 return self._beside(key, who, remembered[0], work)
-            caller = self._admit(key, who)
+            caller = self._admit(key, who, lease=not alone)  # busy: a leased slot will do
             return caller, work(caller)
         finally:
             with self._lock:
@@ -76,9 +77,9 @@ class Speculation:
         if self._side is not None:
             self._side.shutdown(wait=False)
 
-    def _admit(self, key: tuple[Any, ...], who: Principal) -> Caller:
+    def _admit(self, key: tuple[Any, ...], who: Principal, *, lease: bool = False) -> Caller:
         try:
-            caller = self.admit_now(who)
+            caller = self.admit_now(who, lease=lease)
         except BaseException:
             with self._lock:
                 self._recent.pop(key, None)

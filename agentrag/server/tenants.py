@@ -206,9 +206,10 @@ class Admission:
     retry_after_s: float = 0.0
 
 
-# One statement: read the tenant and, for an ACTIVE one, try to take a GCRA slot. With
-# T = period / limit, tat' = max(tat, now) + T is stored when tat' - now <= period (the burst
-# allows it); otherwise tat stays and ``allowed`` records the refusal. The row lock of the upsert
+# One statement: read the tenant and, for an ACTIVE one, try to take ``slots`` GCRA slots at once
+# (1, or a busy process's lease: agentrag.server.leases). With T = period / limit,
+# tat' = max(tat, now) + slots * T is stored when tat' - now <= period (the burst allows them all);
+# otherwise tat stays and ``allowed`` records the refusal. The row lock of the upsert
 # serialises concurrent requests of one tenant; RETURNING gives the latest tat either way.
 # ``quiet`` turns off synchronous_commit for this statement's own (autocommit) transaction:
 # rate-limit state is not worth an fsync per request; a crash forgets at most a few slots.
@@ -217,16 +218,18 @@ WITH quiet AS (
     SELECT set_config('synchronous_commit', 'off', true) AS synchronous_commit
 ), t AS (
     SELECT {_COLUMNS}, make_interval(secs => rate_limit_period_s / rate_limit) AS emission,
+           make_interval(secs => rate_limit_period_s * CAST(:slots AS integer) / rate_limit) AS take,
            make_interval(secs => rate_limit_period_s) AS period
     FROM agentrag.tenants WHERE id = :tenant
 ), slot AS (
     INSERT INTO agentrag.rate_limits AS r (tenant_id, tat, allowed)
-    SELECT id, now() + emission, true FROM t WHERE state = 'ACTIVE'
+    SELECT id, CASE WHEN take <= period THEN now() + take ELSE now() END, take <= period
+    FROM t WHERE state = 'ACTIVE'
     ON CONFLICT (tenant_id) DO UPDATE SET
-        allowed = (greatest(r.tat, now()) + (SELECT emission FROM t) - now() <= (SELECT period FROM t)),
+        allowed = (greatest(r.tat, now()) + (SELECT take FROM t) - now() <= (SELECT period FROM t)),
         tat = CASE
-            WHEN greatest(r.tat, now()) + (SELECT emission FROM t) - now() <= (SELECT period FROM t)
-            THEN greatest(r.tat, now()) + (SELECT emission FROM t)
+            WHEN greatest(r.tat, now()) + (SELECT take FROM t) - now() <= (SELECT period FROM t)
+            THEN greatest(r.tat, now()) + (SELECT take FROM t)
             ELSE r.tat
         END
     RETURNING r.tat, r.allowed
@@ -238,7 +241,7 @@ FROM t LEFT JOIN slot ON true CROSS JOIN quiet
 
 
 # The same statement in the driver's own placeholder style (the Admitter sends it to psycopg).
-_ADMIT_SQL_DRIVER = _ADMIT_SQL.replace(":tenant", "%(tenant)s")
+_ADMIT_SQL_DRIVER = _ADMIT_SQL.replace(":tenant", "%(tenant)s").replace(":slots", "%(slots)s")
 
 
 def admit(engine: Engine, tenant: str) -> Admission:
@@ -248,7 +251,7 @@ def admit(engine: Engine, tenant: str) -> Admission:
 
     with engine.connect() as conn:
         conn = conn.execution_options(isolation_level="AUTOCOMMIT")
-        row = conn.execute(text(_ADMIT_SQL), {"tenant": tenant}).mappings().first()
+        row = conn.execute(text(_ADMIT_SQL), {"tenant": tenant, "slots": 1}).mappings().first()
     return _admission(row)
 
 
@@ -257,7 +260,7 @@ def _admission(row: Any) -> Admission:  # a mapping or None
         return Admission(None, False)
     values = dict(row)
     taken, wait = values.pop("taken"), values.pop("wait_s")
-    values.pop("emission"), values.pop("period"), values.pop("synchronous_commit")
+    values.pop("emission"), values.pop("take"), values.pop("period"), values.pop("synchronous_commit")
     found = Tenant(**values)
     if not found.active:
         return Admission(found, False)
@@ -276,10 +279,19 @@ class Admitter:
     The statement goes to the driver (psycopg) directly on the pooled connection, as a prepared
     statement: SQLAlchemy's execution layer (statement cache lookup, result metadata) cost more
     Python than the round trip itself, on every request.
+
+    ``admitter(tenant, lease=True)`` (a busy process: :mod:`agentrag.server.leases`) may admit from
+    slots an earlier statement took ahead, at most ``lease_slots`` at a time for ``lease_ttl_s``.
     """
 
-    def __init__(self, engine: Engine, *, pool_size: int = 4) -> None:
+    def __init__(
+        self, engine: Engine, *, pool_size: int = 4, lease_slots: int = 8, lease_ttl_s: float = 1.0
+    ) -> None:
         from sqlalchemy import create_engine
+
+        from agentrag.server.leases import Leases
+
+        self.leases = Leases(most=lease_slots, ttl_s=lease_ttl_s)
 
         self.engine = create_engine(
             engine.url,
@@ -295,8 +307,28 @@ class Admitter:
     def __repr__(self) -> str:
         return f"Admitter({self.engine.pool.status()})"
 
-    def __call__(self, tenant: str) -> Admission:
-        return _admission(execute_on_driver(self.engine, _ADMIT_SQL_DRIVER, {"tenant": tenant}, fetch=True))
+    def __call__(self, tenant: str, *, lease: bool = False) -> Admission:
+        """The tenant's admission: one statement, or with ``lease`` a slot taken ahead when one is left."""
+        slots = 1
+        if lease:
+            leased = self.leases.take(tenant)
+            if leased is not None:
+                return leased
+            slots = self.leases.size(tenant)
+        admission = self._statement(tenant, slots)
+        limited = not admission.allowed and admission.tenant is not None and admission.tenant.active
+        if slots > 1 and limited:
+            slots = 1  # the bucket cannot give the whole lease: this request's own slot, exactly
+            admission = self._statement(tenant, 1)
+            limited = not admission.allowed
+        self.leases.hold(tenant, admission, slots)
+        if lease and limited:  # over the limit: a slot another thread's statement took ahead still counts
+            return self.leases.take(tenant) or admission
+        return admission
+
+    def _statement(self, tenant: str, slots: int) -> Admission:
+        params = {"tenant": tenant, "slots": slots}
+        return _admission(execute_on_driver(self.engine, _ADMIT_SQL_DRIVER, params, fetch=True))
 
     def close(self) -> None:
         self.engine.dispose()
