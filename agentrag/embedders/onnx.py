@@ -35,6 +35,7 @@ __all__ = [
     "atomic_target",
     "cache_folder",
     "cpu_threads",
+    "drop_superseded",
     "file_identity",
     "file_lock",
     "model_cache_dir",
@@ -110,16 +111,31 @@ def onnx_model_file(model_dir: Path, version: str, backend: str) -> Path:
     folder = cache_folder(model_dir, version)
     fp32 = folder / "model.onnx"
     target = folder / ("model-int8.onnx" if _QUANTIZED[backend] else "model.onnx")
-    if target.exists():
-        return target
-    # One export at a time in this process (the lock) and across processes (the lock file): a
-    # concurrent first use waits for the files instead of computing them again.
-    with _EXPORT_LOCK, file_lock(folder / ".export.lock"):
-        if not fp32.exists():
-            _export(model_dir, fp32)
-        if _QUANTIZED[backend] and not target.exists():
-            _quantize(fp32, target)
+    if not target.exists():
+        # One export at a time in this process (the lock) and across processes (the lock file): a
+        # concurrent first use waits for the files instead of computing them again.
+        with _EXPORT_LOCK, file_lock(folder / ".export.lock"):
+            if not fp32.exists():
+                _export(model_dir, fp32)
+            if _QUANTIZED[backend] and not target.exists():
+                _quantize(fp32, target)
+    key = hashlib.sha256(f"{model_dir.resolve()}\x1f{version}".encode()).hexdigest()[:12]
+    drop_superseded(folder, model_cache_dir() / f"{model_dir.name}-{key}")
     return target
+
+
+def drop_superseded(folder: Path, superseded: Path) -> None:
+    """Remove ``superseded``: this install's export under the key the cache had before it was keyed by
+    the model's identity (agentrag 0.x before 2026-12-03: by install path, so every virtualenv left
+    its own copy, ~90-110 MB each), once ``folder`` holds the current one. Other installs' old copies
+    are theirs to remove, on their next first use; logged at INFO with the path removed."""
+    if superseded == folder or not superseded.is_dir():
+        return
+    import logging
+    import shutil
+
+    shutil.rmtree(superseded, ignore_errors=True)
+    logging.getLogger("agentrag.embedders").info("removed a superseded model export: %s", superseded)
 
 
 @contextlib.contextmanager
