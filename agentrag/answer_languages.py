@@ -28,6 +28,8 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
+from agentrag.answer_curve import SEMANTIC_CURVE_BY_MODEL, VECTOR_CURVE_BY_MODEL, semantic_threshold
+
 if TYPE_CHECKING:
     from agentrag.abstain import Calibration
     from agentrag.abstention import Placement
@@ -40,6 +42,7 @@ __all__ = [
     "ANSWER_LANGUAGE",
     "QUESTION_WORDS",
     "SEMANTIC_CURVE_BY_MODEL",
+    "VECTOR_CURVE_BY_MODEL",
     "abstain_below",
     "abstention_text",
     "answer_language",
@@ -93,54 +96,6 @@ ABSTAIN_BELOW_BY_MODEL: dict[str, dict[str, float]] = {
         "*": 0.42,
     },
 }
-
-
-#: The evidence's semantic similarity (``Signals.semantic``: the question's cosine with its best unit)
-#: moves the threshold of an answer in another language, by the evidence embedder's model: a logistic
-#: curve over the confidence's margin above the table's threshold and that similarity, fitted on
-#: XQuAD-dev articles 0-11 (all 11 languages pooled, answerable against unanswerable questions, each
-#: class weighing the same), cut where it minimises answerable refused + unanswerable answered summed
-#: over the languages (``benchmarks/multilingual_signals.py``). An answer is refused when
-#: ``margin * (confidence - table) + semantic * similarity + bias < logit(cut)``, i.e. below the
-#: table's threshold shifted by ``(logit(cut) - bias - semantic * similarity) / margin``: a question
-#: as close to its unit as the fit's typical answerable one keeps the table's threshold, a closer
-#: one gets a lower threshold, a more distant one a higher. Chosen on the fit half, among four sets of
-#: signals, by leave-one-language-out inside it (cuts 0.05 apart; 0.01 apart, the candidates tie
-#: within a question a language); reported on articles 12-23 (benchmarks/RESULTS.md, session 15).
-#: ``lower``: how far the similarity may *lower* the table's threshold (session 16: 0, it only raised
-#: it; session 18: 0.02, chosen by the same leave-one-corpus-out rule over a finer grid, 0.01-0.03
-#: added: it answers a question a hair under the table's threshold that is closer to its unit than
-#: the fit's typical answerable one, and no near-miss more). Short documents that all resemble a question (a handbook of one-paragraph policies) give every
-#: question a similarity above XQuAD's typical answerable one, near-misses included, and the full
-#: curve answered them at any confidence; chosen leave-one-corpus-out over XQuAD-dev's fit half and
-#: the handbook in German, Chinese and Japanese (``benchmarks/multilingual_loco.py``).
-SEMANTIC_CURVE_BY_MODEL: dict[str, dict[str, float]] = {
-    "intfloat/multilingual-e5-small": {
-        "margin": 7.3225,
-        "semantic": 45.0294,
-        "bias": -37.5368,
-        "cut": 0.59,
-        "lower": 0.02,
-    },
-}
-
-
-def semantic_threshold(
-    calibration: Calibration, model_id: str | None, similarity: float | None
-) -> Calibration:
-    """``calibration`` with its threshold shifted by the evidence's ``similarity`` for ``model_id``
-    (:data:`SEMANTIC_CURVE_BY_MODEL`); unchanged for another model or without a similarity."""
-    import math
-    from dataclasses import replace
-
-    curve = SEMANTIC_CURVE_BY_MODEL.get(model_id or "")
-    if curve is None or similarity is None:
-        return calibration
-    logit = math.log(curve["cut"] / (1.0 - curve["cut"]))
-    shift = (logit - curve["bias"] - curve["semantic"] * similarity) / curve["margin"]
-    shift = max(-curve.get("lower", 1.0), shift)
-    threshold = round(min(1.0, max(0.0, calibration.abstain_below + shift)), 4)
-    return replace(calibration, abstain_below=threshold, low_below=max(threshold, calibration.low_below))
 
 
 # Where an answer in another language gets its threshold: "table" (always, for users),
@@ -337,7 +292,7 @@ def unknown_bigrams(asked: Sequence[str], df: dict[str, int], language: str | No
     known character straddles two words ("有多" in "有多少天", "母有") and steps aside, so a missing
     word of two characters counts once, as a word of a spaced language does. A language without
     question words (Thai, Korean) keeps only the bigrams a unit holds, as before: measured on
-    XQuAD-dev's fit half, Thai's answers were better so (benchmarks/RESULTS.md, session 16)."""
+    XQuAD-dev's fit half, Thai's answers were better so (benchmarks/HISTORY.md, "Every language", session 16)."""
     words = QUESTION_WORDS.get(language or "")
     if words is None:  # no question words to tell a straddle from a word: every such bigram steps aside
         return [t for t in asked if df.get(t)]

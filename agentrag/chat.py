@@ -385,7 +385,10 @@ def _confidence(ctx: Context, config: RAGConfig) -> tuple[float | None, str | No
         )
     if language is not None:  # the answer step's threshold in that language: moved by the similarity
         calibration = semantic_threshold(
-            calibration, getattr(embedder, "model_id", None), evidence.signals.semantic
+            calibration,
+            getattr(embedder, "model_id", None),
+            evidence.signals.semantic,
+            evidence.signals.vector,
         )
     confidence = round(evidence.confidence, 4)
     if config.abstain and evidence.units and confidence < calibration.abstain_below:

@@ -36,7 +36,7 @@ class Evidence:
     confidence: float
     semantic: bool  # whether unit vectors were used
     fallback: str | None = None  # why they were not, when an embedder failed
-    restated: tuple[str, ...] = ()  # "question term -> the unit's word" held in other words (paraphrase)
+    restated: tuple[str, ...] = ()  # "term -> the unit's word" said otherwise (paraphrase, wordforms)
 
     def closest(self, count: int = 3) -> list[Unit]:
         """The best unit of each of the ``count`` closest documents (for an abstention's pointer)."""
@@ -100,10 +100,12 @@ def gather(
     chosen = select(ranked, units, threshold=calibration.select, max_units=max_units, questions=questions)
     chosen, filled = widen(chosen, units, ranked, questions)
     vector = max((h.vector_score for h in hits if h.vector_score is not None), default=None)
-    said: dict[int, dict[str, str]] = {}
-    if question_vectors is not None:
+    missing = _missing(questions, ranked)
+    said = _written_otherwise(questions, missing)
+    if question_vectors is not None and missing:
         try:
-            said = _restated(questions, ranked, embedder, cache)
+            for qi, found in _restated(questions, missing, embedder, cache, said).items():
+                said[qi] = {**said.get(qi, {}), **found}
         except (AgentragError, ValueError) as exc:
             fallback = f"{type(exc).__name__}: question words said otherwise in the evidence not checked"
     again = {qi: frozenset(found) for qi, found in said.items()}
@@ -120,29 +122,58 @@ def gather(
     )
 
 
-def _restated(
-    questions: Sequence[str], ranked: Sequence[Sequence[Scored]], embedder: Any, cache: VectorCache
-) -> dict[int, dict[str, str]]:
-    """Per question, the terms its best unit does not hold but says in other words, each with the
-    unit's word (:func:`agentrag.paraphrase.restated`; English only)."""
+def _missing(
+    questions: Sequence[str], ranked: Sequence[Sequence[Scored]]
+) -> dict[int, tuple[Unit, list[str]]]:
+    """Per question with a best unit, that unit and the question's terms it (with its context and
+    heading) does not hold; English only (empty with an answer language set)."""
     from agentrag.answer_languages import ANSWER_LANGUAGE
 
     if ANSWER_LANGUAGE.get() is not None:
         return {}
     from agentrag.evidence import has_term
     from agentrag.focus import answer_terms
-    from agentrag.paraphrase import restated
     from agentrag.steps._common import terms
 
-    out: dict[int, dict[str, str]] = {}
+    out: dict[int, tuple[Unit, list[str]]] = {}
     for qi, (question, scored) in enumerate(zip(questions, ranked, strict=False)):
-        if not scored:
-            continue
-        best = scored[0].unit
-        held = set(terms(best.text)) | set(terms(best.context)) | set(terms(best.lead))
-        missing = [t for t in answer_terms(question) if not has_term(held, t)]
-        found = restated(question, best, missing, embedder, cache)
-        if found:
+        if scored:
+            best = scored[0].unit
+            held = set(terms(best.text)) | set(terms(best.context)) | set(terms(best.lead))
+            out[qi] = best, [t for t in answer_terms(question) if not has_term(held, t)]
+    return out
+
+
+def _written_otherwise(
+    questions: Sequence[str], missing: dict[int, tuple[Unit, list[str]]]
+) -> dict[int, dict[str, str]]:
+    """Per question, the ``missing`` terms its best unit writes in another form, each with the unit's
+    word (:func:`agentrag.wordforms.written_otherwise`)."""
+    from agentrag.wordforms import written_otherwise
+
+    out: dict[int, dict[str, str]] = {}
+    for qi, (best, terms) in missing.items():
+        if found := written_otherwise(questions[qi], best, terms):
+            out[qi] = found
+    return out
+
+
+def _restated(
+    questions: Sequence[str],
+    missing: dict[int, tuple[Unit, list[str]]],
+    embedder: Any,
+    cache: VectorCache,
+    written: dict[int, dict[str, str]],
+) -> dict[int, dict[str, str]]:
+    """Per question, the ``missing`` terms its best unit says in other words, each with the unit's word
+    (:func:`agentrag.paraphrase.restated`); ``written``: per question the terms already found in
+    another form (:func:`_written_otherwise`), not looked for again."""
+    from agentrag.paraphrase import restated
+
+    out: dict[int, dict[str, str]] = {}
+    for qi, (best, terms) in missing.items():
+        known = written.get(qi, {})
+        if found := restated(questions[qi], best, [t for t in terms if t not in known], embedder, cache):
             out[qi] = found
     return out
 

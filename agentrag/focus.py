@@ -99,6 +99,8 @@ _CATEGORY = re.compile(
     r"\b(?:last|first|full|family|given)\s+(name)s?\b",
     re.IGNORECASE,
 )
+# "What does Obersee *mean*?", "What does SSO *stand* for?": the meaning asked for, as "the meaning of"
+_MEANS = re.compile(r"^\W*what\s+(?:does|do|did)\b.*\b(mean|stand)(?:\s+for)?\W*$", re.IGNORECASE)
 _NOT_CATEGORY = frozenset(
     """is are was were be been did does do has have had can could will would should shall may might must
     about if when where who whom whose which what the a an this that these those""".split()  # noqa: SIM905
@@ -120,6 +122,7 @@ def category_terms(question: str) -> frozenset[str]:
 
         return frozenset(t for w in category_words(question, language) for t in terms(w))
     words = [w for m in _CATEGORY.finditer(question) for w in m.groups() if w]
+    words += [m.group(1) for m in _MEANS.finditer(question)]
     return frozenset(t for w in words if w.lower() not in _NOT_CATEGORY for t in terms(w))
 
 

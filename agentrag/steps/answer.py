@@ -256,11 +256,13 @@ def prepare(
             plan, stages=(*plan.stages, ("evidence", (time.perf_counter() - started) * 1000.0))
         )
         if placement is not None and placement.source == "table":  # a language, no caller's calibration
+            vector = evidence.signals.vector
             shifted = semantic_threshold(
-                cal, getattr(plan.embedder, "model_id", None), evidence.signals.semantic
+                cal, getattr(plan.embedder, "model_id", None), evidence.signals.semantic, vector
             )
-            if shifted is not cal:
-                cal, placement = shifted, replace(placement, source="table+semantic")
+            if shifted is not cal:  # which curve moved it: with the vector leg's similarity or without
+                source = "table+semantic" if vector is None else "table+semantic+vector"
+                cal, placement = shifted, replace(placement, source=source)
         plan = _threshold_recorded(plan, placement, cal)
         if evidence.fallback:
             plan = _replace_plan(
