@@ -4,7 +4,7 @@ that needs no labelled questions. Measured, and **not the default** (``_THRESHOL
 it answers fewer unanswerable questions in another language but refuses more answerable ones in
 Chinese and Thai, and on English corpora of other styles the null swings from 0.0 (a handbook of
 distinct policies: near-misses answered) to 0.98 (product docs that restate each other: right answers
-refused). benchmarks/RESULTS.md, "Every language", session 15.
+refused). benchmarks/HISTORY.md, "Every language", session 15.
 
 A collection's *null*: pseudo-questions its documents cannot answer, scored by the answer step
 itself. From up to :data:`SAMPLES` documents (spread over the collection), :data:`PER_DOCUMENT`

@@ -66,7 +66,7 @@ _THAI = "\u0e01-\u0e3a\u0e40-\u0e45\u0e47-\u0e4e"
 #: Characters a Thai sentence has at least: a space between Thai letters parts clauses as well as
 #: sentences, and a clause alone seldom holds a question's answer with the words that find it. Chosen
 #: on XQuAD-dev articles 0-11 among 0, 40, 80, 120, 160, 240 (fact hit 0.42 ... 0.82; benchmarks/
-#: RESULTS.md, "Every language", session 14 langs4).
+#: HISTORY.md, "Every language", session 14 langs4).
 THAI_MIN_CHARS = 160
 _THAI_SPACE = re.compile(f"(?<=[{_THAI}])[ \t]+(?=[{_THAI}])")
 _ENDS_WELL_ANY = re.compile(f"[.!?。！？\u0964\u0965][\"'”’)\\]*_`」』]*$|[{_THAI}]$")
