@@ -26,11 +26,13 @@ $(STAMP): pyproject.toml constraints.txt Makefile
 # scanned PDF pages; without it the OCR tests skip). Installed from Debian's packages when this runs
 # as root on Debian (as on CI); otherwise nothing is installed and the tests that need them skip.
 # `make demo` / `make setup` never run this: they install nothing outside .venv.
+# $(APT) waits up to 5 minutes for another apt or dpkg run to let go of its lock, instead of failing.
+APT := apt-get -o DPkg::Lock::Timeout=300
 test-programs:
 	@if [ "$$(id -u)" = 0 ] && [ -f /etc/debian_version ] && ! command -v chromium >/dev/null; then \
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; fi
+		$(APT) update -qq && DEBIAN_FRONTEND=noninteractive $(APT) install -y -qq chromium; fi
 	@if [ "$$(id -u)" = 0 ] && [ -f /etc/debian_version ] && ! command -v tesseract >/dev/null; then \
-		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq tesseract-ocr) || \
+		($(APT) update -qq && DEBIAN_FRONTEND=noninteractive $(APT) install -y -qq tesseract-ocr) || \
 		echo "tesseract-ocr not installed: the OCR tests will be skipped"; fi
 
 demo: setup
