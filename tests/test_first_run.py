@@ -28,5 +28,6 @@ def test_make_demo_installs_nothing_outside_the_venv() -> None:
 
 def test_make_test_installs_the_test_programs_first() -> None:
     test = _recipes("test")
-    assert "apt-get install -y -qq chromium" in test and "tesseract-ocr" in test
+    assert "install -y -qq chromium" in test and "tesseract-ocr" in test
+    assert "apt-get -o DPkg::Lock::Timeout=300 install" in test  # waits for another apt run's lock
     assert test.index("tesseract-ocr") < test.index("pytest")
