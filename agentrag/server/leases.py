@@ -12,7 +12,7 @@ from them, so one statement admits several requests. The rules that keep it safe
   so a suspension or a change of settings is seen by the very next request of an idle server;
 * **never lenient**: a lease takes real slots from the shared bucket before it admits anything; slots
   left unused when the lease ends are lost (the limit errs on the strict side, as a disconnect does),
-  and a lease is at most 1 % of the tenant's burst (``rate_limit // 128`` slots, at most
+  and a lease is under 1 % of the tenant's burst (``rate_limit // 128`` slots, at most
   :attr:`Leases.most`): a tenant whose limit is under 256 requests a period is never leased;
 * **short**: a lease admits for ``ttl_s`` (1 s) at most: under load a suspension, a new rate limit
   or new settings reach a busy process within that, and the tenant's row is what its statement read;
