@@ -209,13 +209,20 @@ def _one_edit(a: str, b: str) -> bool:
 def _misspelt(word: str, words: list[str]) -> str | None:
     """The name of the unit (a capitalised word) that ``word``, a name of the question the unit does
     not write, misspells: one edit away, the same first letter, both of :data:`_MIN_NAME` letters or
-    more, and the only such name of the unit ("Sentanta" / "Setanta", "Bedigo" / "Bendigo")."""
+    more, and the only such name of the unit ("Sentanta" / "Setanta", "Bedigo" / "Bendigo"); a
+    possessive's "'s" is not part of the name ("the Nederrikn's name" / "the Nederrijn")."""
+    word = _bare(word)
     if len(word) < _MIN_NAME or not word.isalpha() or word.isupper():
         return None
     low = word.lower()
     near = {
         w
-        for w in words
+        for w in map(_bare, words)
         if w[0] == word[0] and w.isalpha() and len(w) >= _MIN_NAME and _one_edit(low, w.lower())
     }
     return next(iter(near)) if len(near) == 1 else None
+
+
+def _bare(word: str) -> str:
+    """``word`` without a possessive's ending ("Nederrijn's" -> "Nederrijn")."""
+    return re.sub(r"['’]s?$", "", word)

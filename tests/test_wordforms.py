@@ -71,6 +71,12 @@ def _written(question: str, text: str) -> dict[str, str]:
         ),
         ("Who wrote to Shelly?", "Gandhi wrote to Shelley twice.", "shelli", "Shelley"),
         ("Who won Bendgio?", "Labor won Bendigo in 1999.", "bendgio", "Bendigo"),  # letters swapped
+        (
+            "What does the Nederrikn's name change into?",
+            "At Wijk bij Duurstede, the Nederrijn changes its name and becomes the Lek.",
+            "nederrikn",
+            "Nederrijn",
+        ),  # a possessive's "'s" is no part of the name
     ],
 )
 def test_a_word_written_in_another_form_is_held(question: str, text: str, term: str, word: str) -> None:
