@@ -141,7 +141,9 @@ def asks_time(question: str) -> bool:
 
 
 # general English words: the Glasgow IR stop list (as scikit-learn ships it) without its numbers,
-# negations and personal pronouns, and a few general nouns ("people", "group", "thing", "way", "place").
+# negations and personal pronouns, and a few general nouns ("people", "group", "thing", "way", "place")
+# and adverbs of time beside its "already", "still", "yet", "once", "afterwards" ("soon", "later", "now",
+# "today"; not "late", also an adjective: "a late fee").
 # A question's "the *most* sacks", "*back*", "*toward*", "*name*", "*put*" are how its writer phrased it,
 # not a thing the evidence must name; an opposite a unit states instead ("least") is still read by
 # agentrag.contrast
@@ -157,8 +159,8 @@ _GENERAL = frozenset(
     sometime sometimes somewhere still such system take than then thence there thereafter thereby
     therefore therein thereupon through throughout thru thus together toward towards upon very via well
     whatever whence whenever whereafter whereas whereby wherein whereupon wherever whether while whither
-    whole within yet name be been being am people person persons group groups thing things way ways place
-    places""".split()  # noqa: SIM905
+    whole within yet soon later now today name be been being am people person persons group groups thing
+    things way ways place places""".split()  # noqa: SIM905
 )
 
 

@@ -11,7 +11,12 @@ unit that is the same word in another form, each form a rule of the language, no
 * ``"decade"``: a decade and a year in it ("the 80s" / "1981", "the 1990s" / "1994");
 * ``"initials"``: an acronym and the capitalised words it abbreviates ("WWII" / "World War II",
   "EU" / "European Union");
-* ``"number"``: a number word and its digits ("four" / "4", "fourth" / "4th").
+* ``"number"``: a number word and its digits ("four" / "4", "fourth" / "4th");
+* ``"name"``: a name the question misspells and the unit writes one edit away ("Sentanta" / "Setanta",
+  "Raouliii" / "Raoulii", "Bedigo" / "Bendigo"): both of six letters or more, the same first letter,
+  the only such name of the unit. A shorter name is too often another one ("Iran" / "Iraq"), and a
+  word that is not a name stays as written (a misspelt common word is as often an unanswerable
+  question's as an answerable one's: benchmarks/HISTORY.md, session 17's spelling rule).
 
 A term so held counts as held by the unit, as a word it restates does (:mod:`agentrag.paraphrase`),
 and the pair is recorded on the evidence (``Evidence.restated``) and the answer's span. Not a rule: a
@@ -32,7 +37,7 @@ if TYPE_CHECKING:
 __all__ = ["RULES", "root", "written_otherwise"]
 
 #: the rules :func:`written_otherwise` applies (module docstring)
-RULES: frozenset[str] = frozenset({"spelling", "decade", "initials", "number"})
+RULES: frozenset[str] = frozenset({"spelling", "decade", "initials", "number", "name"})
 
 _INFLECTIONS = ("ies", "es", "s", "ed", "ing")
 _MIN_ROOT = 4
@@ -172,10 +177,52 @@ def _another_form(
     if "number" in rules and (other := _digits(word)) is not None:
         return next((w for w in words if w.lower() == other), None)
     if word[0].isupper() and word.lower() != word:
-        return None  # a name is its own
+        # a name is its own, unless the unit writes it one letter away (a misspelling)
+        return _misspelt(word, words) if "name" in rules else None
     if not word.isalpha():
         return None
     mine = root(word) if "spelling" in rules else ""
     if not mine:
         return None
     return next((o for o in lower if o.isalpha() and o.lower() != word.lower() and root(o) == mine), None)
+
+
+_MIN_NAME = 6
+
+
+def _one_edit(a: str, b: str) -> bool:
+    """Whether ``a`` and ``b`` differ by one edit: a letter added, dropped, changed, or two neighbours
+    swapped."""
+    if a == b or abs(len(a) - len(b)) > 1:
+        return False
+    if len(a) == len(b):
+        diff = [i for i in range(len(a)) if a[i] != b[i]]
+        if len(diff) == 1:
+            return True
+        i, j = diff if len(diff) == 2 else (0, 0)
+        return j == i + 1 and a[i] == b[j] and a[j] == b[i]
+    short, long = (a, b) if len(a) < len(b) else (b, a)
+    i = next((k for k in range(len(short)) if short[k] != long[k]), len(short))
+    return short[i:] == long[i + 1 :]
+
+
+def _misspelt(word: str, words: list[str]) -> str | None:
+    """The name of the unit (a capitalised word) that ``word``, a name of the question the unit does
+    not write, misspells: one edit away, the same first letter, both of :data:`_MIN_NAME` letters or
+    more, and the only such name of the unit ("Sentanta" / "Setanta", "Bedigo" / "Bendigo"); a
+    possessive's "'s" is not part of the name ("the Nederrikn's name" / "the Nederrijn")."""
+    word = _bare(word)
+    if len(word) < _MIN_NAME or not word.isalpha() or word.isupper():
+        return None
+    low = word.lower()
+    near = {
+        w
+        for w in map(_bare, words)
+        if w[0] == word[0] and w.isalpha() and len(w) >= _MIN_NAME and _one_edit(low, w.lower())
+    }
+    return next(iter(near)) if len(near) == 1 else None
+
+
+def _bare(word: str) -> str:
+    """``word`` without a possessive's ending ("Nederrijn's" -> "Nederrijn")."""
+    return re.sub(r"['’]s?$", "", word)

@@ -138,6 +138,15 @@ def test_a_questions_general_words_are_phrasing_not_a_missing_qualifier() -> Non
     assert covered < 1.0 and unknown > 0.0
 
 
+def test_an_adverb_of_time_is_phrasing_an_adjective_of_time_is_not() -> None:
+    assert {"soon", "later", "now", "today"} <= said_otherwise(
+        "Which plant is Victoria soon losing, later closing, now selling and today running?"
+    )
+    assert "late" not in said_otherwise("What is the late fee?")  # an adjective: a qualifier
+    units = units_of(ANTHEM)
+    assert focus("Who soon performed the national anthem?", units[0], units) == (1.0, 0.0)
+
+
 def test_a_general_word_raises_the_confidence_a_missing_qualifier_does_not() -> None:
     near = gather(["Who performed the national anthem in Spanish?"], ANTHEM)
     for question in (

@@ -51,6 +51,32 @@ def _written(question: str, text: str) -> dict[str, str]:
         ("Who had five sacks?", "Ware had 5 sacks in the game.", "five", "5"),
         ("What colour is the flag?", "The flag's color is red.", "colour", "color"),
         ("Who utilized the church?", "The church was utilised by the dukes.", "util", "utilised"),
+        (
+            "What platform was Sentanta Sports planning on launching on?",
+            "Setanta Sports confirmed that it would launch on the digital terrestrial platform.",
+            "sentanta",
+            "Setanta",
+        ),
+        (
+            "What were the origins of the Raouliii family?",
+            "The Raoulii were descended from an Italo-Norman named Raoul.",
+            "raouliii",
+            "Raoulii",
+        ),
+        (
+            "What party is favored in Bedigo?",
+            "Labor is strongest in Bendigo and Geelong.",
+            "bedigo",
+            "Bendigo",
+        ),
+        ("Who wrote to Shelly?", "Gandhi wrote to Shelley twice.", "shelli", "Shelley"),
+        ("Who won Bendgio?", "Labor won Bendigo in 1999.", "bendgio", "Bendigo"),  # letters swapped
+        (
+            "What does the Nederrikn's name change into?",
+            "At Wijk bij Duurstede, the Nederrijn changes its name and becomes the Lek.",
+            "nederrikn",
+            "Nederrijn",
+        ),  # a possessive's "'s" is no part of the name
     ],
 )
 def test_a_word_written_in_another_form_is_held(question: str, text: str, term: str, word: str) -> None:
@@ -67,6 +93,10 @@ def test_a_word_written_in_another_form_is_held(question: str, text: str, term: 
         ("Who took the ball in the fourth quarter?", "Miller took the ball, four yards out."),  # not "4th"
         ("What is the notice period for contractors?", "The notice period of a contract is a month."),
         ("What was unproven?", "It has not been proved."),  # a negated form keeps its prefix
+        ("Who ruled Iran in 1950?", "Iraq was ruled by a king in 1950."),  # a short name is another one
+        ("Who lived in Marten?", "Martin and Marden lived there."),  # two names one edit away: which?
+        ("Who founded Bendigo?", "Kendigo was founded in 1851."),  # another first letter
+        ("Who sat in the parliment?", "The parliament sat in 1707."),  # not a name: as written
     ],
 )
 def test_another_word_number_or_degree_is_not_held(question: str, text: str) -> None:
@@ -98,6 +128,20 @@ def test_a_term_written_otherwise_counts_as_held_and_is_recorded() -> None:
     assert found_share(question, texts, {"wwii"}) > found_share(question, texts)
     # another war is still a qualifier the documents lack
     assert gather(["What was the Rhine considered to invaders in WWI?"], WAR).signals.unknown > 0.0
+
+
+SPORTS = [
+    hit("# Sports\n\nSetanta Sports confirmed that it would launch on a digital platform.\n", "chk_1"),
+    hit("# Cable\n\nNTL's services were renamed Virgin Media on the same day.\n", "chk_2", rank=2),
+]
+
+
+def test_a_misspelt_name_counts_as_held_and_is_recorded() -> None:
+    evidence = gather(["What platform was Sentanta Sports launching on?"], SPORTS)
+    assert evidence.restated == ("sentanta -> Setanta",)
+    assert evidence.signals.unknown == 0.0
+    # a name no unit writes within one letter is still one the documents lack
+    assert gather(["What platform was Santana Sports launching on?"], SPORTS).signals.unknown > 0.0
 
 
 def test_other_languages_have_nothing_written_otherwise() -> None:
