@@ -70,12 +70,13 @@ VECTOR_CURVE_BY_MODEL: dict[str, dict[str, float]] = {
 
 
 def threshold_shift(
-    model_id: str | None, similarity: float | None, vector: float | None = None
+    model_id: str | None, similarity: float | None, vector: float | None = None, *, lower: float | None = None
 ) -> float | None:
     """How far the evidence moves the table's threshold for ``model_id``: by the unit's
     ``similarity`` and, when the vector leg scored the hits, the passage's ``vector`` similarity
     (:data:`VECTOR_CURVE_BY_MODEL`; :data:`SEMANTIC_CURVE_BY_MODEL` without it); never lower than the
-    curve's ``lower``. None for another model or without a similarity."""
+    curve's ``lower`` (``lower``: another bound, for the benchmarks that choose it). None for another
+    model or without a similarity."""
     with_vector = VECTOR_CURVE_BY_MODEL.get(model_id or "") if vector is not None else None
     curve = with_vector or SEMANTIC_CURVE_BY_MODEL.get(model_id or "")
     if curve is None or similarity is None:
@@ -85,7 +86,7 @@ def threshold_shift(
         curve["vector"] * vector if with_vector and vector is not None else 0.0
     )
     shift = (logit - curve["bias"] - said) / curve["margin"]
-    return max(-curve.get("lower", 1.0), shift)
+    return max(-(curve.get("lower", 1.0) if lower is None else lower), shift)
 
 
 def semantic_threshold(

@@ -8,7 +8,7 @@ is never read here); ``NM.json``: ``benchmarks.near_miss_languages --json``. Bot
 confidence at threshold 0, whether a threshold can refuse it, and the answer step's signals, so every
 candidate is read off the same rows.
 
-Candidates: the table's threshold alone; the shipped curve (``SEMANTIC_CURVE_BY_MODEL``), as it is and
+Candidates: the table's threshold alone; the shipped curves (``agentrag.answer_curve``), as they are and
 allowed only to raise the threshold; and curves refitted on XQuAD's fit half (the only corpus with
 enough questions to fit one; ``benchmarks.multilingual_signals.Curve``) over other signals, among them
 the best unit's similarity *above the candidate units' median* (``relative``: short documents that all
@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -36,19 +35,19 @@ Decide = Callable[[dict[str, Any], str], bool]  # (row, language) -> answered
 
 
 def shipped(lower: float) -> Decide:
-    """The shipped curve, the similarity lowering the table's threshold by at most ``lower``."""
-    from agentrag.answer_languages import SEMANTIC_CURVE_BY_MODEL, abstain_below
-
-    curve = SEMANTIC_CURVE_BY_MODEL[MODEL]
-    logit = math.log(curve["cut"] / (1.0 - curve["cut"]))
+    """The shipped curves as the answer step reads them (the passage's similarity beside the unit's when
+    the row recorded the vector leg's: ``VECTOR_CURVE_BY_MODEL``; ``SEMANTIC_CURVE_BY_MODEL`` without),
+    the similarity lowering the table's threshold by at most ``lower``."""
+    from agentrag.answer_curve import threshold_shift
+    from agentrag.answer_languages import abstain_below
 
     def answers(row: dict[str, Any], language: str) -> bool:
-        similarity = (row.get("signals") or {}).get("semantic")
+        signals = row.get("signals") or {}
         table = abstain_below(language, MODEL)
-        if similarity is None:
+        shift = threshold_shift(MODEL, signals.get("semantic"), signals.get("vector"), lower=lower)
+        if shift is None:
             return bool(row["confidence"] >= table)
-        shift = (logit - curve["bias"] - curve["semantic"] * similarity) / curve["margin"]
-        return bool(row["confidence"] >= min(1.0, max(0.0, table + max(-lower, shift))))
+        return bool(row["confidence"] >= min(1.0, max(0.0, table + shift)))
 
     return answers
 

@@ -17,7 +17,9 @@ of the signals. For each candidate set of signals (:data:`CANDIDATES`):
 
 Only questions a threshold can refuse are fitted (an answer with no quotable sentence is an excerpt;
 one refused for nothing selected stays refused). Prints the constants to paste into
-``agentrag.answer_languages.SEMANTIC_CURVE_BY_MODEL``. Needs numpy only.
+``agentrag.answer_curve.SEMANTIC_CURVE_BY_MODEL`` (the curve of a search without a vector leg; the one with
+the passage's similarity, ``VECTOR_CURVE_BY_MODEL``, was fitted on the six folds of
+``benchmarks.multilingual_folds``: session 22). Needs numpy only.
 """
 
 from __future__ import annotations

