@@ -3,7 +3,7 @@
     .venv/bin/python -m benchmarks.coldstart [--runs 5] [--before-ref 90f5e30] [--no-torch]
 
 Wall time from process start to exit, the model cached on disk, the data directory's server
-handled as each version handles it:
+handled as each version handles it (a data directory of the run's own, removed after it):
 
 * **before**: the code at ``--before-ref`` (extracted with ``git archive`` into a temporary
   directory and put first on ``PYTHONPATH``): sentence-transformers on torch, and the embedded
@@ -59,11 +59,15 @@ def main() -> None:
     args = parser.parse_args()
 
     py = sys.executable
+    # A data directory of its own: the run stops its server (`db stop`) to time a first call, which
+    # on the shared one would abort whatever else uses it (another benchmark, a notebook)
+    own = Path(tempfile.mkdtemp(prefix="agentrag-coldstart-"))
     env = {
         **os.environ,
         "TOKENIZERS_PARALLELISM": "false",
         "HF_HUB_OFFLINE": "1",
         "TRANSFORMERS_OFFLINE": "1",
+        "AGENTRAG_DATA_DIR": str(own / "data"),
     }
     cli = [py, "-m", "agentrag"]
     # set up the collection once (this also exports the ONNX model into the cache if needed)
@@ -148,6 +152,8 @@ def main() -> None:
             times[name].append(_run(argv, before_env if before else env, before_dir if before else REPO))
     if before_dir is not None:
         shutil.rmtree(before_dir, ignore_errors=True)
+    subprocess.run([*cli, "db", "stop", "--force"], env=env, check=True, stdout=subprocess.DEVNULL)
+    shutil.rmtree(own, ignore_errors=True)
 
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     print(f"\n{args.runs} runs per row, interleaved; {os.cpu_count()} CPUs, load average {load} at the end")

@@ -34,7 +34,7 @@ def cli_env(tmp_path: Path):  # type: ignore[no-untyped-def]
     env = {k: v for k, v in os.environ.items() if k != "AGENTRAG_DATABASE_URL"}
     env.update(AGENTRAG_DATA_DIR=str(tmp_path / "data"), AGENTRAG_SERVER_IDLE_TIMEOUT="600")
     yield env
-    run_cli(env, "db", "stop")  # never leave a server behind
+    run_cli(env, "db", "stop", "--force")  # never leave a server behind
 
 
 def test_server_stays_up_between_calls_until_db_stop(cli_env: dict[str, str], tmp_path: Path) -> None:
@@ -166,3 +166,48 @@ def test_search_splits_load_from_search_and_never_imports_torch(database_url: st
     assert result["code"] == 0
     text = result["text"]
     assert "load " in text and "(database " in text and "  search " in text
+
+
+def _connect(url: str):  # type: ignore[no-untyped-def]
+    import psycopg
+
+    return psycopg.connect(url.replace("postgresql+psycopg://", "postgresql://"))
+
+
+def test_db_stop_waits_for_work_in_flight_and_force_stops_it(cli_env: dict[str, str], tmp_path: Path) -> None:
+    """A statement or an open transaction on the server (a notebook, an ingest, a service) is work that
+    stopping it would abort: `db stop` refuses, says why and how to force it; an idle connection (a
+    pool's spare) does not hold it; `--force` stops it whatever runs."""
+    data = tmp_path / "data"
+    started = run_cli(cli_env, "db", "start", "--json")
+    assert started.returncode == 0, started.stderr
+    url = json.loads(started.stdout)["url"]
+    busy, idle = _connect(url), _connect(url)
+    try:
+        busy.execute("SELECT 1")  # psycopg opens a transaction: 'idle in transaction' until it ends
+        refused = run_cli(cli_env, "db", "stop", "--json")
+        assert refused.returncode == 1
+        assert json.loads(refused.stdout) == {
+            "stopped": False,
+            "pgdata": str(data / "pgdata"),
+            "busy_connections": 1,
+            "calls": 0,
+        }
+        assert "in use (1 connection(s)" in refused.stderr and "agentrag db stop --force" in refused.stderr
+        assert _postmaster_pid(data) is not None and busy.execute("SELECT 2").fetchone() == (2,)
+        busy.commit()  # the work done: only idle connections are left
+        stopped = run_cli(cli_env, "db", "stop", "--json")
+        assert stopped.returncode == 0 and json.loads(stopped.stdout)["stopped"] is True
+        assert _postmaster_pid(data) is None
+    finally:
+        busy.close()
+        idle.close()
+    url = json.loads(run_cli(cli_env, "db", "start", "--json").stdout)["url"]
+    busy = _connect(url)
+    try:
+        busy.execute("SELECT 1")
+        forced = run_cli(cli_env, "db", "stop", "--force")
+        assert forced.returncode == 0 and "stopped the embedded PostgreSQL" in forced.stdout
+        assert _postmaster_pid(data) is None
+    finally:
+        busy.close()

@@ -103,4 +103,4 @@ def test_the_server_starts_over_a_stale_pidfile(tmp_path: Path, bystander: subpr
         assert json.loads(again.stdout)["database"] == json.loads(first.stdout)["database"]
         assert bystander.poll() is None
     finally:
-        run_cli(env, "db", "stop")  # never leave a server behind
+        run_cli(env, "db", "stop", "--force")  # never leave a server behind

@@ -44,7 +44,7 @@ def cli(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-de
     run.data = data  # type: ignore[attr-defined]
     yield run
     if "stop" in run("db", "--help").stdout:  # a server kept running between calls
-        run("db", "stop")
+        run("db", "stop", "--force")
     shutil.rmtree(data, ignore_errors=True)
 
 

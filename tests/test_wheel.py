@@ -135,4 +135,5 @@ def test_an_installed_wheel_runs_the_demo_a_search_and_an_ask(wheel: Path, tmp_p
         assert _run([agentrag, "--version"], cwd=workdir, env=env).strip() == f"agentrag {__version__}"
         assert sorted(p.name for p in workdir.iterdir()) == []  # nothing written where it ran
     finally:
-        subprocess.run([agentrag, "db", "stop"], cwd=workdir, env=env, capture_output=True, timeout=120)
+        stop = [agentrag, "db", "stop", "--force"]
+        subprocess.run(stop, cwd=workdir, env=env, capture_output=True, timeout=120)

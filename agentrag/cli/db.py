@@ -101,17 +101,48 @@ def cmd_db_start(args: argparse.Namespace) -> int:
 
 
 def cmd_db_stop(args: argparse.Namespace) -> int:
+    """Stop the embedded server, unless work is in flight on it (``--force``: stop it anyway)."""
     from agentrag.store.server import data_dir, stop_embedded
 
     if _given_by_url(args, "stop"):
         return 2
-    stopped = stop_embedded()
     where = data_dir() / "pgdata"
+    if not args.force and (busy := _in_flight(where)) is not None:
+        connections, calls = busy
+        if args.json:
+            print_json(
+                {"stopped": False, "pgdata": str(where), "busy_connections": connections, "calls": calls}
+            )
+        print(
+            f"not stopped: the embedded PostgreSQL in {where} is in use ({connections} connection(s) "
+            f"running a statement or inside a transaction, {calls} other agentrag call(s) under way); "
+            "stopping it would abort their work. Let them finish, or stop it anyway: "
+            "agentrag db stop --force",
+            file=sys.stderr,
+        )
+        return 1
+    stopped = stop_embedded()
     if args.json:
         print_json({"stopped": stopped, "pgdata": str(where)})
     else:
         print(f"stopped the embedded PostgreSQL in {where}" if stopped else f"no server running in {where}")
     return 0
+
+
+def _in_flight(pgdata: Any) -> tuple[int, int] | None:
+    """``(busy connections, live CLI calls)`` of the running server when either is not zero, else None
+    (idle, not running, or not reachable to ask: nothing this call can protect)."""
+    from agentrag.store.server import client_connections, leases_alive, running_server_url
+
+    url = running_server_url("postgres", pgdata)
+    if url is None:
+        return None
+    try:
+        busy, _idle = client_connections(url)
+    except Exception:  # a server that takes no connection has no statement to abort
+        busy = 0
+    calls = leases_alive(pgdata)
+    return (busy, calls) if busy or calls else None
 
 
 def register(sub: Any, add: AddCommand) -> None:
@@ -122,4 +153,7 @@ def register(sub: Any, add: AddCommand) -> None:
     upgrade = add(db, "upgrade", cmd_db_upgrade, "apply pending migrations (one transaction: all or none)")
     upgrade.add_argument("--dry-run", action="store_true", help="list the pending migrations; apply none")
     add(db, "status", cmd_db_status, "show the schema version and pending migrations")
-    add(db, "stop", cmd_db_stop, "stop the embedded server (the CLI leaves it running between calls)")
+    stop = add(db, "stop", cmd_db_stop, "stop the embedded server (the CLI leaves it running between calls)")
+    stop.add_argument(
+        "--force", action="store_true", help="stop it even with statements or agentrag calls under way"
+    )

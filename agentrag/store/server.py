@@ -38,6 +38,7 @@ __all__ = [
     "LAST_USE_FILE",
     "LEASES_DIR",
     "clear_stale_pidfile",
+    "client_connections",
     "data_dir",
     "database_url",
     "embedded_url",
@@ -281,6 +282,21 @@ def leases_alive(pgdata: Path) -> int:
             else:
                 lease.unlink(missing_ok=True)
     return alive
+
+
+def client_connections(url: str) -> tuple[int, int]:
+    """``(busy, idle)``: the server's client connections other than this one's, busy when running a
+    statement or inside a transaction (work that stopping the server would abort), idle otherwise
+    (a pool's spare connection). Read in SQL (``pg_stat_activity``), one short connection."""
+    import psycopg
+
+    with psycopg.connect(url.replace("postgresql+psycopg://", "postgresql://"), connect_timeout=5) as conn:
+        row = conn.execute(
+            "SELECT count(*) FILTER (WHERE state IS DISTINCT FROM 'idle'),"
+            " count(*) FILTER (WHERE state = 'idle')"
+            " FROM pg_stat_activity WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()"
+        ).fetchone()
+    return (int(row[0]), int(row[1])) if row else (0, 0)
 
 
 def _touch_and_watch(pgdata: Path) -> None:

@@ -19,19 +19,14 @@ import time
 from pathlib import Path
 
 
-def _client_connections(url: str) -> int:
-    import psycopg
-
-    with psycopg.connect(url.replace("postgresql+psycopg://", "postgresql://"), connect_timeout=5) as conn:
-        row = conn.execute(
-            "SELECT count(*) FROM pg_stat_activity"
-            " WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()"
-        ).fetchone()
-    return int(row[0]) if row else 0
-
-
 def watch(pgdata: Path, timeout: float) -> None:
-    from agentrag.store.server import LAST_USE_FILE, leases_alive, postmaster_info, running_server_url
+    from agentrag.store.server import (
+        LAST_USE_FILE,
+        client_connections,
+        leases_alive,
+        postmaster_info,
+        running_server_url,
+    )
 
     last_use = pgdata.parent / LAST_USE_FILE
     interval = min(15.0, max(0.5, timeout / 10))
@@ -43,7 +38,7 @@ def watch(pgdata: Path, timeout: float) -> None:
         if info is None or url is None:
             return
         try:
-            if leases_alive(pgdata) > 0 or _client_connections(url) > 0:
+            if leases_alive(pgdata) > 0 or sum(client_connections(url)) > 0:
                 last_active = time.time()
         except Exception:
             last_active = time.time()  # cannot tell: count it as busy
