@@ -197,10 +197,12 @@ def _one_edit(a: str, b: str) -> bool:
         return False
     if len(a) == len(b):
         diff = [i for i in range(len(a)) if a[i] != b[i]]
-        if len(diff) == 1:
+        if len(diff) == 1:  # a letter changed
             return True
-        i, j = diff if len(diff) == 2 else (0, 0)
-        return j == i + 1 and a[i] == b[j] and a[j] == b[i]
+        if len(diff) != 2 or diff[1] != diff[0] + 1:
+            return False
+        i, j = diff  # two neighbours swapped
+        return a[i] == b[j] and a[j] == b[i]
     short, long = (a, b) if len(a) < len(b) else (b, a)
     i = next((k for k in range(len(short)) if short[k] != long[k]), len(short))
     return short[i:] == long[i + 1 :]
