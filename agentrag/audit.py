@@ -92,7 +92,8 @@ class LoggingAuditSink:
         return f"LoggingAuditSink({self.logger.name!r})"
 
     def emit(self, event: AuditEvent) -> None:
-        self.logger.log(self.level, "%s %s", event.type.value, event.to_json())
+        if self.logger.isEnabledFor(self.level):  # no JSON for a line nobody logs (the default: WARNING)
+            self.logger.log(self.level, "%s %s", event.type.value, event.to_json())
 
 
 class ListAuditSink:
