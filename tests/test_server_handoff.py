@@ -101,10 +101,34 @@ def test_closed_workers_exit_and_a_closed_handoff_refuses() -> None:
         asyncio.run(handoff.run(len, ()))
 
 
+def test_the_search_concurrency_sizes_the_hand_off_and_is_checked(store: Any) -> None:
+    import os
+
+    from agentrag.errors import InvalidInputError
+    from agentrag.server.app import SEARCHES_PER_CORE, create_app
+    from agentrag.server.config import ServerConfig
+    from agentrag.server.fastpath import SearchFastPath
+
+    def threads(config: ServerConfig) -> int:
+        app = create_app(store, config=config)
+        [layer] = [m for m in app.user_middleware if m.cls is SearchFastPath]
+        return int(layer.kwargs["handoff"].max_workers)
+
+    cores = len(os.sched_getaffinity(0))
+    assert threads(ServerConfig(embedder="fake:64")) == SEARCHES_PER_CORE * cores
+    assert threads(ServerConfig(embedder="fake:64", search_concurrency=5)) == 5
+    env = ServerConfig(embedder="fake:64", search_concurrency=2).to_env()
+    assert env["AGENTRAG_SEARCH_CONCURRENCY"] == "2"
+    assert ServerConfig.from_env(env).search_concurrency == 2  # what each worker process reads
+    with pytest.raises(InvalidInputError, match="search_concurrency must be >= 1"):
+        ServerConfig(search_concurrency=-1)
+
+
 def test_more_concurrent_searches_than_worker_threads_are_all_answered_over_http(
     database_url: str, store: Any, tmp_path: Path
 ) -> None:
-    """A server with a pool of 1 has 8 worker threads: 24 searches at once all get their proof."""
+    """A server running 2 searches at once (over a pool of 1): 24 searches at once all get their proof,
+    the others waiting their turn."""
     import httpx
 
     collection = f"handoff_{int(time.time() * 1000)}"
@@ -113,7 +137,7 @@ def test_more_concurrent_searches_than_worker_threads_are_all_answered_over_http
     store.ingest_text(
         "Invoices are paid within thirty days.", collection=collection, source="a.txt", tenant=tenant
     )
-    server = start_server(database_url, tmp_path, "--pool-size", "1")
+    server = start_server(database_url, tmp_path, "--pool-size", "1", "--search-concurrency", "2")
     try:
 
         def one(i: int) -> tuple[int, str, int]:

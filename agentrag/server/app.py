@@ -13,6 +13,7 @@ import asyncio
 import importlib
 import inspect
 import logging
+import os
 import traceback
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -147,7 +148,7 @@ def create_app(
     audit = _Audit(store.engine)
     guards: list[limits.RequestGuard] = []  # the outermost layer, once built: its count of requests in flight
     gateway = _gateway(store, config, telemetry, verifier, admit, audit, idle=lambda: _alone(guards))
-    handoff = Handoff(_worker_threads(config))  # the search's worker threads (SearchFastPath)
+    handoff = Handoff(search_concurrency(config))  # the search's worker threads (SearchFastPath)
     close = [*(p.shutdown for p in owned), admit.close, gateway.speculation.close, handoff.close]
     close += [store.close] if close_store else []
     app = FastAPI(
@@ -205,8 +206,33 @@ def _gateway(
 
 
 def _worker_threads(config: ServerConfig) -> int:
-    """Worker threads of the default executor, and of the search's hand-off: twice the pool."""
+    """Worker threads of the default executor (every route but the search's fast path): twice the pool."""
     return max(8, 2 * config.pool_size)
+
+
+#: Searches running at once per core this process may use, unless ``search_concurrency`` says. A search
+#: is Python (under one GIL) and PostgreSQL's work, on a machine whose cores the database often shares:
+#: past a few per core, another running search adds GIL hand-offs and cold caches, not throughput.
+#: Measured on 2 cores (benchmarks/RESULTS.md, "The serving API under load", session 24): in process, 16
+#: threads of ``Store.search`` serve 223 searches/s and 8 threads 272; over HTTP at 16 clients, 6
+#: running searches served 9-12 points more of the floor than 16 did, 2 fewer.
+SEARCHES_PER_CORE = 3
+
+
+def search_concurrency(config: ServerConfig) -> int:
+    """How many searches this process runs at once (the hand-off's threads); the rest wait their turn
+    in it, first come first served: ``config.search_concurrency``, or 3 per core (0, the default)."""
+    if config.search_concurrency:
+        return config.search_concurrency
+    return SEARCHES_PER_CORE * _cores()
+
+
+def _cores() -> int:
+    """The cores this process may run on."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # no affinity on macOS or Windows
+        return os.cpu_count() or 1
 
 
 def _alone(guards: list[limits.RequestGuard]) -> bool:

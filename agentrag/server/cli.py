@@ -123,6 +123,12 @@ _OPTIONS = (
     ("--llm", "llm", str, "litellm model for /ask (default: none, extractive answers)"),
     ("--llm-api-base", "llm_api_base", str, "API base URL of the --llm model"),
     ("--pool-size", "pool_size", int, "database connections per worker (default 10)"),
+    (
+        "--search-concurrency",
+        "search_concurrency",
+        int,
+        "searches running at once per worker, the rest queued (default 0: 3 per core)",
+    ),
     ("--jwt-secret", "jwt_secret", str, "HS256 secret (>= 32 bytes); prefer $AGENTRAG_JWT_SECRET"),
     ("--jwt-public-key", "jwt_public_key", str, "PEM public key file (RS256 / ES256)"),
     ("--jwt-jwks", "jwt_jwks", str, "JWKS file of RSA / EC public keys, chosen by kid"),

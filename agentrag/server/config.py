@@ -31,6 +31,7 @@ class ServerConfig:
     llm_api_base: str | None = None
     llm_api_key: str | None = None
     pool_size: int = 10
+    search_concurrency: int = 0  # searches running at once per worker, the rest queued (0: 3 per core)
     # JWT: exactly one of secret (HS256), public key file (RS256/ES256) or JWKS file
     jwt_secret: str | None = None
     jwt_public_key: str | None = None
@@ -69,6 +70,10 @@ class ServerConfig:
             raise InvalidInputError("jwt_secret must be at least 32 bytes (HS256 needs a 256-bit key)")
         if self.pool_size < 1:
             raise InvalidInputError(f"pool_size must be >= 1, got {self.pool_size}")
+        if self.search_concurrency < 0:
+            raise InvalidInputError(
+                f"search_concurrency must be >= 1, or 0 for 3 per core, got {self.search_concurrency}"
+            )
         if self.max_body_bytes < 1024:
             raise InvalidInputError(f"max_body_bytes must be >= 1024, got {self.max_body_bytes}")
         positive = (
