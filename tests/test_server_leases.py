@@ -1,7 +1,8 @@
-"""A busy process's admissions from slots taken ahead (agentrag/server/leases.py), on real PostgreSQL:
-one statement takes a tenant's lease, its next requests use it without a statement, the limit is
-exact at its end (never lenient), small limits are never leased, a lease ends with its time or a
-refusal, and a lone request is always admitted by its own statement."""
+"""Admissions from slots taken ahead (agentrag/server/leases.py), on real PostgreSQL: one statement
+takes a tenant's lease, its next requests use it without a statement, a lease is as large as the
+tenant's recent requests (a slow tenant is never leased slots it will not use), the limit is exact at
+its end (never lenient), small limits are never leased, a lease ends with its time or a refusal, and a
+suspension reaches the gateway's requests within the lease's time."""
 
 from __future__ import annotations
 
@@ -34,17 +35,52 @@ def admitter(store: Any) -> Any:
     made.close()
 
 
-def test_one_statement_takes_the_lease_and_the_next_requests_use_it(store: Any, admitter: Admitter) -> None:
-    tenant = new_tenant(store, rate_limit=1024 * 60, rate_limit_period_s=60)  # 8 slots a lease
+def _statements(admitter: Admitter, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The slots each statement of ``admitter`` asks for, in order."""
+    asked: list[int] = []
+    statement = admitter._statement
+
+    def counted(tenant: str, slots: int) -> Any:
+        asked.append(slots)
+        return statement(tenant, slots)
+
+    monkeypatch.setattr(admitter, "_statement", counted)
+    return asked
+
+
+def test_one_statement_takes_the_lease_and_the_next_requests_use_it(
+    store: Any, admitter: Admitter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tenant = new_tenant(store, rate_limit=1024 * 60, rate_limit_period_s=60)  # at most 8 slots a lease
+    asked = _statements(admitter, monkeypatch)
     first = admitter(tenant, lease=True)  # the rate limit is not known yet: one slot
-    assert first.allowed and admitter.leases.used == 0
-    second = admitter(tenant, lease=True)  # a statement taking 8: this request's and 7 ahead
+    assert first.allowed and admitter.leases.used == 0 and asked == [1]
+    for _ in range(6):
+        admitter(tenant, lease=True)
+    # a lease is as large as the tenant's requests so far (at most 8): 2 at the 2nd, 4 at the 4th
+    assert asked == [1, 2, 4] and admitter.leases.used == 4
+    eighth = admitter(tenant, lease=True)  # a statement taking 8: this request's and 7 ahead
     after_lease = _tat(store, tenant)
     for _ in range(7):
-        assert admitter(tenant, lease=True) == second  # no statement: the bucket is untouched
-    assert _tat(store, tenant) == after_lease and admitter.leases.used == 7
+        assert admitter(tenant, lease=True) == eighth  # no statement: the bucket is untouched
+    assert _tat(store, tenant) == after_lease and admitter.leases.used == 11 and asked == [1, 2, 4, 8]
     assert admitter(tenant, lease=True).allowed  # the lease is used up: a new statement
-    assert _tat(store, tenant) > after_lease and admitter.leases.used == 7
+    assert _tat(store, tenant) > after_lease and asked == [1, 2, 4, 8, 8]
+
+
+def test_a_tenant_with_one_request_a_lease_time_is_never_leased_slots_it_would_not_use(
+    store: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    admitter = Admitter(store.engine, pool_size=1, lease_ttl_s=0.05)
+    try:
+        tenant = new_tenant(store, rate_limit=1024 * 60, rate_limit_period_s=60)
+        asked = _statements(admitter, monkeypatch)
+        for _ in range(4):
+            assert admitter(tenant, lease=True).allowed
+            time.sleep(0.12)  # more than two lease times: the last window saw no other request
+        assert asked == [1, 1, 1, 1] and admitter.leases.used == 0
+    finally:
+        admitter.close()
 
 
 def test_the_limit_is_exact_through_leases(store: Any, admitter: Admitter) -> None:
@@ -85,36 +121,58 @@ def test_a_lease_ends_with_its_time(store: Any) -> None:
         admitter.close()
 
 
-def test_a_refusal_ends_the_lease_and_a_lone_request_never_uses_it(store: Any, admitter: Admitter) -> None:
+def test_a_refusal_ends_the_lease(store: Any, admitter: Admitter) -> None:
     tenant = new_tenant(store, rate_limit=1024 * 60, rate_limit_period_s=60)
-    admitter(tenant, lease=True)
-    admitter(tenant, lease=True)  # 7 slots ahead
+    for _ in range(4):
+        admitter(tenant, lease=True)  # the 4th took 4 slots: 3 ahead
+    used = admitter.leases.used
     set_state(store.engine, tenant, "SUSPENDED")
-    lone = admitter(tenant)  # an idle server's request: its own statement sees the suspension
-    assert lone.tenant is not None and not lone.tenant.active and not lone.allowed
-    busy = admitter(tenant, lease=True)  # the refusal dropped the lease: a statement, refused
-    assert not busy.allowed and admitter.leases.used == 0
+    own = admitter(tenant)  # lease=False: its own statement sees the suspension
+    assert own.tenant is not None and not own.tenant.active and not own.allowed
+    leased = admitter(tenant, lease=True)  # the refusal dropped the lease: a statement, refused
+    assert not leased.allowed and admitter.leases.used == used
 
 
 def _who(tenant: str) -> Principal:
     return Principal(subject=None, tenant=tenant, scopes=frozenset({"query"}))
 
 
-def test_the_gateway_leases_only_when_another_request_is_in_flight(store: Any) -> None:
-    admitter = Admitter(store.engine)
+class _Clock:
+    """The leases module's clock, moved by hand."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+
+def test_the_gateway_admits_from_leases_and_a_suspension_reaches_it_within_the_lease_time(
+    store: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from agentrag.server import leases
+
+    clock = _Clock()
+    monkeypatch.setattr(leases, "time", clock)
+    admitter = Admitter(store.engine, lease_ttl_s=1.0)
     try:
         tenant = new_tenant(store, rate_limit=1024 * 60, rate_limit_period_s=60)
         idle = Gateway(store, admit=admitter)
-        for _ in range(4):
+        for _ in range(8):  # alone: a slot of the lease, else a statement beside the work
             idle.admitted(_who(tenant), lambda caller: caller)
-        assert admitter.leases.used == 0  # alone: every request its own statement (or beside it)
+        assert admitter.leases.used == 4  # statements at the 1st, 2nd, 4th and 8th request
         busy = Gateway(store, admit=admitter, idle=lambda: False)
         callers = [busy.admitted(_who(tenant), lambda caller: caller)[0] for _ in range(4)]
-        assert admitter.leases.used >= 2 and {c.tenant for c in callers} == {tenant}
+        assert admitter.leases.used == 8 and {c.tenant for c in callers} == {tenant}
         set_state(store.engine, tenant, "SUSPENDED")
-        with pytest.raises(Refusal) as refused:  # idle again: the suspension is seen at once
+        idle.admitted(_who(tenant), lambda caller: caller)  # within the lease's time: still its slot
+        clock.now += 1.01  # the lease's time is over: its slots admit nothing
+        with pytest.raises(Refusal) as refused:
             idle.admitted(_who(tenant), lambda caller: caller)
         assert refused.value.code == "TENANT_SUSPENDED"
+        with pytest.raises(Refusal):  # and the refusal ended the lease
+            busy.admitted(_who(tenant), lambda caller: caller)
+        assert admitter.leases.used == 9
     finally:
         admitter.close()
 

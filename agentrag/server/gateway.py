@@ -153,7 +153,8 @@ class Gateway:
         self.default_collections = list(default_collections) if default_collections else None
         self.max_streams, self.idle_timeout_s = max(1, max_streams), idle_timeout_s
         self.streams = 0  # streams open now (on the event loop: no lock)
-        self.speculation = Speculation(self.admit, idle=idle)  # idle(): no other request in flight
+        # idle(): no other request in flight
+        self.speculation = Speculation(self.admit, leased=self.leased, idle=idle)
 
     # ---- 1. authenticate --------------------------------------------------------------------------
     def authenticate(self, authorization: str | None, tenant: str | None = None) -> Principal:
@@ -182,14 +183,24 @@ class Gateway:
         return claimed
 
     # ---- 2. admit ---------------------------------------------------------------------------------
-    def admit(self, who: Principal, *, lease: bool = False) -> Caller:
-        """The admitted :class:`Caller` of an authenticated principal (one statement, or with ``lease``,
-        a busy process, maybe a slot an earlier statement took ahead: :mod:`agentrag.server.leases`;
-        a worker thread)."""
+    def admit(self, who: Principal, *, lease: bool = True) -> Caller:
+        """The admitted :class:`Caller` of an authenticated principal: a slot an earlier statement took
+        ahead (:mod:`agentrag.server.leases`), else one statement (a worker thread). ``lease=False``:
+        the statement, always."""
         try:
             admission = self.admitter(who.tenant, lease=lease)
         except Exception as exc:  # the database is down: 503, Retry-After
             raise (api_error_for(exc) or exc) from None
+        return self._caller(who, admission)
+
+    def leased(self, who: Principal) -> Caller | None:
+        """The admitted :class:`Caller` from a slot of the tenant's lease, without a statement (None:
+        no slot left, or an admitter without leases)."""
+        leases = getattr(self.admitter, "leases", None)
+        admission = leases.take(who.tenant) if leases is not None else None
+        return None if admission is None else self._caller(who, admission)
+
+    def _caller(self, who: Principal, admission: Any) -> Caller:
         tenant = admission.tenant
         if tenant is None:
             raise Refusal(404, "TENANT_NOT_FOUND", "no such tenant")

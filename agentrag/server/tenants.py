@@ -207,7 +207,7 @@ class Admission:
 
 
 # One statement: read the tenant and, for an ACTIVE one, try to take ``slots`` GCRA slots at once
-# (1, or a busy process's lease: agentrag.server.leases). With T = period / limit,
+# (1, or a lease: agentrag.server.leases). With T = period / limit,
 # tat' = max(tat, now) + slots * T is stored when tat' - now <= period (the burst allows them all);
 # otherwise tat stays and ``allowed`` records the refusal. The row lock of the upsert
 # serialises concurrent requests of one tenant; RETURNING gives the latest tat either way.
@@ -280,8 +280,8 @@ class Admitter:
     statement: SQLAlchemy's execution layer (statement cache lookup, result metadata) cost more
     Python than the round trip itself, on every request.
 
-    ``admitter(tenant, lease=True)`` (a busy process: :mod:`agentrag.server.leases`) may admit from
-    slots an earlier statement took ahead, at most ``lease_slots`` at a time for ``lease_ttl_s``.
+    ``admitter(tenant, lease=True)`` (what the gateway asks: :mod:`agentrag.server.leases`) may admit
+    from slots an earlier statement took ahead, at most ``lease_slots`` at a time for ``lease_ttl_s``.
     """
 
     def __init__(
