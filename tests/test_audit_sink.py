@@ -29,28 +29,21 @@ def _counting(monkeypatch: pytest.MonkeyPatch) -> list[AuditEvent]:
     return built
 
 
-def test_an_enabled_logger_gets_the_event_as_one_json_line(
+def test_the_sink_builds_json_only_for_a_line_its_logger_writes(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     built = _counting(monkeypatch)
-    logger = logging.getLogger("agentrag.audit.test-enabled")
+    logger = logging.getLogger("agentrag.audit.test-sink")
+    with caplog.at_level(logging.WARNING, logger=logger.name):
+        LoggingAuditSink(logger).emit(_event())  # INFO under WARNING: dropped, and no JSON built
+        assert built == [] and not [r for r in caplog.records if r.name == logger.name]
+        LoggingAuditSink(logger, level=logging.WARNING).emit(_event())  # the sink's own level counts
+        assert len(built) == 1
     with caplog.at_level(logging.INFO, logger=logger.name):
         LoggingAuditSink(logger).emit(_event())
-    assert len(built) == 1
-    [record] = [r for r in caplog.records if r.name == logger.name]
+    assert len(built) == 2
+    *_, record = [r for r in caplog.records if r.name == logger.name]
     kind, _, line = record.getMessage().partition(" ")
     assert kind == "RETRIEVAL_EXECUTED"
     assert json.loads(line)["details"] == {"chunk_count": 2}
     assert json.loads(line)["tenant"] == "acme"
-
-
-def test_a_logger_that_drops_the_level_costs_no_json(
-    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
-) -> None:
-    built = _counting(monkeypatch)
-    logger = logging.getLogger("agentrag.audit.test-quiet")
-    with caplog.at_level(logging.WARNING, logger=logger.name):
-        LoggingAuditSink(logger).emit(_event())
-        assert built == [] and not [r for r in caplog.records if r.name == logger.name]
-        LoggingAuditSink(logger, level=logging.WARNING).emit(_event())  # the sink's own level counts
-    assert len(built) == 1
