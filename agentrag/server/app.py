@@ -215,7 +215,7 @@ def _worker_threads(config: ServerConfig) -> int:
 #: past a few per core, another running search adds GIL hand-offs and cold caches, not throughput.
 #: Measured on 2 cores (benchmarks/RESULTS.md, "The serving API under load", session 24): in process, 16
 #: threads of ``Store.search`` serve 223 searches/s and 8 threads 272; over HTTP at 16 clients, 6
-#: running searches served 9-12 points more of the floor than 16 did, 2 fewer.
+#: running searches served 3 to 13 points more of the floor than 16 did (ten paired runs), 2 running 3 fewer.
 SEARCHES_PER_CORE = 3
 
 
