@@ -96,13 +96,21 @@ def decide(row: dict[str, Any], threshold: float, neutral: float | None = None) 
     return bool(row["confidence"] >= threshold)
 
 
-def cost(rows: list[dict[str, Any]], threshold: float, neutral: float | None = None) -> float:
-    """Answerable refused + unanswerable answered (rates) of ``rows`` at ``threshold``."""
+#: issue #40's targets weigh the two errors apart (answerable refused <= 0.15, unanswerable answered
+#: <= 0.10): measured against its target, a point of unanswerable answered counts 0.15 / 0.10 = 1.5
+#: points of answerable refused. ``--weighted`` fits the thresholds with this weight.
+UNANSWERED_WEIGHT = 1.5
+
+
+def cost(
+    rows: list[dict[str, Any]], threshold: float, neutral: float | None = None, weight: float = 1.0
+) -> float:
+    """Answerable refused + ``weight`` x unanswerable answered (rates) of ``rows`` at ``threshold``."""
     yes = [r for r in rows if r["answerable"]]
     no = [r for r in rows if not r["answerable"]]
     refused = sum(not decide(r, threshold, neutral) for r in yes) / max(len(yes), 1)
     answered = sum(decide(r, threshold, neutral) for r in no) / max(len(no), 1)
-    return refused + answered
+    return refused + weight * answered
 
 
 NEUTRAL_GRID = [round(0.80 + 0.0025 * i, 4) for i in range(41)]
@@ -160,13 +168,13 @@ def fit_neutral(rows: list[dict[str, Any]], threshold: float) -> float:
     return NEUTRAL_GRID[(start + stop) // 2]
 
 
-def fit_curve(rows: list[dict[str, Any]], neutral: float | None = None) -> float:
-    """The threshold of least cost as the answer step decides (the curve moving it around
-    ``neutral``, the curve's own by default), on a grid of 0.005: the middle of the best run of
-    grid points (ties: the lowest run)."""
+def fit_curve(rows: list[dict[str, Any]], neutral: float | None = None, weight: float = 1.0) -> float:
+    """The threshold of least cost (``weight``: of an unanswerable question answered) as the answer
+    step decides (the curve moving it around ``neutral``, the curve's own by default), on a grid of
+    0.005: the middle of the best run of grid points (ties: the lowest run)."""
     at = neutral
     grid = [round(i * 0.005, 3) for i in range(201)]
-    start, stop = best_run([round(cost(rows, t, neutral=at), 9) for t in grid])
+    start, stop = best_run([round(cost(rows, t, neutral=at, weight=weight), 9) for t in grid])
     return round((grid[start] + grid[stop]) / 2, 3)
 
 
@@ -229,6 +237,45 @@ def report(by_language: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
     return {"thresholds": thresholds, "neutral": neutrals}
 
 
+def weighted_report(by_language: dict[str, list[dict[str, Any]]], weight: float = UNANSWERED_WEIGHT) -> dict:
+    """Leave-one-fold-out inside the fit half, each held-out fold's cost with unanswerable answered
+    weighing ``weight``: the table's thresholds, thresholds fitted (under the curve) on the five other
+    folds as the table was (``weight`` 1) and with ``weight``; return the weighted fit on all six."""
+    from agentrag.answer_languages import ABSTAIN_BELOW_BY_MODEL
+
+    table = ABSTAIN_BELOW_BY_MODEL[MODEL]
+    print(
+        f"\n| language | weighted threshold (all six) | its refused / unanswerable answered (in sample)"
+        f" | lofo, cost with unanswerable x{weight}: the table / fitted x1 / fitted x{weight} |"
+    )
+    print("|---|---|---|---|")
+    thresholds: dict[str, float] = {}
+    sums = [0.0, 0.0, 0.0]
+    for lang, rows in by_language.items():
+        folds = {f: [r for r in rows if r["fold"] == f] for f in range(FOLDS)}
+        folds = {f: fr for f, fr in folds.items() if fr}
+        current = table.get(lang, table["*"])
+        per: list[list[float]] = [[], [], []]
+        for f, held in folds.items():
+            rest = [r for g in folds if g != f for r in folds[g]]
+            for i, threshold in enumerate((current, fit_curve(rest), fit_curve(rest, weight=weight))):
+                per[i].append(cost(held, threshold, weight=weight))
+        means = [statistics.mean(x) for x in per]
+        sums = [a + b for a, b in zip(sums, means, strict=True)]
+        thresholds[lang] = fit_curve(rows, weight=weight)
+        now = decided(rows, thresholds[lang])
+        print(
+            f"| {lang} | {thresholds[lang]:.3f} | {now['refused']:.3f} / "
+            f"{now['unanswerable_answered']:.3f} | " + " / ".join(f"{m:.3f}" for m in means) + " |"
+        )
+    print("| summed | | | " + " / ".join(f"{m:.3f}" for m in sums) + " |")
+    fitted = [v for k, v in thresholds.items() if k != "th"]
+    if fitted:
+        thresholds["*"] = round(statistics.median(fitted), 2)
+    print(f"ABSTAIN_BELOW_BY_MODEL entry (under the curve, unanswerable x{weight}):", json.dumps(thresholds))
+    return thresholds
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -262,6 +309,7 @@ def main(argv: list[str] | None = None) -> int:
             payload = {"settings": {k: str(v) for k, v in vars(args).items()}, "languages": by_language}
             args.json.write_text(json.dumps(payload), encoding="utf-8")
     report(by_language)
+    weighted_report(by_language)
     if args.census:
         from agentrag.answer_languages import ABSTAIN_BELOW_BY_MODEL
 

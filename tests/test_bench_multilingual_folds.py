@@ -89,3 +89,14 @@ def test_the_folds_run_on_a_slice(tmp_path: Path) -> None:
     assert sum(1 for r in rows if r["answerable"]) == 6
     assert all(r["gold"].startswith("a0") and r["answers"] for r in rows)
     assert "| de |" in run.stdout and "ABSTAIN_BELOW_BY_MODEL entry" in run.stdout
+
+
+def test_the_weighted_cost_counts_an_unanswerable_answered_as_the_targets_do() -> None:
+    from benchmarks.multilingual_folds import UNANSWERED_WEIGHT
+
+    rows = [row(0.6, True), row(0.2, True), row(0.5, False), row(0.1, False)]
+    # at 0.3: one answerable of two refused, one unanswerable of two answered
+    assert cost(rows, 0.3) == 1.0 and cost(rows, 0.3, weight=UNANSWERED_WEIGHT) == 0.5 + 0.75
+    # weighing the answered more moves the fitted threshold up, never down
+    many = [row(c / 20, True) for c in range(4, 20)] + [row(c / 20, False) for c in range(0, 12)]
+    assert fit_curve(many, weight=UNANSWERED_WEIGHT) >= fit_curve(many)
