@@ -26,3 +26,33 @@ def test_the_lifespan_freezes_the_collector_only_when_asked(store: Any, freeze: 
         assert (frozen > 0) is freeze
     finally:
         gc.unfreeze()  # the rest of the test session collects as usual
+
+
+def test_the_lifespan_sets_the_switch_interval_and_restores_it(store: Any) -> None:
+    import sys
+
+    from agentrag.server import create_app
+    from agentrag.server.config import ServerConfig
+
+    app = create_app(store, config=ServerConfig(jwt_secret="s" * 40), switch_interval=0.02)
+    before = sys.getswitchinterval()
+    assert before != 0.02
+
+    async def started() -> float:
+        async with app.router.lifespan_context(app):
+            return sys.getswitchinterval()
+
+    assert asyncio.run(started()) == 0.02
+    assert sys.getswitchinterval() == before  # restored at shutdown
+
+
+def test_agentrag_serve_builds_its_app_with_the_serving_switch_interval(monkeypatch: Any) -> None:
+    from agentrag.server import app as server_app
+
+    seen: dict[str, Any] = {}
+    monkeypatch.setenv("AGENTRAG_JWT_SECRET", "s" * 40)
+    monkeypatch.setattr(server_app, "build_store", lambda config: "the store")
+    monkeypatch.setattr(server_app, "create_app", lambda store, **kwargs: seen.update(kwargs, store=store))
+    server_app.app_from_env()
+    assert seen["store"] == "the store" and seen["freeze_gc"] is True
+    assert seen["switch_interval"] == server_app.SERVE_SWITCH_INTERVAL_S == 0.02
