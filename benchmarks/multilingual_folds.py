@@ -178,6 +178,15 @@ def fit_curve(rows: list[dict[str, Any]], neutral: float | None = None, weight: 
     return round((grid[start] + grid[stop]) / 2, 3)
 
 
+def with_other_languages(thresholds: dict[str, float]) -> dict[str, float]:
+    """``thresholds`` with the entry ``"*"`` (the model's other languages): the median of the fitted
+    languages but Thai, whose threshold stands apart (as the table's)."""
+    fitted = [v for k, v in thresholds.items() if k not in ("th", "*")]
+    if fitted:
+        thresholds["*"] = round(statistics.median(fitted), 2)
+    return thresholds
+
+
 def report(by_language: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
     """Print the thresholds, the neutral points and the leave-one-fold-out costs; return the pooled
     thresholds (the table's rule) and neutral points fitted on every fold."""
@@ -227,9 +236,7 @@ def report(by_language: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
             f" {neutrals[lang]:.4f} | " + " | ".join(f"{m:.3f}" for m in means) + " |"
         )
     print("| summed | | | | " + " | ".join(f"{m:.3f}" for m in sums) + " |")
-    fitted = [v for k, v in thresholds.items() if k != "th"]
-    if fitted:
-        thresholds["*"] = round(statistics.median(fitted), 2)
+    with_other_languages(thresholds)
     print("ABSTAIN_BELOW_BY_MODEL entry (pooled, the table's rule):", json.dumps(thresholds))
     # a neutral point per language is not in the library: session 19 fitted one on these folds
     # (leave-one-fold-out 1.241 -> 1.206) and it did not transfer to the report half (1.060 -> 1.165)
@@ -269,9 +276,7 @@ def weighted_report(by_language: dict[str, list[dict[str, Any]]], weight: float 
             f"{now['unanswerable_answered']:.3f} | " + " / ".join(f"{m:.3f}" for m in means) + " |"
         )
     print("| summed | | | " + " / ".join(f"{m:.3f}" for m in sums) + " |")
-    fitted = [v for k, v in thresholds.items() if k != "th"]
-    if fitted:
-        thresholds["*"] = round(statistics.median(fitted), 2)
+    with_other_languages(thresholds)
     print(f"ABSTAIN_BELOW_BY_MODEL entry (under the curve, unanswerable x{weight}):", json.dumps(thresholds))
     return thresholds
 

@@ -100,3 +100,10 @@ def test_the_weighted_cost_counts_an_unanswerable_answered_as_the_targets_do() -
     # weighing the answered more moves the fitted threshold up, never down
     many = [row(c / 20, True) for c in range(4, 20)] + [row(c / 20, False) for c in range(0, 12)]
     assert fit_curve(many, weight=UNANSWERED_WEIGHT) >= fit_curve(many)
+
+
+def test_other_languages_get_the_median_of_the_fitted_but_thai() -> None:
+    from benchmarks.multilingual_folds import with_other_languages
+
+    assert with_other_languages({"de": 0.3, "tr": 0.5, "vi": 0.9, "th": 0.95})["*"] == 0.5
+    assert with_other_languages({}) == {}
