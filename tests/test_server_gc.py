@@ -46,6 +46,16 @@ def test_the_lifespan_sets_the_switch_interval_and_restores_it(store: Any) -> No
     assert sys.getswitchinterval() == before  # restored at shutdown
 
 
+@pytest.mark.parametrize("bad", [0, -0.01, "0.02", True])
+def test_a_switch_interval_that_is_not_a_positive_number_is_refused_at_once(store: Any, bad: Any) -> None:
+    from agentrag.errors import InvalidInputError
+    from agentrag.server import create_app
+    from agentrag.server.config import ServerConfig
+
+    with pytest.raises(InvalidInputError, match="switch_interval"):
+        create_app(store, config=ServerConfig(jwt_secret="s" * 40), switch_interval=bad)
+
+
 def test_agentrag_serve_builds_its_app_with_the_serving_switch_interval(monkeypatch: Any) -> None:
     from agentrag.server import app as server_app
 

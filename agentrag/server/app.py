@@ -136,6 +136,9 @@ def create_app(
     serves only this app (``agentrag serve`` sets it). ``switch_interval``: the interpreter's thread
     switch interval while the app runs (``sys.setswitchinterval``; restored at shutdown), also
     process-wide: ``agentrag serve`` sets :data:`SERVE_SWITCH_INTERVAL_S`."""
+    number = isinstance(switch_interval, int | float) and not isinstance(switch_interval, bool)
+    if switch_interval is not None and not (number and switch_interval > 0):
+        raise InvalidInputError(f"switch_interval must be a number of seconds > 0, got {switch_interval!r}")
     config = config or ServerConfig.from_env()
     owned: list[Any] = []
     metrics_reader = None  # /metrics renders the metrics of the providers made here, not an app's own
