@@ -1,14 +1,13 @@
-"""What a served search records after its response is sent, and the response body encoded from the proof.
+"""The service's measurements recorded in batches, and the response body encoded from the proof.
 
-``agentrag.server.deferred``: the service's histograms and counters queue a request's measurements
-inside ``deferring()`` and record them, unchanged, once the response is written (a real SDK
-``MeterProvider`` here, and a real ``agentrag serve`` over HTTP for the counts).
+``agentrag.server.deferred``: the service's histograms and counters queue their measurements and
+record them, unchanged, when a reader collects or the queue is full (a real SDK ``MeterProvider``
+here, and a real ``agentrag serve`` over HTTP for the counts).
 ``agentrag.server.query_routes.proof_bytes``: the same bytes as the JSON of ``proof.to_dict()``.
 """
 
 from __future__ import annotations
 
-import contextvars
 import threading
 from typing import Any
 
@@ -20,15 +19,17 @@ from tests.server_support import auth
 parser = pytest.importorskip("prometheus_client.parser")
 
 
-def _reader_and_meter() -> tuple[Any, Any]:
+def _readers_and_meter(limit: int | None = None) -> tuple[Any, Any, Any]:
     from opentelemetry.sdk.metrics import MeterProvider
     from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
-    from agentrag.server.deferred import DeferringMeterProvider
+    from agentrag.server.deferred import BATCH_LIMIT, DeferringMeterProvider
 
-    reader = InMemoryMetricReader()
-    provider = DeferringMeterProvider(MeterProvider(metric_readers=[reader]))
-    return reader, provider.get_meter("test")
+    first, second = InMemoryMetricReader(), InMemoryMetricReader()
+    provider = DeferringMeterProvider(
+        MeterProvider(metric_readers=[first, second]), limit=limit or BATCH_LIMIT
+    )
+    return first, second, provider.get_meter("test")
 
 
 def _points(reader: Any) -> dict[tuple[str, tuple[tuple[str, Any], ...]], Any]:
@@ -43,46 +44,72 @@ def _points(reader: Any) -> dict[tuple[str, tuple[tuple[str, Any], ...]], Any]:
     return out
 
 
-def test_measurements_inside_deferring_wait_for_record_then_land_unchanged() -> None:
-    from agentrag.server.deferred import deferring
-
-    reader, meter = _reader_and_meter()
+def test_queued_measurements_reach_every_reader_at_its_collection_unchanged() -> None:
+    first, second, meter = _readers_and_meter()
     histogram, counter = meter.create_histogram("h"), meter.create_counter("c")
     attributes = {"step": "search"}
-    with deferring() as deferred:
-        histogram.record(2.5, attributes)
-        counter.add(1, {"mode": "hybrid"})
-        attributes["step"] = "changed after the call"  # the queued measurement keeps what it was given
-        assert _points(reader) == {}
-    counter.add(1, {"mode": "hybrid"})  # outside the block: at once
-    assert _points(reader) == {("c", (("mode", "hybrid"),)): 1}
-    deferred.record()
-    assert _points(reader) == {
-        ("h", (("step", "search"),)): (1, 2.5),
-        ("c", (("mode", "hybrid"),)): 2,
-    }
-    with deferring(False) as busy:  # the server under load: nothing waits
-        counter.add(1, {"mode": "hybrid"})
-        assert _points(reader)[("c", (("mode", "hybrid"),))] == 3
-    busy.record()
-    assert _points(reader)[("c", (("mode", "hybrid"),))] == 3
+    histogram.record(2.5, attributes)
+    counter.add(1, {"mode": "hybrid"})
+    attributes["step"] = "changed after the call"  # the queued measurement keeps what it was given
+    counter.add(1, {"mode": "hybrid"})
+    expected = {("h", (("step", "search"),)): (1, 2.5), ("c", (("mode", "hybrid"),)): 2}
+    assert _points(first) == expected  # the queue is recorded before the reader reads
+    assert _points(second) == expected  # and it reached the other reader too, once
+    counter.add(3, {"mode": "hybrid"})
+    assert _points(second)[("c", (("mode", "hybrid"),))] == 5
+    assert _points(first)[("c", (("mode", "hybrid"),))] == 5
 
 
-def test_a_worker_thread_running_the_requests_context_defers_too_and_late_ones_are_not_lost() -> None:
-    from agentrag.server.deferred import deferring
+def test_a_full_queue_is_recorded_by_the_thread_that_filled_it_in_order() -> None:
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
-    reader, meter = _reader_and_meter()
+    from agentrag.server.deferred import DeferringMeterProvider
+
+    reader = InMemoryMetricReader()
+    sdk = MeterProvider(metric_readers=[reader])
+    provider = DeferringMeterProvider(sdk, limit=3)
+    seen: list[float] = []
+    histogram = provider.get_meter("test").create_histogram("h")
+    original = histogram._now
+    histogram._now = lambda amount, attributes=None, context=None: (
+        seen.append(amount),
+        original(amount, attributes),
+    )
+    histogram.record(1.0)
+    histogram.record(2.0)
+    assert seen == [] and provider.batch.items  # below the limit: queued
+    histogram.record(3.0)
+    assert seen == [1.0, 2.0, 3.0] and not provider.batch.items
+    histogram.record(4.0)
+    assert seen == [1.0, 2.0, 3.0]
+    assert _points(reader)[("h", ())] == (4, 10.0)
+
+
+def test_a_measurement_with_an_explicit_context_is_recorded_at_once() -> None:
+    from opentelemetry.context import Context
+
+    first, _second, meter = _readers_and_meter()
+    histogram = meter.create_histogram("h")
+    histogram.record(1.5, {"k": "v"}, Context())
+    assert meter._batch.items == []  # not queued
+    assert ("h", (("k", "v"),)) in _points(first)
+
+
+def test_measurements_queued_from_many_threads_are_all_recorded_once() -> None:
+    first, _second, meter = _readers_and_meter(limit=7)  # several recordings race the queueing
     counter = meter.create_counter("calls")
-    with deferring() as deferred:
-        context = contextvars.copy_context()  # what the hand-off to a worker thread carries
-    worker = threading.Thread(target=context.run, args=(counter.add, 1, {"k": "v"}))
-    worker.start()
-    worker.join()
-    assert _points(reader) == {}
-    deferred.record()
-    assert _points(reader) == {("calls", (("k", "v"),)): 1}
-    context.run(counter.add, 1, {"k": "v"})  # work still running once its request ended: at once
-    assert _points(reader) == {("calls", (("k", "v"),)): 2}
+
+    def work() -> None:
+        for _ in range(500):
+            counter.add(1, {"k": "v"})
+
+    threads = [threading.Thread(target=work) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert _points(first) == {("calls", (("k", "v"),)): 4000}
 
 
 def _proofs() -> list[Any]:

@@ -392,7 +392,6 @@ def _install_middleware(
         run=flow.run_search_guarded,
         verifier=verifier,
         handoff=handoff,
-        idle=lambda: _alone(guards),
     )
     app.add_middleware(
         ObserveMiddleware,

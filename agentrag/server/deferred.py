@@ -1,97 +1,85 @@
-"""Metric measurements taken while a search request is served, recorded once its response is sent.
+"""The service's own metric measurements, recorded in batches.
 
-A served search records four or five measurements in its worker thread (the search step's
-duration, the retriever's calls, duration and hits): each is ~5 us of the OpenTelemetry SDK's
-Python hot (attribute hashing, the aggregation's lock), several times that when the request's code
-runs cold, and all of it before the response could leave. :class:`DeferringMeterProvider` wraps
-the service's own ``MeterProvider`` (:func:`agentrag.server.metrics.server_telemetry`): its
-histograms and counters record at once, except inside :func:`deferring`'s block, where a
-measurement is queued with its value and a copy of its attributes, to be recorded by
-:meth:`Deferred.record` after the response is written. The same values reach the same instruments
-with the same attributes: only *when* changes (a scrape in between sees the request's measurements
-a few microseconds later). A measurement taken after the queue was recorded (work still running
-when its request ended) is recorded at once. A measurement given an explicit OpenTelemetry
-``context`` is recorded at once. Other instruments (observable ones, gauges) are the SDK's own.
+Every request records a handful of measurements: the request's duration (``ObserveMiddleware``),
+the search step's duration, the retriever's calls, duration and hits. Each is a call into the
+OpenTelemetry SDK's Python (the attributes hashed into a key, the aggregation's lock): ~5-12 us hot,
+several times that when it runs cold, as it does for a lone request whose code has left the caches
+by the time it records (session 25: the request histogram's record alone cost a lone client 0.09-0.20
+ms of its 2 ms over the in-process search).
 
-:class:`~agentrag.server.fastpath.SearchFastPath` defers only when its request is the only one in
-flight, so the event loop would idle after the response anyway. Under load the event loop is
-what every request waits for (py-spy at 16 clients: two thirds of the time the GIL is held, it is
-the event loop that holds it), so the worker records its measurements as it goes, as before.
+:class:`DeferringMeterProvider` wraps the service's own ``MeterProvider``
+(:func:`agentrag.server.metrics.server_telemetry`): its histograms and counters append each
+measurement (the instrument, the value and a copy of its attributes) to one queue, and the queue is
+recorded into the SDK, in order, as one hot loop:
+
+* at every collection, before the readers read anything (an observable instrument's callback: the
+  SDK runs them first), so ``/metrics``, the trace file's exporter and any reader a deployment adds
+  see every measurement taken before they collect, as before;
+* when it holds :data:`BATCH_LIMIT` measurements, by whichever thread queued the last one: a
+  server nobody scrapes keeps no more than that.
+
+The same values reach the same instruments with the same attributes: only *when* changes. A
+measurement given an explicit OpenTelemetry ``context`` (an exemplar's trace) is recorded at once.
+Other instruments (observable ones, gauges) are the SDK's own.
 """
 
 from __future__ import annotations
 
 import threading
-from contextvars import ContextVar
 from typing import Any
 
-__all__ = ["Deferred", "DeferringMeterProvider", "deferring"]
+__all__ = ["BATCH_LIMIT", "Batch", "DeferringMeterProvider"]
+
+#: Measurements queued before the queue is recorded without waiting for a collection: ~40 requests'
+#: worth (~1 ms of the SDK's time, hot).
+BATCH_LIMIT = 256
 
 
-class Deferred:
-    """The measurements of one request not recorded yet (see the module)."""
+class Batch:
+    """The measurements not recorded yet (see the module)."""
 
-    __slots__ = ("_lock", "_open", "items")
+    __slots__ = ("_lock", "items", "limit")
 
-    def __init__(self) -> None:
+    def __init__(self, limit: int = BATCH_LIMIT) -> None:
         self.items: list[tuple[Any, float, Any]] = []  # (the instrument's own record/add, value, attributes)
+        self.limit = limit
         self._lock = threading.Lock()
-        self._open = True
 
-    def queue(self, record: Any, amount: float, attributes: Any) -> bool:
-        """Queue one measurement; False once :meth:`record` ran (the caller records it itself)."""
+    def queue(self, record: Any, amount: float, attributes: Any) -> None:
         with self._lock:
-            if self._open:
-                self.items.append((record, amount, attributes))
-                return True
-        return False
+            self.items.append((record, amount, attributes))
+            full = len(self.items) >= self.limit
+        if full:
+            self.record()
 
     def record(self) -> None:
-        """Record every queued measurement, in order; later ones are recorded as they come."""
+        """Record every queued measurement, in the order queued."""
         with self._lock:
-            self._open = False
             items, self.items = self.items, []
         for record, amount, attributes in items:
             record(amount, attributes)
 
-
-_CURRENT: ContextVar[Deferred | None] = ContextVar("agentrag_deferred_measurements", default=None)
-
-
-class deferring:  # a context manager, named as one
-    """``with deferring() as deferred:`` measurements taken in this context (and in worker threads
-    running a copy of it) wait for ``deferred.record()``, which the ``with`` block does not call.
-    ``deferring(False)``: nothing waits (``deferred.record()`` has nothing to record)."""
-
-    __slots__ = ("deferred", "token", "when")
-
-    def __init__(self, when: bool = True) -> None:
-        self.when = when
-
-    def __enter__(self) -> Deferred:
-        self.deferred = Deferred()
-        self.token = _CURRENT.set(self.deferred if self.when else None)
-        return self.deferred
-
-    def __exit__(self, *exc: object) -> None:
-        _CURRENT.reset(self.token)
+    def at_collection(self, _options: Any) -> list[Any]:
+        """An observable instrument's callback: the queue recorded, no observation of its own."""
+        self.record()
+        return []
 
 
 class _Instrument:
-    """A histogram or counter: ``record`` / ``add`` queued inside :func:`deferring`."""
+    """A histogram or counter whose ``record`` / ``add`` is queued (see the module)."""
 
-    __slots__ = ("_inner", "_now")
+    __slots__ = ("_batch", "_inner", "_now")
 
-    def __init__(self, inner: Any, method: str) -> None:
+    def __init__(self, inner: Any, method: str, batch: Batch) -> None:
         self._inner = inner
         self._now = getattr(inner, method)
+        self._batch = batch
 
     def _measure(self, amount: float, attributes: Any = None, context: Any = None) -> None:
-        deferred = _CURRENT.get()
-        if deferred is None or context is not None:
+        if context is not None:
             self._now(amount, attributes, context)
-        elif not deferred.queue(self._now, amount, dict(attributes) if attributes else attributes):
-            self._now(amount, attributes)
+        else:
+            self._batch.queue(self._now, amount, dict(attributes) if attributes else attributes)
 
     record = add = _measure
 
@@ -100,29 +88,35 @@ class _Instrument:
 
 
 class _Meter:
-    __slots__ = ("_inner",)
+    __slots__ = ("_batch", "_inner")
 
-    def __init__(self, inner: Any) -> None:
+    def __init__(self, inner: Any, batch: Batch) -> None:
         self._inner = inner
+        self._batch = batch
 
     def create_histogram(self, *args: Any, **kwargs: Any) -> _Instrument:
-        return _Instrument(self._inner.create_histogram(*args, **kwargs), "record")
+        return _Instrument(self._inner.create_histogram(*args, **kwargs), "record", self._batch)
 
     def create_counter(self, *args: Any, **kwargs: Any) -> _Instrument:
-        return _Instrument(self._inner.create_counter(*args, **kwargs), "add")
+        return _Instrument(self._inner.create_counter(*args, **kwargs), "add", self._batch)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
 
 
 class DeferringMeterProvider:
-    """``provider`` whose meters' histograms and counters honour :func:`deferring` (see the module)."""
+    """``provider`` whose meters' histograms and counters record in batches (see the module)."""
 
-    def __init__(self, provider: Any) -> None:
+    def __init__(self, provider: Any, *, limit: int = BATCH_LIMIT) -> None:
         self.provider = provider
+        self.batch = Batch(limit)
+        # its callback runs first in every reader's collection; it observes nothing itself
+        provider.get_meter("agentrag.server.batch").create_observable_gauge(
+            "agentrag.server.metric_batch", callbacks=[self.batch.at_collection]
+        )
 
     def get_meter(self, *args: Any, **kwargs: Any) -> _Meter:
-        return _Meter(self.provider.get_meter(*args, **kwargs))
+        return _Meter(self.provider.get_meter(*args, **kwargs), self.batch)
 
     def __getattr__(self, name: str) -> Any:  # shutdown, force_flush
         return getattr(self.provider, name)

@@ -15,7 +15,6 @@ from typing import Any
 from fastapi.responses import JSONResponse, Response
 
 from agentrag.server.auth import TokenVerifier, authorize
-from agentrag.server.deferred import deferring
 from agentrag.server.errors import ApiError
 from agentrag.server.models import SearchRequest
 
@@ -42,14 +41,11 @@ class SearchFastPath:
     app's handlers write; an unexpected exception propagates like the app's own.
     """
 
-    def __init__(
-        self, app: Any, *, run: Any, verifier: TokenVerifier, handoff: Any = None, idle: Any = None
-    ) -> None:
+    def __init__(self, app: Any, *, run: Any, verifier: TokenVerifier, handoff: Any = None) -> None:
         self.app = app
         self.run = run
         self.handoff = handoff  # a Handoff: the worker threads (None: asyncio.to_thread)
         self.verifier = verifier
-        self.idle = idle  # () -> bool: no other request in flight (None: never)
         self.route: Any = None  # the FastAPI route, for ObserveMiddleware's http.route
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
@@ -85,26 +81,19 @@ class SearchFastPath:
             self.route = _route_of(scope, "/api/v1/query/{tenant_id}/search")
         scope["route"], scope["path_params"] = self.route, {"tenant_id": tenant_id}
         started = time.perf_counter()
-        # Alone in the process, the work's metric measurements are recorded once the response is sent
-        # (agentrag.server.deferred): the event loop has nothing else to do then. Busy, the worker
-        # records them as it goes, as ever: the event loop is what every other request waits for.
-        with deferring(self.idle is not None and self.idle()) as deferred:
-            try:
-                if self.handoff is not None:
-                    result = await self.handoff.run(self.run, body, who, started)
-                else:
-                    result = await asyncio.to_thread(self.run, body, who, started)
-                if isinstance(result, ApiError):
-                    state = scope.get("state") or {}
-                    answer = JSONResponse(result.body(state.get("request_id")), result.status, result.headers)
-                    await answer(scope, receive, send)
-                    return
-                # what ``json_response(result)`` sends, without building the Response: the same two messages
-                headers = [(b"content-length", str(len(result)).encode("latin-1")), _JSON_TYPE]
-                await send({"type": "http.response.start", "status": 200, "headers": headers})
-                await send({"type": "http.response.body", "body": result})
-            finally:
-                deferred.record()
+        if self.handoff is not None:
+            result = await self.handoff.run(self.run, body, who, started)
+        else:
+            result = await asyncio.to_thread(self.run, body, who, started)
+        if isinstance(result, ApiError):
+            state = scope.get("state") or {}
+            answer = JSONResponse(result.body(state.get("request_id")), result.status, result.headers)
+            await answer(scope, receive, send)
+            return
+        # what ``json_response(result)`` sends, without building the Response: the same two messages
+        headers = [(b"content-length", str(len(result)).encode("latin-1")), _JSON_TYPE]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": result})
 
 
 def _replay(messages: list[dict[str, Any]], receive: Any) -> Any:

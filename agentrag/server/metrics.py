@@ -45,7 +45,7 @@ def server_telemetry(
 ) -> tuple[Any, list[Any], Any]:
     """``(telemetry, providers to shut down, the /metrics reader or None)`` for a service given no
     telemetry. Neither a trace file nor metrics: the global providers (no-op unless installed). The
-    meter provider's histograms and counters honour :func:`agentrag.server.deferred.deferring`."""
+    meter provider's histograms and counters record in batches (:mod:`agentrag.server.deferred`)."""
     from opentelemetry.sdk.metrics import MeterProvider
     from opentelemetry.sdk.metrics.export import InMemoryMetricReader, PeriodicExportingMetricReader
     from opentelemetry.sdk.metrics.view import ExplicitBucketHistogramAggregation, View
@@ -74,9 +74,9 @@ def server_telemetry(
         aggregation=ExplicitBucketHistogramAggregation(boundaries=HTTP_SECONDS_BUCKETS),
     )
     meter_provider = MeterProvider(metric_readers=readers, views=[seconds])
-    # a served search's measurements are recorded once its response is sent (agentrag.server.deferred)
-    deferring = DeferringMeterProvider(meter_provider)
-    telemetry = ar.Telemetry(tracer_provider=tracer_provider, meter_provider=deferring)  # type: ignore[arg-type]
+    # the service's measurements are recorded in batches, at the latest when a reader collects
+    batching = DeferringMeterProvider(meter_provider)
+    telemetry = ar.Telemetry(tracer_provider=tracer_provider, meter_provider=batching)  # type: ignore[arg-type]
     owned = [p for p in (tracer_provider, meter_provider) if p is not None]
     return telemetry, owned, reader
 
