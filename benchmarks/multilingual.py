@@ -418,9 +418,7 @@ def main(argv: list[str] | None = None) -> int:
         rows = []
         for fold in range(len(articles) // args.left_out) if args.rotate else [None]:
             kept, out = split(articles, args.left_out, fold)
-            name = collection_name(lang, args.embedder, args.first_article) + (
-                f"_rot{fold}" if args.rotate else ""
-            )
+            name = fold_collection(lang, args, fold)
             row = ingest(store, lang, kept, args.embedder, args.declare, bare, args.reuse, name=name)
             answerable, unanswerable = questions(kept, args.questions), questions(out, args.unanswerable)
             asked.extend(item["question"] for item in answerable[:10])
@@ -438,17 +436,20 @@ def main(argv: list[str] | None = None) -> int:
             continue
         articles = load(data, source)[args.first_article : args.articles]
         kept, _ = split(articles, args.left_out, 0 if args.rotate else None)  # the first fold's collection
-        name = collection_name(target, args.embedder, args.first_article) + ("_rot0" if args.rotate else "")
+        name = fold_collection(target, args, 0)
         results["cross"][pair] = retrieval(store, name, questions(kept, args.questions))
-    suffix = "_rot0" if args.rotate else ""
-    embedders = {
-        _embedder_of(store, collection_name(x, args.embedder, args.first_article) + suffix) for x in langs
-    }
+    embedders = {_embedder_of(store, fold_collection(x, args, 0)) for x in langs}
     results["query_p50_ms"] = {e.model_id: query_p50(e, asked) for e in embedders}
     report(results)
     if args.json:
         args.json.write_text(json.dumps(results, indent=2), encoding="utf-8")
     return 0
+
+
+def fold_collection(lang: str, args: argparse.Namespace, fold: int | None) -> str:
+    """The collection of ``lang`` holding every article but fold ``fold``'s (``--rotate``: one per fold)."""
+    name = collection_name(lang, args.embedder, args.first_article)
+    return f"{name}_rot{fold or 0}" if args.rotate else name
 
 
 if __name__ == "__main__":
