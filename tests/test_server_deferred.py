@@ -23,10 +23,10 @@ def _readers_and_meter(limit: int | None = None) -> tuple[Any, Any, Any]:
     from opentelemetry.sdk.metrics import MeterProvider
     from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
-    from agentrag.server.deferred import BATCH_LIMIT, DeferringMeterProvider
+    from agentrag.server.deferred import BATCH_LIMIT, BatchingMeterProvider
 
     first, second = InMemoryMetricReader(), InMemoryMetricReader()
-    provider = DeferringMeterProvider(
+    provider = BatchingMeterProvider(
         MeterProvider(metric_readers=[first, second]), limit=limit or BATCH_LIMIT
     )
     return first, second, provider.get_meter("test")
@@ -64,11 +64,11 @@ def test_a_full_queue_is_recorded_by_the_thread_that_filled_it_in_order() -> Non
     from opentelemetry.sdk.metrics import MeterProvider
     from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
-    from agentrag.server.deferred import DeferringMeterProvider
+    from agentrag.server.deferred import BatchingMeterProvider
 
     reader = InMemoryMetricReader()
     sdk = MeterProvider(metric_readers=[reader])
-    provider = DeferringMeterProvider(sdk, limit=3)
+    provider = BatchingMeterProvider(sdk, limit=3)
     seen: list[float] = []
     histogram = provider.get_meter("test").create_histogram("h")
     original = histogram._now

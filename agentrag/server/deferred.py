@@ -7,7 +7,7 @@ several times that when it runs cold, as it does for a lone request whose code h
 by the time it records (session 25: the request histogram's record alone cost a lone client 0.09-0.20
 ms of its 2 ms over the in-process search).
 
-:class:`DeferringMeterProvider` wraps the service's own ``MeterProvider``
+:class:`BatchingMeterProvider` wraps the service's own ``MeterProvider``
 (:func:`agentrag.server.metrics.server_telemetry`): its histograms and counters append each
 measurement (the instrument, the value and a copy of its attributes) to one queue, and the queue is
 recorded into the SDK, in order, as one hot loop:
@@ -28,7 +28,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-__all__ = ["BATCH_LIMIT", "Batch", "DeferringMeterProvider"]
+__all__ = ["BATCH_LIMIT", "Batch", "BatchingMeterProvider"]
 
 #: Measurements queued before the queue is recorded without waiting for a collection: ~40 requests'
 #: worth (~1 ms of the SDK's time, hot).
@@ -104,7 +104,7 @@ class _Meter:
         return getattr(self._inner, name)
 
 
-class DeferringMeterProvider:
+class BatchingMeterProvider:
     """``provider`` whose meters' histograms and counters record in batches (see the module)."""
 
     def __init__(self, provider: Any, *, limit: int = BATCH_LIMIT) -> None:

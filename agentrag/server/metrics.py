@@ -51,7 +51,7 @@ def server_telemetry(
     from opentelemetry.sdk.metrics.view import ExplicitBucketHistogramAggregation, View
 
     import agentrag as ar
-    from agentrag.server.deferred import DeferringMeterProvider
+    from agentrag.server.deferred import BatchingMeterProvider
 
     if not trace_file and not metrics:
         return ar.Telemetry(), [], None
@@ -75,7 +75,7 @@ def server_telemetry(
     )
     meter_provider = MeterProvider(metric_readers=readers, views=[seconds])
     # the service's measurements are recorded in batches, at the latest when a reader collects
-    batching = DeferringMeterProvider(meter_provider)
+    batching = BatchingMeterProvider(meter_provider)
     telemetry = ar.Telemetry(tracer_provider=tracer_provider, meter_provider=batching)  # type: ignore[arg-type]
     owned = [p for p in (tracer_provider, meter_provider) if p is not None]
     return telemetry, owned, reader
