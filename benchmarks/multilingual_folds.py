@@ -43,8 +43,15 @@ from typing import Any
 from benchmarks.multilingual import LANGUAGES, data_path, load, questions
 from benchmarks.multilingual_abstention import HALVES, asked, fit, paragraph_collection
 
-FOLDS = 6  # of two articles each: the fit half's 12
 MODEL = "intfloat/multilingual-e5-small"
+
+
+def by_fold(rows: list[dict[str, Any]]) -> dict[int, list[dict[str, Any]]]:
+    """A language's rows by their fold, in fold order (the folds the rows hold: six or twelve)."""
+    folds: dict[int, list[dict[str, Any]]] = {}
+    for r in sorted(rows, key=lambda r: r["fold"]):
+        folds.setdefault(r["fold"], []).append(r)
+    return folds
 
 
 def span(args: argparse.Namespace) -> tuple[int, int]:
@@ -223,8 +230,7 @@ def report(by_language: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
     neutrals: dict[str, float] = {}
     sums = [0.0] * len(labels)
     for lang, rows in by_language.items():
-        folds = {f: [r for r in rows if r["fold"] == f] for f in sorted({r["fold"] for r in rows})}
-        folds = {f: fr for f, fr in folds.items() if fr}
+        folds = by_fold(rows)
         current = table.get(lang, table["*"])
         per: list[list[float]] = [[] for _ in labels]
         for f, held in folds.items():
@@ -271,8 +277,7 @@ def weighted_report(by_language: dict[str, list[dict[str, Any]]], weight: float 
     thresholds: dict[str, float] = {}
     sums = [0.0, 0.0, 0.0]
     for lang, rows in by_language.items():
-        folds = {f: [r for r in rows if r["fold"] == f] for f in sorted({r["fold"] for r in rows})}
-        folds = {f: fr for f, fr in folds.items() if fr}
+        folds = by_fold(rows)
         current = table.get(lang, table["*"])
         per: list[list[float]] = [[], [], []]
         for f, held in folds.items():
