@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -256,6 +257,31 @@ def test_llm_down_for_the_rewrite_falls_back_to_local_feedback_visibly(sample_st
     assert record.iterations[1].queries[0] != Q_PAGINATE
     assert record.iterations[1].sufficient is True  # judged locally: threshold 0.0
     assert record.stop_reason is StopReason.SUFFICIENT
+
+
+def test_a_units_llm_prompts_share_one_delimiter_and_requests_do_not(sample_store) -> None:
+    """Retrieved text in a unit's sufficiency and rewrite prompts is fenced by one random delimiter
+    (drawn when the first prompt is built); the next request draws another."""
+
+    def fences_of_one_request() -> list[tuple[str, set[str]]]:
+        fences: list[tuple[str, set[str]]] = []
+
+        def reply(messages):  # type: ignore[no-untyped-def]
+            text = "\n".join(m["content"] for m in messages)
+            fences.append((prompt_kind(messages), set(re.findall(r"<<<(SOURCE-[0-9A-F]{12})>>>", text))))
+            if fences[-1][0] == "sufficiency":
+                return json.dumps({"sufficient": len(fences) > 1, "reasoning": "r"})
+            return json.dumps({"queries": ["pagination cursor limit"], "reasoning": "r"})
+
+        ctx = ar.new(Q_PAGINATE, store=sample_store, llm=FakeLLM(fn=reply), collections=["api"])
+        assert ctx.search(self_correct=True, max_iterations=3).ok
+        return fences
+
+    first, second = fences_of_one_request(), fences_of_one_request()
+    assert [kind for kind, _ in first] == ["sufficiency", "rewrite", "sufficiency"]
+    assert all(len(fence) == 1 for _, fence in first + second)  # every prompt fences what it shows
+    assert len(set().union(*(fence for _, fence in first))) == 1  # one delimiter per unit
+    assert first[0][1] != second[0][1]
 
 
 def test_rerank_heuristic_spreads_sources_and_llm_orders_by_label(sample_store) -> None:

@@ -249,8 +249,6 @@ class _Unit:
     def __init__(
         self, ctx: Context, question: str, collection: str, plan: _Plan, tracker: BudgetTracker
     ) -> None:
-        from agentrag.prompts import new_delimiter
-
         self.ctx, self.question, self.collection, self.plan, self.tracker = (
             ctx,
             question,
@@ -267,7 +265,13 @@ class _Unit:
         self.empty: str | None = None
         self.error: str | None = None
         self.llm = plan.llm
-        self.delimiter = new_delimiter()
+
+    @functools.cached_property
+    def delimiter(self) -> str:
+        """The unit's one fence for retrieved text in its LLM prompts (drawn when the first is built)."""
+        from agentrag.prompts import new_delimiter
+
+        return new_delimiter()
 
     def run(self) -> _UnitResult:
         plan = self.plan
