@@ -80,7 +80,7 @@ def _docs() -> list[tuple[str, str, dict[str, object]]]:
 
 @pytest.fixture(autouse=True)
 def small_thresholds(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(vector_clusters, "MIN_FIT_CHUNKS", 100)
+    monkeypatch.setattr(clusters, "MIN_FIT_CHUNKS", 100)
     monkeypatch.setattr(vector_clusters, "CHUNKS_PER_CLUSTER", 8)
     monkeypatch.setattr(clusters, "MIN_SCOPE_ROWS", 20)
 
@@ -208,13 +208,47 @@ def test_optimize_keeps_a_fit_and_drops_it_on_request(store: Store, fitted: str)
 def test_optimize_leaves_a_small_collection_alone(
     store: Store, collection_name: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(vector_clusters, "MIN_FIT_CHUNKS", DOCS * CHUNKS_PER_DOC + 1)
+    monkeypatch.setattr(clusters, "MIN_FIT_CHUNKS", DOCS * CHUNKS_PER_DOC + 1)
     _fill(store, collection_name, "vector")
     try:
         report = store.optimize(collection_name)
         assert report.clusters.startswith("clusters none")
         assert _clusters(store, collection_name) == (0, DOCS * CHUNKS_PER_DOC)
         assert "vector=exact" in _search(store, collection_name, _chunk(1, 1)).plan[0]
+    finally:
+        store.delete_collection(collection_name)
+
+
+def _shallow(store: Store, name: str) -> ar.SearchResult:
+    """depth 1: the cluster read pays for g1's quarter of 300 chunks at any K (it needs 2 x depth rows)."""
+    scope = ar.Scope(principal=_principal())
+    query = _chunk(1, 1)
+    return store.search(query, collections=name, mode="vector", top_k=1, depth=1, scope=scope, explain=True)
+
+
+def _reason(store: Store, name: str) -> str:
+    explained = _shallow(store, name).explain
+    assert explained is not None
+    return str(explained[0]["reason"])
+
+
+def test_an_unfitted_collection_s_exact_scan_names_optimize_until_it_is_fitted(
+    store: Store, collection_name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The lever is said where it applies (``explain``'s reason), and only there: not once the
+    collection is fitted, nor for a collection too small for ``optimize`` to fit."""
+    _fill(store, collection_name, "vector")
+    try:
+        with store.engine.begin() as conn:  # the HNSW index's row estimate, as autovacuum leaves it
+            conn.execute(text("ANALYZE agentrag.chunks"))
+        hint = f"Store.optimize({collection_name!r}) would read only the scope's rows"
+        assert hint in _reason(store, collection_name)
+        monkeypatch.setattr(clusters, "MIN_FIT_CHUNKS", DOCS * CHUNKS_PER_DOC + 1)
+        assert "Store.optimize" not in _reason(store, collection_name)
+        monkeypatch.setattr(clusters, "MIN_FIT_CHUNKS", 100)
+        assert store.optimize(collection_name).clusters.startswith("clusters fitted")
+        assert "vector=clusters" in _shallow(store, collection_name).plan[0]
+        assert "Store.optimize" not in _reason(store, collection_name)
     finally:
         store.delete_collection(collection_name)
 

@@ -44,6 +44,11 @@ __all__ = [
 #: False: scopes planned exact are scanned whole even in a fitted collection (the measurement's
 #: "before" in benchmarks/acl.py, and an escape hatch).
 ENABLED = True
+#: A collection of fewer chunks is not fitted (``Store.optimize``, agentrag.store.vector_clusters): a
+#: scope large enough for the clusters to pay (MIN_SCOPE_ROWS) is planned exact only in a collection of
+#: at least ``rows**2 / (EXACT_WALK_COST * depth)`` = 5,300 chunks at depth 100; below 20,000 such
+#: scopes are a large share, whose scan reads most of the rows anyway.
+MIN_FIT_CHUNKS = 20_000
 #: A scope of fewer chunks is scanned whole: its exact scan is cheap already, and a cluster read
 #: would return fewer than ``depth`` rows and be re-run.
 MIN_SCOPE_ROWS = 4_000

@@ -4,7 +4,8 @@ A scope the planner scans exactly reads only its rows in the clusters nearest th
 (:mod:`agentrag.retrieval.clusters`, migration 0056). This module writes what that reads:
 
 * :func:`fit_clusters` (from ``Store.optimize``): for a cosine collection of at least
-  :data:`MIN_FIT_CHUNKS` chunks with no fit, or one that has grown or shrunk by half since its fit,
+  :data:`agentrag.retrieval.clusters.MIN_FIT_CHUNKS` chunks with no fit, or one that has grown or
+  shrunk by half since its fit,
   ``K`` (:func:`clusters_for`) spherical k-means centroids of a sample of its vectors (numpy), then
   every chunk's nearest centroid. The collection's HNSW index is dropped first in its own short
   transaction and built again after (rewriting every row under a live graph maintains it row by row:
@@ -29,6 +30,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from agentrag.retrieval import clusters
 from agentrag.retrieval.catalog import VECTOR_TYPES
 
 if TYPE_CHECKING:
@@ -39,7 +41,6 @@ if TYPE_CHECKING:
     from agentrag.store.store import Store
 
 __all__ = [
-    "MIN_FIT_CHUNKS",
     "ClusterFit",
     "assign",
     "clusters_for",
@@ -48,11 +49,6 @@ __all__ = [
     "kmeans",
 ]
 
-#: A collection of fewer chunks is not fitted: a scope large enough for the clusters to pay
-#: (agentrag.retrieval.clusters.MIN_SCOPE_ROWS, 4,000 chunks) is planned exact only in a collection
-#: of at least ``rows**2 / (EXACT_WALK_COST * depth)`` = 5,300 chunks at depth 100; below 20,000 such
-#: scopes are a large share, whose scan reads most of the rows anyway.
-MIN_FIT_CHUNKS = 20_000
 #: chunks per cluster on average (K = chunks / this, a power of two, 16..4096): 512 at 100k, where the
 #: prototype measured K = 128, 256 and 512 (512 the only one at recall@10 >= 0.95)
 CHUNKS_PER_CLUSTER = 200
@@ -229,13 +225,13 @@ def fit_clusters(store: Store, coll: Collection, *, enabled: bool = True) -> Clu
             {"c": int(coll.id)},
         ).first()
         conn.rollback()
-    if not enabled or coll.distance != "cosine" or chunks < MIN_FIT_CHUNKS:
+    if not enabled or coll.distance != "cosine" or chunks < clusters.MIN_FIT_CHUNKS:
         why = (
             "clusters=False"
             if not enabled
             else f"{coll.distance} distance (cosine only)"
             if coll.distance != "cosine"
-            else f"{chunks} chunks (< {MIN_FIT_CHUNKS}): exact scans"
+            else f"{chunks} chunks (< {clusters.MIN_FIT_CHUNKS}): exact scans"
         )
         if fitted is not None:
             with store.engine.begin() as conn:
@@ -249,8 +245,8 @@ def fit_clusters(store: Store, coll: Collection, *, enabled: bool = True) -> Clu
         ids, vectors = _read_vectors(conn, coll)
         conn.rollback()
     read = time.perf_counter() - started
-    if len(ids) < MIN_FIT_CHUNKS:
-        return ClusterFit("none", reason=f"{len(ids)} chunks read (< {MIN_FIT_CHUNKS})")
+    if len(ids) < clusters.MIN_FIT_CHUNKS:
+        return ClusterFit("none", reason=f"{len(ids)} chunks read (< {clusters.MIN_FIT_CHUNKS})")
     import numpy as np
 
     k = clusters_for(len(ids))
