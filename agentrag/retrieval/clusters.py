@@ -49,6 +49,8 @@ ENABLED = True
 #: at least ``rows**2 / (EXACT_WALK_COST * depth)`` = 5,300 chunks at depth 100; below 20,000 such
 #: scopes are a large share, whose scan reads most of the rows anyway.
 MIN_FIT_CHUNKS = 20_000
+#: The most centroids a fit takes (agentrag.store.vector_clusters.clusters_for).
+MAX_K = 4096
 #: A scope of fewer chunks is scanned whole: its exact scan is cheap already, and a cluster read
 #: would return fewer than ``depth`` rows and be re-run.
 MIN_SCOPE_ROWS = 4_000

@@ -340,7 +340,7 @@ def with_clusters(leg: LegPlan, c: CollectionInfo, plan: SearchPlan) -> LegPlan:
     if not clusters.ENABLED or leg.vector != "exact" or leg.documents is None or leg.scope_rows is None:
         return leg
     if c.clusters_fit is None or not c.clusters_k:
-        return _with_optimize_hint(leg, c, plan)
+        return _with_optimize_hint(leg, leg.scope_rows, c, plan)
     k = int(c.clusters_k)
     # the share of the HNSW index's rows, else (no index yet) of the chunks at the fit
     share = (
@@ -355,19 +355,16 @@ def with_clusters(leg: LegPlan, c: CollectionInfo, plan: SearchPlan) -> LegPlan:
     return replace(leg, vector="clusters", probes=p, clusters=k, fit=c.clusters_fit, reason=why)
 
 
-#: The largest K a fit takes (agentrag.store.vector_clusters.clusters_for): the fewest probes for a share,
-#: so the cluster read least likely to pay; a fit of any size that pays there pays too.
-_LARGEST_K = 4096
-
-
-def _with_optimize_hint(leg: LegPlan, c: CollectionInfo, plan: SearchPlan) -> LegPlan:
-    """``leg`` (an exact scan of an unfitted collection), its reason naming ``Store.optimize`` when a
-    fit of ``c`` would read this scope's nearest clusters instead (cosine, large enough by its index)."""
-    assert leg.scope_rows is not None
+def _with_optimize_hint(leg: LegPlan, rows: int, c: CollectionInfo, plan: SearchPlan) -> LegPlan:
+    """``leg`` (an exact scan of ``rows`` chunks in an unfitted collection), its reason naming
+    ``Store.optimize`` when a fit of ``c`` would read this scope's nearest clusters instead (a cosine
+    collection large enough by its index). Judged at the largest K a fit takes: the fewest probes
+    for a share, where a cluster read pays least; a fit of any size that pays there pays too."""
     if c.distance != "cosine" or c.indexed_rows < clusters.MIN_FIT_CHUNKS:
         return leg
-    share = leg.share if leg.share is not None else leg.scope_rows / c.indexed_rows
-    if not clusters.worth_it(_LARGEST_K, clusters.probes(_LARGEST_K, share), leg.scope_rows, plan.leg_depth):
+    k = clusters.MAX_K
+    share = leg.share if leg.share is not None else rows / c.indexed_rows
+    if not clusters.worth_it(k, clusters.probes(k, share), rows, plan.leg_depth):
         return leg
     hint = f"Store.optimize({c.name!r}) would read only the scope's rows in the clusters nearest the query"
     return replace(leg, reason=f"{leg.reason}; {hint}")

@@ -86,7 +86,7 @@ class ClusterFit:
 def clusters_for(chunks: int) -> int:
     """K for a collection of ``chunks`` chunks (see CHUNKS_PER_CLUSTER)."""
     k = 16
-    while k < 4096 and k * 2 * CHUNKS_PER_CLUSTER <= chunks * 1.5:
+    while k < clusters.MAX_K and k * 2 * CHUNKS_PER_CLUSTER <= chunks * 1.5:
         k *= 2
     return k
 
