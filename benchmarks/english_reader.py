@@ -21,7 +21,8 @@ holding its plausible answer is the hard negative (``adv``).
   articles 8-11 held out and scored on them.
 
 Printed: ROC AUC over all held-out pairs, answerable against adversarial (``pos`` vs ``adv``) and
-against the paragraph's other sentences (``pos`` vs ``other``), reader beside cosine.
+against the paragraph's other sentences (``pos`` vs ``other``), reader beside cosine. Needs the ``local``
+extra (``make setup``: torch, transformers, and scikit-learn through sentence-transformers).
 """
 
 from __future__ import annotations
