@@ -94,6 +94,21 @@ def test_optimize_builds_an_index_for_each_large_tenant_only(store: Store, tenan
     assert (again.built, again.kept, again.dropped) == ((), (BIG,), 0)
 
 
+def test_a_dry_run_says_what_optimize_would_build_and_builds_nothing(store: Store, tenants: dict) -> None:
+    from agentrag.store.tenant_indexes import drop_tenant_indexes
+
+    name, cid = tenants["name"], tenants["id"]
+    with store.engine.begin() as conn:
+        drop_tenant_indexes(conn, cid)
+    plan = store.optimize(name, dry_run=True)
+    assert (plan.built, plan.kept, plan.dropped, plan.dry_run, plan.due) == ((BIG,), (), 0, True, True)
+    assert str(plan).startswith(f"optimizing {name!r} would build 1 tenant index(es), keep 0, drop 0")
+    assert not _index_exists(store, cid, BIG)  # nothing built
+    assert store.optimize(name).built == plan.built  # what it said it would do
+    after = store.optimize(name, dry_run=True)
+    assert (after.built, after.kept, after.dropped, after.due) == ((), (BIG,), 0, False)
+
+
 def test_a_tenant_scoped_search_walks_its_own_index(store: Store, tenants: dict) -> None:
     name = tenants["name"]
     store.optimize(name)
@@ -327,7 +342,12 @@ def test_the_cli_optimizes_with_the_same_report(
     assert cli.main(["collections", "optimize", tenants["name"], "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report.pop("clusters").startswith("clusters none: ")  # too small for vector clusters
-    assert report == {"collection": tenants["name"], "built": [], "kept": [BIG], "dropped": 0}
+    expected = {"collection": tenants["name"], "built": [], "kept": [BIG], "dropped": 0, "due": False}
+    assert report == {**expected, "dry_run": False}
+    assert cli.main(["collections", "optimize", tenants["name"], "--dry-run", "--json"]) == 0
+    planned = json.loads(capsys.readouterr().out)
+    assert planned.pop("clusters").startswith("clusters none: ")
+    assert planned == {**expected, "dry_run": True}
     assert cli.main(["collections", "optimize", tenants["name"], "--maintenance-work-mem", "lots"]) == 2
     assert "maintenance_work_mem must look like '512MB'" in capsys.readouterr().err
 

@@ -205,6 +205,26 @@ def test_optimize_keeps_a_fit_and_drops_it_on_request(store: Store, fitted: str)
     assert _clusters(store, fitted)[1] == 1  # no fit: written without a cluster
 
 
+def test_a_dry_run_says_what_optimize_would_fit_and_writes_nothing(
+    store: Store, collection_name: str
+) -> None:
+    _fill(store, collection_name, "vector")
+    try:
+        plan = store.optimize(collection_name, dry_run=True)
+        assert plan.dry_run and plan.due
+        assert plan.clusters == f"clusters would be fitted: K=32 over {DOCS * CHUNKS_PER_DOC} chunks (no fit)"
+        assert _clusters(store, collection_name) == (0, DOCS * CHUNKS_PER_DOC)  # no chunk assigned
+        assert "vector=exact" in _search(store, collection_name, _chunk(1, 1)).plan[0]
+        assert store.optimize(collection_name).clusters.startswith("clusters fitted: K=32")
+        kept = store.optimize(collection_name, dry_run=True)
+        assert kept.clusters.startswith("clusters kept") and not kept.due
+        dropping = store.optimize(collection_name, clusters=False, dry_run=True)
+        assert dropping.clusters.startswith("clusters would be dropped: clusters=False") and dropping.due
+        assert _clusters(store, collection_name) == (DOCS * CHUNKS_PER_DOC, 0)  # the fit stays
+    finally:
+        store.delete_collection(collection_name)
+
+
 def test_optimize_leaves_a_small_collection_alone(
     store: Store, collection_name: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -62,7 +62,10 @@ def cmd_collections_tune(args: argparse.Namespace) -> int:
 
 def cmd_collections_optimize(args: argparse.Namespace) -> int:
     report = common.open_store(args).optimize(
-        args.name, maintenance_work_mem=args.maintenance_work_mem, clusters=not args.no_clusters
+        args.name,
+        maintenance_work_mem=args.maintenance_work_mem,
+        clusters=not args.no_clusters,
+        dry_run=args.dry_run,
     )
     print_json(report.to_dict()) if args.json else print(report)
     return 0
@@ -157,6 +160,11 @@ def register(sub: Any, add: AddCommand) -> None:
         "--no-clusters",
         action="store_true",
         help="drop the collection's vector clusters: its scoped searches scan their rows exactly",
+    )
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="change nothing: say what optimizing would build, fit and drop",
     )
     p = add(col, "delete", cmd_collections_delete, "delete a collection and its documents", json_flag=False)
     p.add_argument("name")

@@ -42,13 +42,22 @@ _NAME = re.compile(r"chunks_hnsw_\d+_t[0-9a-f]{16}")
 
 @dataclass(frozen=True, slots=True)
 class OptimizeReport:
-    """What ``Store.optimize`` did to one collection's tenant indexes."""
+    """What ``Store.optimize`` did to one collection's tenant indexes (``dry_run``: what it would do;
+    nothing was built or dropped)."""
 
     collection: str
     built: tuple[str, ...]  # tenants given an index now
     kept: tuple[str, ...]  # tenants whose index was there and stays
     dropped: int  # indexes of tenants under the keep line, gone, or left invalid by a failed build
     clusters: str = ""  # what became of its coarse clusters (agentrag.store.vector_clusters.ClusterFit)
+    dry_run: bool = False
+
+    @property
+    def due(self) -> bool:
+        """Whether optimizing changes (or, in a dry run, would change) anything: a tenant index built or
+        dropped, clusters fitted or dropped."""
+        changed = ("clusters would", "clusters fitted", "clusters dropped")
+        return bool(self.built or self.dropped or self.clusters.startswith(changed))
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -57,10 +66,17 @@ class OptimizeReport:
             "kept": list(self.kept),
             "dropped": self.dropped,
             "clusters": self.clusters,
+            "dry_run": self.dry_run,
+            "due": self.due,
         }
 
     def __str__(self) -> str:
         clusters = f"; {self.clusters}" if self.clusters else ""
+        if self.dry_run:
+            return (
+                f"optimizing {self.collection!r} would build {len(self.built)} tenant index(es),"
+                f" keep {len(self.kept)}, drop {self.dropped}{clusters}"
+            )
         return (
             f"optimized {self.collection!r}: {len(self.built)} tenant index(es) built,"
             f" {len(self.kept)} kept, {self.dropped} dropped{clusters}"
@@ -163,8 +179,11 @@ def _drop(engine: Engine, name: str) -> None:
         )
 
 
-def optimize_collection(engine: Engine, coll: Collection, *, maintenance_work_mem: str) -> OptimizeReport:
-    """Build the missing tenant indexes of ``coll`` and drop the ones no longer wanted (see the module)."""
+def optimize_collection(
+    engine: Engine, coll: Collection, *, maintenance_work_mem: str, dry_run: bool = False
+) -> OptimizeReport:
+    """Build the missing tenant indexes of ``coll`` and drop the ones no longer wanted (see the module);
+    ``dry_run``: report which, and touch none."""
     from sqlalchemy import text
 
     if not re.fullmatch(r"\d{1,6}(kB|MB|GB)", maintenance_work_mem):
@@ -178,16 +197,20 @@ def optimize_collection(engine: Engine, coll: Collection, *, maintenance_work_me
     dropped = 0
     for name, valid in sorted(existing.items()):
         if name not in wanted or not valid:
-            _drop(engine, name)
+            if not dry_run:
+                _drop(engine, name)
             dropped += 1
         else:
             kept.append(wanted[name])
     for name, tenant in sorted(wanted.items(), key=lambda item: item[1]):
         if existing.get(name) or sizes[tenant] < tenant_walk.TENANT_INDEX_MIN_ROWS:
             continue
-        _fill_tenant(engine, coll.id, tenant)
-        _build(engine, coll, tenant, maintenance_work_mem)
+        if not dry_run:
+            _fill_tenant(engine, coll.id, tenant)
+            _build(engine, coll, tenant, maintenance_work_mem)
         built.append(tenant)
+    if dry_run:
+        return OptimizeReport(coll.name, tuple(built), tuple(sorted(kept)), dropped, dry_run=True)
     if built:
         with engine.begin() as conn:  # the new indexes' reltuples, for the plans' max_scan_tuples
             conn.execute(text("ANALYZE agentrag.chunks"))
@@ -201,7 +224,12 @@ class TenantIndexMethods:
 
     @guarded("optimizing a collection", retry=False)
     def optimize(
-        self, collection: str, *, maintenance_work_mem: str = "512MB", clusters: bool = True
+        self,
+        collection: str,
+        *,
+        maintenance_work_mem: str = "512MB",
+        clusters: bool = True,
+        dry_run: bool = False,
     ) -> OptimizeReport:
         """Give every tenant of ``collection`` holding at least ``TENANT_INDEX_MIN_ROWS`` (5,000) chunks
         its own partial HNSW index, which its tenant-scoped searches then walk, and drop the index of a
@@ -210,13 +238,16 @@ class TenantIndexMethods:
         gets coarse clusters (:mod:`agentrag.store.vector_clusters`: k-means centroids and each chunk's
         nearest, which its large scoped exact scans then read in part), fitted again when it has changed
         by half; ``clusters=False`` drops them (its scopes are scanned whole). Returns what was built,
-        kept and dropped (:class:`OptimizeReport`); CollectionNotFoundError for an unknown collection."""
+        kept and dropped (:class:`OptimizeReport`); CollectionNotFoundError for an unknown collection.
+        ``dry_run=True`` writes nothing and reports what optimizing would do (``report.due``: anything)."""
         from dataclasses import replace
 
         from agentrag.store.collections import read_collection
         from agentrag.store.vector_clusters import fit_clusters
 
         coll = read_collection(self.engine, collection)
-        fit = fit_clusters(self, coll, enabled=clusters)  # type: ignore[arg-type]
-        report = optimize_collection(self.engine, coll, maintenance_work_mem=maintenance_work_mem)
+        fit = fit_clusters(self, coll, enabled=clusters, dry_run=dry_run)  # type: ignore[arg-type]
+        report = optimize_collection(
+            self.engine, coll, maintenance_work_mem=maintenance_work_mem, dry_run=dry_run
+        )
         return replace(report, clusters=str(fit))

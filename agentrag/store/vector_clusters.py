@@ -63,7 +63,8 @@ _cache: OrderedDict[tuple[int, int], np.ndarray] = OrderedDict()
 
 @dataclass(frozen=True, slots=True)
 class ClusterFit:
-    """What :func:`fit_clusters` did: ``action`` "fitted" | "kept" | "dropped" | "none" (and why)."""
+    """What :func:`fit_clusters` did: ``action`` "fitted" | "kept" | "dropped" | "none" (and why); with
+    ``dry_run``, what it would do: "would fit" | "would drop" (or "kept" | "none", done by doing nothing)."""
 
     action: str
     k: int = 0
@@ -80,6 +81,10 @@ class ClusterFit:
                 f"clusters fitted: K={self.k} over {self.chunks} chunks in {self.seconds:.1f} s"
                 f" (read {read:.1f}, k-means {fit:.1f}, rows {rewrite:.1f}, HNSW index {index:.1f})"
             )
+        if self.action == "would fit":
+            return f"clusters would be fitted: K={self.k} over {self.chunks} chunks ({self.reason})"
+        if self.action == "would drop":
+            return f"clusters would be dropped: {self.reason}"
         return f"clusters {self.action}: {self.reason}"
 
 
@@ -208,8 +213,11 @@ def _read_vectors(conn: Connection, coll: Collection) -> tuple[list[str], np.nda
     return ids, (np.vstack(rows) if rows else np.zeros((0, coll.dimensions), np.float32))
 
 
-def fit_clusters(store: Store, coll: Collection, *, enabled: bool = True) -> ClusterFit:
-    """Fit, keep or drop the collection's clusters (see the module); what was done."""
+def fit_clusters(
+    store: Store, coll: Collection, *, enabled: bool = True, dry_run: bool = False
+) -> ClusterFit:
+    """Fit, keep or drop the collection's clusters (see the module); what was done (``dry_run``: what
+    would be, nothing written)."""
     from sqlalchemy import text
 
     from agentrag.store.collections import EXCLUSIVE_WRITE_LOCK_SQL, write_lock_params
@@ -233,6 +241,8 @@ def fit_clusters(store: Store, coll: Collection, *, enabled: bool = True) -> Clu
             if coll.distance != "cosine"
             else f"{chunks} chunks (< {clusters.MIN_FIT_CHUNKS}): exact scans"
         )
+        if fitted is not None and dry_run:
+            return ClusterFit("would drop", reason=why)
         if fitted is not None:
             with store.engine.begin() as conn:
                 drop_clusters(conn, coll.id)
@@ -240,6 +250,13 @@ def fit_clusters(store: Store, coll: Collection, *, enabled: bool = True) -> Clu
         return ClusterFit("none", reason=why)
     if fitted is not None and abs(chunks - int(fitted.chunks)) < REFIT_CHANGE * int(fitted.chunks):
         return ClusterFit("kept", int(fitted.k), chunks, reason=f"fitted over {int(fitted.chunks)} chunks")
+    if dry_run:
+        why = (
+            "no fit"
+            if fitted is None
+            else f"fitted over {int(fitted.chunks)} chunks: changed by half or more"
+        )
+        return ClusterFit("would fit", clusters_for(chunks), chunks, reason=why)
     started = time.perf_counter()
     with store.engine.connect() as conn:
         ids, vectors = _read_vectors(conn, coll)
