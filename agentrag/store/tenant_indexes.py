@@ -51,13 +51,13 @@ class OptimizeReport:
     dropped: int  # indexes of tenants under the keep line, gone, or left invalid by a failed build
     clusters: str = ""  # what became of its coarse clusters (agentrag.store.vector_clusters.ClusterFit)
     dry_run: bool = False
+    clusters_changed: bool = False  # fitted or dropped (in a dry run: would be)
 
     @property
     def due(self) -> bool:
         """Whether optimizing changes (or, in a dry run, would change) anything: a tenant index built or
         dropped, clusters fitted or dropped."""
-        changed = ("clusters would", "clusters fitted", "clusters dropped")
-        return bool(self.built or self.dropped or self.clusters.startswith(changed))
+        return bool(self.built or self.dropped or self.clusters_changed)
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -250,4 +250,5 @@ class TenantIndexMethods:
         report = optimize_collection(
             self.engine, coll, maintenance_work_mem=maintenance_work_mem, dry_run=dry_run
         )
-        return replace(report, clusters=str(fit))
+        changed = fit.action in ("fitted", "dropped", "would fit", "would drop")
+        return replace(report, clusters=str(fit), clusters_changed=changed)
