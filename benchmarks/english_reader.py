@@ -14,8 +14,8 @@ holding its plausible answer is the hard negative (``adv``).
 
 * ``frozen``: all-MiniLM-L6-v2 (the bundled model, ONNX) run on the *pair* (``[CLS] q [SEP] s``), its
   pooled question and sentence states fed to a logistic regression; leave-one-group-out (the two
-  SQuAD articles alone, the twelve XQuAD articles in three groups). Beside it, the question's and
-  the sentence's cosine, each embedded alone as the answer step does.
+  SQuAD articles alone, XQuAD's Normans with SQuAD's, the other eleven XQuAD articles in three groups).
+  Beside it, the question's and the sentence's cosine, each embedded alone as the answer step does.
 * ``finetune``: the same model fine-tuned as a cross-encoder (mean pooling, one linear head, BCE
   with the classes balanced, AdamW 3e-5, batch 16, CPU torch), trained with Normans and XQuAD
   articles 8-11 held out and scored on them.
@@ -135,7 +135,7 @@ def frozen(items: list[dict[str, Any]]) -> None:
     y = np.array([p["y"] for p in items])
     squad = ("Normans", "Computational_complexity_theory")
     titles = sorted({p["article"] for p in items if p["article"] not in squad})
-    # the two SQuAD articles alone, the twelve XQuAD articles in three groups
+    # the two SQuAD articles alone (XQuAD's Normans with SQuAD's), the other eleven XQuAD ones in three groups
     groups = np.array(
         [p["article"] if p["article"] in squad else f"xquad{titles.index(p['article']) % 3}" for p in items]
     )
